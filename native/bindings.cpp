@@ -1,0 +1,226 @@
+// Python bindings: one small def_* function per exposed class, docstrings beside
+// each .def. Compile and timing release the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "cublas_baseline.hpp"
+#include "device.hpp"
+#include "nvrtc_compiler.hpp"
+#include "timing.hpp"
+
+namespace py = pybind11;
+using namespace ws;
+
+namespace {
+
+// Owned for the life of the process: a py::object here would be destroyed after
+// the interpreter is gone.
+PyObject* g_cuda_error = nullptr;
+
+KernelArgs pack_args(const std::vector<std::pair<std::string, py::object>>& args) {
+  KernelArgs packed;
+  for (const auto& [kind, value] : args) {
+    if (kind == "ptr") packed.add_pointer(value.cast<uint64_t>());
+    else if (kind == "i32") packed.add_i32(value.cast<int32_t>());
+    else if (kind == "i64") packed.add_i64(value.cast<int64_t>());
+    else if (kind == "f32") packed.add_f32(value.cast<float>());
+    else if (kind == "f64") packed.add_f64(value.cast<double>());
+    else throw py::value_error("kernel argument kind must be ptr, i32, i64, f32 or f64, not " + kind);
+  }
+  return packed;
+}
+
+LaunchConfig make_config(std::array<unsigned, 3> grid, std::array<unsigned, 3> block,
+                         unsigned shared) {
+  return LaunchConfig{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared};
+}
+
+py::buffer_info contiguous(const py::buffer& b, bool writable) {
+  py::buffer_info info = b.request(writable);
+  ssize_t expected = info.itemsize;
+  for (ssize_t i = info.ndim - 1; i >= 0; --i) {
+    if (info.strides[i] != expected) throw py::value_error("buffer must be C-contiguous");
+    expected *= info.shape[i];
+  }
+  return info;
+}
+
+void def_errors(py::module_& m) {
+  g_cuda_error = PyErr_NewExceptionWithDoc("agent._runner.CudaError",
+                                "A CUDA, NVRTC or cuBLAS call failed. Attributes: name (e.g. "
+                                "CUDA_ERROR_ILLEGAL_ADDRESS), text, call, code.",
+                                PyExc_RuntimeError, nullptr);
+  m.attr("CudaError") = py::handle(g_cuda_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CudaError& e) {
+      py::object inst = py::reinterpret_borrow<py::object>(g_cuda_error)(e.what());
+      inst.attr("name") = e.name();
+      inst.attr("text") = e.text();
+      inst.attr("call") = e.call();
+      inst.attr("code") = e.code();
+      PyErr_SetObject(g_cuda_error, inst.ptr());
+    }
+  });
+}
+
+void def_compiler(py::module_& m) {
+  py::class_<CompileResult>(m, "CompileResult")
+      .def_readonly("ok", &CompileResult::ok)
+      .def_readonly("error", &CompileResult::error, "NVRTC error name when not ok")
+      .def_readonly("log", &CompileResult::log, "NVRTC program log, verbatim")
+      .def_property_readonly("cubin", [](const CompileResult& r) { return py::bytes(r.cubin); })
+      .def_readonly("lowered_name", &CompileResult::lowered_name, "the entry's CUBIN symbol")
+      .def_readonly("compile_ms", &CompileResult::compile_ms);
+  m.def("load_nvrtc", &load_nvrtc, py::arg("candidates"), py::arg("builtins"),
+        "Load NVRTC from the first candidate path that opens; returns that path.");
+  m.def("nvrtc_version", &nvrtc_version, "(major, minor) of the loaded NVRTC.");
+  m.def("compile", &compile, py::arg("source"), py::arg("filename"), py::arg("entry"),
+        py::arg("options"), py::arg("arch"), py::call_guard<py::gil_scoped_release>(),
+        "Compile CUDA C++ to a CUBIN for `arch`; failures come back as ok=False with the log.");
+}
+
+void def_device(py::module_& m) {
+  py::class_<DeviceFacts>(m, "DeviceFacts")
+#define WS_FACT(field) .def_readonly(#field, &DeviceFacts::field)
+      WS_FACT(ordinal) WS_FACT(name) WS_FACT(uuid) WS_FACT(arch) WS_FACT(cc_major)
+      WS_FACT(cc_minor) WS_FACT(sm_count) WS_FACT(driver_version) WS_FACT(total_memory)
+      WS_FACT(l2_bytes) WS_FACT(smem_per_block) WS_FACT(smem_per_block_optin)
+      WS_FACT(smem_per_sm) WS_FACT(regs_per_block) WS_FACT(regs_per_sm)
+      WS_FACT(max_threads_per_block) WS_FACT(max_threads_per_sm) WS_FACT(warp_size)
+      WS_FACT(sm_clock_khz) WS_FACT(mem_clock_khz) WS_FACT(mem_bus_bits)
+      WS_FACT(peak_bandwidth_gbs);
+#undef WS_FACT
+
+  py::class_<Device, std::shared_ptr<Device>>(m, "Device")
+      .def(py::init<int>(), py::arg("ordinal") = 0,
+           "Open a GPU through its primary context; raises CudaError without one.")
+      .def_property_readonly("facts", &Device::facts)
+      .def_property_readonly("flush_bytes", &Device::flush_bytes)
+      .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Wait for the stream; a kernel fault surfaces here as CudaError.")
+      .def("alloc", [](std::shared_ptr<Device> d, size_t n) { return std::make_shared<Buffer>(d, n); },
+           py::arg("nbytes"), "Allocate device memory.")
+      .def("load_module",
+           [](std::shared_ptr<Device> d, py::bytes image) {
+             return std::make_shared<Module>(d, std::string(image));
+           },
+           py::arg("cubin"), "Load a CUBIN.")
+      .def("launch",
+           [](std::shared_ptr<Device> d, const Function& fn, std::array<unsigned, 3> grid,
+              std::array<unsigned, 3> block, unsigned shared,
+              const std::vector<std::pair<std::string, py::object>>& args) {
+             KernelArgs packed = pack_args(args);
+             py::gil_scoped_release release;
+             launch(*d, fn, make_config(grid, block, shared), packed);
+           },
+           py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
+           "Enqueue one launch; args are (kind, value) pairs: ptr, i32, i64, f32, f64.")
+      .def("time",
+           [](std::shared_ptr<Device> d, const Function& fn, std::array<unsigned, 3> grid,
+              std::array<unsigned, 3> block, unsigned shared,
+              const std::vector<std::pair<std::string, py::object>>& args,
+              const TimingSettings& settings) {
+             KernelArgs packed = pack_args(args);
+             LaunchConfig cfg = make_config(grid, block, shared);
+             py::gil_scoped_release release;
+             return time_loop(*d, [&](CUstream) { launch(*d, fn, cfg, packed); }, settings);
+           },
+           py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
+           py::arg("settings"), "Time a launch under the recipe; returns every sample.");
+}
+
+void def_memory(py::module_& m) {
+  py::class_<Buffer, std::shared_ptr<Buffer>>(m, "Buffer")
+      .def_property_readonly("ptr", &Buffer::ptr)
+      .def_property_readonly("nbytes", &Buffer::bytes)
+      .def("upload",
+           [](Buffer& b, py::buffer src, size_t offset) {
+             py::buffer_info info = contiguous(src, false);
+             size_t n = static_cast<size_t>(info.size * info.itemsize);
+             py::gil_scoped_release release;
+             b.upload(info.ptr, n, offset);
+           },
+           py::arg("src"), py::arg("offset") = 0, "Copy a C-contiguous host buffer in at offset.")
+      .def("download",
+           [](const Buffer& b, py::buffer dst, size_t offset) {
+             py::buffer_info info = contiguous(dst, true);
+             size_t n = static_cast<size_t>(info.size * info.itemsize);
+             py::gil_scoped_release release;
+             b.download(info.ptr, n, offset);
+           },
+           py::arg("dst"), py::arg("offset") = 0, "Copy into a writable C-contiguous host buffer.")
+      .def("fill_u32", &Buffer::fill_u32, py::arg("value"), py::arg("offset"), py::arg("nbytes"),
+           "Set 4-byte words (NaN poison, sentinels).")
+      .def("fill_u8", &Buffer::fill_u8, py::arg("value"), py::arg("offset"), py::arg("nbytes"));
+
+  py::class_<FunctionInfo>(m, "FunctionInfo")
+      .def_readonly("registers", &FunctionInfo::registers)
+      .def_readonly("static_smem", &FunctionInfo::static_smem)
+      .def_readonly("local_bytes", &FunctionInfo::local_bytes)
+      .def_readonly("max_threads", &FunctionInfo::max_threads)
+      .def_readonly("const_bytes", &FunctionInfo::const_bytes);
+  py::class_<Function>(m, "Function")
+      .def_readonly("name", &Function::name)
+      .def_readonly("info", &Function::info);
+  py::class_<Module, std::shared_ptr<Module>>(m, "Module")
+      .def("function", &Module::function, py::arg("name"), "Look up a kernel by its CUBIN symbol.");
+}
+
+void def_timing(py::module_& m) {
+  py::class_<TimingSettings>(m, "TimingSettings")
+      .def(py::init([](int warmup, int repetitions, bool flush_l2, double max_total_ms,
+                       int min_repetitions) {
+             return TimingSettings{warmup, repetitions, flush_l2, max_total_ms, min_repetitions};
+           }),
+           py::arg("warmup") = 10, py::arg("repetitions") = 100, py::arg("flush_l2") = true,
+           py::arg("max_total_ms") = 5000.0, py::arg("min_repetitions") = 10)
+      .def_readwrite("warmup", &TimingSettings::warmup)
+      .def_readwrite("repetitions", &TimingSettings::repetitions)
+      .def_readwrite("flush_l2", &TimingSettings::flush_l2)
+      .def_readwrite("max_total_ms", &TimingSettings::max_total_ms)
+      .def_readwrite("min_repetitions", &TimingSettings::min_repetitions);
+  py::class_<TimingResult>(m, "TimingResult")
+      .def_readonly("samples_ms", &TimingResult::samples_ms)
+      .def_readonly("warmup_mean_ms", &TimingResult::warmup_mean_ms);
+}
+
+void def_cublas(py::module_& m) {
+  py::class_<Cublas, std::shared_ptr<Cublas>>(m, "Cublas")
+      .def(py::init<std::shared_ptr<Device>, const std::vector<std::string>&>(), py::arg("device"),
+           py::arg("candidates"), "Load cuBLAS and bind a handle to the device's stream.")
+      .def_property_readonly("path", &Cublas::path)
+      .def_property_readonly("version", &Cublas::version)
+      .def("sgemm",
+           [](Cublas& c, std::shared_ptr<Device> d, uint64_t a, uint64_t b, uint64_t out, int m,
+              int n, int k) {
+             py::gil_scoped_release release;
+             d->make_current();
+             c.sgemm_row_major(d->stream(), a, b, out, m, n, k, 1.f, 0.f);
+           },
+           py::arg("device"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
+           py::arg("k"), "Enqueue row-major C = A @ B once.")
+      .def("time_sgemm",
+           [](Cublas& c, std::shared_ptr<Device> d, uint64_t a, uint64_t b, uint64_t out, int m,
+              int n, int k, const TimingSettings& settings) {
+             py::gil_scoped_release release;
+             return time_loop(
+                 *d, [&](CUstream s) { c.sgemm_row_major(s, a, b, out, m, n, k, 1.f, 0.f); },
+                 settings);
+           },
+           py::arg("device"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
+           py::arg("k"), py::arg("settings"), "Time row-major SGEMM under the same recipe.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_runner, m) {
+  m.doc() = "warpsmith's native runner: NVRTC compile, Driver API launch, CUDA-event timing.";
+  def_errors(m);
+  def_compiler(m);
+  def_device(m);
+  def_memory(m);
+  def_timing(m);
+  def_cublas(m);
+}

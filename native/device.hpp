@@ -1,0 +1,130 @@
+// One GPU: its primary context, a stream, device memory, modules and launches.
+// Move-only owners for every driver handle; destructors never throw.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver.hpp"
+
+namespace ws {
+
+struct DeviceFacts {
+  int ordinal = 0;
+  std::string name, uuid, arch;  // arch: "sm_90"
+  int cc_major = 0, cc_minor = 0, sm_count = 0;
+  int driver_version = 0;  // 13000 = CUDA 13.0
+  int64_t total_memory = 0, l2_bytes = 0;
+  int smem_per_block = 0, smem_per_block_optin = 0, smem_per_sm = 0;
+  int regs_per_block = 0, regs_per_sm = 0, max_threads_per_block = 0,
+      max_threads_per_sm = 0, warp_size = 0;
+  int sm_clock_khz = 0, mem_clock_khz = 0, mem_bus_bits = 0;
+  double peak_bandwidth_gbs = 0.0;  // from clock x bus width; a lead, not a measurement
+};
+
+class Device {
+ public:
+  explicit Device(int ordinal);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceFacts& facts() const { return facts_; }
+  void make_current() const;
+  CUstream stream() const { return stream_; }
+  void synchronize() const;
+  // Overwrites a buffer of at least twice the L2 on the stream, evicting the
+  // previous launch's data so the next launch starts cold.
+  void flush_l2();
+  size_t flush_bytes() const { return flush_bytes_; }
+
+ private:
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUdeviceptr flush_ = 0;
+  size_t flush_bytes_ = 0;
+  unsigned flush_value_ = 0;
+  DeviceFacts facts_;
+};
+
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Device> device, size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  CUdeviceptr ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* src, size_t bytes, size_t offset);
+  void download(void* dst, size_t bytes, size_t offset) const;
+  void fill_u32(uint32_t value, size_t offset, size_t bytes);
+  void fill_u8(uint8_t value, size_t offset, size_t bytes);
+
+ private:
+  void check_range(size_t offset, size_t bytes, const char* what) const;
+  std::shared_ptr<Device> device_;
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+struct FunctionInfo {
+  int registers = 0, static_smem = 0, local_bytes = 0, max_threads = 0, const_bytes = 0;
+};
+
+class Module;
+
+struct Function {
+  std::shared_ptr<Module> module;  // keeps the CUmodule loaded while the function lives
+  CUfunction handle = nullptr;
+  std::string name;
+  FunctionInfo info;
+};
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module(std::shared_ptr<Device> device, const std::string& image);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Function function(const std::string& name);
+
+ private:
+  std::shared_ptr<Device> device_;
+  CUmodule module_ = nullptr;
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchConfig {
+  Dim3 grid, block;
+  unsigned shared_bytes = 0;
+};
+
+// Kernel arguments packed in declaration order; each kept in its own 8-byte slot
+// so the pointers handed to cuLaunchKernel stay valid and aligned.
+class KernelArgs {
+ public:
+  void add_pointer(uint64_t p) { push(&p, sizeof p); }
+  void add_i32(int32_t v) { push(&v, sizeof v); }
+  void add_i64(int64_t v) { push(&v, sizeof v); }
+  void add_f32(float v) { push(&v, sizeof v); }
+  void add_f64(double v) { push(&v, sizeof v); }
+  void** pointers();
+  size_t size() const { return slots_.size(); }
+
+ private:
+  void push(const void* v, size_t n);
+  std::vector<uint64_t> slots_;
+  std::vector<void*> ptrs_;
+};
+
+// Enqueues one launch on the device's stream. Launch-time errors (bad block size,
+// too much shared memory) throw CudaError at once; faults surface at the next sync.
+void launch(Device& device, const Function& fn, const LaunchConfig& cfg, KernelArgs& args);
+
+}  // namespace ws

@@ -1,0 +1,78 @@
+#include "timing.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ws {
+namespace {
+
+// Owns a CUevent.
+class Event {
+ public:
+  Event() { WS_CU(driver().cuEventCreate(&event_, CU_EVENT_DEFAULT)); }
+  ~Event() {
+    if (event_) driver().cuEventDestroy(event_);
+  }
+  Event(Event&& o) noexcept : event_(o.event_) { o.event_ = nullptr; }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CUstream s) { WS_CU(driver().cuEventRecord(event_, s)); }
+  CUevent get() const { return event_; }
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+float elapsed_ms(const Event& a, const Event& b) {
+  float ms = 0.f;
+  WS_CU(driver().cuEventElapsedTime(&ms, a.get(), b.get()));
+  return ms;
+}
+
+}  // namespace
+
+TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSettings& s) {
+  device.make_current();
+  CUstream stream = device.stream();
+  TimingResult result;
+
+  // Warm-up: module load, caches and clocks settle; one event pair gives an
+  // estimate of a launch's cost that sizes the measured loop.
+  Event w0, w1;
+  int warmup = std::max(1, s.warmup);
+  w0.record(stream);
+  for (int i = 0; i < warmup; ++i) {
+    if (s.flush_l2) device.flush_l2();
+    enqueue(stream);
+  }
+  w1.record(stream);
+  WS_CU(driver().cuStreamSynchronize(stream));
+  // The estimate includes flushes, so it errs on the side of fewer repetitions.
+  result.warmup_mean_ms = elapsed_ms(w0, w1) / warmup;
+
+  int reps = std::max(1, s.repetitions);
+  if (result.warmup_mean_ms > 0 && result.warmup_mean_ms * reps > s.max_total_ms) {
+    int affordable = static_cast<int>(std::floor(s.max_total_ms / result.warmup_mean_ms));
+    reps = std::max(std::min(s.min_repetitions, reps), affordable);
+  }
+
+  std::vector<Event> starts, ends;
+  starts.reserve(reps);
+  ends.reserve(reps);
+  for (int i = 0; i < reps; ++i) {
+    starts.emplace_back();
+    ends.emplace_back();
+  }
+  for (int i = 0; i < reps; ++i) {
+    if (s.flush_l2) device.flush_l2();
+    starts[i].record(stream);
+    enqueue(stream);
+    ends[i].record(stream);
+  }
+  WS_CU(driver().cuStreamSynchronize(stream));
+  result.samples_ms.reserve(reps);
+  for (int i = 0; i < reps; ++i) result.samples_ms.push_back(elapsed_ms(starts[i], ends[i]));
+  return result;
+}
+
+}  // namespace ws

@@ -1,0 +1,1 @@
+"""warpsmith's Textual app (arrives with the terminal-app issue)."""
