@@ -1,0 +1,106 @@
+"""NVRTC compilation with a disk cache and a parsed ptxas resource report.
+
+The cache key is a hash of the source, the options, the architecture and the
+NVRTC version, so a changed toolkit never serves a stale CUBIN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import native
+from .cache_dir import cache_root
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reported for the entry (``--ptxas-options=-v``)."""
+
+    registers: int = 0
+    shared_bytes: int = 0  # static shared memory
+    stack_bytes: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    constant_bytes: int = 0
+
+    def text(self) -> str:
+        return (f"{self.registers} registers, {self.shared_bytes} B shared, {self.stack_bytes} B stack, "
+                f"{self.spill_stores} B spill stores, {self.spill_loads} B spill loads")
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    ok: bool
+    arch: str
+    entry: str
+    symbol: str  # the entry's name in the CUBIN (lowered)
+    log: str
+    error: str  # NVRTC error name when not ok
+    compile_ms: float
+    cached: bool
+    resources: Resources = field(default_factory=Resources)
+    cubin: bytes = b""
+
+
+def define_options(defines: dict[str, int]) -> list[str]:
+    return [f"-D{k}={v}" for k, v in defines.items()]
+
+
+def parse_resources(log: str, symbol: str) -> Resources:
+    """Pick the entry's block out of the ptxas log (it lists every function)."""
+    blocks = re.split(r"ptxas info\s*: (?:Compiling entry function|Function properties for) ", log)
+    text = "\n".join(b for b in blocks if b.startswith(f"'{symbol}'") or b.startswith(symbol)) or log
+    def num(pattern: str) -> int:
+        m = re.search(pattern, text)
+        return int(m.group(1)) if m else 0
+    return Resources(
+        registers=num(r"Used (\d+) registers"),
+        shared_bytes=num(r"(\d+) bytes smem"),
+        stack_bytes=num(r"(\d+) bytes stack frame"),
+        spill_stores=num(r"(\d+) bytes spill stores"),
+        spill_loads=num(r"(\d+) bytes spill loads"),
+        constant_bytes=num(r"(\d+) bytes cmem\[0\]"),
+    )
+
+
+def _cache_key(source: str, entry: str, options: list[str], arch: str, version: tuple[int, int]) -> str:
+    blob = json.dumps([source, entry, options, arch, list(version)]).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[str]] = None,
+                   filename: str = "kernel.cu", use_cache: bool = True) -> CompiledKernel:
+    """Compile to a CUBIN for `arch`; compile errors are results (ok=False), with the log."""
+    options = list(options or [])
+    version = native.nvrtc_version()
+    key = _cache_key(source, entry, options, arch, version)
+    directory = cache_root() / "cubin" / key
+    if use_cache and (directory / "meta.json").is_file():
+        meta = json.loads((directory / "meta.json").read_text())
+        return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
+                              Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes())
+    r = native._runner.compile(source, filename, entry, options, arch)
+    symbol = r.lowered_name or entry
+    resources = parse_resources(r.log, symbol) if r.ok else Resources()
+    result = CompiledKernel(r.ok, arch, entry, symbol, r.log, r.error, r.compile_ms, False, resources,
+                            bytes(r.cubin))
+    if r.ok and use_cache:
+        _store(directory, result)
+    return result
+
+
+def _store(directory, result: CompiledKernel) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "kernel.cubin").write_bytes(result.cubin)
+        meta = {"symbol": result.symbol, "log": result.log, "resources": result.resources.__dict__}
+        tmp = directory / f"meta.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(meta))
+        os.replace(tmp, directory / "meta.json")  # meta last: its presence means complete
+    except OSError:
+        pass  # a read-only cache only costs a recompile

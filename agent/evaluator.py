@@ -1,0 +1,233 @@
+"""Evaluation of a candidate against a workload, the DESIGN.md recipe:
+
+1. compile (NVRTC; errors go back verbatim);
+2. validate every case: seeded inputs, cached float64 reference, NaN-poisoned
+   outputs, guard bands, inputs checked unchanged;
+3. time the performance cases (warm-up, then one event pair per launch, cold L2);
+4. validate again after timing (catches kernels that change behaviour);
+5. score = geometric mean of the performance medians.
+
+GPU work happens in a worker process. A fault or a hang costs the worker, which
+is restarted on the next call; the candidate is ``crashed`` / ``timeout``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from .candidate import Candidate
+from .compiler import CompiledKernel, compile_kernel
+from .expr import ExprError
+from .inputs import array_jobs, ensure_reference
+from .results import CaseResult, EvaluationResult
+from .stats import TimingStats, geomean
+from .tolerance import case_rtol
+from .worker import RECOVERABLE
+from .worker_process import WorkerDied, WorkerProcess, WorkerTimeout
+from .worker_protocol import (Arg, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline, EvaluateKernel,
+                              Fault, JobDone, TimingConfig)
+from .workload import ArrayParam, Case, Launch, Workload
+
+DEFAULT_SEED = 1
+FRESH_SEED = 2  # a new best is validated again on inputs from this seed
+CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
+
+
+class Evaluator:
+    def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
+                 kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None):
+        self.workload, self.timing, self.ordinal = workload, timing, device
+        self.kernel_timeout_s = kernel_timeout_s
+        self.on_event = on_event or (lambda event: None)
+        self._worker: Optional[WorkerProcess] = None
+        self._warm: set[tuple[str, int]] = set()
+        self.restarts = 0
+
+    # -- worker lifecycle -------------------------------------------------
+    def worker(self) -> WorkerProcess:
+        if self._worker is None or not self._worker.alive:
+            if self._worker is not None:
+                self._worker.kill()
+                self.restarts += 1
+            self._worker = WorkerProcess(self.ordinal)
+            self._warm.clear()
+        return self._worker
+
+    @property
+    def facts(self) -> dict:
+        return self.worker().ready.facts
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- jobs -------------------------------------------------------------
+    def _case_job(self, case: Case, seed: int, launch: Optional[Launch]) -> CaseJob:
+        w = self.workload
+        args, scalars = [], {}
+        for p in w.params:
+            if isinstance(p, ArrayParam):
+                args.append(Arg(array=p.name))
+            else:
+                kind = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}[p.dtype]
+                value = p.value.evaluate_int(case.sizes) if kind[0] == "i" else float(p.value.evaluate(case.sizes))
+                args.append(Arg(kind=kind, value=value))
+                scalars[p.name] = value
+        rtol = {p.name: case_rtol(w, case, p.dtype) for p in w.outputs}
+        return CaseJob(case.name, tuple(array_jobs(w, case)), tuple(args),
+                       str(ensure_reference(w, case, seed)), rtol, case.timed, launch, scalars)
+
+    def _resolve_launch(self, candidate: Candidate, case: Case) -> tuple[Optional[Launch], str]:
+        try:
+            launch = candidate.rule_for(case).resolve(candidate.launch_env(case))
+        except ExprError as e:
+            return None, f"launch rule for case '{case.name}': {e}"
+        problem = launch.problems()
+        facts = self.facts
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        if not problem and threads > facts["max_threads_per_block"]:
+            problem = f"block {launch.block} has {threads} threads, the GPU allows {facts['max_threads_per_block']}"
+        if not problem and launch.shared > facts["smem_per_block_optin"]:
+            problem = f"{launch.shared} B dynamic shared memory, the GPU allows {facts['smem_per_block_optin']}"
+        return launch, (f"case '{case.name}': {problem}" if problem else "")
+
+    # -- evaluation -------------------------------------------------------
+    def compile(self, candidate: Candidate) -> CompiledKernel:
+        return compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
+                              candidate.compile_options(), filename=f"{candidate.name}.cu")
+
+    def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
+                 time_cases: bool = True) -> EvaluationResult:
+        t_start = time.perf_counter()
+        compiled = self.compile(candidate)
+        self.on_event(compiled)
+        result = EvaluationResult(candidate.name, "pending", compiled, seed=seed)
+        result.wall_ms["compile"] = (time.perf_counter() - t_start) * 1e3
+        if not compiled.ok:
+            result.status, result.detail = "compile_failed", compiled.log
+            return _finish(result, t_start)
+        jobs = []
+        for case in self.workload.cases:
+            launch, problem = self._resolve_launch(candidate, case)
+            result.cases.append(CaseResult(case.name, case.role, launch=launch))
+            if problem:
+                result.status, result.detail = "launch_invalid", problem
+                result.cases[-1].status = "launch_invalid"
+                return _finish(result, t_start)
+            jobs.append(self._case_job(case, seed, launch))
+        request = EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing,
+                                 revalidate, time_cases)
+        self._run(request, result)
+        return _finish(result, t_start)
+
+    def baseline(self, seed: int = DEFAULT_SEED) -> Optional[EvaluationResult]:
+        """The vendor library on the same cases, timed by the same loop; None if the
+        workload names no baseline."""
+        b = self.workload.baseline
+        if b.kind == "none":
+            return None
+        t_start = time.perf_counter()
+        result = EvaluationResult(b.kind, "pending", None, seed=seed)
+        jobs = []
+        for case in self.workload.cases:
+            result.cases.append(CaseResult(case.name, case.role))
+            jobs.append(self._case_job(case, seed, None))
+        self._run(EvaluateBaseline(b.kind, b.bind, tuple(jobs), seed, self.timing), result)
+        return _finish(result, t_start)
+
+    def _deadline(self, phase: str, case: str, seed: int) -> float:
+        if phase == "time":
+            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3
+        return self.kernel_timeout_s + (0.0 if (case, seed) in self._warm else CASE_SETUP_S)
+
+    def _run(self, request, result: EvaluationResult) -> None:
+        """Send one request and fold the worker's replies into `result`."""
+        worker = self.worker()
+        worker.send(request)
+        # The worker answers in a fixed order: validate all, time, revalidate all.
+        cases = [j.case for j in request.jobs]
+        timed = [j.case for j in request.jobs if j.timed]
+        if isinstance(request, EvaluateBaseline):
+            expected = [(p, j.case) for j in request.jobs for p in (("validate", "time") if j.timed else ("validate",))]
+        else:
+            expected = [("validate", c) for c in cases] + [("time", c) for c in timed if request.time_cases] \
+                + [("revalidate", c) for c in cases if request.revalidate]
+        step = 0
+        while True:
+            phase, case = expected[min(step, len(expected) - 1)]
+            try:
+                reply = worker.recv(self._deadline(phase, case, request.seed))
+            except WorkerTimeout:
+                worker.kill()
+                self._mark(result, case, "timeout",
+                           f"case '{case}' ({phase}): no answer within {self._deadline(phase, case, request.seed):.0f} s; "
+                           "the kernel was killed (infinite loop or far too slow?)")
+                return
+            except WorkerDied as e:
+                self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
+                return
+            self.on_event(reply)
+            if isinstance(reply, JobDone):
+                return
+            step += 1
+            if isinstance(reply, CaseChecked):
+                self._warm.add((reply.case, request.seed))
+                c = result.case(reply.case)
+                if reply.phase == "validate":
+                    c.check, c.validate_ms = reply.check, reply.elapsed_ms
+                    c.status = reply.check.status
+                else:
+                    c.recheck = reply.check
+                    if reply.check.status != "ok" and c.status == "ok":
+                        c.status = "unstable"
+                if c.status != "ok":
+                    c.detail = c.detail or (reply.check.detail if reply.phase == "validate" else
+                                            "correct before the timing loop, wrong after it:\n" + reply.check.detail)
+                if isinstance(request, EvaluateKernel) and reply.phase == "validate" and reply.case == cases[-1] and any(
+                        result.case(x).status != "ok" for x in cases):
+                    # The worker skips timing and revalidation after a failure.
+                    expected = expected[:step]
+            elif isinstance(reply, CaseTimed):
+                c = result.case(reply.case)
+                c.timing, c.time_ms = TimingStats.of(reply.samples_ms), reply.elapsed_ms
+            elif isinstance(reply, Fault):
+                status = "launch_invalid" if reply.name in RECOVERABLE else "crashed"
+                self._mark(result, reply.case or case, status,
+                           f"case '{reply.case}' ({reply.phase}): {reply.name}: {reply.text}")
+                if reply.fatal:
+                    worker.kill()
+                    return
+
+    @staticmethod
+    def _mark(result: EvaluationResult, case: str, status: str, detail: str) -> None:
+        for c in result.cases:
+            if c.case == case:
+                c.status, c.detail = status, detail
+        if result.status in ("pending", "ok"):
+            result.status, result.detail = status, detail
+
+
+def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
+    """Overall status (the first failing case's), detail and score."""
+    if result.status == "pending":
+        failed = [c for c in result.cases if c.status != "ok"]
+        if failed:
+            result.status = failed[0].status if failed[0].status != "pending" else "crashed"
+            result.detail = f"case '{failed[0].case}': {failed[0].detail}"
+        else:
+            result.status = "ok"
+    timed = [c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing]
+    if result.status == "ok" and timed and len(timed) == sum(c.role == "performance" for c in result.cases):
+        result.score_ms = geomean(timed)
+    result.wall_ms["validate"] = sum(c.validate_ms for c in result.cases)
+    result.wall_ms["time"] = sum(c.time_ms for c in result.cases)
+    result.wall_ms["total"] = (time.perf_counter() - t_start) * 1e3
+    return result

@@ -1,0 +1,147 @@
+"""Arithmetic over a case's sizes and a kernel's knobs, e.g. ``ceil_div(N, BN)``.
+
+Launch configurations, shapes, scalar arguments and FLOP/byte formulas are written
+as such expressions. They are parsed with :mod:`ast` and walked by a whitelist:
+numbers, names, ``+ - * / // %``, unary minus, parentheses and the calls
+``ceil_div``, ``round_up``, ``min``, ``max``. Nothing is ever handed to ``eval``,
+so a workload file or a model's answer cannot run Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping, Union
+
+Number = Union[int, float]
+
+
+class ExprError(ValueError):
+    """An expression that does not parse, uses something not whitelisted, or
+    names a value that is not defined."""
+
+
+def _ceil_div(a: Number, b: Number) -> Number:
+    if b == 0:
+        raise ExprError("ceil_div by zero")
+    return -(-a // b)
+
+
+def _round_up(a: Number, b: Number) -> Number:
+    return _ceil_div(a, b) * b
+
+
+def _true_div(a: Number, b: Number) -> Number:
+    if b == 0:
+        raise ExprError("division by zero")
+    q = a / b
+    # Keep integer arithmetic exact: 128 / 8 stays the int 16.
+    return int(q) if isinstance(a, int) and isinstance(b, int) and a % b == 0 else q
+
+
+def _floor_div(a: Number, b: Number) -> Number:
+    if b == 0:
+        raise ExprError("division by zero")
+    return a // b
+
+
+def _mod(a: Number, b: Number) -> Number:
+    if b == 0:
+        raise ExprError("modulo by zero")
+    return a % b
+
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: _true_div,
+    ast.FloorDiv: _floor_div,
+    ast.Mod: _mod,
+}
+_FUNCTIONS = {"ceil_div": (_ceil_div, 2), "round_up": (_round_up, 2), "min": (min, None), "max": (max, None)}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed expression; ``Expr.parse("ceil_div(N, 16)").evaluate({"N": 100}) == 7``."""
+
+    text: str
+    tree: ast.expr
+
+    @staticmethod
+    def parse(value: Union[str, int, float]) -> "Expr":
+        if isinstance(value, bool):
+            raise ExprError(f"expected a number or an expression, got {value!r}")
+        if isinstance(value, (int, float)):
+            return Expr(str(value), ast.Constant(value))
+        if not isinstance(value, str):
+            raise ExprError(f"expected a number or an expression, got {value!r}")
+        return Expr(value, _parse(value))
+
+    def names(self) -> set[str]:
+        return {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)} - set(_FUNCTIONS)
+
+    def evaluate(self, env: Mapping[str, Number]) -> Number:
+        return _walk(self.tree, env, self.text)
+
+    def evaluate_int(self, env: Mapping[str, Number]) -> int:
+        value = self.evaluate(env)
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ExprError(f"'{self.text}' gives {value}, not a whole number (use // or ceil_div)")
+            value = int(value)
+        return value
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> ast.expr:
+    if len(text) > 500:
+        raise ExprError("expression longer than 500 characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise ExprError(f"'{text}' does not parse: {e.msg}") from None
+    for node in ast.walk(tree):
+        _check_node(node, text)
+    return tree
+
+
+def _check_node(node: ast.AST, text: str) -> None:
+    allowed = (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Call, ast.Load,
+               ast.USub, ast.UAdd, *_BINARY)
+    if not isinstance(node, allowed):
+        raise ExprError(f"'{text}': {type(node).__name__} is not allowed (only numbers, names, "
+                        "+ - * / // %, ceil_div, round_up, min, max)")
+    if isinstance(node, ast.Constant) and (isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+        raise ExprError(f"'{text}': only numeric constants are allowed")
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
+            raise ExprError(f"'{text}': only ceil_div, round_up, min and max can be called")
+
+
+def _walk(node: ast.expr, env: Mapping[str, Number], text: str) -> Number:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            raise ExprError(f"'{text}' uses '{node.id}', which is not defined here "
+                            f"(known: {', '.join(sorted(env)) or 'nothing'})")
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp):
+        value = _walk(node.operand, env, text)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](_walk(node.left, env, text), _walk(node.right, env, text))
+    if isinstance(node, ast.Call):
+        fn, arity = _FUNCTIONS[node.func.id]
+        args = [_walk(a, env, text) for a in node.args]
+        if (arity is not None and len(args) != arity) or not args:
+            raise ExprError(f"'{text}': {node.func.id} takes {arity or 'one or more'} arguments")
+        return fn(*args)
+    raise ExprError(f"'{text}': unsupported expression")  # unreachable after _check_node

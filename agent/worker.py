@@ -1,0 +1,176 @@
+"""The GPU worker process: owns the CUDA context, the case buffers and the checks.
+
+A kernel that faults kills the context, and a kernel that hangs never returns;
+both cost only this process. The evaluator kills and restarts it and the
+session goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+
+import numpy as np
+
+from . import native
+from .case_buffers import GUARD_WORD, CaseBuffers, DeviceArray
+from .gpu_checks import GpuChecks
+from .mismatch import build_report
+from .worker_protocol import (CaseCheck, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline,
+                              EvaluateKernel, Fault, JobDone, Shutdown, TimingConfig, WorkerReady)
+
+# Launch-time refusals: the context survives them, so the worker does too.
+RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+               "CUDA_ERROR_NOT_FOUND", "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+               "CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_OUT_OF_MEMORY"}
+
+
+class GpuWorker:
+    def __init__(self, ordinal: int):
+        self.device = native.open_device(ordinal)
+        self.checks = GpuChecks(self.device, self.device.facts.arch)
+        self.cases: dict[tuple[str, int, str], CaseBuffers] = {}
+        self._cublas = None
+        self.phase, self.case = "start", ""
+
+    def facts(self) -> dict:
+        f = self.device.facts
+        return {k: getattr(f, k) for k in dir(f) if not k.startswith("_")}
+
+    def buffers(self, job: CaseJob, seed: int) -> CaseBuffers:
+        key = (job.case, seed, job.reference)
+        if key not in self.cases:
+            self.cases[key] = CaseBuffers(self.device, job, seed)
+        return self.cases[key]
+
+    def check(self, bufs: CaseBuffers) -> CaseCheck:
+        """Guards, then inputs, then outputs: the first kind of failure found wins."""
+        self.device.synchronize()
+        overruns = [f"{a.job.name} ({side})" for a in bufs.arrays.values()
+                    for side, off in (("before", 0), ("after", a.guard + a.nbytes))
+                    if self.checks.count_not(a.buffer.ptr + off, GUARD_WORD, a.guard)]
+        if overruns:
+            return CaseCheck("out_of_bounds", detail="writes outside the buffers of " + ", ".join(overruns)
+                             + ": check bounds on the last partial tile")
+        modified = []
+        for a in bufs.inputs():
+            changed = self.checks.count_differ(a.ptr, a.pristine.ptr, a.nbytes)
+            if changed:
+                a.dirty = True
+                modified.append(f"{a.job.name} ({changed} words changed)")
+        if modified:
+            return CaseCheck("input_modified", detail="the kernel modified its inputs: " + ", ".join(modified))
+        return self.check_outputs(bufs)
+
+    def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
+        worst_abs = worst_rel = 0.0
+        bad_total, reports = 0, []
+        for a in bufs.outputs():
+            rtol = bufs.job.rtol[a.job.name]
+            if a.job.dtype in ("float32", "float64"):
+                s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.ref_scale, rtol)
+                bad, worst_abs, worst_rel = s.mismatches, max(worst_abs, s.max_abs_error), max(worst_rel, s.max_rel_error)
+            else:
+                bad = self.checks.count_differ(a.ptr, a.ref.ptr, a.nbytes)
+            if bad:
+                bad_total += bad
+                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol))
+        if reports:
+            return CaseCheck("wrong_answer", worst_abs, worst_rel, bad_total,
+                             "\n".join(r.text() for r in reports), tuple(reports))
+        return CaseCheck("ok", worst_abs, worst_rel)
+
+    def run_kernel(self, req: EvaluateKernel, send) -> None:
+        module = self.device.load_module(req.cubin)
+        fn = module.function(req.symbol)
+        def validate(job: CaseJob, phase: str) -> CaseCheck:
+            self.phase, self.case = phase, job.case
+            t0 = time.perf_counter()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare()
+            l = job.launch
+            self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
+            result = self.check(bufs)
+            send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
+            return result
+        results = [validate(job, "validate") for job in req.jobs]
+        if not req.time_cases or any(r.status != "ok" for r in results):
+            return
+        for job in req.jobs:
+            if job.timed:
+                self.phase, self.case = "time", job.case
+                t0 = time.perf_counter()
+                bufs = self.buffers(job, req.seed)
+                l = job.launch
+                timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing))
+                send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
+        if req.revalidate:
+            for job in req.jobs:
+                validate(job, "revalidate")
+
+    def cublas(self):
+        if self._cublas is None:
+            self._cublas = native._runner.Cublas(self.device, native.cublas_candidates())
+        return self._cublas
+
+    def run_baseline(self, req: EvaluateBaseline, send) -> None:
+        if req.kind != "cublas_sgemm":
+            raise ValueError(f"unknown baseline {req.kind}")
+        blas = self.cublas()
+        b = req.bind
+        for job in req.jobs:
+            self.phase, self.case = "validate", job.case
+            t0 = time.perf_counter()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare()
+            ptr = lambda name: bufs.arrays[name].ptr
+            m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
+            operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
+            blas.sgemm(self.device, *operands)
+            send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
+            if job.timed:
+                self.phase = "time"
+                t0 = time.perf_counter()
+                timing = blas.time_sgemm(self.device, *operands, _settings(req.timing))
+                send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
+
+
+def _settings(t: TimingConfig):
+    return native._runner.TimingSettings(warmup=t.warmup, repetitions=t.repetitions, flush_l2=t.cold_l2,
+                                         max_total_ms=t.max_total_ms)
+
+
+def worker_main(conn, ordinal: int) -> None:
+    """Entry point of the worker process."""
+    try:
+        worker = GpuWorker(ordinal)
+        conn.send(WorkerReady(worker.facts(), native.nvrtc_version()))
+    except Exception as e:  # no GPU, no driver, bad NVRTC: say so and stop
+        conn.send(Fault("", "start", getattr(e, "name", type(e).__name__), str(getattr(e, "text", e)), True))
+        return
+    while True:
+        try:
+            req = conn.recv()
+        except EOFError:
+            return
+        if isinstance(req, Shutdown):
+            return
+        try:
+            if isinstance(req, EvaluateKernel):
+                worker.run_kernel(req, conn.send)
+            elif isinstance(req, EvaluateBaseline):
+                worker.run_baseline(req, conn.send)
+            conn.send(JobDone())
+        except native.CudaError as e:
+            fatal = e.name not in RECOVERABLE
+            conn.send(Fault(worker.case, worker.phase, e.name, e.text, fatal))
+            if fatal:
+                conn.close()
+                os._exit(3)  # skip destructors: the context is dead
+            conn.send(JobDone())
+        except Exception as e:
+            conn.send(Fault(worker.case, worker.phase, type(e).__name__,
+                            f"{e}\n{traceback.format_exc(limit=4)}", True))
+            conn.close()
+            os._exit(4)

@@ -1,0 +1,88 @@
+"""The evaluator's handle on its GPU worker: start, talk with deadlines, kill."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+from .worker import worker_main
+from .worker_protocol import Fault, Reply, WorkerReady
+
+
+class GpuUnavailable(RuntimeError):
+    """The worker could not open the GPU (no driver, no device, NVRTC mismatch)."""
+
+
+class WorkerTimeout(RuntimeError):
+    pass
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+class WorkerProcess:
+    """A spawned process running :func:`agent.worker.worker_main` (spawn, not fork:
+    a forked CUDA context is unusable)."""
+
+    def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0):
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=worker_main, args=(child, ordinal), daemon=True,
+                                 name="warpsmith-gpu-worker")
+        self._proc.start()
+        child.close()
+        try:
+            reply = self.recv(start_timeout_s)
+        except (WorkerTimeout, WorkerDied) as e:
+            self.kill()
+            raise GpuUnavailable(f"the GPU worker did not start: {e}") from None
+        if isinstance(reply, Fault):
+            self.kill()
+            raise GpuUnavailable(f"{reply.name}: {reply.text}")
+        assert isinstance(reply, WorkerReady)
+        self.ready: WorkerReady = reply
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def send(self, message) -> None:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerDied(f"pipe to the worker broke: {e}") from None
+
+    def recv(self, timeout_s: float) -> Reply:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerTimeout(f"no answer within {timeout_s:.0f} s")
+            try:
+                if self._conn.poll(min(left, 0.5)):
+                    return self._conn.recv()
+            except (EOFError, OSError):
+                raise WorkerDied(self._death()) from None
+            if not self._proc.is_alive() and not self._conn.poll(0):
+                raise WorkerDied(self._death())
+
+    def _death(self) -> str:
+        self._proc.join(timeout=5)
+        return f"the worker exited with code {self._proc.exitcode}"
+
+    def kill(self) -> None:
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(timeout=30)
+        self._conn.close()
+
+    def close(self) -> None:
+        from .worker_protocol import Shutdown
+        try:
+            self.send(Shutdown())
+            self._proc.join(timeout=10)
+        except WorkerDied:
+            pass
+        self.kill()

@@ -1,0 +1,120 @@
+"""Messages between the evaluator and its GPU worker process (pickled over a pipe).
+
+Requests go in; the worker answers with a stream of replies ending in ``JobDone``,
+or dies. A ``Fault`` that is fatal (the CUDA context is dead) is the worker's last
+word before it exits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from .inputs import ArrayJob
+from .mismatch import MismatchReport
+from .workload import Launch
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 10
+    repetitions: int = 100
+    cold_l2: bool = True
+    max_total_ms: float = 5000.0  # cap per case; fewer repetitions beyond it (never < 10)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One kernel parameter in order: an array by name, or a scalar by (kind, value)."""
+
+    array: Optional[str] = None
+    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64
+    value: Union[int, float] = 0
+
+
+@dataclass(frozen=True)
+class CaseJob:
+    case: str
+    arrays: tuple[ArrayJob, ...]
+    args: tuple[Arg, ...]
+    reference: str  # path of the cached reference (.npz)
+    rtol: dict[str, float]  # per output
+    timed: bool
+    launch: Optional[Launch] = None  # kernel jobs only
+    scalars: dict[str, Union[int, float]] = field(default_factory=dict)  # by name, for baselines
+
+
+@dataclass(frozen=True)
+class EvaluateKernel:
+    cubin: bytes
+    symbol: str
+    jobs: tuple[CaseJob, ...]
+    seed: int
+    timing: TimingConfig
+    revalidate: bool = True  # validate again after timing
+    time_cases: bool = True
+
+
+@dataclass(frozen=True)
+class EvaluateBaseline:
+    kind: str  # cublas_sgemm
+    bind: dict[str, str]
+    jobs: tuple[CaseJob, ...]
+    seed: int
+    timing: TimingConfig
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    """Validation of one case after one launch."""
+
+    status: str  # ok | wrong_answer | out_of_bounds | input_modified
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatches: int = 0
+    detail: str = ""  # for the proposer: the mismatch report, the guard or input finding
+    reports: tuple[MismatchReport, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerReady:
+    facts: dict
+    nvrtc: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class CaseChecked:
+    case: str
+    phase: str  # validate | revalidate
+    check: CaseCheck
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class CaseTimed:
+    case: str
+    samples_ms: tuple[float, ...]
+    warmup_mean_ms: float
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class Fault:
+    case: str
+    phase: str
+    name: str  # CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS
+    text: str
+    fatal: bool  # the worker is exiting: its context is unusable
+
+
+@dataclass(frozen=True)
+class JobDone:
+    pass
+
+
+Reply = Union[WorkerReady, CaseChecked, CaseTimed, Fault, JobDone]

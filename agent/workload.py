@@ -1,0 +1,396 @@
+"""Workload specs: a directory with ``workload.toml`` and ``reference.py``.
+
+The TOML names the kernel's parameters in order (arrays with dtype and shape,
+scalars with a value), the cases with their role and sizes, the tolerance and
+precision policy, the baseline, FLOP/byte formulas and the kernels that ship with
+the workload. Every expression is checked against every case at load time, so a
+broken spec fails here, with one line naming the file, the key and the problem,
+before any GPU work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .expr import Expr, ExprError
+from .kernel_source import Knob, parse_knobs
+
+ARRAY_ROLES = ("input", "output")
+CASE_ROLES = ("correctness", "performance")
+ARRAY_DTYPES = ("float32", "float64", "int32", "int64")
+SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
+BASELINES = ("none", "cublas_sgemm")
+
+
+class SpecError(ValueError):
+    """A workload file that is wrong; the message is one line: file, key, problem."""
+
+    def __init__(self, path: Path | str, key: str, problem: str):
+        super().__init__(f"{path}: {key}: {problem}")
+        self.path, self.key, self.problem = str(path), key, problem
+
+
+@dataclass(frozen=True)
+class ArrayParam:
+    name: str
+    role: str  # input | output
+    dtype: str
+    shape: tuple[Expr, ...]
+    low: float = -1.0  # inputs are drawn uniformly from [low, high], never 0
+    high: float = 1.0
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    name: str
+    dtype: str
+    value: Expr
+
+    role = "scalar"
+
+
+Param = ArrayParam | ScalarParam
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    role: str
+    sizes: dict[str, int]
+
+    @property
+    def timed(self) -> bool:
+        return self.role == "performance"
+
+
+@dataclass(frozen=True)
+class LaunchRule:
+    """Grid, block and dynamic shared memory as expressions of sizes and knobs."""
+
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    shared: Expr = Expr.parse(0)
+
+    def resolve(self, env: dict[str, int]) -> "Launch":
+        grid = tuple(e.evaluate_int(env) for e in self.grid)
+        block = tuple(e.evaluate_int(env) for e in self.block)
+        return Launch(grid, block, self.shared.evaluate_int(env))
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+
+    def problems(self) -> Optional[str]:
+        """A reason this launch cannot be valid on any GPU, or None."""
+        if any(v < 1 for v in self.grid + self.block):
+            return f"grid {self.grid} / block {self.block} has a dimension below 1"
+        if self.block[0] * self.block[1] * self.block[2] > 1024:
+            return f"block {self.block} has more than 1024 threads"
+        if self.shared < 0:
+            return f"dynamic shared memory {self.shared} is negative"
+        return None
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel that ships with the workload (starting kernel, tunable kernels)."""
+
+    name: str
+    path: Path
+    entry: str
+    launch: LaunchRule
+    options: tuple[str, ...] = ()
+    defines: dict[str, int] = field(default_factory=dict)
+
+    def source(self) -> str:
+        return self.path.read_text()
+
+    def knobs(self) -> dict[str, Knob]:
+        return parse_knobs(self.source())
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: Optional[float]  # None: default from dtype and reduction length
+    allow_tf32: bool
+    reduction: Optional[Expr]  # reduction length, e.g. K for GEMM
+
+
+@dataclass(frozen=True)
+class Baseline:
+    kind: str  # none | cublas_sgemm
+    bind: dict[str, str]  # baseline operand -> workload parameter (a -> A, m -> M, ...)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    directory: Path
+    description: str
+    params: tuple[Param, ...]
+    cases: tuple[Case, ...]
+    tolerance: Tolerance
+    baseline: Baseline
+    flops: Optional[Expr]
+    bytes: Optional[Expr]
+    kernels: dict[str, KernelSpec]
+    start: str
+    reference_path: Path
+    digest: str  # hash of the spec and the reference: keys the reference cache
+
+    @property
+    def arrays(self) -> list[ArrayParam]:
+        return [p for p in self.params if isinstance(p, ArrayParam)]
+
+    @property
+    def inputs(self) -> list[ArrayParam]:
+        return [p for p in self.arrays if p.role == "input"]
+
+    @property
+    def outputs(self) -> list[ArrayParam]:
+        return [p for p in self.arrays if p.role == "output"]
+
+    @property
+    def start_kernel(self) -> KernelSpec:
+        return self.kernels[self.start]
+
+    def case(self, name: str) -> Case:
+        for c in self.cases:
+            if c.name == name:
+                return c
+        raise KeyError(f"no case '{name}' in workload {self.name}")
+
+    def shape(self, param: ArrayParam, case: Case) -> tuple[int, ...]:
+        return tuple(e.evaluate_int(case.sizes) for e in param.shape)
+
+    def signature(self) -> str:
+        """The kernel's parameter list as C, for people and models."""
+        ctype = {"float32": "float", "float64": "double", "float16": "__half", "int32": "int",
+                 "int64": "long long"}
+        parts = []
+        for p in self.params:
+            if isinstance(p, ArrayParam):
+                const = "const " if p.role == "input" else ""
+                dims = " x ".join(str(e) for e in p.shape)
+                parts.append(f"{const}{ctype[p.dtype]}* {p.name} /* [{dims}] {p.role} */")
+            else:
+                parts.append(f"{ctype[p.dtype]} {p.name} /* = {p.value} */")
+        return ", ".join(parts)
+
+
+def load_workload(directory: Path | str) -> Workload:
+    """Parse and check a workload directory; raises SpecError (one line)."""
+    directory = Path(directory)
+    path = directory / "workload.toml" if directory.is_dir() else directory
+    directory = path.parent
+    if not path.is_file():
+        raise SpecError(path, "workload.toml", "not found: a workload is a directory holding "
+                        "workload.toml and reference.py")
+    raw = path.read_bytes()
+    try:
+        doc = tomllib.loads(raw.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(path, "(syntax)", str(e)) from None
+    return _Parser(path, directory, doc, raw).parse()
+
+
+class _Parser:
+    def __init__(self, path: Path, directory: Path, doc: dict, raw: bytes):
+        self.path, self.dir, self.doc, self.raw = path, directory, doc, raw
+
+    def fail(self, key: str, problem: str) -> SpecError:
+        return SpecError(self.path, key, problem)
+
+    def get(self, table: dict, key: str, where: str, kind: type | tuple, default: Any = ...) -> Any:
+        if key not in table:
+            if default is ...:
+                raise self.fail(f"{where}{key}", "missing")
+            return default
+        value = table[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(f"{where}{key}", f"expected {names}, got {value!r}")
+        return value
+
+    def expr(self, value: Any, key: str) -> Expr:
+        try:
+            return Expr.parse(value)
+        except ExprError as e:
+            raise self.fail(key, str(e)) from None
+
+    def parse(self) -> Workload:
+        top = self.get(self.doc, "workload", "", dict)
+        name = self.get(top, "name", "workload.", str)
+        description = self.get(top, "description", "workload.", str)
+        reference = self.dir / self.get(top, "reference", "workload.", str, "reference.py")
+        if not reference.is_file():
+            raise self.fail("workload.reference", f"{reference.name} not found beside workload.toml")
+        params = self.parse_params()
+        cases = self.parse_cases()
+        tolerance = self.parse_tolerance(top)
+        metrics = self.get(self.doc, "metrics", "", dict, {})
+        flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
+        nbytes = self.expr(metrics["bytes"], "metrics.bytes") if "bytes" in metrics else None
+        kernels = self.parse_kernels()
+        start = self.get(self.get(self.doc, "start", "", dict, {}), "kernel", "start.", str,
+                         next(iter(kernels), ""))
+        if start not in kernels:
+            raise self.fail("start.kernel", f"'{start}' is not one of the [kernels.*] tables "
+                            f"({', '.join(kernels) or 'none defined'})")
+        baseline = self.parse_baseline(params)
+        digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
+        w = Workload(name, self.dir, description.strip(), params, cases, tolerance, baseline, flops,
+                     nbytes, kernels, start, reference, digest)
+        self.check_against_cases(w)
+        return w
+
+    def parse_params(self) -> tuple[Param, ...]:
+        items = self.get(self.doc, "params", "", list)
+        params: list[Param] = []
+        seen = set()
+        for i, p in enumerate(items):
+            where = f"params[{i}]."
+            if not isinstance(p, dict):
+                raise self.fail(f"params[{i}]", "each parameter is a table")
+            name = self.get(p, "name", where, str)
+            if not name.isidentifier() or name in seen:
+                raise self.fail(where + "name", f"'{name}' is not a unique identifier")
+            seen.add(name)
+            role = self.get(p, "role", where, str)
+            dtype = self.get(p, "dtype", where, str)
+            if role == "scalar":
+                if dtype not in SCALAR_DTYPES:
+                    raise self.fail(where + "dtype", f"scalar dtype must be one of {', '.join(SCALAR_DTYPES)}")
+                params.append(ScalarParam(name, dtype, self.expr(self.get(p, "value", where, (str, int, float)), where + "value")))
+                continue
+            if role not in ARRAY_ROLES:
+                raise self.fail(where + "role", f"'{role}' must be input, output or scalar")
+            if dtype not in ARRAY_DTYPES:
+                raise self.fail(where + "dtype", f"'{dtype}' must be one of {', '.join(ARRAY_DTYPES)}")
+            shape = self.get(p, "shape", where, list)
+            if not shape:
+                raise self.fail(where + "shape", "needs at least one dimension")
+            low, high = self.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else (-1.0, 1.0)
+            if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and low < high):
+                raise self.fail(where + "range", "expected [low, high] with low < high")
+            params.append(ArrayParam(name, role, dtype,
+                                     tuple(self.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
+                                     float(low), float(high)))
+        if not any(isinstance(p, ArrayParam) and p.role == "output" for p in params):
+            raise self.fail("params", "no parameter has role = \"output\"")
+        return tuple(params)
+
+    def parse_cases(self) -> tuple[Case, ...]:
+        items = self.get(self.doc, "cases", "", list)
+        cases, seen = [], set()
+        for i, c in enumerate(items):
+            where = f"cases[{i}]."
+            if not isinstance(c, dict):
+                raise self.fail(f"cases[{i}]", "each case is a table")
+            name = self.get(c, "name", where, str)
+            if name in seen:
+                raise self.fail(where + "name", f"'{name}' is used twice")
+            seen.add(name)
+            role = self.get(c, "role", where, str)
+            if role not in CASE_ROLES:
+                raise self.fail(where + "role", f"'{role}' must be correctness or performance")
+            sizes = self.get(c, "sizes", where, dict)
+            for k, v in sizes.items():
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    raise self.fail(f"{where}sizes.{k}", f"expected a positive integer, got {v!r}")
+            cases.append(Case(name, role, dict(sizes)))
+        if not any(c.role == "performance" for c in cases):
+            raise self.fail("cases", "no case has role = \"performance\": nothing would be timed")
+        return tuple(cases)
+
+    def parse_tolerance(self, top: dict) -> Tolerance:
+        t = self.get(self.doc, "tolerance", "", dict, {})
+        rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
+        if rtol is not None and not rtol > 0:
+            raise self.fail("tolerance.rtol", "must be positive")
+        allow = self.get(t, "allow_tf32", "tolerance.", bool, False)
+        reduction = top.get("reduction")
+        return Tolerance(None if rtol is None else float(rtol), allow,
+                         self.expr(reduction, "workload.reduction") if reduction is not None else None)
+
+    def parse_kernels(self) -> dict[str, KernelSpec]:
+        table = self.get(self.doc, "kernels", "", dict)
+        kernels = {}
+        for name, k in table.items():
+            where = f"kernels.{name}."
+            if not isinstance(k, dict):
+                raise self.fail(f"kernels.{name}", "expected a table")
+            src = self.dir / self.get(k, "source", where, str)
+            if not src.is_file():
+                raise self.fail(where + "source", f"{src.name} not found beside workload.toml")
+            grid = self.get(k, "grid", where, list)
+            block = self.get(k, "block", where, list)
+            for key, dims in (("grid", grid), ("block", block)):
+                if not 1 <= len(dims) <= 3:
+                    raise self.fail(where + key, "expected 1 to 3 dimensions")
+            rule = LaunchRule(
+                tuple(self.expr(g, f"{where}grid[{i}]") for i, g in enumerate(grid + [1] * (3 - len(grid)))),
+                tuple(self.expr(b, f"{where}block[{i}]") for i, b in enumerate(block + [1] * (3 - len(block)))),
+                self.expr(self.get(k, "shared", where, (int, str), 0), where + "shared"))
+            options = self.get(k, "options", where, list, [])
+            defines = self.get(k, "defines", where, dict, {})
+            spec = KernelSpec(name, src, self.get(k, "entry", where, str), rule,
+                              tuple(str(o) for o in options), {str(a): int(b) for a, b in defines.items()})
+            try:
+                spec.knobs()
+            except ValueError as e:
+                raise self.fail(where + "source", str(e)) from None
+            kernels[name] = spec
+        if not kernels:
+            raise self.fail("kernels", "no kernel defined: add a [kernels.NAME] table")
+        return kernels
+
+    def parse_baseline(self, params: tuple[Param, ...]) -> Baseline:
+        b = self.get(self.doc, "baseline", "", dict, {"kind": "none"})
+        kind = self.get(b, "kind", "baseline.", str)
+        if kind not in BASELINES:
+            raise self.fail("baseline.kind", f"'{kind}' must be one of {', '.join(BASELINES)}")
+        bind = {k: v for k, v in b.items() if k != "kind"}
+        names = {p.name for p in params}
+        needed = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k")}.get(kind, ())
+        for operand in needed:
+            if bind.get(operand) not in names:
+                raise self.fail(f"baseline.{operand}", f"must name a parameter (one of {', '.join(sorted(names))})")
+        return Baseline(kind, bind)
+
+    def check_against_cases(self, w: Workload) -> None:
+        """Evaluate every expression for every case so errors surface now."""
+        for case in w.cases:
+            def check(expr: Expr, key: str, integer: bool = True) -> None:
+                try:
+                    value = expr.evaluate_int(case.sizes) if integer else expr.evaluate(case.sizes)
+                except ExprError as e:
+                    raise self.fail(key, f"for case '{case.name}': {e}") from None
+                if integer and value < 1 and key.startswith("params"):
+                    raise self.fail(key, f"for case '{case.name}': dimension {value} < 1")
+            for j, p in enumerate(w.params):
+                if isinstance(p, ArrayParam):
+                    for d, e in enumerate(p.shape):
+                        check(e, f"params[{j}].shape[{d}]")
+                else:
+                    check(p.value, f"params[{j}].value", integer=p.dtype.startswith("int"))
+            for key, e in (("metrics.flops", w.flops), ("metrics.bytes", w.bytes),
+                           ("workload.reduction", w.tolerance.reduction)):
+                if e is not None:
+                    check(e, key, integer=False)
+            for kname, k in w.kernels.items():
+                knob_env = {**{n: kn.default for n, kn in k.knobs().items()}, **k.defines}
+                env = {**case.sizes, **knob_env}
+                try:
+                    launch = k.launch.resolve(env)
+                except ExprError as e:
+                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {e}") from None
+                if launch.problems():
+                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {launch.problems()}")

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, doctor, GPU tests, example evaluations,
+# the harness benchmark. Full logs go to $OUT (when set); a short table is last.
+set -uo pipefail
+OUT=${OUT:-/tmp/warpsmith-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 WARPSMITH_CACHE=/tmp/warpsmith-cache
+step() { echo; echo "=== $* ==="; }
+
+step build
+python3 -m pip install -q --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+cd /tmp  # import the installed package, not the source tree
+
+step doctor
+warpsmith doctor 2>&1 | tee "$OUT/doctor.txt"
+
+step "GPU tests"
+python3 -m pytest -q -m gpu -p no:cacheprovider "$OLDPWD/tests" 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30
+
+for kernel in ${WS_KERNELS:-naive tiled}; do
+  step "eval sgemm --kernel $kernel"
+  warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"
+done
+
+if [ -f "$OLDPWD/benchmarks/harness.py" ]; then
+  step harness
+  python3 "$OLDPWD/benchmarks/harness.py" 2>&1 | tee "$OUT/harness.txt"
+fi
+
+step summary
+grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
+for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done

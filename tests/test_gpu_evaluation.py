@@ -1,0 +1,158 @@
+"""The evaluation engine on a real GPU: launch, timing, every validation check,
+fault and hang isolation, and the cuBLAS baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.candidate import Candidate
+from agent.evaluator import Evaluator
+from agent.expr import Expr
+from agent.workload import LaunchRule, load_workload
+from agent.worker_protocol import TimingConfig
+
+from .conftest import make_sgemm_workload
+
+pytestmark = pytest.mark.gpu
+
+NAIVE_RULE = LaunchRule((Expr.parse("ceil_div(N, 16)"), Expr.parse("ceil_div(M, 16)"), Expr.parse(1)),
+                        (Expr.parse(16), Expr.parse(16), Expr.parse(1)))
+
+# Every bad kernel shares the naive kernel's signature and launch.
+HEAD = 'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n' \
+       '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
+DOT = '  float acc = 0.f; for (int i = 0; i < K; ++i) acc += A[r * K + i] * B[i * N + c];\n'
+BAD = {
+    "writes_nothing": HEAD + "}\n",
+    "writes_half": HEAD + "  if (r >= M / 2 || c >= N) return;\n" + DOT + "  C[r * N + c] = acc;\n}\n",
+    "out_of_bounds": HEAD + "  if (r >= M || c >= N) return;\n" + DOT + "  C[r * N + c] = acc;\n"
+                     "  if (r == M - 1 && c == N - 1) C[M * N + 7] = 1.f;\n}\n",
+    "modifies_input": HEAD + "  if (r >= M || c >= N) return;\n" + DOT + "  C[r * N + c] = acc;\n"
+                      "  if (r == 0 && c == 0) ((float*)A)[1] = 3.f;\n}\n",
+    "changes_after_20": "__device__ unsigned launches;\n" + HEAD + "  if (r >= M || c >= N) return;\n" + DOT +
+                        "  C[r * N + c] = *(volatile unsigned*)&launches > 20 ? acc + 1.f : acc;\n"
+                        "  if (r == 0 && c == 0) atomicAdd(&launches, 1u);\n}\n",
+    # Rounds both operands to TF32 (10-bit mantissa) before the product.
+    "tf32": HEAD + "  if (r >= M || c >= N) return;\n"
+            "  float acc = 0.f; for (int i = 0; i < K; ++i) {\n"
+            "    unsigned a, b; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(a) : \"f\"(A[r * K + i]));\n"
+            "    asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(b) : \"f\"(B[i * N + c]));\n"
+            "    acc += __uint_as_float(a) * __uint_as_float(b); }\n  C[r * N + c] = acc;\n}\n",
+    "illegal_address": HEAD + "  ((float*)0x8)[r * N + c] = 1.f;\n}\n",
+    "infinite_loop": HEAD + "  volatile int spin = 1; while (spin) {}\n}\n",
+}
+
+
+def bad(name: str) -> Candidate:
+    return Candidate(BAD[name], "k", NAIVE_RULE, name=name)
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    return load_workload(make_sgemm_workload(tmp_path_factory.mktemp("sgemm")))
+
+
+@pytest.fixture(scope="module")
+def evaluator(workload):
+    with Evaluator(workload, TimingConfig(warmup=5, repetitions=50), kernel_timeout_s=5.0) as ev:
+        yield ev
+
+
+def naive(workload) -> Candidate:
+    return Candidate.from_spec(workload.kernels["naive"])
+
+
+def test_naive_kernel_passes_and_is_timed(evaluator, workload):
+    """The starting kernel validates on every case and gets 50 timing samples per performance case."""
+    r = evaluator.evaluate(naive(workload))
+    assert r.status == "ok", r.detail
+    perf = r.case("square-256")
+    assert perf.timing.n == 50 and perf.timing.median_ms > 0
+    assert perf.recheck.status == "ok"
+    assert r.score_ms == pytest.approx(perf.timing.median_ms)
+    assert r.case("odd-97x83x61").check.max_rel_error < 1e-5
+
+
+def test_tiled_kernel_passes_with_other_knobs(evaluator, workload):
+    """The register-tiled kernel is correct on odd sizes for a non-default tile."""
+    c = Candidate.from_spec(workload.kernels["tiled"], {"BM": 128, "BN": 32, "TM": 8, "TN": 4})
+    r = evaluator.evaluate(c)
+    assert r.status == "ok", r.detail
+
+
+@pytest.mark.parametrize("name,status,hint", [
+    ("writes_nothing", "wrong_answer", "never written"),
+    ("writes_half", "wrong_answer", "only rows >= 48"),
+    ("out_of_bounds", "out_of_bounds", "C (after)"),
+    ("modifies_input", "input_modified", "A (1 words changed)"),
+    ("tf32", "wrong_answer", "outside rtol"),
+])
+def test_validation_catches(evaluator, name, status, hint):
+    """Each kind of wrong kernel gets its own status and a detail the proposer can act on."""
+    r = evaluator.evaluate(bad(name))
+    assert r.status == status
+    assert hint in r.detail, r.detail
+    assert r.score_ms is None
+
+
+def test_behaviour_change_after_repeated_launches_is_unstable(evaluator):
+    """A kernel right on first launch and wrong after the timing loop is 'unstable'."""
+    r = evaluator.evaluate(bad("changes_after_20"))
+    assert r.case("odd-97x83x61").check.status == "ok"
+    assert r.status == "unstable", r.detail
+
+
+def test_tf32_passes_when_the_workload_allows_it(tmp_path):
+    """The precision policy is the workload's: allow_tf32 = true accepts TF32-level error."""
+    w = load_workload(make_sgemm_workload(tmp_path / "w", tolerance="allow_tf32 = true"))
+    with Evaluator(w, TimingConfig(warmup=1, repetitions=5)) as ev:
+        assert ev.evaluate(bad("tf32")).status == "ok"
+
+
+@pytest.mark.parametrize("name,status,error", [
+    ("illegal_address", "crashed", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+    ("infinite_loop", "timeout", "no answer within"),
+])
+def test_fault_and_hang_cost_only_the_worker(evaluator, workload, name, status, error):
+    """A faulting or hanging kernel is isolated; the next candidate evaluates fine."""
+    restarts = evaluator.restarts
+    r = evaluator.evaluate(bad(name))
+    assert r.status == status and error in r.detail, r.detail
+    after = evaluator.evaluate(naive(workload))
+    assert after.status == "ok", after.detail
+    assert evaluator.restarts == restarts + 1
+
+
+def test_invalid_launch_is_typed(evaluator):
+    """A block of 2048 threads is launch_invalid before it reaches the GPU."""
+    rule = LaunchRule(NAIVE_RULE.grid, (Expr.parse(2048), Expr.parse(1), Expr.parse(1)))
+    r = evaluator.evaluate(Candidate(BAD["writes_half"], "k", rule))
+    assert r.status == "launch_invalid" and "1024" in r.detail
+
+
+def test_cublas_baseline_matches_numpy(evaluator):
+    """cuBLAS SGEMM (default math, no TF32) passes the fp32 tolerance and is timed by the same loop."""
+    b = evaluator.baseline()
+    assert b.status == "ok", b.detail
+    assert b.case("odd-97x83x61").check.max_rel_error < 1e-5
+    assert b.case("square-256").timing.n == 50
+
+
+def test_hot_and_cold_timing_both_work(workload):
+    """Hot L2 (no flush) is never slower in median than cold for the same kernel."""
+    medians = {}
+    for cold in (True, False):
+        with Evaluator(workload, TimingConfig(warmup=5, repetitions=50, cold_l2=cold)) as ev:
+            medians[cold] = ev.evaluate(naive(workload)).case("square-256").timing.median_ms
+    assert medians[False] <= medians[True] * 1.05
+
+
+def test_gpu_check_agrees_with_numpy(evaluator):
+    """The GPU comparison's error and mismatch count equal the NumPy report's on the same output."""
+    source = HEAD + "  if (r < M && c < N) C[r * N + c] = (r + c) % 3 ? 1.0f : -0.5f;\n}\n"
+    r = evaluator.evaluate(Candidate(source, "k", NAIVE_RULE, name="constant"))
+    check = r.case("odd-97x83x61").check
+    assert check.status == "wrong_answer"
+    cpu = check.reports[0]
+    assert check.max_rel_error == pytest.approx(cpu.max_rel_error, rel=1e-9)
+    assert check.mismatches == cpu.mismatches == 97 * 83
