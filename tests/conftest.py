@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-SGEMM = ROOT / "examples" / "sgemm"
-
 
 def _gpu_reason() -> str | None:
     try:
@@ -35,28 +30,3 @@ def pytest_collection_modifyitems(config, items):
 def _private_cache(tmp_path_factory, monkeypatch):
     """Each test session gets its own reference/CUBIN cache."""
     monkeypatch.setenv("WARPSMITH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
-SMALL_CASES = """
-[[cases]]
-name = "odd-97x83x61"
-role = "correctness"
-sizes = { M = 97, N = 83, K = 61 }
-
-[[cases]]
-name = "square-256"
-role = "performance"
-sizes = { M = 256, N = 256, K = 256 }
-"""
-
-
-def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: str = "allow_tf32 = false") -> Path:
-    """A copy of the sgemm example with small cases (and another tolerance if asked)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name in ("reference.py", "naive.cu", "tiled.cu"):
-        shutil.copy(SGEMM / name, directory / name)
-    text = (SGEMM / "workload.toml").read_text()
-    text = text.split("# Correctness:")[0] + cases
-    text = text.replace("allow_tf32 = false", tolerance)
-    (directory / "workload.toml").write_text(text)
-    return directory

@@ -11,7 +11,7 @@ from agent.expr import Expr
 from agent.workload import LaunchRule, load_workload
 from agent.worker_protocol import TimingConfig
 
-from .conftest import make_sgemm_workload
+from workload_factory import make_sgemm_workload
 
 pytestmark = pytest.mark.gpu
 

@@ -1,0 +1,33 @@
+"""Workload directories for tests, made from the shipped examples."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SGEMM = ROOT / "examples" / "sgemm"
+
+SMALL_CASES = """
+[[cases]]
+name = "odd-97x83x61"
+role = "correctness"
+sizes = { M = 97, N = 83, K = 61 }
+
+[[cases]]
+name = "square-256"
+role = "performance"
+sizes = { M = 256, N = 256, K = 256 }
+"""
+
+
+def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: str = "allow_tf32 = false") -> Path:
+    """A copy of the sgemm example with small cases (and another tolerance if asked)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("reference.py", "naive.cu", "tiled.cu"):
+        shutil.copy(SGEMM / name, directory / name)
+    text = (SGEMM / "workload.toml").read_text()
+    text = text.split("# Correctness:")[0] + cases
+    text = text.replace("allow_tf32 = false", tolerance)
+    (directory / "workload.toml").write_text(text)
+    return directory
