@@ -55,8 +55,6 @@ class CaseBuffers:
             g = guard_bytes(a.nbytes)
             buf = device.alloc(a.nbytes + 2 * g)
             arr = DeviceArray(a, buf, g)
-            buf.fill_u32(GUARD_WORD, 0, g)
-            buf.fill_u32(GUARD_WORD, g + a.nbytes, g)  # every dtype is 4 or 8 bytes wide
             if a.role == "input":
                 arr.host = generate_input(a, job.case, seed)
                 buf.upload(arr.host, g)
@@ -78,7 +76,11 @@ class CaseBuffers:
         return [a for a in self.arrays.values() if a.job.role == "input"]
 
     def prepare(self) -> None:
-        """Restore modified inputs and poison every output."""
+        """Re-arm the guards, restore modified inputs and poison every output."""
+        for a in self.arrays.values():
+            # Always re-armed: the last candidate may have written into them.
+            a.buffer.fill_u32(GUARD_WORD, 0, a.guard)
+            a.buffer.fill_u32(GUARD_WORD, a.guard + a.nbytes, a.guard)  # dtypes are 4 or 8 bytes wide
         for a in self.inputs():
             if a.dirty:
                 a.buffer.upload(a.host, a.guard)

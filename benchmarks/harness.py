@@ -37,6 +37,7 @@ def per_candidate(ev: Evaluator, workload) -> list:
         c = Candidate.from_spec(workload.kernels[kernel], defines)
         r = ev.evaluate(c)
         label = kernel + ("".join(f" {k}={v}" for k, v in defines.items()))
+        label += " (cached)" if r.compiled.cached else ""
         rows.append((label, r.status, r.wall_ms["compile"], r.wall_ms["validate"], r.wall_ms["time"],
                      r.wall_ms["total"], r.score_ms or float("nan")))
     return rows
@@ -77,7 +78,7 @@ def main() -> int:
     with Evaluator(workload) as ev:
         print(f"GPU: {ev.facts['name']}, flush buffer {2 * ev.facts['l2_bytes'] >> 20} MiB")
         rows = per_candidate(ev, workload)
-        print("\n1. per candidate, ms (7 cases validated twice, 3 timed, 100 reps cold)")
+        print("\n1. per candidate, ms (7 cases validated twice, 3 timed: 100 reps or 400 ms, cold L2)")
         print(f"{'candidate':<28}{'status':<8}{'compile':>9}{'validate':>10}{'time':>9}{'total':>9}{'score':>10}")
         for label, status, comp, val, tim, tot, score in rows:
             print(f"{label:<28}{status:<8}{comp:>9.0f}{val:>10.0f}{tim:>9.0f}{tot:>9.0f}{score:>10.4f}")
