@@ -1,0 +1,104 @@
+"""Real NVRTC compiles (no GPU needed): success, failure with line numbers, the
+resource report, knobs through -D, and the CUBIN cache."""
+
+import pytest
+
+from agent import native
+from agent.compiler import compile_kernel, parse_resources
+from agent.kernel_source import parse_knobs
+from workload_factory import SGEMM
+
+BROKEN = """extern "C" __global__ void k(float* x) {
+  int i = threadIdx.x;
+  x[i] = undefined_name + 1.f;
+}
+"""
+
+
+def test_nvrtc_loads_from_the_wheel_or_toolkit():
+    """NVRTC 13.x loads without a GPU and reports its version."""
+    assert native.nvrtc().endswith(".so.13") or "nvrtc" in native.nvrtc()
+    assert native.nvrtc_version()[0] == 13
+
+
+def test_compiles_sgemm_to_sm90_cubin_with_resources():
+    """The tiled SGEMM compiles to an sm_90 CUBIN; ptxas reports its registers and shared memory."""
+    r = compile_kernel((SGEMM / "tiled.cu").read_text(), "sgemm_tiled", "sm_90", use_cache=False)
+    assert r.ok, r.log
+    assert r.cubin[:4] == b"\x7fELF"
+    assert r.symbol == "sgemm_tiled"
+    assert 16 <= r.resources.registers <= 255
+    assert r.resources.shared_bytes == 4 * (64 * 8 + 8 * 64)  # As[BK][BM] + Bs[BK][BN] at defaults
+    assert r.resources.spill_stores == 0
+    assert r.compile_ms > 0
+
+
+def test_knob_define_changes_the_kernel():
+    """-DBM=128 -DBN=128 doubles the shared-memory tiles ptxas reports."""
+    src = (SGEMM / "tiled.cu").read_text()
+    r = compile_kernel(src, "sgemm_tiled", "sm_90", ["-DBM=128", "-DBN=128"], use_cache=False)
+    assert r.ok, r.log
+    assert r.resources.shared_bytes == 4 * (128 * 8 + 8 * 128)
+
+
+def test_compile_failure_returns_the_log_with_line_numbers():
+    """A compile error is a result carrying NVRTC's error name and the log with file(line)."""
+    r = compile_kernel(BROKEN, "k", "sm_90", filename="broken.cu", use_cache=False)
+    assert not r.ok and r.error == "NVRTC_ERROR_COMPILATION"
+    assert 'broken.cu(3): error: identifier "undefined_name" is undefined' in r.log
+    assert r.cubin == b""
+
+
+def test_bad_option_is_a_result_not_a_crash():
+    """An option NVRTC does not know comes back as NVRTC_ERROR_INVALID_OPTION."""
+    r = compile_kernel("extern \"C\" __global__ void k() {}", "k", "sm_90", ["-O3"], use_cache=False)
+    assert not r.ok and r.error == "NVRTC_ERROR_INVALID_OPTION"
+
+
+def test_cpp_entry_is_lowered():
+    """A C++ (mangled) kernel resolves through its name expression."""
+    src = "template <int N> __global__ void scale(float* x) { x[threadIdx.x] *= N; }\ntemplate __global__ void scale<3>(float*);\n"
+    r = compile_kernel(src, "scale<3>", "sm_90", use_cache=False)
+    assert r.ok, r.log
+    assert r.symbol.startswith("_Z") and "scale" in r.symbol
+
+
+def test_cache_hit_returns_the_same_cubin():
+    """The second compile of the same source, options and arch comes from the cache."""
+    src = (SGEMM / "naive.cu").read_text()
+    first = compile_kernel(src, "sgemm_naive", "sm_90")
+    second = compile_kernel(src, "sgemm_naive", "sm_90")
+    assert not first.cached and second.cached
+    assert second.cubin == first.cubin and second.resources == first.resources
+    third = compile_kernel(src, "sgemm_naive", "sm_90", ["-DUNUSED=1"])
+    assert not third.cached
+
+
+def test_parse_resources_picks_the_entry():
+    """With several functions in the log, the entry's own block is read."""
+    log = ("ptxas info    : Compiling entry function 'other' for 'sm_90'\n"
+           "ptxas info    : Used 99 registers, used 0 barriers\n"
+           "ptxas info    : Compiling entry function 'mine' for 'sm_90'\n"
+           "ptxas info    : Function properties for mine\n"
+           "    24 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem\n")
+    r = parse_resources(log, "mine")
+    assert (r.registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads) == (40, 2048, 24, 8, 4)
+
+
+def test_knobs_are_parsed_with_values_and_defaults():
+    """`// knob NAME: values` plus `#define NAME default` declare a knob."""
+    knobs = parse_knobs((SGEMM / "tiled.cu").read_text())
+    assert knobs["BM"].values == (32, 64, 128) and knobs["BM"].default == 64
+    assert knobs["BK"].values == (8, 16, 32) and knobs["TN"].default == 8
+
+
+def test_no_gpu_is_one_clear_error():
+    """Opening a device without a driver raises CudaError with a name and what to do."""
+    try:
+        native.open_device(0)
+    except native.CudaError as e:
+        assert e.name in ("NO_DRIVER", "CUDA_ERROR_NO_DEVICE")
+        assert "GPU" in str(e)
+    else:
+        pytest.skip("a GPU is present")

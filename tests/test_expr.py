@@ -1,0 +1,58 @@
+"""The whitelisted expression evaluator for launch rules, shapes and formulas."""
+
+import pytest
+
+from agent.expr import Expr, ExprError
+
+
+@pytest.mark.parametrize("text,env,value", [
+    ("ceil_div(N, 16)", {"N": 100}, 7),
+    ("ceil_div(N, 16)", {"N": 96}, 6),
+    ("(BM / TM) * (BN / TN)", {"BM": 64, "TM": 8, "BN": 128, "TN": 4}, 256),
+    ("round_up(K, 32) - K", {"K": 61}, 3),
+    ("min(M, 1024) + max(1, N // 2) % 7", {"M": 5000, "N": 30}, 1025),
+    ("-N + 2 * N", {"N": 9}, 9),
+    (128, {}, 128),
+])
+def test_evaluates_whitelisted_arithmetic(text, env, value):
+    """Numbers, names, + - * / // %, ceil_div, round_up, min, max evaluate exactly."""
+    assert Expr.parse(text).evaluate(env) == value
+
+
+def test_integer_division_stays_integer():
+    """128 / 8 is the int 16, so launch dimensions stay exact."""
+    v = Expr.parse("BM / TM").evaluate({"BM": 128, "TM": 8})
+    assert v == 16 and isinstance(v, int)
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('true')", "N.bit_length()", "N ** 2", "[N]", "N if N else 1",
+    "lambda: 1", "open('x')", "'text'", "N < 2", "True", "f(N)", "ceil_div(N, d=2)",
+])
+def test_rejects_everything_else(text):
+    """Calls, attributes, powers, comparisons, strings and literals other than numbers are refused at parse time."""
+    with pytest.raises(ExprError):
+        Expr.parse(text)
+
+
+def test_unknown_name_says_what_is_known():
+    """A missing size names itself and lists the names that are defined."""
+    with pytest.raises(ExprError, match="uses 'Q'.*known: M, N"):
+        Expr.parse("ceil_div(Q, 16)").evaluate({"M": 1, "N": 2})
+
+
+def test_non_integer_launch_dimension_is_an_error():
+    """A launch dimension of 6.25 is refused with a hint to use // or ceil_div."""
+    with pytest.raises(ExprError, match="not a whole number"):
+        Expr.parse("N / 16").evaluate_int({"N": 100})
+
+
+def test_division_by_zero_is_an_expr_error():
+    """Division by zero is an ExprError, not a ZeroDivisionError escaping to the user."""
+    with pytest.raises(ExprError):
+        Expr.parse("ceil_div(N, T)").evaluate({"N": 1, "T": 0})
+
+
+def test_names_lists_free_variables():
+    """names() lists the sizes and knobs an expression needs, not function names."""
+    assert Expr.parse("ceil_div(N, BN) * min(M, 2)").names() == {"N", "BN", "M"}

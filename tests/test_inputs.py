@@ -1,0 +1,45 @@
+"""Seeded inputs (never zero, reproducible) and the on-disk reference cache."""
+
+import numpy as np
+import pytest
+
+from agent.inputs import ArrayJob, compute_reference, ensure_reference, generate_input, generate_inputs, load_reference
+from agent.workload import load_workload
+from workload_factory import make_sgemm_workload
+
+
+def test_inputs_are_reproducible_and_differ_by_seed_and_case():
+    """Same (case, seed) gives the same data; another seed or case gives other data."""
+    job = ArrayJob("A", "input", "float32", (64, 32), -1.0, 1.0)
+    a, b = generate_input(job, "c1", 1), generate_input(job, "c1", 1)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, generate_input(job, "c1", 2))
+    assert not np.array_equal(a, generate_input(job, "c2", 1))
+
+
+def test_inputs_are_never_zero():
+    """Even integer inputs over a range containing 0 hold no zeros."""
+    assert np.count_nonzero(generate_input(ArrayJob("x", "input", "int32", (10000,), -2, 2), "c", 1) == 0) == 0
+    x = generate_input(ArrayJob("x", "input", "float32", (1 << 16,), -1e-3, 1e-3), "c", 1)
+    assert np.count_nonzero(x == 0) == 0 and x.dtype == np.float32
+
+
+def test_reference_is_float64_and_cached(tmp_path):
+    """The reference runs in float64 on the case's inputs and is read back from disk."""
+    w = load_workload(make_sgemm_workload(tmp_path / "w"))
+    case = w.case("odd-97x83x61")
+    path = ensure_reference(w, case, 1)
+    assert path.is_file() and ensure_reference(w, case, 1) == path
+    ref = load_reference(path)["C"]
+    ins = generate_inputs(w, case, 1)
+    assert ref.dtype == np.float64 and ref.shape == (97, 83)
+    assert np.allclose(ref, ins["A"].astype(np.float64) @ ins["B"].astype(np.float64), rtol=0, atol=1e-12)
+
+
+def test_reference_with_wrong_shape_is_refused(tmp_path):
+    """A reference returning the wrong shape is a clear error naming the output and both shapes."""
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "reference.py").write_text("def reference(A, B, *, M, N, K):\n    return (A @ B).T\n")
+    w = load_workload(d)
+    with pytest.raises(ValueError, match=r"output C for case 'odd-97x83x61' has shape \(83, 97\), the spec says \(97, 83\)"):
+        compute_reference(w, w.case("odd-97x83x61"), 1)

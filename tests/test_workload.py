@@ -1,0 +1,97 @@
+"""Workload spec parsing and its one-line errors."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.workload import SpecError, load_workload
+from workload_factory import SGEMM, make_sgemm_workload
+
+
+def test_example_sgemm_parses():
+    """The shipped sgemm example parses with its cases, kernels, knobs and baseline."""
+    w = load_workload(SGEMM)
+    assert w.name == "sgemm"
+    assert [p.name for p in w.params] == ["A", "B", "C", "M", "N", "K"]
+    roles = {c.name: c.role for c in w.cases}
+    assert roles["odd-97x83x61"] == "correctness" and roles["square-4096"] == "performance"
+    odd = [c for c in w.cases if c.role == "correctness"]
+    assert all(len(set(c.sizes.values())) == 3 and c.sizes["M"] % 32 for c in odd)
+    assert w.start == "naive" and set(w.kernels["tiled"].knobs()) == {"BM", "BN", "BK", "TM", "TN"}
+    assert w.baseline.kind == "cublas_sgemm"
+    assert w.flops.evaluate(w.case("square-1024").sizes) == 2 * 1024**3
+    assert "const float* A" in w.signature()
+
+
+def test_digest_changes_with_the_reference(tmp_path):
+    """Editing reference.py changes the digest that keys the reference cache."""
+    d = make_sgemm_workload(tmp_path / "w")
+    before = load_workload(d).digest
+    (d / "reference.py").write_text((d / "reference.py").read_text() + "\n# edited\n")
+    assert load_workload(d).digest != before
+
+
+def break_spec(tmp_path: Path, old: str, new: str) -> Path:
+    d = make_sgemm_workload(tmp_path / "w")
+    text = (d / "workload.toml").read_text()
+    assert old in text, old
+    (d / "workload.toml").write_text(text.replace(old, new, 1))
+    return d
+
+
+@pytest.mark.parametrize("old,new,key,problem", [
+    ('dtype = "float32"', 'dtype = "float13"', "params[0].dtype", "must be one of"),
+    ('shape = ["M", "K"]', 'shape = ["M", "Q"]', "params[0].shape[1]", "uses 'Q'"),
+    ('role = "output"', 'role = "outptu"', "params[2].role", "must be input, output or scalar"),
+    ('grid = ["ceil_div(N, 16)"', 'grid = ["ceil_div(N, 16"', "kernels.naive.grid[0]", "does not parse"),
+    ('block = [16, 16, 1]', 'block = [64, 64, 1]', "kernels.naive", "more than 1024 threads"),
+    ('source = "naive.cu"', 'source = "missing.cu"', "kernels.naive.source", "not found"),
+    ('kernel = "naive"', 'kernel = "fast"', "start.kernel", "'fast' is not one of"),
+    ('sizes = { M = 97, N = 83, K = 61 }', 'sizes = { M = 97, N = 83, K = 0 }', "cases[0].sizes.K", "positive integer"),
+    ('a = "A"', 'a = "X"', "baseline.a", "must name a parameter"),
+    ('role = "performance"', 'role = "perf"', "cases[1].role", "correctness or performance"),
+    ('flops = "2 * M * N * K"', 'flops = "2 * M * N * Z"', "metrics.flops", "uses 'Z'"),
+    ('name = "sgemm"', 'nme = "sgemm"', "workload.name", "missing"),
+    ('allow_tf32 = false', 'allow_tf32 = "no"', "tolerance.allow_tf32", "expected bool"),
+])
+def test_spec_errors_name_file_key_and_problem(tmp_path, old, new, key, problem):
+    """Each broken spec fails with one line: the file, the key and what is wrong."""
+    d = break_spec(tmp_path, old, new)
+    with pytest.raises(SpecError) as e:
+        load_workload(d)
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith(str(d / "workload.toml") + ": " + key + ": "), message
+    assert problem in message
+
+
+def test_toml_syntax_error_is_one_line(tmp_path):
+    """A TOML syntax error names the file and the line."""
+    d = break_spec(tmp_path, "[tolerance]", "[tolerance")
+    with pytest.raises(SpecError, match=r"workload\.toml: \(syntax\): .*line \d+"):
+        load_workload(d)
+
+
+def test_missing_reference_and_missing_directory(tmp_path):
+    """A workload without reference.py, or no workload at all, says so."""
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "reference.py").unlink()
+    with pytest.raises(SpecError, match="workload.reference: reference.py not found"):
+        load_workload(d)
+    with pytest.raises(SpecError, match="not found"):
+        load_workload(tmp_path / "nowhere")
+
+
+def test_workload_without_performance_case_is_refused(tmp_path):
+    """A spec with nothing to time is an error: the score would be empty."""
+    d = make_sgemm_workload(tmp_path / "w", cases='[[cases]]\nname = "c"\nrole = "correctness"\nsizes = { M = 3, N = 4, K = 5 }\n')
+    with pytest.raises(SpecError, match="cases: no case has role"):
+        load_workload(d)
+
+
+def test_knob_launch_rule_checked_against_every_case(tmp_path):
+    """A launch rule using an undefined knob fails at load time, naming the case."""
+    d = break_spec(tmp_path, 'grid = ["ceil_div(N, BN)"', 'grid = ["ceil_div(N, BX)"')
+    with pytest.raises(SpecError, match=re.escape("kernels.tiled: launch for case 'odd-97x83x61'")):
+        load_workload(d)
