@@ -91,8 +91,9 @@ class Launch:
         """A reason this launch cannot be valid on any GPU, or None."""
         if any(v < 1 for v in self.grid + self.block):
             return f"grid {self.grid} / block {self.block} has a dimension below 1"
-        if self.block[0] * self.block[1] * self.block[2] > 1024:
-            return f"block {self.block} has more than 1024 threads"
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if threads > 1024:
+            return f"block {self.block} has {threads} threads, more than 1024"
         if self.shared < 0:
             return f"dynamic shared memory {self.shared} is negative"
         return None

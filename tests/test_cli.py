@@ -1,0 +1,63 @@
+"""The warpsmith command line, without a GPU."""
+
+import os
+
+import pytest
+
+from agent.cli import main
+from workload_factory import SGEMM, make_sgemm_workload
+
+
+def test_eval_with_broken_spec_fails_before_gpu_work(tmp_path, capsys):
+    """A broken workload gives exit 2 and one line naming file and key, GPU or not."""
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "workload.toml").write_text((d / "workload.toml").read_text().replace('dtype = "float32"', 'dtype = "f32"', 1))
+    assert main(["eval", str(d)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "workload.toml: params[0].dtype:" in err
+
+
+def test_eval_with_unknown_kernel_is_a_spec_error(capsys):
+    """--kernel naming neither a file nor a workload kernel is refused before GPU work."""
+    assert main(["eval", str(SGEMM), "--kernel", "nope"]) == 2
+    assert "neither a file nor one of the workload's kernels (naive, tiled)" in capsys.readouterr().err
+
+
+def test_eval_without_gpu_is_one_clear_line(capsys):
+    """On a machine without a GPU, eval exits 3 with one line pointing at doctor."""
+    from agent import native
+    try:
+        native.open_device()
+        pytest.skip("a GPU is present")
+    except native.CudaError:
+        pass
+    assert main(["eval", str(SGEMM), "--no-baseline"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no usable GPU" in err and "warpsmith doctor" in err
+
+
+def test_compile_with_arch_needs_no_gpu(capsys):
+    """compile --arch sm_90 -D... prints the ptxas log and the entry's resources."""
+    assert main(["compile", str(SGEMM / "tiled.cu"), "--arch", "sm_90", "--entry", "sgemm_tiled", "-D", "BM=128"]) == 0
+    out = capsys.readouterr().out
+    assert "sgemm_tiled:" in out and "registers" in out and "-> sm_90 CUBIN" in out
+
+
+def test_compile_error_shows_log_and_fails(tmp_path, capsys):
+    """A kernel that does not compile prints NVRTC's log with line numbers and exits 1."""
+    f = tmp_path / "bad.cu"
+    f.write_text('extern "C" __global__ void k() {\n  nope();\n}\n')
+    assert main(["compile", str(f), "--arch", "sm_90"]) == 1
+    captured = capsys.readouterr()
+    assert "bad.cu(2): error" in captured.out and "NVRTC_ERROR_COMPILATION" in captured.err
+
+
+def test_doctor_reports_key_presence_never_its_value(monkeypatch, capsys):
+    """doctor says the API key is set without printing it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-print-0123456789")
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    assert "OPENAI_API_KEY set" in out and "sk-test" not in out
+    assert "NVRTC" in out and "13." in out
+    if not os.path.exists("/dev/nvidia0"):
+        assert code == 1 and "GPU            none usable" in out

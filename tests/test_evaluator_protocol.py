@@ -1,0 +1,165 @@
+"""The evaluator's side of the worker protocol, on the CPU.
+
+This machine has no GPU, so a scripted double stands in for the worker process
+and replays what a real worker sends; compilation is real NVRTC. The real worker
+is exercised by tests/test_gpu_evaluation.py on a GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.candidate import Candidate
+from agent.evaluator import Evaluator
+from agent.expr import Expr
+from agent.worker_process import GpuUnavailable, WorkerProcess, WorkerTimeout
+from agent.worker_protocol import (CaseCheck, CaseChecked, CaseTimed, EvaluateKernel, Fault, JobDone,
+                                   WorkerReady)
+from agent.workload import LaunchRule, load_workload
+from workload_factory import make_sgemm_workload
+
+FACTS = {"name": "scripted double", "arch": "sm_90", "max_threads_per_block": 1024,
+         "smem_per_block_optin": 232448, "sm_count": 132, "l2_bytes": 60 << 20}
+OK = CaseCheck("ok", 1e-7, 2e-7)
+WRONG = CaseCheck("wrong_answer", 1.0, 1.0, 5, "output C: 5 wrong\npattern: only rows >= 64 wrong")
+
+
+class ScriptedWorkerDouble:
+    """Test double for WorkerProcess: replays scripted replies (or raises scripted errors)."""
+
+    def __init__(self, script):
+        self.script, self.sent, self.alive = list(script), [], True
+        self.ready = WorkerReady(FACTS, (13, 0))
+
+    def send(self, message):
+        self.sent.append(message)
+
+    def recv(self, timeout_s):
+        item = self.script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def kill(self):
+        self.alive = False
+
+    def close(self):
+        self.alive = False
+
+
+class DoubleEvaluator(Evaluator):
+    """An Evaluator whose worker processes are scripted doubles, one script per start."""
+
+    def __init__(self, workload, *scripts):
+        super().__init__(workload)
+        self.scripts, self.doubles = list(scripts), []
+
+    def worker(self):
+        if self._worker is None or not self._worker.alive:
+            if self._worker is not None:
+                self.restarts += 1
+            self._worker = ScriptedWorkerDouble(self.scripts.pop(0) if self.scripts else [])
+            self.doubles.append(self._worker)
+        return self._worker
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w"))
+
+
+def naive(workload):
+    return Candidate.from_spec(workload.kernels["naive"])
+
+
+def full_run(validate=(OK, OK), samples=(1.0, 1.1, 0.9), recheck=(OK, OK)):
+    return ([CaseChecked("odd-97x83x61", "validate", validate[0], 1.0),
+             CaseChecked("square-256", "validate", validate[1], 1.0),
+             CaseTimed("square-256", samples, 1.0, 5.0),
+             CaseChecked("odd-97x83x61", "revalidate", recheck[0], 1.0),
+             CaseChecked("square-256", "revalidate", recheck[1], 1.0), JobDone()])
+
+
+def test_ok_run_scores_the_median(workload):
+    """All checks ok plus samples give status ok and score = the performance median."""
+    ev = DoubleEvaluator(workload, full_run())
+    r = ev.evaluate(naive(workload))
+    assert r.status == "ok" and r.score_ms == pytest.approx(1.0)
+    req = ev.doubles[0].sent[0]
+    assert isinstance(req, EvaluateKernel) and req.symbol == "sgemm_naive"
+    assert [j.launch.grid for j in req.jobs] == [(6, 7, 1), (16, 16, 1)]
+    assert req.jobs[0].rtol["C"] < 1e-5 and [a.kind for a in req.jobs[0].args][3:] == ["i32"] * 3
+
+
+def test_fatal_fault_marks_crashed_and_restarts(workload):
+    """A fatal CUDA error is 'crashed' with its name; the next evaluation gets a new worker."""
+    ev = DoubleEvaluator(workload,
+                         [Fault("odd-97x83x61", "validate", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access", True)],
+                         full_run())
+    r = ev.evaluate(naive(workload))
+    assert r.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in r.detail
+    assert not ev.doubles[0].alive
+    assert ev.evaluate(naive(workload)).status == "ok"
+    assert ev.restarts == 1
+
+
+def test_hang_is_timeout(workload):
+    """No answer before the deadline is 'timeout' and the worker is killed."""
+    ev = DoubleEvaluator(workload, full_run()[:2] + [WorkerTimeout("no answer within 10 s")])
+    r = ev.evaluate(naive(workload))
+    assert r.status == "timeout" and "square-256" in r.detail and "killed" in r.detail
+    assert not ev.doubles[0].alive
+
+
+def test_recoverable_fault_is_launch_invalid(workload):
+    """CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES is launch_invalid and the worker lives on."""
+    ev = DoubleEvaluator(workload, [Fault("odd-97x83x61", "validate", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                                          "too many resources requested", False), JobDone()])
+    r = ev.evaluate(naive(workload))
+    assert r.status == "launch_invalid" and ev.doubles[0].alive
+
+
+def test_wrong_answer_skips_timing(workload):
+    """A failed validation ends the request: no score, the mismatch report is the detail."""
+    ev = DoubleEvaluator(workload, [CaseChecked("odd-97x83x61", "validate", WRONG, 1.0),
+                                    CaseChecked("square-256", "validate", OK, 1.0), JobDone()])
+    r = ev.evaluate(naive(workload))
+    assert r.status == "wrong_answer" and r.score_ms is None
+    assert "only rows >= 64 wrong" in r.detail
+
+
+def test_wrong_after_timing_is_unstable(workload):
+    """Correct first, wrong on revalidation: 'unstable'."""
+    ev = DoubleEvaluator(workload, full_run(recheck=(OK, WRONG)))
+    r = ev.evaluate(naive(workload))
+    assert r.status == "unstable" and "wrong after it" in r.detail
+
+
+def test_compile_failure_never_reaches_the_worker(workload):
+    """NVRTC errors come back verbatim and nothing is sent to the GPU."""
+    bad = Candidate("extern \"C\" __global__ void sgemm_naive() { oops; }", "sgemm_naive",
+                    workload.kernels["naive"].launch, name="bad")
+    ev = DoubleEvaluator(workload, [])
+    r = ev.evaluate(bad)
+    assert r.status == "compile_failed" and "bad.cu(1): error" in r.detail
+    assert ev.doubles[0].sent == []
+
+
+def test_impossible_launch_never_reaches_the_worker(workload):
+    """A block over the device limit is launch_invalid before any GPU work."""
+    rule = LaunchRule(workload.kernels["naive"].launch.grid, (Expr.parse(64), Expr.parse(32), Expr.parse(1)))
+    ev = DoubleEvaluator(workload, [])
+    r = ev.evaluate(Candidate(workload.kernels["naive"].source(), "sgemm_naive", rule))
+    assert r.status == "launch_invalid" and "2048 threads" in r.detail
+    assert ev.doubles[0].sent == []
+
+
+def test_real_worker_without_gpu_says_so():
+    """The real worker process, started on a machine without a GPU, fails with one clear line."""
+    try:
+        WorkerProcess(0, start_timeout_s=60).close()
+    except GpuUnavailable as e:
+        assert "NO_DRIVER" in str(e) or "CUDA_ERROR_NO_DEVICE" in str(e)
+        assert "\n" not in str(e)
+    else:
+        pytest.skip("a GPU is present")
