@@ -45,7 +45,7 @@ def break_spec(tmp_path: Path, old: str, new: str) -> Path:
     ('shape = ["M", "K"]', 'shape = ["M", "Q"]', "params[0].shape[1]", "uses 'Q'"),
     ('role = "output"', 'role = "outptu"', "params[2].role", "must be input, output or scalar"),
     ('grid = ["ceil_div(N, 16)"', 'grid = ["ceil_div(N, 16"', "kernels.naive.grid[0]", "does not parse"),
-    ('block = [16, 16, 1]', 'block = [64, 64, 1]', "kernels.naive", "more than 1024 threads"),
+    ('block = [16, 16, 1]', 'block = [64, 64, 1]', "kernels.naive", "4096 threads, more than 1024"),
     ('source = "naive.cu"', 'source = "missing.cu"', "kernels.naive.source", "not found"),
     ('kernel = "naive"', 'kernel = "fast"', "start.kernel", "'fast' is not one of"),
     ('sizes = { M = 97, N = 83, K = 61 }', 'sizes = { M = 97, N = 83, K = 0 }', "cases[0].sizes.K", "positive integer"),
