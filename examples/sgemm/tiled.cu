@@ -54,7 +54,7 @@ static_assert(SGEMM_TILED_THREADS >= 16 && SGEMM_TILED_THREADS <= 1024,
 static_assert((BM * BK + BK * BN) * sizeof(float) <= 48 * 1024,
               "static shared memory must stay within 48 KiB");
 
-extern "C" __global__ void __launch_bounds__(SGEMM_TILED_THREADS)
+extern "C" __global__ void __launch_bounds__(SGEMM_TILED_THREADS, 1)
 sgemm_tiled(const float* __restrict__ A,
             const float* __restrict__ B,
             float* __restrict__ C,
@@ -98,7 +98,7 @@ sgemm_tiled(const float* __restrict__ A,
         // ---- stage A[bm0:bm0+BM, k0:k0+BK] into As (transposed) ----
         if (vecA) {
             // BM rows x (BK/4) float4 per row; consecutive threads walk along k.
-#pragma unroll
+#pragma unroll (LOADS_A4 <= 4 ? LOADS_A4 : 1)
             for (int it = 0; it < LOADS_A4; ++it) {
                 const int i = tid + it * NT;
                 if ((BM * (BK / 4)) % NT != 0 && i >= BM * (BK / 4)) break;
@@ -115,7 +115,7 @@ sgemm_tiled(const float* __restrict__ A,
                 As[c + 3][r] = v.w;
             }
         } else {
-#pragma unroll
+#pragma unroll (LOADS_A1 <= 4 ? LOADS_A1 : 1)
             for (int it = 0; it < LOADS_A1; ++it) {
                 const int i = tid + it * NT;
                 if ((BM * BK) % NT != 0 && i >= BM * BK) break;
@@ -129,7 +129,7 @@ sgemm_tiled(const float* __restrict__ A,
 
         // ---- stage B[k0:k0+BK, bn0:bn0+BN] into Bs ----
         if (vecB) {
-#pragma unroll
+#pragma unroll (LOADS_B4 <= 4 ? LOADS_B4 : 1)
             for (int it = 0; it < LOADS_B4; ++it) {
                 const int i = tid + it * NT;
                 if ((BK * (BN / 4)) % NT != 0 && i >= BK * (BN / 4)) break;
@@ -143,7 +143,7 @@ sgemm_tiled(const float* __restrict__ A,
                 *reinterpret_cast<float4*>(&Bs[r][c]) = v;
             }
         } else {
-#pragma unroll
+#pragma unroll (LOADS_B1 <= 4 ? LOADS_B1 : 1)
             for (int it = 0; it < LOADS_B1; ++it) {
                 const int i = tid + it * NT;
                 if ((BK * BN) % NT != 0 && i >= BK * BN) break;
