@@ -158,6 +158,7 @@ def _candidate(args, workload):
 
 def cmd_eval(args) -> int:
     from .evaluator import Evaluator
+    from .inputs import ReferenceFailed
     from .report import render_table, to_json
     from .worker_process import GpuUnavailable
     from .worker_protocol import TimingConfig
@@ -172,6 +173,9 @@ def cmd_eval(args) -> int:
     except GpuUnavailable as e:
         print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
         return 3
+    except ReferenceFailed as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(to_json(workload, result, baseline, facts), default=str))
     else:

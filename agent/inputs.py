@@ -24,6 +24,10 @@ from .workload import ArrayParam, Case, Workload
 GENERATOR_VERSION = 1
 
 
+class ReferenceFailed(ValueError):
+    """The workload's reference.py raised or returned something unusable."""
+
+
 @dataclass(frozen=True)
 class ArrayJob:
     """One array parameter of one case, resolved: what the GPU side needs."""
@@ -72,7 +76,7 @@ def load_reference_function(path: Path) -> Callable:
     spec.loader.exec_module(module)
     fn = getattr(module, "reference", None)
     if not callable(fn):
-        raise ValueError(f"{path}: defines no function `reference(...)`")
+        raise ReferenceFailed(f"{path.name}: defines no function `reference(...)`")
     return fn
 
 
@@ -80,7 +84,11 @@ def compute_reference(workload: Workload, case: Case, seed: int) -> dict[str, np
     """Run the user's reference on float64 copies of the inputs."""
     inputs = generate_inputs(workload, case, seed)
     upcast = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in inputs.items()}
-    result = load_reference_function(workload.reference_path)(**upcast, **case.sizes)
+    name = workload.reference_path.name
+    try:
+        result = load_reference_function(workload.reference_path)(**upcast, **case.sizes)
+    except Exception as e:  # the user's code: report it, do not crash with its traceback
+        raise ReferenceFailed(f"{name}: reference raised {type(e).__name__}: {e} (case '{case.name}')") from e
     outputs = workload.outputs
     if isinstance(result, dict):
         values = [result.get(p.name) for p in outputs]
@@ -89,14 +97,14 @@ def compute_reference(workload: Workload, case: Case, seed: int) -> dict[str, np
     else:
         values = [result]
     if len(values) != len(outputs) or any(v is None for v in values):
-        raise ValueError(f"{workload.reference_path.name}: reference returned {len(values)} value(s) "
+        raise ReferenceFailed(f"{name}: reference returned {len(values)} value(s) "
                          f"for outputs {', '.join(p.name for p in outputs)}")
     refs = {}
     for p, v in zip(outputs, values):
         v = np.asarray(v)
         want = workload.shape(p, case)
         if v.shape != want:
-            raise ValueError(f"{workload.reference_path.name}: output {p.name} for case '{case.name}' "
+            raise ReferenceFailed(f"{name}: output {p.name} for case '{case.name}' "
                              f"has shape {v.shape}, the spec says {want}")
         refs[p.name] = np.ascontiguousarray(v, dtype=np.float64 if np.dtype(p.dtype).kind == "f" else p.dtype)
     return refs

@@ -43,3 +43,13 @@ def test_reference_with_wrong_shape_is_refused(tmp_path):
     w = load_workload(d)
     with pytest.raises(ValueError, match=r"output C for case 'odd-97x83x61' has shape \(83, 97\), the spec says \(97, 83\)"):
         compute_reference(w, w.case("odd-97x83x61"), 1)
+
+
+def test_reference_that_raises_is_one_clear_error(tmp_path):
+    """A reference.py that raises is reported with its exception and the case, not a traceback."""
+    from agent.inputs import ReferenceFailed
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "reference.py").write_text("def reference(A, B, *, M, N, K):\n    return A @ B.T\n")
+    w = load_workload(d)
+    with pytest.raises(ReferenceFailed, match=r"reference.py: reference raised ValueError: .* \(case 'odd-97x83x61'\)"):
+        compute_reference(w, w.case("odd-97x83x61"), 1)
