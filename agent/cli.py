@@ -1,4 +1,4 @@
-"""The `warpsmith` command: doctor, compile, eval."""
+"""The `warpsmith` command: doctor, compile, eval (and the loop's commands, in cli_loop)."""
 
 from __future__ import annotations
 
@@ -59,13 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-baseline", action="store_true")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.add_argument("--device", type=int, default=0)
+    from .cli_loop import add_loop_commands
+    add_loop_commands(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval}[args.command](args)
+        from . import cli_loop
+        commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,
+                    "resume": cli_loop.cmd_resume, "runs": cli_loop.cmd_runs, "export": cli_loop.cmd_export,
+                    "ui": cli_loop.cmd_ui}
+        return commands[args.command](args)
     except SpecError as e:
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2

@@ -220,6 +220,12 @@ class _Parser:
             raise self.fail(f"{where}{key}", f"expected {names}, got {value!r}")
         return value
 
+    def known(self, table: dict, where: str, allowed: set[str]) -> None:
+        """Unknown keys are typos until proven otherwise."""
+        for key in table:
+            if key not in allowed:
+                raise self.fail(f"{where}{key}", f"unknown key (expected one of {', '.join(sorted(allowed))})")
+
     def expr(self, value: Any, key: str) -> Expr:
         try:
             return Expr.parse(value)
@@ -227,7 +233,9 @@ class _Parser:
             raise self.fail(key, str(e)) from None
 
     def parse(self) -> Workload:
+        self.known(self.doc, "", {"workload", "params", "cases", "tolerance", "metrics", "baseline", "start", "kernels"})
         top = self.get(self.doc, "workload", "", dict)
+        self.known(top, "workload.", {"name", "description", "reference", "reduction"})
         name = self.get(top, "name", "workload.", str)
         description = self.get(top, "description", "workload.", str)
         reference = self.dir / self.get(top, "reference", "workload.", str, "reference.py")
@@ -237,6 +245,7 @@ class _Parser:
         cases = self.parse_cases()
         tolerance = self.parse_tolerance(top)
         metrics = self.get(self.doc, "metrics", "", dict, {})
+        self.known(metrics, "metrics.", {"flops", "bytes"})
         flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
         nbytes = self.expr(metrics["bytes"], "metrics.bytes") if "bytes" in metrics else None
         kernels = self.parse_kernels()
@@ -260,6 +269,7 @@ class _Parser:
             where = f"params[{i}]."
             if not isinstance(p, dict):
                 raise self.fail(f"params[{i}]", "each parameter is a table")
+            self.known(p, where, {"name", "role", "dtype", "shape", "range", "value"})
             name = self.get(p, "name", where, str)
             if not name.isidentifier() or name in seen:
                 raise self.fail(where + "name", f"'{name}' is not a unique identifier")
@@ -295,6 +305,7 @@ class _Parser:
             where = f"cases[{i}]."
             if not isinstance(c, dict):
                 raise self.fail(f"cases[{i}]", "each case is a table")
+            self.known(c, where, {"name", "role", "sizes"})
             name = self.get(c, "name", where, str)
             if name in seen:
                 raise self.fail(where + "name", f"'{name}' is used twice")
@@ -313,6 +324,7 @@ class _Parser:
 
     def parse_tolerance(self, top: dict) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32"})
         rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
         if rtol is not None and not rtol > 0:
             raise self.fail("tolerance.rtol", "must be positive")
@@ -328,6 +340,7 @@ class _Parser:
             where = f"kernels.{name}."
             if not isinstance(k, dict):
                 raise self.fail(f"kernels.{name}", "expected a table")
+            self.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines"})
             src = self.dir / self.get(k, "source", where, str)
             if not src.is_file():
                 raise self.fail(where + "source", f"{src.name} not found beside workload.toml")

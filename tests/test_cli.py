@@ -61,3 +61,28 @@ def test_doctor_reports_key_presence_never_its_value(monkeypatch, capsys):
     assert "NVRTC" in out and "13." in out
     if not os.path.exists("/dev/nvidia0"):
         assert code == 1 and "GPU            none usable" in out
+
+
+def test_run_without_gpu_fails_cleanly_and_is_listed(tmp_path, capsys):
+    """`run` with no GPU: exit 1, one clear line, the MLflow run marked FAILED and listed by `runs`."""
+    from agent import native
+    try:
+        native.open_device()
+        pytest.skip("a GPU is present")
+    except native.CudaError:
+        pass
+    store = tmp_path / "store"
+    assert main(["run", str(SGEMM), "--proposer", "tune", "--budget", "2", "--headless", "--store", str(store)]) == 1
+    assert "no usable GPU" in capsys.readouterr().err
+    assert main(["runs", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "sgemm" in out and "tune" in out and "FAILED" in out
+
+
+def test_run_with_broken_workload_fails_before_any_session(tmp_path, capsys):
+    """A broken spec is refused by `run` with the same one line as `eval`, and no session is created."""
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "workload.toml").write_text((d / "workload.toml").read_text().replace("[[cases]]", "[[casez]]", 1))
+    assert main(["run", str(d), "--store", str(tmp_path / "store")]) == 2
+    assert "workload.toml: casez: unknown key" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()

@@ -52,8 +52,11 @@ def break_spec(tmp_path: Path, old: str, new: str) -> Path:
     ('a = "A"', 'a = "X"', "baseline.a", "must name a parameter"),
     ('role = "performance"', 'role = "perf"', "cases[1].role", "correctness or performance"),
     ('flops = "2 * M * N * K"', 'flops = "2 * M * N * Z"', "metrics.flops", "uses 'Z'"),
-    ('name = "sgemm"', 'nme = "sgemm"', "workload.name", "missing"),
+    ('name = "sgemm"', '', "workload.name", "missing"),
     ('allow_tf32 = false', 'allow_tf32 = "no"', "tolerance.allow_tf32", "expected bool"),
+    ('[[cases]]', '[[casez]]', "casez", "unknown key"),
+    ('reduction = "K"', 'reduce = "K"', "workload.reduce", "unknown key (expected one of description, name"),
+    ('entry = "sgemm_naive"', 'entry = "sgemm_naive"\ngird = [1]', "kernels.naive.gird", "unknown key"),
 ])
 def test_spec_errors_name_file_key_and_problem(tmp_path, old, new, key, problem):
     """Each broken spec fails with one line: the file, the key and what is wrong."""

@@ -54,6 +54,8 @@ static_assert(SGEMM_TILED_THREADS >= 16 && SGEMM_TILED_THREADS <= 1024,
 static_assert((BM * BK + BK * BN) * sizeof(float) <= 48 * 1024,
               "static shared memory must stay within 48 KiB");
 
+// minBlocks = 1: cap registers only by the block size (65536 / threads), so
+// ptxas does not squeeze registers (and spill) chasing extra occupancy.
 extern "C" __global__ void __launch_bounds__(SGEMM_TILED_THREADS, 1)
 sgemm_tiled(const float* __restrict__ A,
             const float* __restrict__ B,
@@ -63,7 +65,9 @@ sgemm_tiled(const float* __restrict__ A,
     constexpr int NT = SGEMM_TILED_THREADS;
     // Strided cooperative loads: thread tid handles elements tid, tid+NT, ...
     // Trip counts are rounded up; the tail is guarded when NT does not divide
-    // the element count.
+    // the element count. Loops with <= 4 trips are fully unrolled (loads in
+    // flight together); longer ones (few threads, big tiles) stay rolled so
+    // they do not blow up register pressure and spill.
     constexpr int LOADS_A4 = (BM * (BK / 4) + NT - 1) / NT;  // float4 A loads
     constexpr int LOADS_A1 = (BM * BK + NT - 1) / NT;        // scalar A loads
     constexpr int LOADS_B4 = (BK * (BN / 4) + NT - 1) / NT;  // float4 B loads

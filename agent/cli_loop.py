@@ -1,0 +1,196 @@
+"""`warpsmith run / resume / runs / export / ui`: sessions of the loop."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .workload import load_workload
+
+
+def add_loop_commands(sub) -> None:
+    r = sub.add_parser("run", help="run the loop on a workload (headless with a progress bar)")
+    r.add_argument("workload", type=Path)
+    r.add_argument("--proposer", choices=("tune", "llm"), help="default: llm when OPENAI_API_KEY or --base-url is set, else tune")
+    r.add_argument("--budget", type=int, default=30, help="iterations (repairs count)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the tuner's search")
+    r.add_argument("--kernel", help="the workload kernel the tuner searches (default: the one with most knobs)")
+    r.add_argument("--model", default="gpt-5-mini")
+    r.add_argument("--reasoning-effort", default="medium")
+    r.add_argument("--base-url", default="")
+    r.add_argument("--headless", action="store_true", help="progress bar instead of the app (the app arrives next)")
+    _common(r)
+
+    s = sub.add_parser("resume", help="continue a stopped, paused or crashed session from its last checkpoint")
+    s.add_argument("session")
+    s.add_argument("--budget", type=int, help="a new iteration budget")
+    s.add_argument("--headless", action="store_true")
+    _common(s)
+
+    ls = sub.add_parser("runs", help="list past sessions from MLflow")
+    ls.add_argument("workload", nargs="?")
+    ls.add_argument("--store", type=Path, default=Path("mlruns"))
+    ls.add_argument("--tracking-uri")
+
+    e = sub.add_parser("export", help="write a session's best kernel, launch.json, report and a loader snippet")
+    e.add_argument("session")
+    e.add_argument("dir", type=Path)
+    e.add_argument("--store", type=Path, default=Path("mlruns"))
+
+    u = sub.add_parser("ui", help="start the MLflow UI on the store")
+    u.add_argument("--store", type=Path, default=Path("mlruns"))
+    u.add_argument("--port", type=int, default=5000)
+
+
+def _common(p) -> None:
+    p.add_argument("--store", type=Path, default=Path("mlruns"), help="sessions and the MLflow store (default ./mlruns)")
+    p.add_argument("--tracking-uri", help="another MLflow tracking URI")
+    p.add_argument("--no-tracking", action="store_true")
+    p.add_argument("--hot", action="store_true", help="no L2 flush before timed launches")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds a kernel may run before it is killed")
+    p.add_argument("--device", type=int, default=0)
+
+
+def _proposer(info):
+    if info.proposer == "tune":
+        from .proposers.tune import TuneProposer
+        return TuneProposer(seed=info.seed, kernel=info.kernel or None)
+    raise SystemExit("warpsmith: error: the llm proposer is not built yet in this version; use --proposer tune")
+
+
+def _tracker(args):
+    from .tracking import NullTracker, Tracker
+    return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
+
+
+def _open(info, directory: Path, args):
+    from .evaluator import Evaluator
+    from .session import Session
+    from .worker_protocol import TimingConfig
+    workload = load_workload(info.workload)
+    evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout)
+    return Session(info, directory, workload, evaluator, _proposer(info), _tracker(args))
+
+
+def _drive(session, args) -> int:
+    """Run with the headless front end; Ctrl-C stops cleanly (checkpoint kept,
+    MLflow run KILLED, best kernel saved)."""
+    from .headless import HeadlessProgress
+    from .worker_process import GpuUnavailable
+    progress = HeadlessProgress(session.info.budget, session.workload.baseline.kind)
+    status = "failed"
+    try:
+        status = session.run(progress)
+    except KeyboardInterrupt:
+        status = "stopped"
+        session.save_best()
+        print(f"\nstopped. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
+    except GpuUnavailable as e:
+        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
+        status = "failed"
+    finally:
+        session.info.status = status
+        session.info.save(session.dir)
+        session.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
+        session.evaluator.close()
+        session.close()
+    if status == "finished":
+        best = (session.dir / "best" / "report.md")
+        print(best.read_text() if best.is_file() else "no candidate passed validation")
+        print(f"session {session.info.id}: best kernel in {session.dir / 'best'}")
+    return {"finished": 0, "stopped": 130, "paused": 0}.get(status, 1)
+
+
+def cmd_run(args) -> int:
+    from .session import SessionInfo, new_session_id, session_dir
+    workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
+    proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
+    llm = proposer == "llm"
+    info = SessionInfo(new_session_id(workload.name), str(args.workload.resolve()), proposer, args.budget,
+                       seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
+                       reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url)
+    directory = session_dir(args.store, info.id)
+    directory.mkdir(parents=True, exist_ok=True)
+    session = _open(info, directory, args)
+    run_id = session.tracker.start(workload.name, info.id, {
+        "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
+        "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
+        "timing": f"warmup 10, 100 reps or 400 ms, {'hot' if args.hot else 'cold'} L2"})
+    info.mlflow_run_id = run_id or ""
+    info.save(directory)
+    print(f"session {info.id} ({proposer}, budget {info.budget})")
+    return _drive(session, args)
+
+
+def cmd_resume(args) -> int:
+    from .session import SessionInfo, session_dir
+    directory = session_dir(args.store, args.session)
+    if not (directory / "session.json").is_file():
+        print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
+        return 2
+    info = SessionInfo.load(directory)
+    session = _open(info, directory, args)
+    if args.budget is not None:
+        session.set_budget(args.budget)
+    if info.mlflow_run_id:
+        session.tracker.reopen(info.mlflow_run_id)
+    print(f"resuming {info.id} at iteration {session.state.get('iteration', 0)} of {session.state.get('budget', info.budget)}")
+    return _drive(session, args)
+
+
+def cmd_runs(args) -> int:
+    from .tracking import Tracker
+    tracker = Tracker(args.store, args.tracking_uri)
+    client = tracker.client
+    exps = [e for e in client.search_experiments() if not args.workload or e.name == args.workload]
+    runs = client.search_runs([e.experiment_id for e in exps], order_by=["attributes.start_time DESC"]) if exps else []
+    print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
+    for r in runs:
+        import datetime
+        when = datetime.datetime.fromtimestamp(r.info.start_time / 1000).strftime("%Y-%m-%d %H:%M")
+        best = r.data.metrics.get("best_score_ms")
+        speed = r.data.metrics.get("best_speedup_vs_baseline")
+        best_text = "-" if best is None else f"{best:.4f}"
+        speed_text = "-" if speed is None else f"{speed:.2f}x"
+        print(f"{when:<17}{r.info.run_name:<44}{r.data.params.get('proposer', '?'):<9}"
+              f"{best_text:>10}{speed_text:>9}  {r.info.status}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .best_kernel import write_best
+    from .session import SessionInfo, session_dir
+    directory = session_dir(args.store, args.session)
+    if not (directory / "session.json").is_file():
+        print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
+        return 2
+    import sqlite3
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from .graph import build_graph
+    from .loop_state import STATE_TYPES
+    info = SessionInfo.load(directory)
+    saver = SqliteSaver(sqlite3.connect(str(directory / "checkpoint.sqlite")),
+                        serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES))
+    state = build_graph().compile(checkpointer=saver).get_state({"configurable": {"thread_id": info.id}}).values
+    if not state.get("best"):
+        print("warpsmith: error: this session has no kernel that passed validation", file=sys.stderr)
+        return 1
+    write_best(args.dir, load_workload(info.workload), state["best"], state.get("start"), state.get("baseline", {}),
+               state.get("baseline_score_ms"), state.get("facts", {}), loader=True)
+    print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")
+    return 0
+
+
+def cmd_ui(args) -> int:
+    from .tracking import tracking_uri
+    mlflow = shutil.which("mlflow")
+    uri = tracking_uri(args.store)
+    if not mlflow:
+        print(f"warpsmith: error: the MLflow UI needs the full mlflow package: pip install mlflow, then "
+              f"mlflow ui --backend-store-uri {uri}", file=sys.stderr)
+        return 2
+    return subprocess.call([mlflow, "ui", "--backend-store-uri", uri, "--port", str(args.port)])

@@ -1,0 +1,74 @@
+"""Typed progress events the loop streams (LangGraph stream mode "custom") for any
+front end: the headless progress bar today, the Textual app next. The loop never
+imports a front end; front ends only read these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class NodeStarted:
+    node: str
+    iteration: int
+
+
+@dataclass(frozen=True)
+class CandidateProposed:
+    iteration: int
+    name: str
+    proposer: str
+    rationale: str
+    source: str
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CompileFinished:
+    iteration: int
+    ok: bool
+    compile_ms: float
+    resources: str
+    log: str
+
+
+@dataclass(frozen=True)
+class CaseFinished:
+    """One case validated (phase validate / revalidate) or timed (phase time)."""
+
+    iteration: int
+    case: str
+    phase: str
+    status: str
+    max_rel_error: Optional[float] = None
+    median_ms: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class AttemptFinished:
+    iteration: int
+    name: str
+    status: str
+    score_ms: Optional[float]
+    detail: str
+
+
+@dataclass(frozen=True)
+class NewBest:
+    iteration: int
+    name: str
+    score_ms: float
+    speedup_vs_baseline: Optional[float]
+
+
+@dataclass(frozen=True)
+class BudgetChanged:
+    old: int
+    new: int
+
+
+@dataclass(frozen=True)
+class SessionFinished:
+    reason: str
+    best_score_ms: Optional[float]

@@ -1,0 +1,207 @@
+"""The loop as a LangGraph StateGraph:
+
+    plan -> propose -> compile -> validate -> benchmark -> reflect -> propose ... -> END
+
+A failure at compile or validate goes straight to reflect, which switches the
+next proposal to repair mode; every attempt, repairs included, counts against
+the budget held in state. Nodes reach the GPU, the proposer and the tracker
+through the run's context; they stream typed events (agent.events) for any
+front end and leave their results in the checkpointed state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from . import events
+from .candidate import Candidate
+from .expr import ExprError
+from .loop_state import Attempt, Best, CandidateSpec, CaseOutcome, LoopState
+from .proposers.base import ProposalContext, ProposalError, Proposer
+from .results import EvaluationResult
+from .selection import challenge
+from .session_control import SessionControl
+from .worker_protocol import CaseChecked, CaseTimed
+from .workload import Workload
+
+NODES = ("plan", "propose", "compile", "validate", "benchmark", "reflect")
+
+
+@dataclass
+class LoopContext:
+    workload: Workload
+    evaluator: Any  # agent.evaluator.Evaluator or a test double with the same methods
+    proposer: Proposer
+    control: SessionControl
+    tracker: Any  # agent.tracking.Tracker
+
+
+def outcomes(result: EvaluationResult) -> list[CaseOutcome]:
+    return [CaseOutcome(case=c.case, role=c.role, status=c.status,
+                        max_rel_error=c.check.max_rel_error if c.check else None,
+                        median_ms=c.timing.median_ms if c.timing else None,
+                        cv=c.timing.cv if c.timing else None) for c in result.cases]
+
+
+def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
+    """Forward the worker's per-case replies as they arrive."""
+    write = runtime.stream_writer
+    def on_event(reply):
+        if isinstance(reply, CaseChecked):
+            write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error))
+        elif isinstance(reply, CaseTimed):
+            samples = sorted(reply.samples_ms)
+            write(events.CaseFinished(iteration, reply.case, "time", "ok", None, samples[len(samples) // 2]))
+    runtime.context.evaluator.on_event = on_event
+
+
+def _apply_budget(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    new = runtime.context.control.take_budget()
+    if new is None or new == state["budget"]:
+        return {}
+    runtime.stream_writer(events.BudgetChanged(state["budget"], new))
+    runtime.context.tracker.log_budget(new)
+    return {"budget": new}
+
+
+def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    ctx = runtime.context
+    runtime.stream_writer(events.NodeStarted("plan", 0))
+    ev, w = ctx.evaluator, ctx.workload
+    facts = ev.facts
+    _stream_cases(runtime, 0)
+    baseline, baseline_score = {}, None
+    b = ev.baseline()
+    if b is not None and b.ok:
+        baseline = {c.case: c.timing.median_ms for c in b.cases if c.timing}
+        baseline_score = b.score_ms
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
+    r = ev.evaluate(spec.to_candidate())
+    start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r), iteration=0) if r.ok else None
+    if start:
+        runtime.stream_writer(events.NewBest(0, spec.name, start.score_ms,
+                                             baseline_score / start.score_ms if baseline_score else None))
+    ctx.tracker.log_plan(facts, baseline, baseline_score, start, r)
+    return {"facts": facts, "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
+            "best": start, "iteration": state.get("iteration", 0), "history": state.get("history", []),
+            "mode": "optimise", "finished": None}
+
+
+def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    ctx = runtime.context
+    update = _apply_budget(state, runtime)
+    iteration = state["iteration"] + 1
+    runtime.stream_writer(events.NodeStarted("propose", iteration))
+    history = state.get("history", [])
+    pctx = ProposalContext(ctx.workload, state.get("facts", {}), iteration, state.get("mode", "optimise"), history,
+                           state.get("best"), history[-1] if history else None, state.get("baseline", {}))
+    try:
+        proposal = ctx.proposer.propose(pctx)
+    except ProposalError as e:
+        attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status="proposal_invalid",
+                          detail=str(e))
+        return {**update, "pending": None, "attempt": attempt}
+    spec = proposal.spec
+    runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
+                                                   spec.rationale, spec.source, proposal.tokens))
+    attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
+                      status="pending", defines=spec.defines, tokens=proposal.tokens)
+    return {**update, "pending": spec, "attempt": attempt}
+
+
+def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    attempt, spec = state["attempt"], state["pending"]
+    runtime.stream_writer(events.NodeStarted("compile", attempt.iteration))
+    try:
+        candidate = spec.to_candidate()
+    except (ExprError, ValueError) as e:
+        return {"attempt": attempt.model_copy(update={"status": "launch_invalid", "detail": f"launch rule: {e}"})}
+    compiled = runtime.context.evaluator.compile(candidate)
+    runtime.stream_writer(events.CompileFinished(attempt.iteration, compiled.ok, compiled.compile_ms,
+                                                 compiled.resources.text(), compiled.log))
+    if not compiled.ok:
+        return {"attempt": attempt.model_copy(update={"status": "compile_failed", "detail": compiled.log})}
+    return {"attempt": attempt.model_copy(update={"status": "compiled"})}
+
+
+def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    attempt = state["attempt"]
+    runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
+    _stream_cases(runtime, attempt.iteration)
+    r = runtime.context.evaluator.evaluate(state["pending"].to_candidate(), time_cases=False, revalidate=False)
+    status = "validated" if r.ok else r.status
+    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": outcomes(r)})}
+
+
+def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    attempt = state["attempt"]
+    runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
+    _stream_cases(runtime, attempt.iteration)
+    r = runtime.context.evaluator.evaluate(state["pending"].to_candidate())
+    return {"attempt": attempt.model_copy(update={"status": r.status, "detail": r.detail, "score_ms": r.score_ms,
+                                                  "cases": outcomes(r)})}
+
+
+def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    ctx = runtime.context
+    attempt: Attempt = state["attempt"]
+    runtime.stream_writer(events.NodeStarted("reflect", attempt.iteration))
+    best: Optional[Best] = state.get("best")
+    update: dict = {}
+    if attempt.status == "ok" and attempt.score_ms is not None:
+        verdict = challenge(ctx.evaluator, state["pending"].to_candidate(), attempt.score_ms,
+                            best.spec.to_candidate() if best else None, best.score_ms if best else None)
+        if verdict.accepted:
+            attempt = attempt.model_copy(update={"new_best": True})
+            best = Best(spec=state["pending"], score_ms=attempt.score_ms, cases=attempt.cases, iteration=attempt.iteration)
+            update["best"] = best
+            base = state.get("baseline_score_ms")
+            runtime.stream_writer(events.NewBest(attempt.iteration, attempt.name, best.score_ms,
+                                                 base / best.score_ms if base else None))
+        elif verdict.status != "ok":
+            attempt = attempt.model_copy(update={"status": verdict.status, "detail": verdict.detail, "score_ms": None})
+    runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
+                                                 attempt.detail))
+    ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
+    update.update(_apply_budget(state, runtime))
+    budget = update.get("budget", state["budget"])
+    finished = "budget" if attempt.iteration >= budget else None
+    return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
+            "iteration": attempt.iteration, "mode": "optimise" if attempt.status == "ok" else "repair",
+            "finished": finished}
+
+
+def _after(ok_status: str, next_node: str):
+    def route(state: LoopState) -> str:
+        return next_node if state["attempt"].status == ok_status else "reflect"
+    return route
+
+
+def _after_reflect(state: LoopState) -> str:
+    return END if state.get("finished") else "propose"
+
+
+def _after_plan(state: LoopState) -> str:
+    return END if state["iteration"] >= state["budget"] else "propose"
+
+
+def build_graph() -> StateGraph:
+    g = StateGraph(LoopState, context_schema=LoopContext)
+    g.add_node("plan", plan)
+    g.add_node("propose", propose)
+    g.add_node("compile", compile_node)
+    g.add_node("validate", validate)
+    g.add_node("benchmark", benchmark)
+    g.add_node("reflect", reflect)
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", _after_plan, ["propose", END])
+    g.add_conditional_edges("propose", _after("pending", "compile"), ["compile", "reflect"])
+    g.add_conditional_edges("compile", _after("compiled", "validate"), ["validate", "reflect"])
+    g.add_conditional_edges("validate", _after("validated", "benchmark"), ["benchmark", "reflect"])
+    g.add_edge("benchmark", "reflect")
+    g.add_conditional_edges("reflect", _after_reflect, ["propose", END])
+    return g

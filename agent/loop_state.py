@@ -1,0 +1,89 @@
+"""The loop's state, as LangGraph checkpoints it: plain pydantic records, so a
+session survives a crash and resumes from its last step."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, TypedDict
+
+from pydantic import BaseModel, Field
+
+from .candidate import Candidate
+from .expr import Expr
+from .workload import LaunchRule
+
+
+class CandidateSpec(BaseModel):
+    """A proposed kernel as data: CUDA source and launch arithmetic, never Python."""
+
+    name: str
+    source: str
+    entry: str
+    grid: list[str] = Field(min_length=1, max_length=3)
+    block: list[str] = Field(min_length=1, max_length=3)
+    shared: str = "0"
+    options: list[str] = []
+    defines: dict[str, int] = {}
+    rationale: str = ""
+    proposer: str = ""
+
+    def to_candidate(self) -> Candidate:
+        """Raises ExprError if the launch arithmetic is not whitelisted."""
+        pad = lambda dims: tuple(Expr.parse(d) for d in (list(dims) + ["1"] * 3)[:3])
+        return Candidate(self.source, self.entry, LaunchRule(pad(self.grid), pad(self.block), Expr.parse(self.shared)),
+                         tuple(self.options), dict(self.defines), self.name)
+
+    @staticmethod
+    def from_candidate(c: Candidate, proposer: str, rationale: str = "") -> "CandidateSpec":
+        r = c.launch
+        return CandidateSpec(name=c.name, source=c.source, entry=c.entry, grid=[str(e) for e in r.grid],
+                             block=[str(e) for e in r.block], shared=str(r.shared), options=list(c.options),
+                             defines=dict(c.defines), rationale=rationale, proposer=proposer)
+
+
+class CaseOutcome(BaseModel):
+    case: str
+    role: str
+    status: str
+    max_rel_error: Optional[float] = None
+    median_ms: Optional[float] = None
+    cv: Optional[float] = None
+
+
+class Attempt(BaseModel):
+    """One iteration's outcome, compact enough to go back to the proposer."""
+
+    iteration: int
+    name: str
+    proposer: str
+    status: str  # an evaluation status, or proposal_invalid
+    score_ms: Optional[float] = None
+    detail: str = ""  # the failure, verbatim (compile log, mismatch report, crash)
+    defines: dict[str, int] = {}
+    cases: list[CaseOutcome] = []
+    new_best: bool = False
+    tokens: int = 0
+
+
+class Best(BaseModel):
+    spec: CandidateSpec
+    score_ms: float
+    cases: list[CaseOutcome]
+    iteration: int
+
+
+class LoopState(TypedDict, total=False):
+    iteration: int  # attempts made so far (repairs count)
+    budget: int
+    mode: Literal["optimise", "repair"]
+    pending: Optional[CandidateSpec]
+    attempt: Optional[Attempt]  # the one in flight
+    history: list[Attempt]
+    best: Optional[Best]
+    start: Optional[Best]  # the starting kernel, for the report
+    baseline: dict[str, float]  # case -> baseline median ms
+    baseline_score_ms: Optional[float]
+    facts: dict
+    finished: Optional[str]  # why the session ended
+
+
+STATE_TYPES = [("agent.loop_state", n) for n in ("CandidateSpec", "CaseOutcome", "Attempt", "Best")]

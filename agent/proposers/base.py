@@ -1,0 +1,38 @@
+"""The proposer interface and what a proposer sees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol
+
+from ..loop_state import Attempt, Best, CandidateSpec
+from ..workload import Workload
+
+
+class ProposalError(RuntimeError):
+    """The proposer produced nothing usable (garbage from a model, an exhausted
+    search space). It becomes a failed attempt, never a crash."""
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    workload: Workload
+    facts: dict
+    iteration: int
+    mode: str  # optimise | repair
+    history: list[Attempt]
+    best: Optional[Best]
+    last: Optional[Attempt]
+    baseline: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    spec: CandidateSpec
+    tokens: int = 0
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, ctx: ProposalContext) -> Proposal: ...

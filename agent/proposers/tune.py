@@ -1,0 +1,130 @@
+"""The `tune` proposer: searches the knobs a kernel declares; no model, no network.
+
+Strategy: a seeded local search with restarts. The first proposal is the
+kernel's defaults; afterwards, from the best configuration measured so far,
+move one knob to a neighbouring value (an untried one, chosen at random among
+them); when every neighbour is tried, restart from a random untried point.
+Configurations that cannot launch (more than 1024 threads, fewer than a warp)
+are skipped without spending the budget. The state of the search is the
+session's history, so a resumed session continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from typing import Optional
+
+from ..candidate import Candidate
+from ..expr import ExprError
+from ..kernel_source import Knob, parse_knobs
+from ..loop_state import CandidateSpec
+from ..workload import KernelSpec, Workload
+from .base import Proposal, ProposalContext, ProposalError
+
+MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
+
+
+def source_tag(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:8]
+
+
+class TuneProposer:
+    name = "tune"
+
+    def __init__(self, seed: int = 0, kernel: Optional[str] = None):
+        self.seed, self.kernel = seed, kernel
+
+    def base(self, ctx: ProposalContext) -> tuple[CandidateSpec, dict[str, Knob]]:
+        """What to tune: the best kernel if it declares knobs (an LLM's kernel
+        included), else the workload's kernel with the most knobs. Returned with
+        its knob values stripped, so every knob is free."""
+        if ctx.best and parse_knobs(ctx.best.spec.source) and not self.kernel:
+            spec = ctx.best.spec
+        else:
+            kernels = ctx.workload.kernels
+            chosen: KernelSpec = kernels[self.kernel] if self.kernel else max(kernels.values(), key=lambda k: len(k.knobs()))
+            spec = CandidateSpec.from_candidate(Candidate.from_spec(chosen), self.name)
+        knobs = parse_knobs(spec.source)
+        if not knobs:
+            raise ProposalError(f"no kernel of {ctx.workload.name} declares knobs (// knob NAME: values); nothing to tune")
+        fixed = {k: v for k, v in spec.defines.items() if k not in knobs}
+        return spec.model_copy(update={"name": spec.name.split("@")[0], "defines": fixed}), knobs
+
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        base, knobs = self.base(ctx)
+        prefix = f"{base.name}@{source_tag(base.source)}["
+        mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+        tried = {_key(a.defines) for a in mine}
+        scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
+        rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
+        feasible = lambda d: _key({**base.defines, **d}) not in tried and self._launchable(ctx.workload, base, d)
+        choice = self._next(knobs, base.defines, scores, feasible, rng)
+        if choice is None:
+            raise ProposalError(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried")
+        label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
+        spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
+                                       "proposer": self.name, "rationale": _why(choice, scores)})
+        return Proposal(spec)
+
+    def _next(self, knobs, fixed, scores, feasible, rng) -> Optional[dict[str, int]]:
+        free = {n: k for n, k in knobs.items() if n not in fixed}
+        defaults = {n: k.default for n, k in free.items()}
+        if not scores and feasible(defaults):
+            return defaults
+        if scores:
+            best = {k: v for k, v in min(scores, key=scores.get) if k in free}
+            neighbours = [n for n in _neighbours(best, free) if feasible(n)]
+            if neighbours:
+                return rng.choice(neighbours)
+        return self._random_point(free, feasible, rng)
+
+    def _random_point(self, free, feasible, rng) -> Optional[dict[str, int]]:
+        size = 1
+        for k in free.values():
+            size *= len(k.values)
+        if size <= MAX_SPACE:
+            points = [dict(zip(free, vals)) for vals in itertools.product(*(k.values for k in free.values()))]
+            rng.shuffle(points)
+            return next((p for p in points if feasible(p)), None)
+        for _ in range(2000):
+            p = {n: rng.choice(k.values) for n, k in free.items()}
+            if feasible(p):
+                return p
+        return None
+
+    @staticmethod
+    def _launchable(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
+        """Static check against every case: block size a multiple of a warp's worth, <= 1024."""
+        try:
+            cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
+            for case in workload.cases:
+                launch = cand.rule_for(case).resolve(cand.launch_env(case))
+                threads = launch.block[0] * launch.block[1] * launch.block[2]
+                if launch.problems() or threads < 32:
+                    return False
+        except (ExprError, ValueError):
+            return False
+        return True
+
+
+def _key(defines: dict[str, int]) -> tuple:
+    return tuple(sorted(defines.items()))
+
+
+def _neighbours(point: dict[str, int], knobs: dict[str, Knob]):
+    for name, knob in knobs.items():
+        values = list(knob.values)
+        i = values.index(point[name]) if point.get(name) in values else 0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(values):
+                yield {**point, name: values[j]}
+
+
+def _why(choice: dict[str, int], scores: dict) -> str:
+    if not scores:
+        return "the kernel's declared defaults, as a starting point"
+    best = dict(min(scores, key=scores.get))
+    moved = [f"{k} {best.get(k)} -> {v}" for k, v in choice.items() if best.get(k) != v]
+    return ("neighbour of the best so far: " + ", ".join(moved)) if len(moved) == 1 else "random restart"

@@ -1,0 +1,128 @@
+"""A session: one run of the loop over a workload, with an id, a run directory
+(``STORE/sessions/ID``: the SQLite checkpoint, session.json, the best kernel)
+and an MLflow run. It can be paused, stopped, resumed and re-budgeted."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.errors import GraphDrained
+
+from .best_kernel import write_best
+from .graph import LoopContext, build_graph
+from .loop_state import STATE_TYPES, LoopState
+from .session_control import SessionControl
+from .workload import Workload
+
+
+@dataclass
+class SessionInfo:
+    """session.json: what `resume` needs to rebuild the session. No secrets."""
+
+    id: str
+    workload: str  # directory
+    proposer: str
+    budget: int
+    seed: int = 0
+    kernel: str = ""  # the workload kernel the tuner searches ("" = the one with most knobs)
+    model: str = ""
+    reasoning_effort: str = ""
+    base_url: str = ""
+    mlflow_run_id: str = ""
+    status: str = "running"  # running | paused | stopped | finished | failed
+    created: float = field(default_factory=time.time)
+
+    def save(self, directory: Path) -> None:
+        (directory / "session.json").write_text(json.dumps(self.__dict__, indent=2))
+
+    @staticmethod
+    def load(directory: Path) -> "SessionInfo":
+        return SessionInfo(**json.loads((directory / "session.json").read_text()))
+
+
+def new_session_id(workload: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{workload}-{uuid.uuid4().hex[:6]}"
+
+
+def session_dir(store: Path, session_id: str) -> Path:
+    return Path(store) / "sessions" / session_id
+
+
+class Session:
+    def __init__(self, info: SessionInfo, directory: Path, workload: Workload, evaluator, proposer, tracker,
+                 control: Optional[SessionControl] = None):
+        self.info, self.dir, self.workload = info, directory, workload
+        self.evaluator, self.proposer, self.tracker = evaluator, proposer, tracker
+        self.control = control or SessionControl()
+        directory.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
+        saver = SqliteSaver(self._conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES))
+        self.graph = build_graph().compile(checkpointer=saver)
+        self.config = {"configurable": {"thread_id": info.id}, "recursion_limit": 1_000_000}
+
+    @property
+    def state(self) -> LoopState:
+        return self.graph.get_state(self.config).values
+
+    def has_checkpoint(self) -> bool:
+        return bool(self.graph.get_state(self.config).next) or bool(self.state)
+
+    def set_budget(self, budget: int) -> None:
+        """While paused or stopped: write it into the checkpoint. While running, use control.set_budget."""
+        self.graph.update_state(self.config, {"budget": budget})
+        self.info.budget = budget
+        self.info.save(self.dir)
+
+    def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
+        """Run (or continue) until the budget is spent or a pause/stop is requested.
+        Returns the session's status: finished, paused or stopped."""
+        ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker)
+        snapshot = self.graph.get_state(self.config)
+        fresh = not snapshot.values
+        inputs = {"iteration": 0, "budget": self.info.budget, "history": []} if fresh else None
+        if not fresh and not snapshot.next:
+            return self._finish("finished", on_event)  # nothing left to do
+        run_control = self.control.new_run()
+        self.info.status = "running"
+        self.info.save(self.dir)
+        try:
+            for mode, chunk in self.graph.stream(inputs, self.config, context=ctx, control=run_control,
+                                                 stream_mode=["custom", "updates"]):
+                on_event(chunk if mode == "custom" else ("updates", chunk))
+        except GraphDrained as e:
+            status = "paused" if e.reason == "pause" else "stopped"
+            self.save_best()
+            self.info.status = status
+            self.info.save(self.dir)
+            return status
+        return self._finish("finished", on_event)
+
+    def _finish(self, status: str, on_event) -> str:
+        from .events import SessionFinished
+        self.save_best()
+        self.info.status = status
+        self.info.save(self.dir)
+        best = self.state.get("best")
+        on_event(SessionFinished(self.state.get("finished") or status, best.score_ms if best else None))
+        return status
+
+    def save_best(self) -> Optional[dict]:
+        s = self.state
+        best = s.get("best")
+        if not best:
+            return None
+        files = write_best(self.dir / "best", self.workload, best, s.get("start"), s.get("baseline", {}),
+                           s.get("baseline_score_ms"), s.get("facts", {}))
+        self.tracker.log_best(files)
+        return files
+
+    def close(self) -> None:
+        self._conn.close()

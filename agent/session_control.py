@@ -1,0 +1,48 @@
+"""What a front end may do to a running session, from any thread: pause or stop at
+the next step boundary (LangGraph's RunControl drains the run; the checkpoint
+keeps everything) and change the iteration budget."""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from langgraph.runtime import RunControl
+
+
+class SessionControl:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._budget: Optional[int] = None
+        self._run: Optional[RunControl] = None
+        self._reason: Optional[str] = None
+
+    def new_run(self) -> RunControl:
+        """A fresh RunControl for each stream() call (a drained one stays drained)."""
+        with self._lock:
+            self._run = RunControl()
+            self._reason = None
+            return self._run
+
+    def set_budget(self, budget: int) -> None:
+        """Takes effect at the next step boundary, while running or paused."""
+        if budget < 0:
+            raise ValueError("the budget cannot be negative")
+        with self._lock:
+            self._budget = budget
+
+    def take_budget(self) -> Optional[int]:
+        with self._lock:
+            budget, self._budget = self._budget, None
+            return budget
+
+    def request(self, reason: str) -> None:
+        """reason: "pause" or "stop"; honoured at the next step boundary."""
+        with self._lock:
+            self._reason = reason
+            if self._run is not None:
+                self._run.request_drain(reason)
+
+    @property
+    def requested(self) -> Optional[str]:
+        return self._reason

@@ -1,0 +1,59 @@
+"""The tune proposer's search: seeded, never repeating, launchable only, resumable from history."""
+
+from __future__ import annotations
+
+from agent.loop_state import Attempt
+from agent.proposers.base import ProposalContext, ProposalError
+from agent.proposers.tune import TuneProposer
+from agent.workload import load_workload
+from workload_factory import SGEMM
+
+import pytest
+
+
+def run_search(seed: int, steps: int, score) -> list[Attempt]:
+    w = load_workload(SGEMM)
+    tuner, history = TuneProposer(seed), []
+    for i in range(1, steps + 1):
+        p = tuner.propose(ProposalContext(w, {}, i, "optimise", list(history), None, history[-1] if history else None))
+        history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok",
+                               score_ms=score(p.spec.defines), defines=p.spec.defines))
+    return history
+
+
+def threads(d):
+    return (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+
+
+def test_first_proposal_is_the_declared_defaults():
+    """The search starts from the kernel's #define defaults."""
+    first = run_search(0, 1, lambda d: 1.0)[0]
+    assert first.defines == {"BM": 64, "BN": 64, "BK": 8, "TM": 8, "TN": 8}
+
+
+def test_search_is_seeded_and_never_repeats():
+    """Same seed, same sequence; another seed, another; no configuration twice."""
+    score = lambda d: 1 + abs(d["BM"] - 128) / 64 + abs(d["BK"] - 16) / 32
+    a, b, c = run_search(1, 25, score), run_search(1, 25, score), run_search(2, 25, score)
+    assert [x.defines for x in a] == [x.defines for x in b]
+    assert [x.defines for x in a] != [x.defines for x in c]
+    assert len({tuple(sorted(x.defines.items())) for x in a}) == 25
+
+
+def test_only_launchable_configurations_are_proposed():
+    """Every proposal has 32..1024 threads per block (BM/TM * BN/TN)."""
+    assert all(32 <= threads(a.defines) <= 1024 for a in run_search(3, 60, lambda d: 1.0))
+
+
+def test_local_search_finds_the_optimum_of_a_smooth_landscape():
+    """On a landscape with one optimum the search reaches it well within the space's size."""
+    target = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8}
+    score = lambda d: 1 + sum(abs(d[k] - v) / v for k, v in target.items())
+    history = run_search(0, 40, score)
+    assert min(history, key=lambda a: a.score_ms).defines == target
+
+
+def test_exhausted_space_is_a_proposal_error():
+    """When every configuration is tried the tuner says so instead of repeating one."""
+    with pytest.raises(ProposalError, match="has been tried"):
+        run_search(0, 400, lambda d: 1.0)
