@@ -8,6 +8,11 @@ export PYTHONUNBUFFERED=1 WARPSMITH_CACHE=/tmp/warpsmith-cache
 step() { echo; echo "=== $* ==="; }
 
 step build
+if [ -d .whl ]; then  # the loop's dependencies, carried as wheels (nothing can be downloaded there)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$OUT/wheels.log" 2>&1 \
+    || { tail -20 "$OUT/wheels.log"; exit 1; }
+  export PYTHONPATH=/tmp/site
+fi
 python3 -m pip install -q --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 cd /tmp  # import the installed package, not the source tree
 
@@ -27,6 +32,19 @@ if [ -f "$OLDPWD/benchmarks/harness.py" ]; then
   python3 "$OLDPWD/benchmarks/harness.py" 2>&1 | tee "$OUT/harness.txt"
 fi
 
+if [ "${WS_RUN_BUDGET:-30}" != 0 ]; then
+  step "run sgemm --proposer tune --budget ${WS_RUN_BUDGET:-30}"
+  store=/tmp/warpsmith-store
+  start=$(date +%s)
+  warpsmith run "$OLDPWD/examples/sgemm" --proposer tune --budget "${WS_RUN_BUDGET:-30}" --headless --store "$store" 2>&1 | tee "$OUT/run-tune.txt"
+  echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/run-tune.txt"
+  warpsmith runs --store "$store" 2>&1 | tee "$OUT/runs.txt"
+  session=$(ls "$store/sessions" | head -1)
+  warpsmith export "$session" /tmp/export --store "$store" 2>&1
+fi
+
 step summary
 grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
+[ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
+[ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
