@@ -75,6 +75,11 @@ def _open(info, directory: Path, args):
     return Session(info, directory, workload, evaluator, _proposer(info), _tracker(args))
 
 
+def _timing_text(t) -> str:
+    return (f"warm-up {t.warmup}, {t.repetitions} launches or {t.max_total_ms:.0f} ms per case, "
+            f"{'cold' if t.cold_l2 else 'hot'} L2")
+
+
 def _drive(session, args) -> int:
     """Run with the headless front end; Ctrl-C stops cleanly (checkpoint kept,
     MLflow run KILLED, best kernel saved)."""
@@ -118,7 +123,7 @@ def cmd_run(args) -> int:
     run_id = session.tracker.start(workload.name, info.id, {
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
-        "timing": f"warmup 10, 100 reps or 400 ms, {'hot' if args.hot else 'cold'} L2"})
+        "timing": _timing_text(session.evaluator.timing)})
     info.mlflow_run_id = run_id or ""
     info.save(directory)
     print(f"session {info.id} ({proposer}, budget {info.budget})")

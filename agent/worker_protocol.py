@@ -23,7 +23,7 @@ class TimingConfig:
     # Measured time per case: a kernel slower than max_total_ms / repetitions gets
     # fewer launches (never fewer than 10; the count is reported). Keeps a whole
     # evaluation near a second without changing the median of a stable kernel.
-    max_total_ms: float = 400.0
+    max_total_ms: float = 300.0
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def main() -> int:
     with Evaluator(workload) as ev:
         print(f"GPU: {ev.facts['name']}, flush buffer {2 * ev.facts['l2_bytes'] >> 20} MiB")
         rows = per_candidate(ev, workload)
-        print("\n1. per candidate, ms (7 cases validated twice, 3 timed: 100 reps or 400 ms, cold L2)")
+        print("\n1. per candidate, ms (7 cases validated twice, 3 timed: 100 reps or 300 ms, cold L2)")
         print(f"{'candidate':<36}{'status':<8}{'nvrtc':>7}{'compile':>9}{'validate':>10}{'time':>9}{'total':>9}{'score':>10}")
         for label, status, nvrtc, comp, val, tim, tot, score in rows:
             print(f"{label:<36}{status:<8}{nvrtc:>7.0f}{comp:>9.0f}{val:>10.0f}{tim:>9.0f}{tot:>9.0f}{score:>10.4f}")

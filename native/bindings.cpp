@@ -175,7 +175,7 @@ void def_timing(py::module_& m) {
              return TimingSettings{warmup, repetitions, flush_l2, max_total_ms, min_repetitions};
            }),
            py::arg("warmup") = 10, py::arg("repetitions") = 100, py::arg("flush_l2") = true,
-           py::arg("max_total_ms") = 400.0, py::arg("min_repetitions") = 10)
+           py::arg("max_total_ms") = 300.0, py::arg("min_repetitions") = 10)
       .def_readwrite("warmup", &TimingSettings::warmup)
       .def_readwrite("repetitions", &TimingSettings::repetitions)
       .def_readwrite("flush_l2", &TimingSettings::flush_l2)

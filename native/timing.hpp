@@ -15,7 +15,7 @@ struct TimingSettings {
   bool flush_l2 = true;
   // Cap on the measured loop: when the warm-up says `repetitions` launches would
   // take longer, fewer are run (never fewer than min_repetitions).
-  double max_total_ms = 400.0;
+  double max_total_ms = 300.0;
   int min_repetitions = 10;
 };
 

@@ -163,3 +163,16 @@ def test_real_worker_without_gpu_says_so():
         assert "\n" not in str(e)
     else:
         pytest.skip("a GPU is present")
+
+
+def test_json_report_is_complete_and_has_no_cubin(workload):
+    """`eval --json` output: per-case timings and checks, the score, GPU facts, no binary blobs."""
+    import json
+    from agent.report import to_json
+    ev = DoubleEvaluator(workload, full_run())
+    r = ev.evaluate(naive(workload))
+    doc = json.loads(json.dumps(to_json(workload, r, None, FACTS), default=str))
+    assert doc["candidate"]["status"] == "ok" and doc["candidate"]["score_ms"] == pytest.approx(1.0)
+    case = doc["candidate"]["cases"][1]
+    assert case["case"] == "square-256" and case["timing"]["n"] == 3 and case["check"]["status"] == "ok"
+    assert "cubin" not in doc["candidate"]["compiled"] and doc["gpu"]["arch"] == "sm_90"
