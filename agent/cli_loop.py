@@ -21,7 +21,8 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--model", default="gpt-5-mini")
     r.add_argument("--reasoning-effort", default="medium")
     r.add_argument("--base-url", default="")
-    r.add_argument("--headless", action="store_true", help="progress bar instead of the app (the app arrives next)")
+    r.add_argument("--headless", action="store_true",
+                   help="progress bar instead of the app (until the app lands, every run is headless)")
     _common(r)
 
     s = sub.add_parser("resume", help="continue a stopped, paused or crashed session from its last checkpoint")
@@ -55,10 +56,13 @@ def _common(p) -> None:
 
 
 def _proposer(info):
+    """Raises ProposerUnavailable (no key, ...) before any session is created."""
+    from .proposers.tune import TuneProposer
+    tuner = TuneProposer(seed=info.seed, kernel=info.kernel or None)
     if info.proposer == "tune":
-        from .proposers.tune import TuneProposer
-        return TuneProposer(seed=info.seed, kernel=info.kernel or None)
-    raise SystemExit("warpsmith: error: the llm proposer is not built yet in this version; use --proposer tune")
+        return tuner
+    from .proposers.llm import HybridProposer, LlmProposer
+    return HybridProposer(LlmProposer(info.model, info.reasoning_effort or None, info.base_url or None), tuner)
 
 
 def _tracker(args):
@@ -66,13 +70,13 @@ def _tracker(args):
     return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
 
 
-def _open(info, directory: Path, args):
+def _open(info, directory: Path, args, proposer=None):
     from .evaluator import Evaluator
     from .session import Session
     from .worker_protocol import TimingConfig
     workload = load_workload(info.workload)
     evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout)
-    return Session(info, directory, workload, evaluator, _proposer(info), _tracker(args))
+    return Session(info, directory, workload, evaluator, proposer or _proposer(info), _tracker(args))
 
 
 def _timing_text(t) -> str:
@@ -84,6 +88,7 @@ def _drive(session, args) -> int:
     """Run with the headless front end; Ctrl-C stops cleanly (checkpoint kept,
     MLflow run KILLED, best kernel saved)."""
     from .headless import HeadlessProgress
+    from .proposers.llm import ProposerUnavailable
     from .worker_process import GpuUnavailable
     progress = HeadlessProgress(session.info.budget, session.workload.baseline.kind)
     status = "failed"
@@ -96,6 +101,10 @@ def _drive(session, args) -> int:
     except GpuUnavailable as e:
         print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
         status = "failed"
+    except ProposerUnavailable as e:
+        status = "stopped"
+        session.save_best()
+        print(f"warpsmith: error: {e}. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
     finally:
         session.info.status = status
         session.info.save(session.dir)
@@ -117,9 +126,15 @@ def cmd_run(args) -> int:
     info = SessionInfo(new_session_id(workload.name), str(args.workload.resolve()), proposer, args.budget,
                        seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
                        reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url)
+    from .proposers.llm import ProposerUnavailable
+    try:
+        chosen = _proposer(info)
+    except ProposerUnavailable as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return 2
     directory = session_dir(args.store, info.id)
     directory.mkdir(parents=True, exist_ok=True)
-    session = _open(info, directory, args)
+    session = _open(info, directory, args, chosen)
     run_id = session.tracker.start(workload.name, info.id, {
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
@@ -137,7 +152,12 @@ def cmd_resume(args) -> int:
         print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
         return 2
     info = SessionInfo.load(directory)
-    session = _open(info, directory, args)
+    from .proposers.llm import ProposerUnavailable
+    try:
+        session = _open(info, directory, args)
+    except ProposerUnavailable as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return 2
     if args.budget is not None:
         session.set_budget(args.budget)
     if info.mlflow_run_id:

@@ -103,7 +103,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         proposal = ctx.proposer.propose(pctx)
     except ProposalError as e:
         attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status="proposal_invalid",
-                          detail=str(e))
+                          detail=str(e), tokens=e.tokens)
         return {**update, "pending": None, "attempt": attempt}
     spec = proposal.spec
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,

@@ -86,3 +86,12 @@ def test_run_with_broken_workload_fails_before_any_session(tmp_path, capsys):
     assert main(["run", str(d), "--store", str(tmp_path / "store")]) == 2
     assert "workload.toml: casez: unknown key" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+def test_run_llm_without_key_says_what_to_do(tmp_path, monkeypatch, capsys):
+    """`run --proposer llm` with no key and no base URL: exit 2 with one line, no session created."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["run", str(SGEMM), "--proposer", "llm", "--store", str(tmp_path / "store")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "OPENAI_API_KEY" in err and "--proposer tune" in err
+    assert not (tmp_path / "store").exists()

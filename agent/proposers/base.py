@@ -11,7 +11,12 @@ from ..workload import Workload
 
 class ProposalError(RuntimeError):
     """The proposer produced nothing usable (garbage from a model, an exhausted
-    search space). It becomes a failed attempt, never a crash."""
+    search space). It becomes a failed attempt, never a crash. `tokens`: what
+    the failed call still cost."""
+
+    def __init__(self, message: str, tokens: int = 0):
+        super().__init__(message)
+        self.tokens = tokens
 
 
 @dataclass(frozen=True)

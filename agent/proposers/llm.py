@@ -1,0 +1,114 @@
+"""The `llm` proposer: a chat model through langchain-openai's ChatOpenAI, asked
+for a structured candidate (a pydantic model: source, entry, options, launch
+rule, rationale). Any OpenAI-compatible server works through `base_url` (vLLM,
+llama.cpp, Ollama). The key comes from OPENAI_API_KEY only and is never stored.
+
+A 429 or 5xx is retried by the client; an answer that is not a valid candidate
+becomes a failed attempt (proposal_invalid) whose error goes back to the model
+as a repair request. A rejected key ends the session (it would fail every time).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from pydantic import BaseModel, Field
+
+from ..loop_state import CandidateSpec
+from .base import Proposal, ProposalContext, ProposalError
+from .prompt import SYSTEM, user_message
+
+
+class ProposerUnavailable(RuntimeError):
+    """The model cannot be used at all (no key, rejected key, unknown model)."""
+
+
+class LlmCandidate(BaseModel):
+    """The structured answer asked of the model."""
+
+    rationale: str = Field(description="one or two sentences: what changed and why it is faster, or what was fixed")
+    source: str = Field(description="complete CUDA C++ source of the kernel file")
+    entry: str = Field(description='the extern "C" __global__ entry name')
+    grid: list[str] = Field(description="1 to 3 launch expressions over sizes and knobs", min_length=1, max_length=3)
+    block: list[str] = Field(description="1 to 3 launch expressions over sizes and knobs", min_length=1, max_length=3)
+    shared: str = Field(default="0", description="dynamic shared memory bytes, an expression")
+    options: list[str] = Field(default_factory=list, description="extra NVRTC options")
+
+
+class LlmProposer:
+    name = "llm"
+
+    def __init__(self, model: str = "gpt-5-mini", reasoning_effort: Optional[str] = "medium",
+                 base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0):
+        from langchain_openai import ChatOpenAI
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key and not base_url:
+            raise ProposerUnavailable("the llm proposer needs OPENAI_API_KEY (or --base-url for a local "
+                                      "OpenAI-compatible server); without either, use --proposer tune")
+        kwargs = dict(model=model, api_key=key or "not-needed", max_retries=max_retries, timeout=timeout_s)
+        if base_url:
+            kwargs["base_url"] = base_url
+        if reasoning_effort:
+            kwargs["reasoning_effort"] = reasoning_effort
+        self.model = model
+        # Structured output through the server's JSON-schema response format; the
+        # answer is parsed here so a malformed one still reports its token usage.
+        schema = {"name": "LlmCandidate", "schema": LlmCandidate.model_json_schema(), "strict": False}
+        self.chat = ChatOpenAI(**kwargs).bind(response_format={"type": "json_schema", "json_schema": schema})
+        self.calls = 0
+        self.tokens = {"input": 0, "output": 0, "total": 0}
+
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        import openai
+        messages = [("system", SYSTEM), ("human", user_message(ctx))]
+        try:
+            answer = self.chat.invoke(messages)
+        except openai.AuthenticationError as e:
+            raise ProposerUnavailable(f"the model server rejected the API key ({e.status_code}); "
+                                      "check OPENAI_API_KEY and resume the session") from None
+        except openai.NotFoundError as e:
+            raise ProposerUnavailable(f"model '{self.model}' not found on the server ({e.status_code})") from None
+        except openai.APIError as e:
+            raise ProposalError(f"the model call failed after retries: {type(e).__name__}: {e}") from None
+        self.calls += 1
+        usage = answer.usage_metadata or {}
+        used = int(usage.get("total_tokens", 0))
+        self.tokens["input"] += int(usage.get("input_tokens", 0))
+        self.tokens["output"] += int(usage.get("output_tokens", 0))
+        self.tokens["total"] += used
+        try:
+            parsed = LlmCandidate.model_validate_json(answer.content if isinstance(answer.content, str) else "")
+        except ValueError as e:
+            first = str(e).splitlines()[:3]
+            raise ProposalError(f"the model's answer was not a valid candidate: {' '.join(first)[:500]}. "
+                                "Answer with the JSON schema's fields only.", used) from None
+        spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=parsed.entry, grid=parsed.grid,
+                             block=parsed.block, shared=parsed.shared, options=parsed.options,
+                             rationale=parsed.rationale, proposer=self.name)
+        return Proposal(spec, used)
+
+
+class HybridProposer:
+    """The model writes kernels; when the best one declares knobs, the tuner
+    searches them for a few iterations before the model is asked again."""
+
+    name = "llm"
+
+    def __init__(self, llm: LlmProposer, tuner, tune_steps: int = 3):
+        self.llm, self.tuner, self.tune_steps = llm, tuner, tune_steps
+
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        from ..kernel_source import parse_knobs
+        streak = 0
+        for a in reversed(ctx.history):
+            if a.proposer != self.tuner.name:
+                break
+            streak += 1
+        if ctx.best and ctx.best.spec.proposer in ("llm", "tune") and parse_knobs(ctx.best.spec.source) \
+                and streak < self.tune_steps and (ctx.mode == "optimise" or (ctx.last and ctx.last.proposer == self.tuner.name)):
+            try:
+                return self.tuner.propose(ctx)
+            except ProposalError:
+                pass  # nothing left to tune there: back to the model
+        return self.llm.propose(ctx)

@@ -1,0 +1,68 @@
+"""What the model is told: the workload, the GPU, the best kernel and its numbers
+beside the baseline, the last failure verbatim and a compact history."""
+
+from __future__ import annotations
+
+from .base import ProposalContext
+
+SYSTEM = """You write CUDA C++ kernels that are then compiled with NVRTC for one exact GPU \
+architecture, validated against a float64 NumPy reference on every case (odd sizes included) \
+and timed with CUDA events with a cold L2. You answer with data only: the kernel's source, \
+its entry name, NVRTC options and a launch rule. Nothing you write is executed as Python.
+
+Rules:
+- The entry must be `extern "C" __global__` and take the parameters in exactly the order given.
+- grid, block and shared are 1 to 3 arithmetic expressions over the case's sizes and the \
+kernel's knobs: numbers, names, + - * / // %, ceil_div(a, b), round_up(a, b), min, max. \
+Example: grid = ["ceil_div(N, BN)", "ceil_div(M, BM)"], block = ["(BM / TM) * (BN / TN)"].
+- Knobs a tuner may search are declared in the source as `// knob NAME: v1 v2 v3` followed by \
+`#ifndef NAME` / `#define NAME default` / `#endif`; launch expressions may use them.
+- Correct for every size: guard every load and store. Never write outside the outputs or into inputs.
+- Respect the precision policy: an fp32 workload that does not allow TF32 must accumulate in \
+fp32 (no tensor-core TF32, no reduced-precision tricks).
+- NVRTC options are not nvcc's: no -O3; useful ones are -use_fast_math (only if the tolerance \
+allows), -maxrregcount=N, -DNAME=VALUE.
+Explain in `rationale`, in one or two sentences, what you changed and why it should be faster \
+(or what you fixed)."""
+
+
+def _fmt(ms) -> str:
+    return "-" if ms is None else f"{ms:.4f} ms"
+
+
+def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int = 12) -> str:
+    w, f = ctx.workload, ctx.facts
+    parts = [f"# Workload {w.name}", w.description, "", f"Kernel parameters, in order: {w.signature()}", "",
+             "Cases (all are validated; the score is the geometric mean of the performance medians):"]
+    for c in w.cases:
+        parts.append(f"- {c.name} ({c.role}): " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
+    t = w.tolerance
+    parts.append(f"Precision: TF32 {'allowed' if t.allow_tf32 else 'NOT allowed'}; "
+                 f"reduction length {t.reduction or 1}.")
+    if f:
+        parts += ["", f"# GPU: {f.get('name')} ({f.get('arch')}), {f.get('sm_count')} SMs, "
+                      f"{f.get('smem_per_block_optin', 0) // 1024} KiB shared memory per block (opt-in), "
+                      f"{f.get('smem_per_sm', 0) // 1024} KiB per SM, {f.get('regs_per_sm')} registers per SM, "
+                      f"L2 {f.get('l2_bytes', 0) >> 20} MiB, peak memory bandwidth ~{f.get('peak_bandwidth_gbs', 0):.0f} GB/s"]
+    if ctx.best:
+        b = ctx.best
+        parts += ["", f"# Best kernel so far: {b.spec.name} (score {_fmt(b.score_ms)}), entry {b.spec.entry}, "
+                      f"grid {b.spec.grid}, block {b.spec.block}, shared {b.spec.shared}, defines {b.spec.defines}",
+                  "```cuda", b.spec.source.strip(), "```", "Per case (best vs baseline):"]
+        for c in b.cases:
+            if c.role == "performance":
+                parts.append(f"- {c.case}: {_fmt(c.median_ms)} vs {_fmt(ctx.baseline.get(c.case))}")
+    if ctx.history:
+        parts += ["", "# History (most recent last)"]
+        for a in ctx.history[-max_history:]:
+            parts.append(f"- #{a.iteration} {a.name} [{a.proposer}]: {a.status}"
+                         + (f", {_fmt(a.score_ms)}" if a.score_ms else "") + (" (new best)" if a.new_best else ""))
+    if ctx.mode == "repair" and ctx.last is not None:
+        detail = ctx.last.detail.strip()
+        if len(detail) > max_detail:
+            detail = detail[:max_detail] + "\n... (truncated)"
+        parts += ["", f"# The last attempt ({ctx.last.name}) failed: {ctx.last.status}. Fix it. Verbatim:",
+                  "```", detail, "```"]
+    else:
+        parts += ["", "# Task: propose a faster correct kernel than the best so far."]
+    return "\n".join(parts)

@@ -1,0 +1,67 @@
+"""OpenAIServerDouble: an OpenAI-compatible chat-completions server on 127.0.0.1
+that replays scripted answers. It stands in for a paid model so the real
+langchain-openai client (HTTP, retries, structured output) is exercised."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class OpenAIServerDouble:
+    def __init__(self, script: list):
+        """script: items are dicts (a structured answer, sent as JSON content), str
+        (raw content, e.g. garbage) or int (an HTTP error status)."""
+        self.script = list(script)
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                double.requests.append(body)
+                double.headers.append({k.lower(): v for k, v in self.headers.items()})
+                item = double.script.pop(0) if double.script else 500
+                if isinstance(item, int):
+                    payload = json.dumps({"error": {"message": f"scripted {item}", "type": "scripted"}}).encode()
+                    self.send_response(item)
+                    self.send_header("Content-Type", "application/json")
+                    if item == 429:
+                        self.send_header("retry-after-ms", "10")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                content = json.dumps(item) if isinstance(item, dict) else item
+                payload = json.dumps({
+                    "id": f"chatcmpl-double-{len(double.requests)}", "object": "chat.completion", "created": 0,
+                    "model": body.get("model", "double"),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200},
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "OpenAIServerDouble":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

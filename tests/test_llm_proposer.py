@@ -1,0 +1,129 @@
+"""The llm proposer through the real langchain-openai client, against a scripted
+OpenAI-compatible server on 127.0.0.1 (a double for a paid model), and through
+the whole loop with an EvaluatorDouble standing in for the GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.loop_state import Attempt
+from agent.proposers.base import ProposalContext, ProposalError
+from agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
+from agent.proposers.tune import TuneProposer
+from agent.session import Session, SessionInfo, session_dir
+from agent.tracking import Tracker
+from agent.workload import load_workload
+from evaluator_double import EvaluatorDouble, knob_score
+from openai_server_double import OpenAIServerDouble
+from workload_factory import SGEMM, make_sgemm_workload
+
+NAIVE = (SGEMM / "naive.cu").read_text()
+TILED = (SGEMM / "tiled.cu").read_text()
+
+
+def answer(source=NAIVE, entry="sgemm_naive", grid=("ceil_div(N, 16)", "ceil_div(M, 16)"), block=("16", "16"),
+           rationale="one thread per output"):
+    return {"rationale": rationale, "source": source, "entry": entry, "grid": list(grid), "block": list(block),
+            "shared": "0", "options": []}
+
+
+TILED_ANSWER = answer(TILED, "sgemm_tiled", ("ceil_div(N, BN)", "ceil_div(M, BM)"), ("(BM / TM) * (BN / TN)",),
+                      "register tiling with knobs")
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w"))
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
+
+
+def ctx(workload, iteration=1, mode="optimise", history=(), last=None):
+    return ProposalContext(workload, {"name": "H200", "arch": "sm_90", "sm_count": 132}, iteration, mode,
+                           list(history), None, last, {})
+
+
+def test_structured_answer_becomes_a_candidate(workload):
+    """A JSON-schema answer is parsed into a candidate; tokens are counted; the prompt carries the workload."""
+    with OpenAIServerDouble([answer()]) as server:
+        p = LlmProposer("gpt-5-mini", "medium", server.base_url)
+        proposal = p.propose(ctx(workload))
+    assert proposal.spec.entry == "sgemm_naive" and proposal.spec.proposer == "llm"
+    assert proposal.tokens == 1200 and p.tokens["input"] == 1000
+    req = server.requests[0]
+    assert req["model"] == "gpt-5-mini" and req["response_format"]["type"] == "json_schema"
+    prompt = req["messages"][1]["content"]
+    assert "const float* A" in prompt and "odd-97x83x61" in prompt and "TF32 NOT allowed" in prompt
+    assert server.headers[0]["authorization"] == "Bearer sk-double-0000-secret"
+
+
+def test_429_and_500_are_retried(workload):
+    """A rate limit and a server error are retried by the client; the third answer is used."""
+    with OpenAIServerDouble([429, 500, answer()]) as server:
+        proposal = LlmProposer("gpt-5-mini", "medium", server.base_url).propose(ctx(workload))
+    assert proposal.spec.entry == "sgemm_naive" and len(server.requests) == 3
+
+
+def test_garbage_is_a_proposal_error_not_a_crash(workload):
+    """An answer that is not the schema's JSON becomes a ProposalError with the reason."""
+    with OpenAIServerDouble(["here is a kernel: __global__ void k() {}"]) as server:
+        with pytest.raises(ProposalError, match="not a valid candidate"):
+            LlmProposer("m", None, server.base_url).propose(ctx(workload))
+
+
+def test_repair_prompt_carries_the_failure_verbatim(workload):
+    """In repair mode the last failure's report goes back to the model word for word."""
+    failed = Attempt(iteration=1, name="llm-1", proposer="llm", status="wrong_answer",
+                     detail="output C [97, 83]: 40 of 8051 elements outside rtol\npattern: only rows >= 96 wrong")
+    with OpenAIServerDouble([answer()]) as server:
+        LlmProposer("m", None, server.base_url).propose(ctx(workload, 2, "repair", [failed], failed))
+    prompt = server.requests[0]["messages"][1]["content"]
+    assert "failed: wrong_answer. Fix it." in prompt and "pattern: only rows >= 96 wrong" in prompt
+
+
+def test_missing_key_is_one_clear_error(monkeypatch):
+    """No OPENAI_API_KEY and no base URL: the proposer refuses to start, saying what to do."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ProposerUnavailable, match="needs OPENAI_API_KEY .* use --proposer tune"):
+        LlmProposer()
+
+
+def test_rejected_key_ends_the_session_not_one_attempt(workload):
+    """A 401 is not retried forever: it raises ProposerUnavailable."""
+    with OpenAIServerDouble([401]) as server:
+        with pytest.raises(ProposerUnavailable, match="rejected the API key"):
+            LlmProposer("m", None, server.base_url).propose(ctx(workload))
+
+
+def open_session(tmp_path, workload, proposer, budget):
+    store = tmp_path / "store"
+    tracker = Tracker(store)
+    info = SessionInfo("llm-session", str(workload.directory), "llm", budget, model="gpt-5-mini")
+    info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "llm", "model": "gpt-5-mini"})
+    # The naive start is slow; any knobbed kernel is faster, by its knob landscape.
+    evaluator = EvaluatorDouble(workload, score=lambda d: knob_score(d) if d else 3.0)
+    return Session(info, session_dir(store, info.id), workload, evaluator, proposer, tracker)
+
+
+def test_loop_with_llm_repairs_garbage_and_hands_knobs_to_the_tuner(tmp_path, workload):
+    """Through the graph: garbage -> proposal_invalid -> a repair prompt; the LLM's knobbed kernel
+    becomes best and the tuner searches its knobs; no secret reaches the store."""
+    with OpenAIServerDouble(["not json at all", TILED_ANSWER, answer()]) as server:
+        llm = LlmProposer("gpt-5-mini", "medium", server.base_url)
+        s = open_session(tmp_path, workload, HybridProposer(llm, TuneProposer(0), tune_steps=2), 6)
+        assert s.run() == "finished"
+        s.tracker.end("FINISHED")
+    h = s.state["history"]
+    s.close()
+    assert [a.status for a in h][:2] == ["proposal_invalid", "ok"]
+    assert "not a valid candidate" in h[0].detail
+    assert "failed: proposal_invalid. Fix it." in server.requests[1]["messages"][1]["content"]
+    assert [a.proposer for a in h] == ["llm", "llm", "tune", "tune", "llm", "tune"]
+    assert h[2].name.startswith("llm-2@")  # the tuner searched the LLM's kernel
+    assert sum(a.tokens for a in h) == 3 * 1200
+    for path in (tmp_path / "store").rglob("*"):
+        if path.is_file():
+            assert b"sk-double-0000-secret" not in path.read_bytes(), path
