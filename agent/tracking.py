@@ -81,6 +81,10 @@ class Tracker:
             return
         run = self.run_id
         self._safe("log_plan", self.client.log_dict, run, facts, "gpu.json")
+        for key, name in (("gpu", "name"), ("gpu_uuid", "uuid"), ("arch", "arch"), ("driver_cuda", "driver"),
+                          ("nvrtc", "nvrtc")):
+            if facts.get(name):
+                self._safe("log_plan", self.client.log_param, run, key, str(facts[name]))
         if baseline_score:
             self._safe("log_plan", self.client.log_metric, run, "baseline_score_ms", baseline_score, step=0)
         if start:

@@ -36,7 +36,10 @@ class GpuWorker:
 
     def facts(self) -> dict:
         f = self.device.facts
-        return {k: getattr(f, k) for k in dir(f) if not k.startswith("_")}
+        facts = {k: getattr(f, k) for k in dir(f) if not k.startswith("_")}
+        facts["nvrtc"] = "{}.{}".format(*native.nvrtc_version())
+        facts["driver"] = f"{f.driver_version // 1000}.{f.driver_version % 1000 // 10}"
+        return facts
 
     def buffers(self, job: CaseJob, seed: int) -> CaseBuffers:
         key = (job.case, seed, job.reference)

@@ -53,6 +53,7 @@ def test_tune_session_runs_to_budget_and_improves(tmp_path, workload):
     client = MlflowClient(s.tracker.uri)
     run = client.get_run(s.info.mlflow_run_id)
     assert run.info.status == "FINISHED" and run.data.params["proposer"] == "tune"
+    assert run.data.params["gpu"] == "EvaluatorDouble (no GPU)" and run.data.params["arch"] == "sm_90"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "ok")]
     assert steps == list(range(1, 9))
     assert client.get_metric_history(run.info.run_id, "best_score_ms")[-1].value == pytest.approx(st["best"].score_ms)
