@@ -32,6 +32,9 @@ if [ -f "$OLDPWD/benchmarks/harness.py" ]; then
   python3 "$OLDPWD/benchmarks/harness.py" 2>&1 | tee "$OUT/harness.txt"
 fi
 
+step "loop overhead"
+python3 "$OLDPWD/benchmarks/loop_overhead.py" 30 2>&1 | tee "$OUT/loop-overhead.txt"
+
 if [ "${WS_RUN_BUDGET:-30}" != 0 ]; then
   step "run sgemm --proposer tune --budget ${WS_RUN_BUDGET:-30}"
   store=/tmp/warpsmith-store
@@ -47,4 +50,5 @@ step summary
 grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
+grep "per iteration" "$OUT/loop-overhead.txt"
 [ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
