@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import warnings
 import sys
 import tempfile
 from pathlib import Path
@@ -55,7 +56,9 @@ def torch_median(cubin: bytes, symbol: str, case, launch, reps: int = 100) -> fl
     c = torch.empty(M, N, device="cuda")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream()
-    cstream = cupy.cuda.ExternalStream(stream.cuda_stream)
+    with warnings.catch_warnings():  # CuPy 14 deprecates ExternalStream; it still is the simplest bridge
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cstream = cupy.cuda.ExternalStream(stream.cuda_stream)
     args = (cupy.asarray(a), cupy.asarray(b), cupy.asarray(c), cupy.int32(M), cupy.int32(N), cupy.int32(K))
     def run():
         fn(launch.grid, launch.block, args, shared_mem=launch.shared, stream=cstream)
