@@ -15,6 +15,13 @@ class NodeStarted:
 
 
 @dataclass(frozen=True)
+class NodeFinished:
+    """A node's update reached the checkpoint (LangGraph stream mode "updates")."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class CandidateProposed:
     iteration: int
     name: str

@@ -11,7 +11,7 @@ from . import events
 
 
 class HeadlessProgress:
-    def __init__(self, budget: int, baseline_name: str = "baseline", out: TextIO = sys.stdout):
+    def __init__(self, budget: int, baseline_name: str = "baseline", out: Optional[TextIO] = None):
         self.budget, self.baseline_name, self.out = budget, baseline_name, out
         self.best: Optional[float] = None
         self.speedup: Optional[float] = None
@@ -43,4 +43,4 @@ class HeadlessProgress:
         return f" ({self.speedup:.2f}x {self.baseline_name})" if self.speedup else ""
 
     def _print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(text, file=self.out or sys.stdout, flush=True)  # sys.stdout as it is now, not at import

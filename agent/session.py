@@ -17,6 +17,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphDrained
 
 from .best_kernel import write_best
+from .events import NodeFinished
 from .graph import LoopContext, build_graph
 from .loop_state import STATE_TYPES, LoopState
 from .session_control import SessionControl
@@ -96,7 +97,11 @@ class Session:
         try:
             for mode, chunk in self.graph.stream(inputs, self.config, context=ctx, control=run_control,
                                                  stream_mode=["custom", "updates"]):
-                on_event(chunk if mode == "custom" else ("updates", chunk))
+                if mode == "custom":
+                    on_event(chunk)
+                else:
+                    for node in chunk:
+                        on_event(NodeFinished(node))
         except GraphDrained as e:
             status = "paused" if e.reason == "pause" else "stopped"
             self.save_best()

@@ -27,10 +27,12 @@ def knob_score(defines: dict) -> float:
 
 class EvaluatorDouble:
     def __init__(self, workload: Workload, fail: dict[str, str] | None = None, score=knob_score,
-                 fresh_fail: set[str] | None = None, raise_at: int | None = None):
+                 fresh_fail: set[str] | None = None, raise_at: int | None = None,
+                 interrupt_at: int | None = None):
         self.workload, self.fail, self.score = workload, fail or {}, score
         self.fresh_fail = fresh_fail or set()
         self.raise_at = raise_at  # simulate a crash of the whole process at this evaluate() call
+        self.interrupt_at = interrupt_at  # simulate Ctrl-C arriving during this evaluate() call
         self.calls: list[tuple[str, int, bool]] = []
         self.on_event = lambda event: None
         self.facts = FACTS
@@ -42,6 +44,8 @@ class EvaluatorDouble:
 
     def evaluate(self, candidate, seed: int = 1, revalidate: bool = True, time_cases: bool = True) -> EvaluationResult:
         self.calls.append((candidate.name, seed, time_cases))
+        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
         if self.raise_at is not None and len(self.calls) >= self.raise_at:
             raise RuntimeError("EvaluatorDouble: simulated crash of the session process")
         compiled = self.compile(candidate)

@@ -48,6 +48,11 @@ def test_tune_session_runs_to_budget_and_improves(tmp_path, workload):
     assert st["start"].spec.name == "naive"
     assert len({tuple(sorted(a.defines.items())) for a in st["history"]}) == 8  # never the same config twice
     assert any(isinstance(e, events.NewBest) and e.iteration > 0 for e in seen)
+    nodes = [e.node for e in seen if isinstance(e, events.NodeFinished)]
+    assert nodes[:6] == ["plan", "propose", "compile", "validate", "benchmark", "reflect"]
+    started = [e.node for e in seen if isinstance(e, events.NodeStarted)]
+    assert started[:6] == nodes[:6]
+    assert any(isinstance(e, events.CompileFinished) and e.ok for e in seen)
     assert (s.dir / "best" / "kernel.cu").read_text() == st["best"].spec.source
     assert "| square-256 |" in (s.dir / "best" / "report.md").read_text()
     client = MlflowClient(s.tracker.uri)
@@ -146,3 +151,20 @@ def test_close_challenger_is_retimed_interleaved(tmp_path, workload):
     # plan: start; benchmark: challenger; re-timing: best, challenger, best, challenger
     assert timed[-4:] == ["naive", timed[-1], "naive", timed[-1]] and timed[-1].startswith("tiled@")
     assert s.state["best"].spec.name.startswith("tiled@")  # 1% faster: beyond the 0.5% noise bar
+
+
+def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, workload, capsys):
+    """Ctrl-C mid-node: exit 130, MLflow run KILLED, best kernel saved, and the session resumes to its budget."""
+    import argparse
+    from agent.cli_loop import _drive
+    s = open_session(tmp_path, workload, 6, evaluator=EvaluatorDouble(workload, interrupt_at=8))
+    assert _drive(s, argparse.Namespace()) == 130
+    assert "Resume with: warpsmith resume s1" in capsys.readouterr().err
+    assert MlflowClient(s.tracker.uri).get_run(s.info.mlflow_run_id).info.status == "KILLED"
+    assert (s.dir / "best" / "kernel.cu").is_file()
+    assert SessionInfo.load(s.dir).status == "stopped"
+    resumed = open_session(tmp_path, workload, 6)
+    assert resumed.run() == "finished"
+    assert [a.iteration for a in resumed.state["history"]] == list(range(1, 7))
+    resumed.tracker.end("FINISHED")
+    assert MlflowClient(s.tracker.uri).get_run(s.info.mlflow_run_id).info.status == "FINISHED"
