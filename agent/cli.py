@@ -64,8 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, front_end=None) -> int:
+    """front_end(session, args) -> status runs a session in a full-screen app; the
+    `warpsmith` command (tui.cli) passes the Textual app. Without one, or with
+    --headless, sessions print a progress bar."""
     args = build_parser().parse_args(argv)
+    args.front_end = front_end
     try:
         from . import cli_loop
         commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,

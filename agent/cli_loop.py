@@ -21,8 +21,7 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--model", default="gpt-5-mini")
     r.add_argument("--reasoning-effort", default="medium")
     r.add_argument("--base-url", default="")
-    r.add_argument("--headless", action="store_true",
-                   help="progress bar instead of the app (until the app lands, every run is headless)")
+    r.add_argument("--headless", action="store_true", help="a progress bar instead of the full-screen app")
     _common(r)
 
     s = sub.add_parser("resume", help="continue a stopped, paused or crashed session from its last checkpoint")
@@ -85,37 +84,47 @@ def _timing_text(t) -> str:
 
 
 def _drive(session, args) -> int:
-    """Run with the headless front end; Ctrl-C stops cleanly (checkpoint kept,
-    MLflow run KILLED, best kernel saved)."""
+    """Run in the app (args.front_end) or headless; however it ends, Ctrl-C
+    included, the checkpoint is kept, the MLflow run gets its status and the best
+    kernel is saved."""
     from .headless import HeadlessProgress
     from .proposers.llm import ProposerUnavailable
     from .worker_process import GpuUnavailable
     progress = HeadlessProgress(session.info.budget, session.workload.baseline.kind)
     status = "failed"
+    front_end = getattr(args, "front_end", None)
     try:
-        status = session.run(progress)
+        if front_end is not None and not getattr(args, "headless", True):
+            status = front_end(session, args)
+        else:
+            status = session.run(progress)
     except KeyboardInterrupt:
         status = "stopped"
-        session.save_best()
         print(f"\nstopped. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
     except GpuUnavailable as e:
         print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
         status = "failed"
     except ProposerUnavailable as e:
         status = "stopped"
-        session.save_best()
         print(f"warpsmith: error: {e}. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
     finally:
-        session.info.status = status
-        session.info.save(session.dir)
-        session.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
-        session.evaluator.close()
-        session.close()
+        finish_session(session, status)
     if status == "finished":
         best = (session.dir / "best" / "report.md")
         print(best.read_text() if best.is_file() else "no candidate passed validation")
         print(f"session {session.info.id}: best kernel in {session.dir / 'best'}")
     return {"finished": 0, "stopped": 130, "paused": 0}.get(status, 1)
+
+
+def finish_session(session, status: str) -> None:
+    """Record how a session ended: session.json, the MLflow run's status, the best
+    kernel; then release the GPU worker and the checkpoint."""
+    session.info.status = status
+    session.info.save(session.dir)
+    session.save_best()
+    session.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
+    session.evaluator.close()
+    session.close()
 
 
 def cmd_run(args) -> int:
@@ -145,24 +154,30 @@ def cmd_run(args) -> int:
     return _drive(session, args)
 
 
-def cmd_resume(args) -> int:
+def resume_session(session_id: str, args):
+    """Open a stored session for resuming; raises FileNotFoundError or ProposerUnavailable."""
     from .session import SessionInfo, session_dir
-    directory = session_dir(args.store, args.session)
+    directory = session_dir(args.store, session_id)
     if not (directory / "session.json").is_file():
-        print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
-        return 2
+        raise FileNotFoundError(f"no session '{session_id}' under {args.store}/sessions")
     info = SessionInfo.load(directory)
+    session = _open(info, directory, args)
+    if info.mlflow_run_id:
+        session.tracker.reopen(info.mlflow_run_id)
+    return session
+
+
+def cmd_resume(args) -> int:
     from .proposers.llm import ProposerUnavailable
     try:
-        session = _open(info, directory, args)
-    except ProposerUnavailable as e:
+        session = resume_session(args.session, args)
+    except (FileNotFoundError, ProposerUnavailable) as e:
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     if args.budget is not None:
         session.set_budget(args.budget)
-    if info.mlflow_run_id:
-        session.tracker.reopen(info.mlflow_run_id)
-    print(f"resuming {info.id} at iteration {session.state.get('iteration', 0)} of {session.state.get('budget', info.budget)}")
+    print(f"resuming {session.info.id} at iteration {session.state.get('iteration', 0)} of "
+          f"{session.state.get('budget', session.info.budget)}")
     return _drive(session, args)
 
 

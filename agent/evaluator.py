@@ -34,6 +34,10 @@ FRESH_SEED = 2  # a new best is validated again on inputs from this seed
 CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
 
 
+class EvaluationAborted(RuntimeError):
+    """abort() was called: the GPU work in flight was killed on purpose ("stop now")."""
+
+
 class Evaluator:
     def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
                  kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None):
@@ -43,6 +47,7 @@ class Evaluator:
         self._worker: Optional[WorkerProcess] = None
         self._warm: set[tuple[str, int]] = set()
         self.restarts = 0
+        self._aborted = False
 
     # -- worker lifecycle -------------------------------------------------
     def worker(self) -> WorkerProcess:
@@ -57,6 +62,13 @@ class Evaluator:
     @property
     def facts(self) -> dict:
         return self.worker().ready.facts
+
+    def abort(self) -> None:
+        """Kill the GPU work in flight, from any thread; the call waiting on it raises
+        EvaluationAborted (nothing is recorded as a crash). The next call restarts the worker."""
+        self._aborted = True
+        if self._worker is not None:
+            self._worker.kill()
 
     def close(self) -> None:
         if self._worker is not None:
@@ -150,6 +162,7 @@ class Evaluator:
 
     def _run(self, request, result: EvaluationResult) -> None:
         """Send one request and fold the worker's replies into `result`."""
+        self._aborted = False
         worker = self.worker()
         worker.send(request)
         # The worker answers in a fixed order: validate all, time, revalidate all.
@@ -165,14 +178,16 @@ class Evaluator:
             phase, case = expected[min(step, len(expected) - 1)]
             try:
                 reply = worker.recv(self._deadline(phase, case, request.seed))
-            except WorkerTimeout:
+            except (WorkerTimeout, WorkerDied) as e:
+                if self._aborted:
+                    raise EvaluationAborted("stopped by the user") from None
+                if isinstance(e, WorkerDied):
+                    self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
+                    return
                 worker.kill()
                 self._mark(result, case, "timeout",
                            f"case '{case}' ({phase}): no answer within {self._deadline(phase, case, request.seed):.0f} s; "
                            "the kernel was killed (infinite loop or far too slow?)")
-                return
-            except WorkerDied as e:
-                self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
                 return
             self.on_event(reply)
             if isinstance(reply, JobDone):

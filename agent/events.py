@@ -15,6 +15,15 @@ class NodeStarted:
 
 
 @dataclass(frozen=True)
+class Planned:
+    """The plan node's findings: the GPU and the baseline's median per case."""
+
+    gpu: str
+    baseline: dict
+    baseline_score_ms: Optional[float]
+
+
+@dataclass(frozen=True)
 class NodeFinished:
     """A node's update reached the checkpoint (LangGraph stream mode "updates")."""
 

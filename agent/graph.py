@@ -79,6 +79,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if b is not None and b.ok:
         baseline = {c.case: c.timing.median_ms for c in b.cases if c.timing}
         baseline_score = b.score_ms
+    runtime.stream_writer(events.Planned(facts.get("name", "?"), baseline, baseline_score))
     spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
     r = ev.evaluate(spec.to_candidate())
     start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r), iteration=0) if r.ok else None

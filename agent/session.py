@@ -77,8 +77,14 @@ class Session:
         return bool(self.graph.get_state(self.config).next) or bool(self.state)
 
     def set_budget(self, budget: int) -> None:
-        """While paused or stopped: write it into the checkpoint. While running, use control.set_budget."""
-        self.graph.update_state(self.config, {"budget": budget})
+        """While paused or stopped: write it into the checkpoint. While running, use
+        control.set_budget. A finished session given more budget continues: the
+        update is applied as reflect's, whose route then goes back to propose."""
+        snapshot = self.graph.get_state(self.config)
+        if snapshot.values and not snapshot.next and budget > snapshot.values.get("iteration", 0):
+            self.graph.update_state(self.config, {"budget": budget, "finished": None}, as_node="reflect")
+        else:
+            self.graph.update_state(self.config, {"budget": budget})
         self.info.budget = budget
         self.info.save(self.dir)
 

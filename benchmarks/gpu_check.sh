@@ -46,9 +46,15 @@ if [ "${WS_RUN_BUDGET:-30}" != 0 ]; then
   warpsmith export "$session" /tmp/export --store "$store" 2>&1
 fi
 
+if [ "${WS_TUI_BUDGET:-10}" != 0 ]; then
+  step "the app, driven by Pilot, budget ${WS_TUI_BUDGET:-10}"
+  python3 "$OLDPWD/benchmarks/tui_on_gpu.py" "$OLDPWD/examples/sgemm" "${WS_TUI_BUDGET:-10}" "$OUT/warpsmith-h200.svg" 2>&1 | tee "$OUT/tui.txt"
+fi
+
 step summary
 grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
 grep "per iteration" "$OUT/loop-overhead.txt"
+[ -f "$OUT/tui.txt" ] && tail -2 "$OUT/tui.txt"
 [ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from agent.compiler import compile_kernel
 from agent.results import CaseResult, EvaluationResult
 from agent.stats import TimingStats
-from agent.worker_protocol import CaseCheck
+from agent.worker_protocol import CaseCheck, CaseChecked, CaseTimed
 from agent.workload import Workload
 
 FACTS = {"name": "EvaluatorDouble (no GPU)", "arch": "sm_90", "sm_count": 132, "max_threads_per_block": 1024,
@@ -28,22 +28,37 @@ def knob_score(defines: dict) -> float:
 class EvaluatorDouble:
     def __init__(self, workload: Workload, fail: dict[str, str] | None = None, score=knob_score,
                  fresh_fail: set[str] | None = None, raise_at: int | None = None,
-                 interrupt_at: int | None = None):
+                 interrupt_at: int | None = None, delay_s: float = 0.0):
         self.workload, self.fail, self.score = workload, fail or {}, score
         self.fresh_fail = fresh_fail or set()
         self.raise_at = raise_at  # simulate a crash of the whole process at this evaluate() call
         self.interrupt_at = interrupt_at  # simulate Ctrl-C arriving during this evaluate() call
+        self.delay_s = delay_s  # GPU work takes time: lets a test press keys mid-run
+        self.aborted = False
         self.calls: list[tuple[str, int, bool]] = []
         self.on_event = lambda event: None
         self.facts = FACTS
         self.closed = False
 
     def compile(self, candidate):
-        return compile_kernel(candidate.source, candidate.entry, "sm_90", candidate.compile_options(),
-                              filename=f"{candidate.name}.cu")
+        import dataclasses
+        r = compile_kernel(candidate.source, candidate.entry, "sm_90", candidate.compile_options(),
+                           filename=f"{candidate.name}.cu")
+        return dataclasses.replace(r, compile_ms=0.0)  # deterministic screens for snapshot tests
+
+    def abort(self):
+        self.aborted = True
 
     def evaluate(self, candidate, seed: int = 1, revalidate: bool = True, time_cases: bool = True) -> EvaluationResult:
         self.calls.append((candidate.name, seed, time_cases))
+        import time
+        deadline = time.monotonic() + self.delay_s
+        while time.monotonic() < deadline:
+            if self.aborted:
+                self.aborted = False
+                from agent.evaluator import EvaluationAborted
+                raise EvaluationAborted("stopped by the user")
+            time.sleep(0.01)
         if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
         if self.raise_at is not None and len(self.calls) >= self.raise_at:
@@ -60,8 +75,11 @@ class EvaluatorDouble:
             r = CaseResult(c.case if hasattr(c, "case") else c.name, c.role, status,
                            check=CaseCheck(status, 1e-7, 1e-7, 0 if status == "ok" else 3,
                                            "" if status == "ok" else "output C: 3 wrong\npattern: only rows >= 64 wrong"))
+            self.on_event(CaseChecked(r.case, "validate", r.check, 0.0))  # as the real worker streams them
             if status == "ok" and c.timed and time_cases:
-                r.timing = TimingStats.of([score] * 9 + [score * 1.01])
+                samples = [score] * 9 + [score * 1.01]
+                r.timing = TimingStats.of(samples)
+                self.on_event(CaseTimed(r.case, tuple(samples), score, 0.0))
             cases.append(r)
         result = EvaluationResult(candidate.name, status, compiled, cases, seed=seed,
                                   detail="" if status == "ok" else f"case '{cases[0].case}': {cases[0].check.detail}")

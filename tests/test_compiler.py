@@ -65,7 +65,8 @@ def test_cpp_entry_is_lowered():
 
 def test_cache_hit_returns_the_same_cubin():
     """The second compile of the same source, options and arch comes from the cache."""
-    src = (SGEMM / "naive.cu").read_text()
+    import uuid
+    src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"  # never compiled before
     first = compile_kernel(src, "sgemm_naive", "sm_90")
     second = compile_kernel(src, "sgemm_naive", "sm_90")
     assert not first.cached and second.cached

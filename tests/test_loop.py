@@ -168,3 +168,12 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, workload, capsys):
     assert [a.iteration for a in resumed.state["history"]] == list(range(1, 7))
     resumed.tracker.end("FINISHED")
     assert MlflowClient(s.tracker.uri).get_run(s.info.mlflow_run_id).info.status == "FINISHED"
+
+
+def test_finished_session_continues_with_more_budget(tmp_path, workload):
+    """A finished session given a larger budget resumes from where it ended."""
+    s = open_session(tmp_path, workload, 2)
+    assert s.run() == "finished"
+    s.set_budget(4)
+    assert s.run() == "finished"
+    assert [a.iteration for a in s.state["history"]] == [1, 2, 3, 4]

@@ -1,0 +1,53 @@
+"""A real `warpsmith run` in the Textual app, driven by Pilot to the end on the
+GPU machine; saves an SVG screenshot of the final screen.
+
+    python3 benchmarks/tui_on_gpu.py WORKLOAD BUDGET OUT.svg
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agent.cli_loop import _open, finish_session
+from agent.session import SessionInfo, new_session_id, session_dir
+from agent.workload import load_workload
+from tui.app import WarpsmithApp
+from tui.screens.runs import RunsSource
+
+
+async def drive(app: WarpsmithApp, out: Path) -> None:
+    async with app.run_test(size=(180, 52)) as pilot:
+        t0 = time.monotonic()
+        while app.view.state not in ("finished", "stopped", "failed"):
+            await pilot.pause(0.5)
+        print(f"app reached '{app.view.state}' in {time.monotonic() - t0:.1f} s at iteration {app.view.iteration}")
+        await pilot.pause(0.5)
+        app.save_screenshot(out.name, str(out.parent))
+
+
+def main() -> int:
+    workload_dir, budget, out = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    store = Path(tempfile.mkdtemp()) / "store"
+    workload = load_workload(workload_dir)
+    info = SessionInfo(new_session_id(workload.name), str(workload_dir.resolve()), "tune", budget)
+    args = argparse.Namespace(store=store, tracking_uri=None, no_tracking=False, hot=False, timeout=10.0, device=0)
+    directory = session_dir(store, info.id)
+    directory.mkdir(parents=True, exist_ok=True)
+    session = _open(info, directory, args)
+    info.mlflow_run_id = session.tracker.start(workload.name, info.id, {"proposer": "tune", "budget": budget}) or ""
+    info.save(directory)
+    app = WarpsmithApp(session, lambda s, status: s.tracker.end("FINISHED" if status == "finished" else "KILLED"),
+                       RunsSource(session.tracker))
+    asyncio.run(drive(app, out))
+    finish_session(session, app.status or "stopped")
+    print(f"best {app.view.best_ms:.4f} ms ({app.view.speedup:.2f}x baseline); screenshot {out.name}")
+    return 0 if app.status == "finished" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

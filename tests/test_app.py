@@ -1,0 +1,116 @@
+"""The Textual app driven by Pilot: every control acts on a real session (graph,
+checkpointer, MLflow); an EvaluatorDouble stands in for the GPU."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from app_factory import make_app, make_session, wait_for
+from tui.screens.budget import BudgetScreen
+from tui.screens.confirm import ConfirmQuit
+from tui.screens.runs import RunsScreen
+from tui.widgets.case_table import CaseTable
+
+
+async def test_run_to_the_end_fills_the_screen(tmp_path):
+    """A 3-iteration run finishes; header, case table and trend show the best and the baseline."""
+    app = make_app(tmp_path, 3)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        v = app.view
+        assert v.iteration == 3 and v.best_ms is not None and v.gpu.startswith("EvaluatorDouble")
+        assert v.cases["square-256"].baseline_ms == pytest.approx(0.5)
+        assert app.query_one(CaseTable).row_count == 2
+        assert len(v.trend) == 3 and app.ended == ["finished"]
+
+
+async def test_pause_stops_at_the_next_step_and_resume_continues(tmp_path):
+    """p pauses at a step boundary (the graph really stops), p again resumes to the budget."""
+    app = make_app(tmp_path, 6, delay_s=0.2)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await pilot.press("p")
+        assert app.view.state in ("pausing", "paused")
+        await wait_for(pilot, lambda: app.view.state == "paused")
+        stopped_at = app.session.state["iteration"]
+        calls = len(app.session.evaluator.calls)
+        await pilot.pause(0.5)
+        assert len(app.session.evaluator.calls) == calls  # nothing runs while paused
+        assert stopped_at < 6
+        await pilot.press("p")
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        assert app.session.state["iteration"] == 6
+
+
+async def test_budget_change_while_running_ends_at_the_new_budget(tmp_path):
+    """b opens the budget dialog; 2 + Enter while running ends the run at 2 iterations."""
+    app = make_app(tmp_path, 20, delay_s=0.2)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "running" and app.view.node == "propose")
+        await pilot.press("b")
+        assert isinstance(app.screen, BudgetScreen)
+        await pilot.press("2", "enter")
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        assert app.session.state["iteration"] == 2 and app.view.budget == 2
+
+
+async def test_stop_now_leaves_a_resumable_checkpoint_and_a_killed_run(tmp_path):
+    """x kills the GPU work in flight; the session is stopped, resumable, its MLflow run KILLED."""
+    from agent.cli_loop import finish_session
+    app = make_app(tmp_path, 8, delay_s=0.3)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: app.view.state == "stopped")
+        done = app.session.state["iteration"]
+    finish_session(app.session, "stopped")
+    assert MlflowClient(app.session.tracker.uri).get_run(app.session.info.mlflow_run_id).info.status == "KILLED"
+    resumed = make_session(tmp_path, 8, delay_s=0.0)
+    assert resumed.run() == "finished"
+    assert [a.iteration for a in resumed.state["history"]] == list(range(1, 9)) and done < 8
+
+
+async def test_stop_after_step(tmp_path):
+    """s stops at the next step boundary without killing anything."""
+    app = make_app(tmp_path, 8, delay_s=0.2)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.view.state == "stopped")
+        assert app.session.state["iteration"] < 8 and app.ended == ["stopped"]
+
+
+async def test_quit_asks_while_running(tmp_path):
+    """q during a run asks first; 'keep running' keeps it running."""
+    app = make_app(tmp_path, 20, delay_s=0.2)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "running")
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmQuit)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ConfirmQuit) and app.view.state == "running"
+        await pilot.press("x")
+        await wait_for(pilot, lambda: app.view.state == "stopped")
+
+
+async def test_past_runs_lists_sessions_and_resumes_one(tmp_path):
+    """r lists MLflow sessions with the selected one's kernel; R resumes a stopped one."""
+    first = make_session(tmp_path, 2, "older", delay_s=0.0)
+    first.run()
+    first.set_budget(3)
+    first.tracker.end("KILLED")
+    first.close()
+    app = make_app(tmp_path, 1)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        await pilot.press("r")
+        assert isinstance(app.screen, RunsScreen)
+        screen = app.screen
+        assert {r.session for r in screen.rows} == {"older", "s1"}
+        index = [r.session for r in screen.rows].index("older")
+        for _ in range(index):
+            await pilot.press("down")
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.session.info.id == "older" and app.view.state == "finished")
+        assert app.session.state["iteration"] == 3

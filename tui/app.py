@@ -1,0 +1,210 @@
+"""The full-screen app: watch a session live, pause it, change its budget, stop
+it, browse past runs. The loop runs in a worker thread; the UI only ever folds
+the loop's typed events (agent.events) into a RunView and renders it."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, RichLog
+
+from agent.evaluator import EvaluationAborted
+
+from .run_view import CaseRow, RunView
+from .screens.budget import BudgetScreen
+from .screens.confirm import ConfirmQuit
+from .screens.runs import RunsScreen, RunsSource
+from .widgets.case_table import CaseTable
+from .widgets.code_panel import CodePanel
+from .widgets.graph_view import GraphView
+from .widgets.status_bar import StatusBar
+from .widgets.trend import Trend
+
+ACTIVE = ("starting", "running", "pausing", "stopping")
+
+
+class WarpsmithApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "warpsmith"
+    BINDINGS = [
+        ("p", "pause", "Pause/resume"),
+        ("b", "budget", "Budget"),
+        ("s", "stop_after_step", "Stop after step"),
+        ("x", "stop_now", "Stop now"),
+        ("r", "runs", "Past runs"),
+        ("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, session, on_end: Optional[Callable[[object, str], None]] = None,
+                 runs_source: Optional[RunsSource] = None, resume: Optional[Callable[[str], object]] = None):
+        """session: an agent.session.Session; on_end(session, status) closes its MLflow run;
+        resume(session_id) opens another session (from the past-runs screen)."""
+        super().__init__()
+        self.session, self.on_end, self.runs_source, self.resume_factory = session, on_end, runs_source, resume
+        self.view = self._view_for(session)
+        self.status: Optional[str] = None  # what session.run() returned last
+        self._quit_when_done = False
+
+    @staticmethod
+    def _view_for(session) -> RunView:
+        w = session.workload
+        proposer = session.info.proposer + (f" · {session.info.model}" if session.info.model else "")
+        view = RunView(w.name, proposer, budget=session.info.budget)
+        view.cases = {c.name: CaseRow(c.name, c.role) for c in w.cases}
+        state = session.state
+        if state:  # a resumed session: show where it stands
+            view.iteration, view.budget = state.get("iteration", 0), state.get("budget", view.budget)
+            best = state.get("best")
+            if best:
+                view.best_ms, view.best_name, view.best_source = best.score_ms, best.spec.name, best.spec.source
+                for c in best.cases:
+                    if c.case in view.cases:
+                        view.cases[c.case].best_ms = c.median_ms
+            for case, ms in state.get("baseline", {}).items():
+                if case in view.cases:
+                    view.cases[case].baseline_ms = ms
+        return view
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield GraphView(id="graph")
+        with Horizontal(id="middle"):
+            yield CodePanel(id="code-panel")
+            with Vertical(id="right"):
+                yield CaseTable(id="cases")
+                yield Trend(id="trend")
+        yield RichLog(id="log", max_lines=500, wrap=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_view()
+        self.start_loop()
+
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        for key, action, label in ((None, self.action_pause, "Pause or resume the run"),
+                                   (None, self.action_budget, "Change the iteration budget"),
+                                   (None, self.action_stop_after_step, "Stop after this step"),
+                                   (None, self.action_stop_now, "Stop now"),
+                                   (None, self.action_runs, "Browse past runs")):
+            yield SystemCommand(label, label, action)
+
+    # -- the loop, in a worker thread -----------------------------------------
+    def start_loop(self) -> None:
+        self.view.state = "running"
+        self.refresh_view()
+        self._run_session()
+
+    @work(thread=True, exclusive=True, group="loop")
+    def _run_session(self) -> None:
+        session = self.session
+        try:
+            status = session.run(lambda e: self.call_from_thread(self.on_loop_event, e))
+            error = ""
+        except EvaluationAborted:
+            status, error = "stopped", ""
+        except Exception as e:  # no GPU, a rejected API key...: say so, keep what was found
+            status, error = "failed", f"{type(e).__name__}: {e}"
+            if type(e).__name__ == "ProposerUnavailable":
+                status = "stopped"
+        if status != "finished":
+            session.save_best()
+        self.call_from_thread(self.loop_ended, status, error)
+
+    def on_loop_event(self, event) -> None:
+        before = len(self.view.log)
+        self.view.apply(event)
+        log = self.query_one(RichLog)
+        for line in self.view.log[before:]:
+            log.write(line)
+        self.refresh_view()
+
+    def loop_ended(self, status: str, error: str) -> None:
+        self.status = status
+        self.view.state = {"paused": "paused", "finished": "finished", "stopped": "stopped"}.get(status, "failed")
+        if error:
+            self.notify(error, title="the run stopped", severity="error", timeout=30)
+        if status in ("finished", "stopped", "failed") and self.on_end:
+            self.on_end(self.session, status)
+        self.refresh_view()
+        if self._quit_when_done:
+            self.exit(status)
+
+    def refresh_view(self) -> None:
+        v = self.view
+        self.query_one(StatusBar).show(v)
+        self.query_one(GraphView).show(v)
+        self.query_one(CodePanel).show(v)
+        self.query_one(CaseTable).show(v)
+        self.query_one(Trend).show(v)
+
+    @property
+    def active(self) -> bool:
+        return self.view.state in ACTIVE
+
+    # -- controls -------------------------------------------------------------
+    def action_pause(self) -> None:
+        if self.view.state == "running":
+            self.session.control.request("pause")
+            self.view.state = "pausing"  # until the graph reaches the next step boundary
+        elif self.view.state == "paused":
+            self.start_loop()
+        self.refresh_view()
+
+    def action_budget(self) -> None:
+        def apply(budget: Optional[int]) -> None:
+            if budget is None:
+                return
+            if self.active:
+                self.session.control.set_budget(budget)
+            else:
+                self.session.set_budget(budget)
+            self.view.budget = budget
+            self.notify(f"budget set to {budget}")
+            self.refresh_view()
+        self.push_screen(BudgetScreen(self.view.budget, self.view.iteration), apply)
+
+    def action_stop_after_step(self) -> None:
+        if self.active:
+            self.session.control.request("stop")
+            self.view.state = "stopping"
+            self.refresh_view()
+
+    def action_stop_now(self) -> None:
+        if self.active:
+            self.session.control.request("stop")
+            self.session.evaluator.abort()  # kills the GPU work in flight
+            self.view.state = "stopping"
+            self.refresh_view()
+
+    def action_runs(self) -> None:
+        if self.runs_source is None:
+            self.notify("tracking is off: no past runs to show", severity="warning")
+            return
+        self.push_screen(RunsScreen(self.runs_source, self.resume_session))
+
+    def resume_session(self, session_id: str) -> None:
+        if self.active:
+            self.notify("stop the current run before resuming another", severity="warning")
+            return
+        if self.resume_factory is None:
+            return
+        self.session = self.resume_factory(session_id)
+        self.view = self._view_for(self.session)
+        self.pop_screen()
+        self.start_loop()
+
+    async def action_quit(self) -> None:
+        if not self.active:
+            if self.view.state == "paused" and self.on_end:
+                self.on_end(self.session, "stopped")
+            self.exit(self.status)
+            return
+        def decide(yes: Optional[bool]) -> None:
+            if yes:
+                self._quit_when_done = True
+                self.action_stop_now()
+        self.push_screen(ConfirmQuit(), decide)

@@ -1,0 +1,88 @@
+"""What the app shows, folded from the loop's typed events. Pure data: the
+widgets render it, tests read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from agent import events
+
+
+@dataclass
+class CaseRow:
+    case: str
+    role: str
+    status: str = "-"
+    max_rel_error: Optional[float] = None
+    median_ms: Optional[float] = None
+    best_ms: Optional[float] = None
+    baseline_ms: Optional[float] = None
+
+
+@dataclass
+class RunView:
+    workload: str
+    proposer: str
+    gpu: str = "?"
+    state: str = "starting"  # starting | running | pausing | paused | stopping | finished | stopped | failed
+    iteration: int = 0
+    budget: int = 0
+    node: str = ""
+    best_ms: Optional[float] = None
+    best_name: str = ""
+    speedup: Optional[float] = None
+    last_status: str = "-"
+    source: str = ""  # the current candidate's
+    best_source: str = ""
+    detail: str = ""  # compile log or mismatch report of the current candidate
+    trend: list[float] = field(default_factory=list)  # best score after each iteration
+    cases: dict[str, CaseRow] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+    def apply(self, e) -> None:
+        """Fold one event in."""
+        if isinstance(e, events.Planned):
+            self.gpu = e.gpu
+            for case, ms in e.baseline.items():
+                if case in self.cases:
+                    self.cases[case].baseline_ms = ms
+        elif isinstance(e, events.NodeStarted):
+            self.node = e.node
+            if e.node == "propose":
+                for row in self.cases.values():
+                    row.status, row.max_rel_error, row.median_ms = "-", None, None
+        elif isinstance(e, events.CandidateProposed):
+            self.source, self.detail = e.source, ""
+            self.log.append(f"#{e.iteration} {e.proposer}: {e.name} - {e.rationale}")
+        elif isinstance(e, events.CompileFinished):
+            self.detail = e.log
+            self.log.append(f"#{e.iteration} compile {'ok' if e.ok else 'FAILED'} in {e.compile_ms:.0f} ms: {e.resources}")
+        elif isinstance(e, events.CaseFinished):
+            row = self.cases.get(e.case)
+            if row is not None:
+                if e.phase == "time":
+                    row.median_ms = e.median_ms
+                else:
+                    row.status = e.status if e.phase == "validate" or e.status != "ok" else row.status
+                    row.max_rel_error = e.max_rel_error
+        elif isinstance(e, events.AttemptFinished):
+            self.iteration, self.last_status = e.iteration, e.status
+            if e.status != "ok" and e.detail:
+                self.detail = e.detail
+            score = f"{e.score_ms:.4f} ms" if e.score_ms else "-"
+            self.log.append(f"#{e.iteration} {e.status} {score}")
+            if self.best_ms is not None:
+                self.trend.append(self.best_ms)
+        elif isinstance(e, events.NewBest):
+            self.best_ms, self.best_name, self.speedup = e.score_ms, e.name, e.speedup_vs_baseline
+            if self.source:
+                self.best_source = self.source
+            for row in self.cases.values():
+                row.best_ms = row.median_ms
+            self.log.append(f"#{e.iteration} new best {e.name}: {e.score_ms:.4f} ms")
+        elif isinstance(e, events.BudgetChanged):
+            self.budget = e.new
+            self.log.append(f"budget {e.old} -> {e.new}")
+        elif isinstance(e, events.SessionFinished):
+            self.log.append(f"session finished ({e.reason})")

@@ -1,0 +1,114 @@
+"""Past runs from MLflow: a table of sessions; the selected one's best kernel,
+report and best-score trend; resume it from here."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from rich.syntax import Syntax
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Label, Markdown, Sparkline, Static
+
+
+@dataclass(frozen=True)
+class PastRun:
+    session: str
+    run_id: str
+    started: float  # epoch seconds
+    workload: str
+    proposer: str
+    best_ms: Optional[float]
+    speedup: Optional[float]
+    status: str
+
+
+class RunsSource:
+    """Reads sessions from an MLflow tracking store (agent.tracking.Tracker)."""
+
+    def __init__(self, tracker):
+        self.client = tracker.client
+
+    def runs(self) -> list[PastRun]:
+        exps = self.client.search_experiments()
+        if not exps:
+            return []
+        out = []
+        for r in self.client.search_runs([e.experiment_id for e in exps], order_by=["attributes.start_time DESC"]):
+            out.append(PastRun(r.info.run_name, r.info.run_id, r.info.start_time / 1000,
+                               r.data.tags.get("warpsmith.workload", "?"), r.data.params.get("proposer", "?"),
+                               r.data.metrics.get("best_score_ms"), r.data.metrics.get("best_speedup_vs_baseline"),
+                               r.info.status))
+        return out
+
+    def best_kernel(self, run: PastRun) -> str:
+        return self._text(run, "best/kernel.cu") or "// no kernel passed validation in this session"
+
+    def report(self, run: PastRun) -> str:
+        return self._text(run, "best/report.md") or "_no report_"
+
+    def trend(self, run: PastRun) -> list[float]:
+        return [m.value for m in sorted(self.client.get_metric_history(run.run_id, "best_score_ms"), key=lambda m: m.step)]
+
+    def _text(self, run: PastRun, path: str) -> str:
+        import tempfile
+        from pathlib import Path
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                return Path(self.client.download_artifacts(run.run_id, path, tmp)).read_text()
+        except Exception:  # no such artifact: the session found no valid kernel
+            return ""
+
+
+def when(epoch: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+
+
+class RunsScreen(Screen):
+    CSS_PATH = "runs.tcss"
+    BINDINGS = [("escape", "app.pop_screen", "Back"), ("R", "resume", "Resume selected")]
+
+    def __init__(self, source: RunsSource, on_resume: Optional[Callable[[str], None]] = None):
+        super().__init__()
+        self.source, self.on_resume = source, on_resume
+        self.rows: list[PastRun] = []
+
+    def compose(self) -> ComposeResult:
+        yield Label("Past runs (MLflow)", id="runs-title")
+        yield DataTable(id="runs-table", cursor_type="row")
+        with Horizontal(id="runs-detail"):
+            yield VerticalScroll(Static(id="runs-kernel"), id="runs-kernel-box")
+            with VerticalScroll(id="runs-side"):
+                yield Markdown(id="runs-report")
+                yield Sparkline([], id="runs-trend")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("date", "workload", "proposer", "best ms", "speed-up", "status", "session")
+        self.rows = self.source.runs()
+        for r in self.rows:
+            table.add_row(when(r.started), r.workload, r.proposer, "-" if r.best_ms is None else f"{r.best_ms:.4f}",
+                          "-" if r.speedup is None else f"{r.speedup:.2f}x", r.status, r.session)
+        if self.rows:
+            self.show(self.rows[0])
+
+    @on(DataTable.RowHighlighted)
+    def highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if 0 <= event.cursor_row < len(self.rows):
+            self.show(self.rows[event.cursor_row])
+
+    def show(self, run: PastRun) -> None:
+        self.query_one("#runs-kernel", Static).update(Syntax(self.source.best_kernel(run), "cuda", line_numbers=True))
+        self.query_one(Markdown).update(self.source.report(run))
+        trend = self.source.trend(run)
+        self.query_one(Sparkline).data = [trend[0] / x for x in trend] if trend else []
+
+    def action_resume(self) -> None:
+        table = self.query_one(DataTable)
+        if self.on_resume and 0 <= table.cursor_row < len(self.rows):
+            self.on_resume(self.rows[table.cursor_row].session)

@@ -1,0 +1,1 @@
+"""The app's widgets, one area each."""

@@ -1,0 +1,30 @@
+"""The current candidate: CUDA source with line numbers, its diff against the best,
+and its compile log or mismatch report, in tabs."""
+
+import difflib
+
+from rich.syntax import Syntax
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static, TabbedContent, TabPane
+
+from ..run_view import RunView
+
+
+class CodePanel(Vertical):
+    def compose(self) -> ComposeResult:
+        with TabbedContent():
+            with TabPane("code", id="tab-code"):
+                yield VerticalScroll(Static(id="code"))
+            with TabPane("diff vs best", id="tab-diff"):
+                yield VerticalScroll(Static(id="diff"))
+            with TabPane("log / report", id="tab-log"):
+                yield VerticalScroll(Static(id="report"))
+
+    def show(self, v: RunView) -> None:
+        self.query_one("#code", Static).update(
+            Syntax(v.source or "// waiting for the first candidate", "cuda", line_numbers=True, word_wrap=False))
+        diff = "".join(difflib.unified_diff(v.best_source.splitlines(True), v.source.splitlines(True),
+                                            "best.cu", "candidate.cu")) or "(same as the best)"
+        self.query_one("#diff", Static).update(Syntax(diff, "diff", word_wrap=False))
+        self.query_one("#report", Static).update(v.detail or "(nothing to report)")
