@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from .cache_dir import cache_root
-from .workload import ArrayParam, Case, Workload
+from .workload import Case, Workload
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 GENERATOR_VERSION = 1

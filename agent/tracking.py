@@ -9,7 +9,6 @@ the API key is never a parameter, tag or artifact.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path

@@ -14,7 +14,7 @@ import traceback
 import numpy as np
 
 from . import native
-from .case_buffers import GUARD_WORD, CaseBuffers, DeviceArray
+from .case_buffers import GUARD_WORD, CaseBuffers
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
 from .worker_protocol import (CaseCheck, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline,

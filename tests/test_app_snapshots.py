@@ -3,7 +3,6 @@ deterministic by an EvaluatorDouble with fixed scores and a fixed pause point.""
 
 from __future__ import annotations
 
-import pytest
 
 from agent import events
 from app_factory import make_app, make_session, wait_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from textual import on, work
+from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, RichLog
@@ -85,11 +85,11 @@ class WarpsmithApp(App):
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
-        for key, action, label in ((None, self.action_pause, "Pause or resume the run"),
-                                   (None, self.action_budget, "Change the iteration budget"),
-                                   (None, self.action_stop_after_step, "Stop after this step"),
-                                   (None, self.action_stop_now, "Stop now"),
-                                   (None, self.action_runs, "Browse past runs")):
+        for label, action in (("Pause or resume the run", self.action_pause),
+                              ("Change the iteration budget", self.action_budget),
+                              ("Stop after this step", self.action_stop_after_step),
+                              ("Stop now", self.action_stop_now),
+                              ("Browse past runs", self.action_runs)):
             yield SystemCommand(label, label, action)
 
     # -- the loop, in a worker thread -----------------------------------------
