@@ -114,3 +114,16 @@ async def test_past_runs_lists_sessions_and_resumes_one(tmp_path):
         await pilot.press("R")
         await wait_for(pilot, lambda: app.session.info.id == "older" and app.view.state == "finished")
         assert app.session.state["iteration"] == 3
+
+
+async def test_command_palette_offers_the_controls(tmp_path):
+    """ctrl+p, 'iteration budget', Enter opens the budget dialog, like the b key."""
+    app = make_app(tmp_path, 2, delay_s=0.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"iteration budget")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, BudgetScreen), 10)
