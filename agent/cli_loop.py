@@ -74,7 +74,8 @@ def _open(info, directory: Path, args, proposer=None):
     from .session import Session
     from .worker_protocol import TimingConfig
     workload = load_workload(info.workload)
-    evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout)
+    evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
+                          worker_log=directory / "worker.log")
     return Session(info, directory, workload, evaluator, proposer or _proposer(info), _tracker(args))
 
 

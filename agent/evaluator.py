@@ -14,6 +14,7 @@ is restarted on the next call; the candidate is ``crashed`` / ``timeout``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, Optional
 
 from .candidate import Candidate
@@ -40,8 +41,10 @@ class EvaluationAborted(RuntimeError):
 
 class Evaluator:
     def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
-                 kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None):
+                 kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None,
+                 worker_log: Optional[Path] = None):
         self.workload, self.timing, self.ordinal = workload, timing, device
+        self.worker_log = worker_log
         self.kernel_timeout_s = kernel_timeout_s
         self.on_event = on_event or (lambda event: None)
         self._worker: Optional[WorkerProcess] = None
@@ -55,7 +58,7 @@ class Evaluator:
             if self._worker is not None:
                 self._worker.kill()
                 self.restarts += 1
-            self._worker = WorkerProcess(self.ordinal)
+            self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log)
             self._warm.clear()
         return self._worker
 

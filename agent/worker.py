@@ -144,8 +144,14 @@ def _settings(t: TimingConfig):
                                          max_total_ms=t.max_total_ms)
 
 
-def worker_main(conn, ordinal: int) -> None:
-    """Entry point of the worker process."""
+def worker_main(conn, ordinal: int, log_path: str | None = None) -> None:
+    """Entry point of the worker process. With a log path, its stdout and stderr
+    (driver messages, warnings) go there instead of the terminal an app draws on."""
+    if log_path:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
     try:
         worker = GpuWorker(ordinal)
         conn.send(WorkerReady(worker.facts(), native.nvrtc_version()))

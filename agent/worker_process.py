@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 import time
+from pathlib import Path
+from typing import Optional
 
 from .worker import worker_main
 from .worker_protocol import Fault, Reply, WorkerReady
@@ -25,12 +28,20 @@ class WorkerProcess:
     """A spawned process running :func:`agent.worker.worker_main` (spawn, not fork:
     a forked CUDA context is unusable)."""
 
-    def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0):
+    def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0, log_path: Optional[Path] = None):
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=worker_main, args=(child, ordinal), daemon=True,
-                                 name="warpsmith-gpu-worker")
-        self._proc.start()
+        self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None),
+                                 daemon=True, name="warpsmith-gpu-worker")
+        # A full-screen app replaces sys.stderr with an object without a real file
+        # descriptor; multiprocessing hands stderr's descriptor to its helper process
+        # and fails on it ("bad value(s) in fds_to_keep"). Start with the real one.
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        try:
+            self._proc.start()
+        finally:
+            sys.stdout, sys.stderr = saved
         child.close()
         try:
             reply = self.recv(start_timeout_s)

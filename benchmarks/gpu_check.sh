@@ -27,7 +27,7 @@ for kernel in ${WS_KERNELS:-naive tiled}; do
   warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"
 done
 
-if [ -f "$OLDPWD/benchmarks/harness.py" ]; then
+if [ "${WS_HARNESS:-1}" != 0 ]; then
   step harness
   python3 "$OLDPWD/benchmarks/harness.py" 2>&1 | tee "$OUT/harness.txt"
 fi
@@ -50,6 +50,9 @@ if [ "${WS_TUI_BUDGET:-10}" != 0 ]; then
   step "the app, driven by Pilot, budget ${WS_TUI_BUDGET:-10}"
   python3 "$OLDPWD/benchmarks/tui_on_gpu.py" "$OLDPWD/examples/sgemm" "${WS_TUI_BUDGET:-10}" "$OUT/warpsmith-h200.svg" 2>&1 | tee "$OUT/tui.txt"
 fi
+
+# At most 8 files come back from the GPU machine: the minor logs travel as one archive.
+(cd "$OUT" && tar czf logs.tar.gz --remove-files build.log wheels.log doctor.txt runs.txt eval-naive.txt 2>/dev/null)
 
 step summary
 grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1

@@ -25,7 +25,8 @@ async def drive(app: WarpsmithApp, out: Path) -> None:
         t0 = time.monotonic()
         while app.view.state not in ("finished", "stopped", "failed"):
             await pilot.pause(0.5)
-        print(f"app reached '{app.view.state}' in {time.monotonic() - t0:.1f} s at iteration {app.view.iteration}")
+        print(f"app reached '{app.view.state}' in {time.monotonic() - t0:.1f} s at iteration {app.view.iteration}"
+              + (f": {app.error}" if app.error else ""))
         await pilot.pause(0.5)
         app.save_screenshot(out.name, str(out.parent))
 
@@ -45,7 +46,8 @@ def main() -> int:
                        RunsSource(session.tracker))
     asyncio.run(drive(app, out))
     finish_session(session, app.status or "stopped")
-    print(f"best {app.view.best_ms:.4f} ms ({app.view.speedup:.2f}x baseline); screenshot {out.name}")
+    if app.view.best_ms is not None:
+        print(f"best {app.view.best_ms:.4f} ms ({(app.view.speedup or 0):.2f}x baseline); screenshot {out.name}")
     return 0 if app.status == "finished" else 1
 
 

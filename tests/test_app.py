@@ -127,3 +127,25 @@ async def test_command_palette_offers_the_controls(tmp_path):
         await pilot.pause(0.5)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, BudgetScreen), 10)
+
+
+async def test_real_worker_starts_under_the_app(tmp_path):
+    """The GPU worker process starts from inside the app (whose stderr is not a real
+    file): without a GPU the run fails with the driver's message, not a spawn error."""
+    import argparse
+    from agent.cli_loop import _open
+    from agent.session import SessionInfo, session_dir
+    from tui.app import WarpsmithApp
+    from workload_factory import make_sgemm_workload
+    w = make_sgemm_workload(tmp_path / "w")
+    args = argparse.Namespace(store=tmp_path / "store", tracking_uri=None, no_tracking=True, hot=False,
+                              timeout=10.0, device=0)
+    info = SessionInfo("real", str(w), "tune", 1)
+    session = _open(info, session_dir(args.store, "real"), args)
+    app = WarpsmithApp(session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state in ("failed", "finished"))
+    if app.view.state == "failed":
+        assert "GpuUnavailable" in app.error and "fds_to_keep" not in app.error
+    assert (session.dir / "worker.log").exists() or app.view.state == "finished"
+    session.evaluator.close()

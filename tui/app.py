@@ -46,6 +46,7 @@ class WarpsmithApp(App):
         self.session, self.on_end, self.runs_source, self.resume_factory = session, on_end, runs_source, resume
         self.view = self._view_for(session)
         self.status: Optional[str] = None  # what session.run() returned last
+        self.error = ""  # why the last run failed, if it did
         self._quit_when_done = False
 
     @staticmethod
@@ -123,7 +124,7 @@ class WarpsmithApp(App):
         self.refresh_view()
 
     def loop_ended(self, status: str, error: str) -> None:
-        self.status = status
+        self.status, self.error = status, error
         self.view.state = {"paused": "paused", "finished": "finished", "stopped": "stopped"}.get(status, "failed")
         if error:
             self.notify(error, title="the run stopped", severity="error", timeout=30)
