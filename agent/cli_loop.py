@@ -21,6 +21,8 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--model", default="gpt-5-mini")
     r.add_argument("--reasoning-effort", default="medium")
     r.add_argument("--base-url", default="")
+    r.add_argument("--nvidia-research", action="store_true",
+                   help="give the model notes from the built-in CUDA optimisation knowledge base, cited")
     r.add_argument("--headless", action="store_true", help="a progress bar instead of the full-screen app")
     _common(r)
 
@@ -61,7 +63,8 @@ def _proposer(info):
     if info.proposer == "tune":
         return tuner
     from .proposers.llm import HybridProposer, LlmProposer
-    return HybridProposer(LlmProposer(info.model, info.reasoning_effort or None, info.base_url or None), tuner)
+    llm = LlmProposer(info.model, info.reasoning_effort or None, info.base_url or None, research=info.research)
+    return HybridProposer(llm, tuner)
 
 
 def _tracker(args):
@@ -135,7 +138,8 @@ def cmd_run(args) -> int:
     llm = proposer == "llm"
     info = SessionInfo(new_session_id(workload.name), str(args.workload.resolve()), proposer, args.budget,
                        seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
-                       reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url)
+                       reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
+                       research=args.nvidia_research)
     from .proposers.llm import ProposerUnavailable
     try:
         chosen = _proposer(info)

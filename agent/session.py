@@ -37,6 +37,7 @@ class SessionInfo:
     model: str = ""
     reasoning_effort: str = ""
     base_url: str = ""
+    research: bool = False  # --nvidia-research
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed
     created: float = field(default_factory=time.time)

@@ -127,3 +127,11 @@ def test_loop_with_llm_repairs_garbage_and_hands_knobs_to_the_tuner(tmp_path, wo
     for path in (tmp_path / "store").rglob("*"):
         if path.is_file():
             assert b"sk-double-0000-secret" not in path.read_bytes(), path
+
+
+def test_research_notes_are_cited_in_the_prompt(workload):
+    """With --nvidia-research the prompt carries the knowledge base's GEMM notes with their ids."""
+    with OpenAIServerDouble([answer()]) as server:
+        LlmProposer("m", None, server.base_url, research=True).propose(ctx(workload))
+    prompt = server.requests[0]["messages"][1]["content"]
+    assert "# Guidance" in prompt and "[tiling] Shared-memory and register tiling" in prompt

@@ -40,7 +40,8 @@ class LlmProposer:
     name = "llm"
 
     def __init__(self, model: str = "gpt-5-mini", reasoning_effort: Optional[str] = "medium",
-                 base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0):
+                 base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0,
+                 research: bool = False):
         from langchain_openai import ChatOpenAI
         key = os.environ.get("OPENAI_API_KEY")
         if not key and not base_url:
@@ -51,7 +52,7 @@ class LlmProposer:
             kwargs["base_url"] = base_url
         if reasoning_effort:
             kwargs["reasoning_effort"] = reasoning_effort
-        self.model = model
+        self.model, self.research = model, research
         # Structured output through the server's JSON-schema response format; the
         # answer is parsed here so a malformed one still reports its token usage.
         schema = {"name": "LlmCandidate", "schema": LlmCandidate.model_json_schema(), "strict": False}
@@ -61,7 +62,13 @@ class LlmProposer:
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         import openai
-        messages = [("system", SYSTEM), ("human", user_message(ctx))]
+        notes = ""
+        if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
+            from ..research import guidance, retrieve, workload_kind
+            w = ctx.workload
+            notes = guidance(retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
+                                      w.description))
+        messages = [("system", SYSTEM), ("human", user_message(ctx, guidance=notes))]
         try:
             answer = self.chat.invoke(messages)
         except openai.AuthenticationError as e:

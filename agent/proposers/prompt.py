@@ -30,7 +30,7 @@ def _fmt(ms) -> str:
     return "-" if ms is None else f"{ms:.4f} ms"
 
 
-def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int = 12) -> str:
+def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int = 12, guidance: str = "") -> str:
     w, f = ctx.workload, ctx.facts
     parts = [f"# Workload {w.name}", w.description, "", f"Kernel parameters, in order: {w.signature()}", "",
              "Cases (all are validated; the score is the geometric mean of the performance medians):"]
@@ -44,6 +44,8 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
                       f"{f.get('smem_per_block_optin', 0) // 1024} KiB shared memory per block (opt-in), "
                       f"{f.get('smem_per_sm', 0) // 1024} KiB per SM, {f.get('regs_per_sm')} registers per SM, "
                       f"L2 {f.get('l2_bytes', 0) >> 20} MiB, peak memory bandwidth ~{f.get('peak_bandwidth_gbs', 0):.0f} GB/s"]
+    if guidance:
+        parts += ["", "# Guidance (cite the [id] of any note you follow in your rationale)", guidance]
     if ctx.best:
         b = ctx.best
         parts += ["", f"# Best kernel so far: {b.spec.name} (score {_fmt(b.score_ms)}), entry {b.spec.entry}, "

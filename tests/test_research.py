@@ -1,0 +1,45 @@
+"""The built-in knowledge base and its retrieval."""
+
+from agent.research import guidance, load_notes, retrieve, workload_kind
+from agent.workload import load_workload
+from workload_factory import SGEMM
+
+
+def test_every_note_is_tagged():
+    """Each note has a title, architecture and kind tags, keywords and a body."""
+    notes = load_notes()
+    assert len(notes) >= 10
+    for n in notes:
+        assert n.title and n.arch and n.kinds and n.keywords and len(n.body) > 100, n.id
+
+
+def test_gemm_on_hopper_gets_tiling_and_hopper_notes():
+    """The sgemm example on sm_90: tiling first, Hopper's TMA/wgmma note included."""
+    w = load_workload(SGEMM)
+    kind = workload_kind(w.description, w.baseline.kind)
+    ids = [n.id for n in retrieve(kind, "sm_90", w.description)]
+    assert kind == "gemm" and ids[0] == "tiling"
+    assert "hopper_tma_wgmma" in ids and "warp_shuffles" not in ids
+
+
+def test_softmax_gets_reduction_notes_not_gemm_ones():
+    """A softmax description retrieves warp shuffles, reductions and numerics; no tiling, no wgmma."""
+    text = "Row-wise softmax over a 32768 x 4096 fp32 matrix"
+    kind = workload_kind(text)
+    ids = [n.id for n in retrieve(kind, "sm_90", text)]
+    assert kind == "softmax"
+    assert {"warp_shuffles", "reductions", "numerics"} <= set(ids)
+    assert "tiling" not in ids and "hopper_tma_wgmma" not in ids
+
+
+def test_architecture_filter_and_profile_findings():
+    """sm_90-only notes never reach an sm_75 GPU; a bank-conflict finding pulls its note up."""
+    assert "hopper_tma_wgmma" not in [n.id for n in retrieve("gemm", "sm_75", k=20)]
+    ids = [n.id for n in retrieve("gemm", "sm_90", findings=["shared memory bank conflicts"], k=3)]
+    assert "bank_conflicts" in ids
+
+
+def test_guidance_cites_its_sources():
+    """The prompt section names every note it uses."""
+    text = guidance(retrieve("softmax", "sm_90", k=2))
+    assert text.count("[") >= 2 and "]" in text
