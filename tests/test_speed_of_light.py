@@ -1,0 +1,35 @@
+"""Floor arithmetic: FLOPs over the rate, bytes over the bandwidth, suspects below the floor."""
+
+import pytest
+
+from agent.speed_of_light import Ceilings, case_floor, load_ceilings, save_ceilings
+from agent.workload import load_workload
+from workload_factory import SGEMM
+
+H200 = Ceilings(4300.0, 60.0, "test")
+
+
+def test_sgemm_4096_is_compute_bound():
+    """2*4096^3 FLOP at 60 TFLOP/s is 2.29 ms; 201 MB at 4.3 TB/s is 0.047 ms: compute bound."""
+    w = load_workload(SGEMM)
+    f = case_floor(w, w.case("square-4096"), H200, median_ms=3.8879)
+    assert f.bound == "compute"
+    assert f.floor_ms == pytest.approx(2 * 4096**3 / 60e12 * 1e3)
+    assert f.pct_of_floor == pytest.approx(f.floor_ms / 3.8879) and not f.suspect
+
+
+def test_faster_than_the_floor_is_suspect():
+    """A median 10% under the physical floor is flagged, 1% under is noise."""
+    w = load_workload(SGEMM)
+    floor = case_floor(w, w.case("square-1024"), H200).floor_ms
+    assert case_floor(w, w.case("square-1024"), H200, floor * 0.90).suspect
+    assert not case_floor(w, w.case("square-1024"), H200, floor * 0.99).suspect
+
+
+def test_ceilings_cache_by_gpu_and_datasheet_fallback():
+    """Measured ceilings are cached per GPU UUID; an H200 without them gets the datasheet lead."""
+    facts = {"name": "NVIDIA H200", "uuid": "GPU-test-0000"}
+    assert load_ceilings(facts).source == "datasheet"
+    save_ceilings(facts, Ceilings(4310.0, 61.5, "measured"))
+    assert load_ceilings(facts) == Ceilings(4310.0, 61.5, "measured")
+    assert load_ceilings({"name": "Some GPU", "uuid": "x"}) is None
