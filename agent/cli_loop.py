@@ -111,6 +111,10 @@ def _drive(session, args) -> int:
     except ProposerUnavailable as e:
         status = "stopped"
         print(f"warpsmith: error: {e}. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
+    except Exception as e:  # reference.py raising, a dead worker pipe, ...: one line, nothing lost
+        status = "failed"
+        print(f"warpsmith: error: {type(e).__name__}: {e}. The checkpoint is kept: "
+              f"warpsmith resume {session.info.id}", file=sys.stderr)
     finally:
         finish_session(session, status)
     if status == "finished":

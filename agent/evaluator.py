@@ -19,7 +19,6 @@ from typing import Callable, Optional
 
 from .candidate import Candidate
 from .compiler import CompiledKernel, compile_kernel
-from .expr import ExprError
 from .inputs import array_jobs, ensure_reference
 from .results import CaseResult, EvaluationResult
 from .stats import TimingStats, geomean
@@ -51,6 +50,7 @@ class Evaluator:
         self._warm: set[tuple[str, int]] = set()
         self.restarts = 0
         self._aborted = False
+        self._validate_s: dict[str, float] = {}  # last validation wall time per case
 
     # -- worker lifecycle -------------------------------------------------
     def worker(self) -> WorkerProcess:
@@ -70,8 +70,9 @@ class Evaluator:
         """Kill the GPU work in flight, from any thread; the call waiting on it raises
         EvaluationAborted (nothing is recorded as a crash). The next call restarts the worker."""
         self._aborted = True
-        if self._worker is not None:
-            self._worker.kill()
+        worker = self._worker
+        if worker is not None:
+            worker.kill_process()
 
     def close(self) -> None:
         if self._worker is not None:
@@ -103,7 +104,7 @@ class Evaluator:
     def _resolve_launch(self, candidate: Candidate, case: Case) -> tuple[Optional[Launch], str]:
         try:
             launch = candidate.rule_for(case).resolve(candidate.launch_env(case))
-        except ExprError as e:
+        except ValueError as e:  # ExprError, or a malformed `// knob` declaration
             return None, f"launch rule for case '{case.name}': {e}"
         problem = launch.problems()
         facts = self.facts
@@ -160,12 +161,15 @@ class Evaluator:
 
     def _deadline(self, phase: str, case: str, seed: int) -> float:
         if phase == "time":
-            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3
+            # At least 1 + 10 launches run however slow the kernel: allow for them.
+            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 + 11 * self._validate_s.get(case, 0.0)
         return self.kernel_timeout_s + (0.0 if (case, seed) in self._warm else CASE_SETUP_S)
 
     def _run(self, request, result: EvaluationResult) -> None:
         """Send one request and fold the worker's replies into `result`."""
-        self._aborted = False
+        if self._aborted:  # "stop now" arrived between two evaluations
+            self._aborted = False
+            raise EvaluationAborted("stopped by the user")
         worker = self.worker()
         worker.send(request)
         # The worker answers in a fixed order: validate all, time, revalidate all.
@@ -183,6 +187,8 @@ class Evaluator:
                 reply = worker.recv(self._deadline(phase, case, request.seed))
             except (WorkerTimeout, WorkerDied) as e:
                 if self._aborted:
+                    self._aborted = False
+                    worker.kill()
                     raise EvaluationAborted("stopped by the user") from None
                 if isinstance(e, WorkerDied):
                     self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
@@ -201,6 +207,7 @@ class Evaluator:
                 c = result.case(reply.case)
                 if reply.phase == "validate":
                     c.check, c.validate_ms = reply.check, reply.elapsed_ms
+                    self._validate_s[reply.case] = reply.elapsed_ms / 1e3
                     c.status = reply.check.status
                 else:
                     c.recheck = reply.check

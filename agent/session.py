@@ -110,6 +110,7 @@ class Session:
                     for node in chunk:
                         on_event(NodeFinished(node))
         except GraphDrained as e:
+            self.control.clear()
             status = "paused" if e.reason == "pause" else "stopped"
             self.save_best()
             self.info.status = status

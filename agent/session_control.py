@@ -21,8 +21,14 @@ class SessionControl:
         """A fresh RunControl for each stream() call (a drained one stays drained)."""
         with self._lock:
             self._run = RunControl()
-            self._reason = None
+            if self._reason is not None:  # asked for before this run started: honour it
+                self._run.request_drain(self._reason)
             return self._run
+
+    def clear(self) -> None:
+        """The request was honoured (the run drained)."""
+        with self._lock:
+            self._reason = None
 
     def set_budget(self, budget: int) -> None:
         """Takes effect at the next step boundary, while running or paused."""

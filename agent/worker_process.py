@@ -83,6 +83,12 @@ class WorkerProcess:
         self._proc.join(timeout=5)
         return f"the worker exited with code {self._proc.exitcode}"
 
+    def kill_process(self) -> None:
+        """SIGKILL only, safe from another thread: the thread reading the pipe sees
+        EOF and the pipe is closed by its owner."""
+        if self._proc.is_alive():
+            self._proc.kill()
+
     def kill(self) -> None:
         if self._proc.is_alive():
             self._proc.kill()

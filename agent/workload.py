@@ -11,6 +11,7 @@ before any GPU work.
 from __future__ import annotations
 
 import hashlib
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,9 +289,16 @@ class _Parser:
             shape = self.get(p, "shape", where, list)
             if not shape:
                 raise self.fail(where + "shape", "needs at least one dimension")
-            low, high = self.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else (-1.0, 1.0)
-            if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and low < high):
-                raise self.fail(where + "range", "expected [low, high] with low < high")
+            bounds = self.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else [-1.0, 1.0]
+            if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds) \
+                    or not bounds[0] < bounds[1]:
+                raise self.fail(where + "range", f"expected [low, high] with low < high, got {bounds!r}")
+            low, high = bounds
+            if dtype.startswith("int"):
+                info = {"int32": 2**31, "int64": 2**63}[dtype]
+                lo, hi = math.ceil(low), math.floor(high)
+                if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
+                    raise self.fail(where + "range", f"holds no non-zero {dtype} value (inputs are never zero)")
             params.append(ArrayParam(name, role, dtype,
                                      tuple(self.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
                                      float(low), float(high)))
@@ -355,6 +363,9 @@ class _Parser:
                 self.expr(self.get(k, "shared", where, (int, str), 0), where + "shared"))
             options = self.get(k, "options", where, list, [])
             defines = self.get(k, "defines", where, dict, {})
+            for name, value in defines.items():
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise self.fail(f"{where}defines.{name}", f"expected an integer, got {value!r}")
             spec = KernelSpec(name, src, self.get(k, "entry", where, str), rule,
                               tuple(str(o) for o in options), {str(a): int(b) for a, b in defines.items()})
             try:
@@ -375,7 +386,7 @@ class _Parser:
         names = {p.name for p in params}
         needed = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k")}.get(kind, ())
         for operand in needed:
-            if bind.get(operand) not in names:
+            if not isinstance(bind.get(operand), str) or bind.get(operand) not in names:
                 raise self.fail(f"baseline.{operand}", f"must name a parameter (one of {', '.join(sorted(names))})")
         return Baseline(kind, bind)
 

@@ -44,7 +44,10 @@ Device::Device(int ordinal) {
   WS_CU(d.cuDeviceGet(&dev_, ordinal));
   WS_CU(d.cuDevicePrimaryCtxRetain(&ctx_, dev_));
   WS_CU(d.cuCtxSetCurrent(ctx_));
-  WS_CU(d.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+  // A blocking stream: the synchronous memsets and copies (legacy default stream)
+  // that poison outputs, arm guards and reset checker counters are ordered
+  // before the next launch on it, and downloads after it.
+  WS_CU(d.cuStreamCreate(&stream_, CU_STREAM_DEFAULT));
 
   DeviceFacts& f = facts_;
   f.ordinal = ordinal;

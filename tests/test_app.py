@@ -149,3 +149,15 @@ async def test_real_worker_starts_under_the_app(tmp_path):
         assert "GpuUnavailable" in app.error and "fds_to_keep" not in app.error
     assert (session.dir / "worker.log").exists() or app.view.state == "finished"
     session.evaluator.close()
+
+
+async def test_compile_log_and_model_text_with_brackets_render(tmp_path):
+    """A detail full of [brackets] (pydantic errors, NVRTC source echoes) is shown, not parsed as markup."""
+    from agent import events
+    app = make_app(tmp_path, 1, delay_s=0.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        bad = "1 validation error [type=json_invalid, input_value='', input_type=str] [/] As[ty][tx] = A[r];"
+        app.on_loop_event(events.AttemptFinished(2, "llm-2", "proposal_invalid", None, bad))
+        await pilot.pause(0.2)
+        assert app.view.detail == bad

@@ -98,3 +98,16 @@ def test_knob_launch_rule_checked_against_every_case(tmp_path):
     d = break_spec(tmp_path, 'grid = ["ceil_div(N, BN)"', 'grid = ["ceil_div(N, BX)"')
     with pytest.raises(SpecError, match=re.escape("kernels.tiled: launch for case 'odd-97x83x61'")):
         load_workload(d)
+
+
+@pytest.mark.parametrize("old,new,key", [
+    ('entry = "sgemm_naive"', 'entry = "sgemm_naive"\ndefines = { BM = "x" }', "kernels.naive.defines.BM"),
+    ('shape = ["M", "K"]', 'shape = ["M", "K"]\nrange = [0, 1, 2]', "params[0].range"),
+    ('dtype = "float32"\nshape = ["M", "K"]', 'dtype = "int32"\nshape = ["M", "K"]\nrange = [0.2, 0.8]', "params[0].range"),
+    ('a = "A"', 'a = ["A"]', "baseline.a"),
+])
+def test_wrong_value_types_are_spec_errors(tmp_path, old, new, key):
+    """Wrongly typed values are one-line spec errors, not tracebacks."""
+    d = break_spec(tmp_path, old, new)
+    with pytest.raises(SpecError, match=re.escape(key)):
+        load_workload(d)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
@@ -120,14 +121,14 @@ class WarpsmithApp(App):
         self.view.apply(event)
         log = self.query_one(RichLog)
         for line in self.view.log[before:]:
-            log.write(line)
+            log.write(Text(line))  # rationales and logs are plain text, not markup
         self.refresh_view()
 
     def loop_ended(self, status: str, error: str) -> None:
         self.status, self.error = status, error
         self.view.state = {"paused": "paused", "finished": "finished", "stopped": "stopped"}.get(status, "failed")
         if error:
-            self.notify(error, title="the run stopped", severity="error", timeout=30)
+            self.notify(error, title="the run stopped", severity="error", timeout=30, markup=False)
         if status in ("finished", "stopped", "failed") and self.on_end:
             self.on_end(self.session, status)
         self.refresh_view()
@@ -193,7 +194,14 @@ class WarpsmithApp(App):
             return
         if self.resume_factory is None:
             return
-        self.session = self.resume_factory(session_id)
+        try:
+            session = self.resume_factory(session_id)
+        except Exception as e:  # moved workload, missing session, no API key...
+            self.notify(f"cannot resume {session_id}: {type(e).__name__}: {e}", severity="error", markup=False)
+            return
+        if self.view.state == "paused" and self.on_end:
+            self.on_end(self.session, "stopped")  # left behind: its MLflow run must not stay RUNNING
+        self.session = session
         self.view = self._view_for(self.session)
         self.pop_screen()
         self.start_loop()

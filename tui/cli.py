@@ -7,26 +7,31 @@ import sys
 
 
 def run_app(session, args) -> str:
-    """Run `session` in the app; returns its status. Sessions resumed from the
-    past-runs screen are closed here when they end; `session` is closed by the caller."""
+    """Run `session` in the app; returns its status. `session` is closed by the
+    caller; sessions resumed from the past-runs screen are closed here, after the
+    app exits (the app may still show them until then)."""
     from agent.cli_loop import finish_session, resume_session
     from .app import WarpsmithApp
     from .screens.runs import RunsSource
     tracker = session.tracker
     source = RunsSource(tracker) if getattr(tracker, "client", None) is not None else None
-    statuses = {}
+    statuses: dict[int, str] = {}
+    opened = []
 
     def on_end(ended, status: str) -> None:
+        # The MLflow status is made true at once; files and processes are closed at exit.
         statuses[id(ended)] = status
-        if ended is not session:
-            finish_session(ended, status)
-        else:  # its MLflow status is true at once; the rest is closed when the app exits
-            ended.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
+        ended.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
 
-    app = WarpsmithApp(session, on_end, source, lambda sid: resume_session(sid, args))
+    def resume(session_id: str):
+        resumed = resume_session(session_id, args)
+        opened.append(resumed)
+        return resumed
+
+    app = WarpsmithApp(session, on_end, source, resume)
     app.run()
-    if app.session is not session and id(app.session) not in statuses:
-        finish_session(app.session, app.status or "stopped")
+    for other in opened:
+        finish_session(other, statuses.get(id(other)) or (app.status if other is app.session else None) or "stopped")
     return statuses.get(id(session)) or (app.status if app.session is session else None) or "stopped"
 
 

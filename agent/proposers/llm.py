@@ -74,6 +74,10 @@ class LlmProposer:
         except openai.AuthenticationError as e:
             raise ProposerUnavailable(f"the model server rejected the API key ({e.status_code}); "
                                       "check OPENAI_API_KEY and resume the session") from None
+        except openai.RateLimitError as e:
+            if getattr(e, "code", None) == "insufficient_quota":
+                raise ProposerUnavailable("the model account has no quota left (429 insufficient_quota)") from None
+            raise ProposalError(f"rate limited after retries: {e}") from None
         except openai.NotFoundError as e:
             raise ProposerUnavailable(f"model '{self.model}' not found on the server ({e.status_code})") from None
         except openai.APIError as e:

@@ -4,6 +4,7 @@ and its compile log or mismatch report, in tabs."""
 import difflib
 
 from rich.syntax import Syntax
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
@@ -27,4 +28,5 @@ class CodePanel(Vertical):
         diff = "".join(difflib.unified_diff(v.best_source.splitlines(True), v.source.splitlines(True),
                                             "best.cu", "candidate.cu")) or "(same as the best)"
         self.query_one("#diff", Static).update(Syntax(diff, "diff", word_wrap=False))
-        self.query_one("#report", Static).update(v.detail or "(nothing to report)")
+        # Compile logs and model answers contain [brackets]: never read them as markup.
+        self.query_one("#report", Static).update(Text(v.detail or "(nothing to report)"))
