@@ -37,6 +37,9 @@ def test_budget_dialog(snap_compare, tmp_path):
         await wait_for(pilot, lambda: app.view.state == "paused")
         await pilot.press("b")
         await pilot.pause(0.2)
+        from textual.widgets import Input
+        app.screen.query_one(Input).cursor_blink = False  # a blinking cursor is not deterministic
+        await pilot.pause(0.2)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
