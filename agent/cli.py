@@ -191,5 +191,6 @@ def cmd_eval(args) -> int:
     else:
         print(f"{workload.name} · {candidate.name} · {facts['name']} · "
               f"{'cold' if timing.cold_l2 else 'hot'} L2 · median of {timing.repetitions}")
-        print(render_table(workload, result, baseline))
+        from .speed_of_light import load_ceilings
+        print(render_table(workload, result, baseline, load_ceilings(facts)))
     return 0 if result.ok else 1

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from .results import EvaluationResult
+from .speed_of_light import Ceilings, case_floor
 from .workload import Workload
 
 
@@ -23,9 +24,11 @@ def _fmt(x: Optional[float], spec: str = ".4f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def render_table(workload: Workload, result: EvaluationResult, baseline: Optional[EvaluationResult]) -> str:
+def render_table(workload: Workload, result: EvaluationResult, baseline: Optional[EvaluationResult],
+                 ceilings: Optional[Ceilings] = None) -> str:
+    """`ceilings`: the GPU's limits; adds "% floor" (floor / median) per timed case."""
     head = ["case", "role", "status", "max rel err", "median ms", "min ms", "p90 ms", "CV %", "rate",
-            f"{baseline.candidate} ms" if baseline else "baseline", "speed-up"]
+            f"{baseline.candidate} ms" if baseline else "baseline", "speed-up", "% floor"]
     rows = [head]
     for c in result.cases:
         t = c.timing
@@ -39,13 +42,24 @@ def render_table(workload: Workload, result: EvaluationResult, baseline: Optiona
             throughput(workload, c.case, t.median_ms) if t else "",
             _fmt(bt.median_ms if bt else None) if b is None or b.status == "ok" else b.status,
             f"{bt.median_ms / t.median_ms:.2f}x" if t and bt else "-",
+            _floor_text(workload, c.case, t.median_ms, ceilings) if t else "-",
         ])
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("")
     lines.append(summary_line(result, baseline))
+    if ceilings:
+        lines.append(f"% floor: the case's FLOP/byte floor over its median, from {ceilings.fp32_tflops:g} TFLOP/s fp32 "
+                     f"and {ceilings.bandwidth_gbs:g} GB/s ({ceilings.source}); SUSPECT = faster than physically possible")
     return "\n".join(lines)
+
+
+def _floor_text(workload: Workload, case: str, median_ms: float, ceilings: Optional[Ceilings]) -> str:
+    f = case_floor(workload, workload.case(case), ceilings, median_ms) if ceilings else None
+    if f is None:
+        return "-"
+    return f"{f.pct_of_floor * 100:.0f}% {f.bound[:3]}" + (" SUSPECT" if f.suspect else "")
 
 
 def summary_line(result: EvaluationResult, baseline: Optional[EvaluationResult]) -> str:

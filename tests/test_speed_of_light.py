@@ -33,3 +33,18 @@ def test_ceilings_cache_by_gpu_and_datasheet_fallback():
     save_ceilings(facts, Ceilings(4310.0, 61.5, "measured"))
     assert load_ceilings(facts) == Ceilings(4310.0, 61.5, "measured")
     assert load_ceilings({"name": "Some GPU", "uuid": "x"}) is None
+
+
+def test_eval_table_shows_percent_of_floor_and_its_source():
+    """The eval table adds '% floor' per timed case and names where the ceilings came from."""
+    from agent.report import render_table
+    from agent.results import CaseResult, EvaluationResult
+    from agent.stats import TimingStats
+    from agent.worker_protocol import CaseCheck
+    w = load_workload(SGEMM)
+    cases = [CaseResult(c.name, c.role, "ok", check=CaseCheck("ok", 1e-7, 1e-7),
+                        timing=TimingStats.of([3.8879] * 10) if c.name == "square-4096" else None) for c in w.cases]
+    text = render_table(w, EvaluationResult("tiled", "ok", None, cases), None, H200)
+    row = next(line for line in text.splitlines() if line.startswith("square-4096"))
+    assert f"{2 * 4096**3 / 60e12 * 1e3 / 3.8879 * 100:.0f}% com" in row
+    assert "60 TFLOP/s fp32 and 4300 GB/s (test)" in text
