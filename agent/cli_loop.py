@@ -130,7 +130,7 @@ def finish_session(session, status: str) -> None:
     session.info.status = status
     session.info.save(session.dir)
     session.save_best()
-    session.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
+    session.tracker.end_session(status)
     session.evaluator.close()
     session.close()
 
@@ -216,15 +216,9 @@ def cmd_export(args) -> int:
     if not (directory / "session.json").is_file():
         print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
         return 2
-    import sqlite3
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from .graph import build_graph
-    from .loop_state import STATE_TYPES
+    from .session import graph_config, open_graph
     info = SessionInfo.load(directory)
-    saver = SqliteSaver(sqlite3.connect(str(directory / "checkpoint.sqlite")),
-                        serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES))
-    state = build_graph().compile(checkpointer=saver).get_state({"configurable": {"thread_id": info.id}}).values
+    state = open_graph(directory).get_state(graph_config(info.id)).values
     if not state.get("best"):
         print("warpsmith: error: this session has no kernel that passed validation", file=sys.stderr)
         return 1

@@ -27,7 +27,7 @@ from .worker import RECOVERABLE
 from .worker_process import WorkerDied, WorkerProcess, WorkerTimeout
 from .worker_protocol import (Arg, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline, EvaluateKernel,
                               Fault, JobDone, TimingConfig)
-from .workload import ArrayParam, Case, Launch, Workload
+from .workload import SCALAR_DTYPES, ArrayParam, Case, Launch, Workload
 
 DEFAULT_SEED = 1
 FRESH_SEED = 2  # a new best is validated again on inputs from this seed
@@ -93,7 +93,7 @@ class Evaluator:
             if isinstance(p, ArrayParam):
                 args.append(Arg(array=p.name))
             else:
-                kind = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}[p.dtype]
+                kind = SCALAR_DTYPES[p.dtype]
                 value = p.value.evaluate_int(case.sizes) if kind[0] == "i" else float(p.value.evaluate(case.sizes))
                 args.append(Arg(kind=kind, value=value))
                 scalars[p.name] = value

@@ -25,6 +25,7 @@ from .proposers.base import ProposalContext, ProposalError, Proposer
 from .results import EvaluationResult
 from .selection import challenge
 from .session_control import SessionControl
+from .stats import TimingStats
 from .worker_protocol import CaseChecked, CaseTimed
 from .workload import Workload
 
@@ -54,8 +55,7 @@ def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
         if isinstance(reply, CaseChecked):
             write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error))
         elif isinstance(reply, CaseTimed):
-            samples = sorted(reply.samples_ms)
-            write(events.CaseFinished(iteration, reply.case, "time", "ok", None, samples[len(samples) // 2]))
+            write(events.CaseFinished(iteration, reply.case, "time", "ok", None, TimingStats.of(reply.samples_ms).median_ms))
     runtime.context.evaluator.on_event = on_event
 
 

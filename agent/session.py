@@ -58,6 +58,17 @@ def session_dir(store: Path, session_id: str) -> Path:
     return Path(store) / "sessions" / session_id
 
 
+def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None):
+    """The loop's graph compiled over a session directory's SQLite checkpoint."""
+    conn = conn or sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
+    saver = SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES))
+    return build_graph().compile(checkpointer=saver)
+
+
+def graph_config(session_id: str) -> dict:
+    return {"configurable": {"thread_id": session_id}, "recursion_limit": 1_000_000}
+
+
 class Session:
     def __init__(self, info: SessionInfo, directory: Path, workload: Workload, evaluator, proposer, tracker,
                  control: Optional[SessionControl] = None):
@@ -66,9 +77,8 @@ class Session:
         self.control = control or SessionControl()
         directory.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
-        saver = SqliteSaver(self._conn, serde=JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES))
-        self.graph = build_graph().compile(checkpointer=saver)
-        self.config = {"configurable": {"thread_id": info.id}, "recursion_limit": 1_000_000}
+        self.graph = open_graph(directory, self._conn)
+        self.config = graph_config(info.id)
 
     @property
     def state(self) -> LoopState:

@@ -69,6 +69,10 @@ class Tracker:
         self.run_id = run_id
         self._safe("reopen", self.client.update_run, run_id, "RUNNING")
 
+    def end_session(self, session_status: str) -> None:
+        """A session's end (finished, failed, stopped, paused) as the MLflow run's status."""
+        self.end({"finished": "FINISHED", "failed": "FAILED"}.get(session_status, "KILLED"))
+
     def end(self, status: str) -> None:
         """status: FINISHED, KILLED or FAILED."""
         if self.run_id:

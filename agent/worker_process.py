@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from .worker import worker_main
-from .worker_protocol import Fault, Reply, WorkerReady
+from .worker_protocol import Fault, Reply, Shutdown, WorkerReady
 
 
 class GpuUnavailable(RuntimeError):
@@ -96,7 +96,6 @@ class WorkerProcess:
         self._conn.close()
 
     def close(self) -> None:
-        from .worker_protocol import Shutdown
         try:
             self.send(Shutdown())
             self._proc.join(timeout=10)

@@ -14,7 +14,7 @@ from agent import native
 from agent.candidate import Candidate
 from agent.compiler import compile_kernel
 from agent.inputs import array_jobs, generate_input
-from agent.workload import ArrayParam, load_workload
+from agent.workload import SCALAR_DTYPES, ArrayParam, load_workload
 
 
 def main() -> int:
@@ -34,7 +34,8 @@ def main() -> int:
         if isinstance(p, ArrayParam):
             args.append(("ptr", buffers[p.name].ptr))
         else:
-            args.append(("i32" if p.dtype == "int32" else "i64", p.value.evaluate_int(case.sizes)))
+            kind = SCALAR_DTYPES[p.dtype]
+            args.append((kind, p.value.evaluate_int(case.sizes) if kind[0] == "i" else float(p.value.evaluate(case.sizes))))
     launch = cand.rule_for(case).resolve(cand.launch_env(case))
     device.launch(fn, launch.grid, launch.block, launch.shared, args)
     device.synchronize()

@@ -21,7 +21,7 @@ def run_app(session, args) -> str:
     def on_end(ended, status: str) -> None:
         # The MLflow status is made true at once; files and processes are closed at exit.
         statuses[id(ended)] = status
-        ended.tracker.end({"finished": "FINISHED", "failed": "FAILED"}.get(status, "KILLED"))
+        ended.tracker.end_session(status)
 
     def resume(session_id: str):
         resumed = resume_session(session_id, args)
