@@ -95,6 +95,8 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
 def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     ctx = runtime.context
     update = _apply_budget(state, runtime)
+    if state["iteration"] >= update.get("budget", state["budget"]):
+        return {**update, "finished": "budget"}  # lowered to what is already done: no more attempts
     iteration = state["iteration"] + 1
     runtime.stream_writer(events.NodeStarted("propose", iteration))
     history = state.get("history", [])
@@ -182,6 +184,12 @@ def _after(ok_status: str, next_node: str):
     return route
 
 
+def _after_propose(state: LoopState) -> str:
+    if state.get("finished"):
+        return END
+    return _after("pending", "compile")(state)
+
+
 def _after_reflect(state: LoopState) -> str:
     return END if state.get("finished") else "propose"
 
@@ -200,7 +208,7 @@ def build_graph() -> StateGraph:
     g.add_node("reflect", reflect)
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", _after_plan, ["propose", END])
-    g.add_conditional_edges("propose", _after("pending", "compile"), ["compile", "reflect"])
+    g.add_conditional_edges("propose", _after_propose, ["compile", "reflect", END])
     g.add_conditional_edges("compile", _after("compiled", "validate"), ["validate", "reflect"])
     g.add_conditional_edges("validate", _after("validated", "benchmark"), ["benchmark", "reflect"])
     g.add_edge("benchmark", "reflect")

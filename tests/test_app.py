@@ -45,7 +45,7 @@ async def test_pause_stops_at_the_next_step_and_resume_continues(tmp_path):
 
 async def test_budget_change_while_running_ends_at_the_new_budget(tmp_path):
     """b opens the budget dialog; 2 + Enter while running ends the run at 2 iterations."""
-    app = make_app(tmp_path, 20, delay_s=0.2)
+    app = make_app(tmp_path, 20, delay_s=0.5)  # slow GPU work: the dialog is answered within iteration 1 or 2
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.state == "running" and app.view.node == "propose")
         await pilot.press("b")

@@ -177,3 +177,15 @@ def test_finished_session_continues_with_more_budget(tmp_path, workload):
     s.set_budget(4)
     assert s.run() == "finished"
     assert [a.iteration for a in s.state["history"]] == [1, 2, 3, 4]
+
+
+def test_budget_lowered_below_progress_stops_at_once(tmp_path, workload):
+    """A budget lowered below the iterations already done ends the run before another attempt."""
+    s = open_session(tmp_path, workload, 10)
+    def shrink(e):
+        if isinstance(e, events.AttemptFinished) and e.iteration == 3:
+            s.control.request("pause")
+    assert s.run(shrink) == "paused"
+    s.set_budget(1)
+    assert s.run() == "finished"
+    assert s.state["iteration"] == 3 and s.state["finished"] == "budget"
