@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("doctor", help="what this machine has: GPU, driver, NVRTC, cuBLAS, ncu, API key")
     d.add_argument("--device", type=int, default=0)
+    d.add_argument("--measure", action="store_true", help="measure the GPU's copy bandwidth and FMA rate again")
 
     c = sub.add_parser("compile", help="NVRTC-compile a .cu file; prints the log and resource report")
     c.add_argument("file", type=Path)
@@ -103,6 +104,14 @@ def cmd_doctor(args) -> int:
         line("driver", f"CUDA {f.driver_version // 1000}.{f.driver_version % 1000 // 10}")
         line("clocks", f"SM {f.sm_clock_khz / 1e3:.0f} MHz, memory {f.mem_clock_khz / 1e3:.0f} MHz, "
                        f"{f.mem_bus_bits}-bit bus, peak {f.peak_bandwidth_gbs:.0f} GB/s")
+        from .ceilings_probe import ensure_ceilings, measure_ceilings
+        from .speed_of_light import save_ceilings
+        facts = {k: getattr(f, k) for k in ("name", "uuid", "arch", "sm_count")}
+        if args.measure:
+            save_ceilings(facts, measure_ceilings(device, facts))
+        c = ensure_ceilings(device, facts)
+        line("ceilings", f"copy {c.bandwidth_gbs:.0f} GB/s, fp32 FMA {c.fp32_tflops:.1f} TFLOP/s ({c.source}; "
+                         "`doctor --measure` measures again)")
         try:
             blas = native._runner.Cublas(device, native.cublas_candidates())
             line("cuBLAS", f"{blas.version} from {blas.path}")
@@ -177,7 +186,7 @@ def cmd_eval(args) -> int:
     timing = TimingConfig(args.warmup, args.repetitions, not args.hot)
     try:
         with Evaluator(workload, timing, args.device, args.timeout) as ev:
-            facts = ev.facts
+            facts, ceilings = ev.facts, ev.ceilings
             result = ev.evaluate(candidate, seed=args.seed)
             baseline = None if args.no_baseline else ev.baseline(seed=args.seed)
     except GpuUnavailable as e:
@@ -191,6 +200,5 @@ def cmd_eval(args) -> int:
     else:
         print(f"{workload.name} · {candidate.name} · {facts['name']} · "
               f"{'cold' if timing.cold_l2 else 'hot'} L2 · median of {timing.repetitions}")
-        from .speed_of_light import load_ceilings
-        print(render_table(workload, result, baseline, load_ceilings(facts)))
+        print(render_table(workload, result, baseline, ceilings))
     return 0 if result.ok else 1

@@ -23,6 +23,9 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--base-url", default="")
     r.add_argument("--nvidia-research", action="store_true",
                    help="give the model notes from the built-in CUDA optimisation knowledge base, cited")
+    r.add_argument("--use-nsight", action="store_true",
+                   help="profile each passing candidate with Nsight Compute (ncu, clocks untouched) and "
+                        "feed the metrics to the proposer")
     r.add_argument("--headless", action="store_true", help="a progress bar instead of the full-screen app")
     _common(r)
 
@@ -143,7 +146,7 @@ def cmd_run(args) -> int:
     info = SessionInfo(new_session_id(workload.name), str(args.workload.resolve()), proposer, args.budget,
                        seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
                        reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
-                       research=args.nvidia_research)
+                       research=args.nvidia_research, nsight=args.use_nsight)
     from .proposers.llm import ProposerUnavailable
     try:
         chosen = _proposer(info)
@@ -156,6 +159,7 @@ def cmd_run(args) -> int:
     run_id = session.tracker.start(workload.name, info.id, {
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
+        "nvidia_research": info.research, "use_nsight": info.nsight,
         "timing": _timing_text(session.evaluator.timing)})
     info.mlflow_run_id = run_id or ""
     info.save(directory)

@@ -21,6 +21,7 @@ from .candidate import Candidate
 from .compiler import CompiledKernel, compile_kernel
 from .inputs import array_jobs, ensure_reference
 from .results import CaseResult, EvaluationResult
+from .speed_of_light import Ceilings, load_ceilings
 from .stats import TimingStats, geomean
 from .tolerance import case_rtol
 from .worker import RECOVERABLE
@@ -65,6 +66,11 @@ class Evaluator:
     @property
     def facts(self) -> dict:
         return self.worker().ready.facts
+
+    @property
+    def ceilings(self) -> Optional[Ceilings]:
+        """This GPU's measured ceilings (the worker probes once per GPU), else datasheet leads."""
+        return self.worker().ready.ceilings or load_ceilings(self.facts)
 
     def abort(self) -> None:
         """Kill the GPU work in flight, from any thread; the call waiting on it raises

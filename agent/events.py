@@ -4,7 +4,7 @@ imports a front end; front ends only read these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 
@@ -21,6 +21,8 @@ class Planned:
     gpu: str
     baseline: dict
     baseline_score_ms: Optional[float]
+    floors: dict = field(default_factory=dict)  # case -> its FLOP/byte floor in ms (speed of light)
+    ceilings: str = ""  # where the floors' ceilings came from
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,22 @@ class AttemptFinished:
     status: str
     score_ms: Optional[float]
     detail: str
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """Nsight Compute's summary of the candidate, one line per performance case."""
+
+    iteration: int
+    summaries: tuple[str, ...]
+    findings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One line the user should see (a feature skipped, a fallback taken); the run goes on."""
+
+    text: str
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,18 @@ from . import events
 from .candidate import Candidate
 from .expr import ExprError
 from .loop_state import Attempt, Best, CandidateSpec, CaseOutcome, LoopState
+from .nsight import Nsight
+from .profiler import ProfilerUnavailable
 from .proposers.base import ProposalContext, ProposalError, Proposer
 from .results import EvaluationResult
 from .selection import challenge
 from .session_control import SessionControl
+from .speed_of_light import Ceilings, case_floor
 from .stats import TimingStats
 from .worker_protocol import CaseChecked, CaseTimed
 from .workload import Workload
 
-NODES = ("plan", "propose", "compile", "validate", "benchmark", "reflect")
+NODES = ("plan", "propose", "compile", "validate", "benchmark", "profile", "reflect")
 
 
 @dataclass
@@ -39,13 +42,21 @@ class LoopContext:
     proposer: Proposer
     control: SessionControl
     tracker: Any  # agent.tracking.Tracker
+    profiler: Optional[Nsight] = None  # --use-nsight
 
 
-def outcomes(result: EvaluationResult) -> list[CaseOutcome]:
-    return [CaseOutcome(case=c.case, role=c.role, status=c.status,
-                        max_rel_error=c.check.max_rel_error if c.check else None,
-                        median_ms=c.timing.median_ms if c.timing else None,
-                        cv=c.timing.cv if c.timing else None) for c in result.cases]
+def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ceilings]) -> list[CaseOutcome]:
+    out = []
+    for c in result.cases:
+        floor = (case_floor(workload, workload.case(c.case), ceilings, c.timing.median_ms)
+                 if ceilings and c.timing else None)
+        out.append(CaseOutcome(case=c.case, role=c.role, status=c.status,
+                               max_rel_error=c.check.max_rel_error if c.check else None,
+                               median_ms=c.timing.median_ms if c.timing else None,
+                               cv=c.timing.cv if c.timing else None,
+                               pct_of_floor=floor.pct_of_floor if floor else None,
+                               suspect=bool(floor and floor.suspect)))
+    return out
 
 
 def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
@@ -79,10 +90,13 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if b is not None and b.ok:
         baseline = {c.case: c.timing.median_ms for c in b.cases if c.timing}
         baseline_score = b.score_ms
-    runtime.stream_writer(events.Planned(facts.get("name", "?"), baseline, baseline_score))
+    ceilings = ev.ceilings
+    floors = {c.name: f.floor_ms for c in w.cases if c.timed and (f := case_floor(w, c, ceilings)) is not None} if ceilings else {}
+    runtime.stream_writer(events.Planned(facts.get("name", "?"), baseline, baseline_score, floors,
+                                         ceilings.source if ceilings else ""))
     spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
     r = ev.evaluate(spec.to_candidate())
-    start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r), iteration=0) if r.ok else None
+    start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) if r.ok else None
     if start:
         runtime.stream_writer(events.NewBest(0, spec.name, start.score_ms,
                                              baseline_score / start.score_ms if baseline_score else None))
@@ -112,7 +126,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
                                                    spec.rationale, spec.source, proposal.tokens))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
-                      status="pending", defines=spec.defines, tokens=proposal.tokens)
+                      status="pending", defines=spec.defines, tokens=proposal.tokens, sources=list(proposal.sources))
     return {**update, "pending": spec, "attempt": attempt}
 
 
@@ -137,16 +151,41 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     _stream_cases(runtime, attempt.iteration)
     r = runtime.context.evaluator.evaluate(state["pending"].to_candidate(), time_cases=False, revalidate=False)
     status = "validated" if r.ok else r.status
-    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": outcomes(r)})}
+    cases = outcomes(r, runtime.context.workload, None)  # untimed: no floor to compare with
+    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases})}
 
 
 def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     attempt = state["attempt"]
     runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
-    r = runtime.context.evaluator.evaluate(state["pending"].to_candidate())
-    return {"attempt": attempt.model_copy(update={"status": r.status, "detail": r.detail, "score_ms": r.score_ms,
-                                                  "cases": outcomes(r)})}
+    ev = runtime.context.evaluator
+    r = ev.evaluate(state["pending"].to_candidate())
+    cases = outcomes(r, runtime.context.workload, ev.ceilings)
+    detail = r.detail
+    suspects = [f"{c.case} at {c.pct_of_floor:.0%} of its floor" for c in cases if c.suspect]
+    if suspects:  # reflect's fresh-seed revalidation still decides; the flag stays on the record
+        detail = (detail + "\n" if detail else "") + "SUSPECT, faster than physically possible: " + ", ".join(suspects)
+    return {"attempt": attempt.model_copy(update={"status": r.status, "detail": detail, "score_ms": r.score_ms,
+                                                  "cases": cases})}
+
+
+def profile(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    """--use-nsight: Nsight Compute on each performance case of a candidate that passed.
+    A profiler that cannot run says so once and the session goes on without it."""
+    ctx, attempt = runtime.context, state["attempt"]
+    runtime.stream_writer(events.NodeStarted("profile", attempt.iteration))
+    cases = [c.name for c in ctx.workload.cases if c.timed]
+    try:
+        profiles = ctx.profiler.profile(state["pending"], cases, tag=f"attempt-{attempt.iteration:03d}")
+    except ProfilerUnavailable as e:
+        if not e.transient:
+            ctx.profiler = None
+        runtime.stream_writer(events.Notice(f"nsight: {e}" + ("" if e.transient else "; profiling is off for this session")))
+        return {}
+    findings = tuple(dict.fromkeys(f for p in profiles for f in p.findings))
+    runtime.stream_writer(events.Profiled(attempt.iteration, tuple(f"{p.case}: {p.summary}" for p in profiles), findings))
+    return {"attempt": attempt.model_copy(update={"profile": profiles})}
 
 
 def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -160,7 +199,8 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                             best.spec.to_candidate() if best else None, best.score_ms if best else None)
         if verdict.accepted:
             attempt = attempt.model_copy(update={"new_best": True})
-            best = Best(spec=state["pending"], score_ms=attempt.score_ms, cases=attempt.cases, iteration=attempt.iteration)
+            best = Best(spec=state["pending"], score_ms=attempt.score_ms, cases=attempt.cases,
+                        iteration=attempt.iteration, profile=attempt.profile)
             update["best"] = best
             base = state.get("baseline_score_ms")
             runtime.stream_writer(events.NewBest(attempt.iteration, attempt.name, best.score_ms,
@@ -190,6 +230,11 @@ def _after_propose(state: LoopState) -> str:
     return _after("pending", "compile")(state)
 
 
+def _after_benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> str:
+    profiling = runtime.context.profiler is not None
+    return "profile" if profiling and state["attempt"].status == "ok" else "reflect"
+
+
 def _after_reflect(state: LoopState) -> str:
     return END if state.get("finished") else "propose"
 
@@ -205,12 +250,14 @@ def build_graph() -> StateGraph:
     g.add_node("compile", compile_node)
     g.add_node("validate", validate)
     g.add_node("benchmark", benchmark)
+    g.add_node("profile", profile)
     g.add_node("reflect", reflect)
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", _after_plan, ["propose", END])
     g.add_conditional_edges("propose", _after_propose, ["compile", "reflect", END])
     g.add_conditional_edges("compile", _after("compiled", "validate"), ["validate", "reflect"])
     g.add_conditional_edges("validate", _after("validated", "benchmark"), ["benchmark", "reflect"])
-    g.add_edge("benchmark", "reflect")
+    g.add_conditional_edges("benchmark", _after_benchmark, ["profile", "reflect"])
+    g.add_edge("profile", "reflect")
     g.add_conditional_edges("reflect", _after_reflect, ["propose", END])
     return g

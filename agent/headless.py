@@ -36,6 +36,11 @@ class HeadlessProgress:
             first = event.detail.strip().splitlines()[0][:100] if event.status != "ok" and event.detail.strip() else ""
             self._print(f"{self.bar(event.iteration)} {event.name[:48]:<48} {event.status:<15} {score:>11}  {best}"
                         + (f"\n      {first}" if first else ""))
+        elif isinstance(event, events.Notice):
+            self._print(f"note: {event.text}")
+        elif isinstance(event, events.Profiled):
+            for line in event.summaries:
+                self._print(f"      ncu {line}")
         elif isinstance(event, events.SessionFinished):
             self._print(f"finished ({event.reason}) in {time.monotonic() - self.t0:.1f} s")
 

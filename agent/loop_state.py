@@ -47,6 +47,17 @@ class CaseOutcome(BaseModel):
     max_rel_error: Optional[float] = None
     median_ms: Optional[float] = None
     cv: Optional[float] = None
+    pct_of_floor: Optional[float] = None  # the case's FLOP/byte floor over its median; 1.0 = at the limit
+    suspect: bool = False  # faster than the floor: a timing or validation hole until proven otherwise
+
+
+class CaseProfile(BaseModel):
+    """Nsight Compute's view of one launch on one case (--use-nsight)."""
+
+    case: str
+    summary: str  # one line: throughput, DRAM bytes, hit rates, occupancy and its limiter, stalls
+    findings: list[str] = []  # what the numbers suggest ("memory bound: ...")
+    metrics: dict[str, float] = {}
 
 
 class Attempt(BaseModel):
@@ -62,6 +73,12 @@ class Attempt(BaseModel):
     cases: list[CaseOutcome] = []
     new_best: bool = False
     tokens: int = 0
+    profile: list[CaseProfile] = []
+    sources: list[str] = []  # guidance cited in the prompt (--nvidia-research)
+
+    @property
+    def suspect(self) -> bool:
+        return any(c.suspect for c in self.cases)
 
 
 class Best(BaseModel):
@@ -69,6 +86,7 @@ class Best(BaseModel):
     score_ms: float
     cases: list[CaseOutcome]
     iteration: int
+    profile: list[CaseProfile] = []
 
 
 class LoopState(TypedDict, total=False):
@@ -86,4 +104,4 @@ class LoopState(TypedDict, total=False):
     finished: Optional[str]  # why the session ended
 
 
-STATE_TYPES = [("agent.loop_state", n) for n in ("CandidateSpec", "CaseOutcome", "Attempt", "Best")]
+STATE_TYPES = [("agent.loop_state", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")]

@@ -40,7 +40,12 @@ METRICS = {
 
 
 class ProfilerUnavailable(RuntimeError):
-    """ncu missing or not permitted to read counters: the run goes on without it."""
+    """ncu missing or not permitted to read counters: the run goes on without it.
+    `transient`: only this profile failed (a timeout); the next one may work."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,12 @@ class KernelProfile:
                   "warps": self.occupancy_limit_warps, "blocks": self.occupancy_limit_blocks}
         known = {k: v for k, v in limits.items() if v > 0}
         return min(known, key=known.get) if known else "unknown"
+
+    def metrics(self) -> dict[str, float]:
+        """The numbers, flat: every curated metric and each stall reason (for MLflow)."""
+        out = {key: getattr(self, key) for key in METRICS}
+        out.update({f"stall_{k}": v for k, v in self.stalls.items()})
+        return out
 
     def top_stalls(self, n: int = 3) -> list[tuple[str, float]]:
         return sorted(self.stalls.items(), key=lambda kv: -kv[1])[:n]
@@ -107,12 +118,12 @@ def all_metrics() -> list[str]:
     return list(METRICS.values()) + [STALL_METRIC.format(s) for s in STALLS]
 
 
-def ncu_command(kernel_regex: str, program: list[str], ncu: Optional[str] = None) -> list[str]:
-    """One launch of the named kernel, the curated metrics, clocks left alone."""
+def ncu_command(kernel_regex: str, program: list[str], ncu: Optional[str] = None, launches: int = 1) -> list[str]:
+    """`launches` launches of the named kernel, the curated metrics, clocks left alone."""
     exe = ncu or shutil.which("ncu")
     if not exe:
-        raise ProfilerUnavailable("ncu (Nsight Compute) is not on PATH: profiling is skipped")
-    return [exe, "--clock-control", "none", "--kernel-name", f"regex:{kernel_regex}", "--launch-count", "1",
+        raise ProfilerUnavailable("ncu (Nsight Compute) is not on PATH: install Nsight Compute or drop --use-nsight")
+    return [exe, "--clock-control", "none", "--kernel-name", f"regex:{kernel_regex}", "--launch-count", str(launches),
             "--csv", "--page", "raw", "--metrics", ",".join(all_metrics()), *program]
 
 

@@ -19,6 +19,7 @@ from langgraph.errors import GraphDrained
 from .best_kernel import write_best
 from .events import NodeFinished
 from .graph import LoopContext, build_graph
+from .nsight import Nsight
 from .loop_state import STATE_TYPES, LoopState
 from .session_control import SessionControl
 from .workload import Workload
@@ -38,6 +39,7 @@ class SessionInfo:
     reasoning_effort: str = ""
     base_url: str = ""
     research: bool = False  # --nvidia-research
+    nsight: bool = False  # --use-nsight
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed
     created: float = field(default_factory=time.time)
@@ -102,7 +104,8 @@ class Session:
     def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
         """Run (or continue) until the budget is spent or a pause/stop is requested.
         Returns the session's status: finished, paused or stopped."""
-        ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker)
+        profiler = Nsight(self.workload.directory, self.dir / "profiles") if self.info.nsight else None
+        ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
         inputs = {"iteration": 0, "budget": self.info.budget, "history": []} if fresh else None

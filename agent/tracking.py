@@ -111,6 +111,13 @@ class Tracker:
         for c in attempt.cases:
             if c.median_ms:
                 metrics[f"median_ms.{c.case}"] = c.median_ms
+            if c.pct_of_floor:
+                metrics[f"pct_of_floor.{c.case}"] = 100.0 * c.pct_of_floor
+        if attempt.score_ms:
+            metrics["suspect"] = 1.0 if attempt.suspect else 0.0
+        for p in attempt.profile:
+            for key in ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "l2_hit_pct"):
+                metrics[f"ncu.{key}.{p.case}"] = p.metrics.get(key, 0.0)
         from mlflow.entities import Metric
         import time
         now = int(time.time() * 1000)
@@ -120,7 +127,11 @@ class Tracker:
             self._safe("log_attempt", self.client.log_text, run, spec.source, f"{folder}/kernel.cu")
             self._safe("log_attempt", self.client.log_dict, run, spec.model_dump(exclude={"source"}), f"{folder}/candidate.json")
         summary = {"status": attempt.status, "score_ms": attempt.score_ms, "new_best": attempt.new_best,
+                   "suspect": attempt.suspect, "sources": attempt.sources,
                    "cases": [c.model_dump() for c in attempt.cases]}
+        if attempt.profile:
+            self._safe("log_attempt", self.client.log_dict, run, [p.model_dump() for p in attempt.profile],
+                       f"{folder}/profile.json")
         self._safe("log_attempt", self.client.log_dict, run, summary, f"{folder}/result.json")
         if attempt.detail:
             self._safe("log_attempt", self.client.log_text, run, attempt.detail, f"{folder}/detail.txt")

@@ -14,6 +14,7 @@ import traceback
 import numpy as np
 
 from . import native
+from .ceilings_probe import ensure_ceilings
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
@@ -154,10 +155,16 @@ def worker_main(conn, ordinal: int, log_path: str | None = None) -> None:
         os.close(fd)
     try:
         worker = GpuWorker(ordinal)
-        conn.send(WorkerReady(worker.facts(), native.nvrtc_version()))
+        facts = worker.facts()
     except Exception as e:  # no GPU, no driver, bad NVRTC: say so and stop
         conn.send(Fault("", "start", getattr(e, "name", type(e).__name__), str(getattr(e, "text", e)), True))
         return
+    try:
+        ceilings = ensure_ceilings(worker.device, facts)
+    except Exception as e:  # the % of floor falls back to datasheet figures; evaluation goes on
+        print(f"warpsmith: ceiling probe failed: {getattr(e, 'name', type(e).__name__)}: {e}", flush=True)
+        ceilings = None
+    conn.send(WorkerReady(facts, native.nvrtc_version(), ceilings))
     while True:
         try:
             req = conn.recv()

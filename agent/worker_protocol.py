@@ -12,6 +12,7 @@ from typing import Optional, Union
 
 from .inputs import ArrayJob
 from .mismatch import MismatchReport
+from .speed_of_light import Ceilings
 from .workload import Launch
 
 
@@ -88,6 +89,7 @@ class CaseCheck:
 class WorkerReady:
     facts: dict
     nvrtc: tuple[int, int]
+    ceilings: Optional[Ceilings] = None  # measured on this GPU (cached by UUID); None if the probe failed
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,13 @@ cd /tmp  # import the installed package, not the source tree
 step doctor
 warpsmith doctor 2>&1 | tee "$OUT/doctor.txt"
 
+if [ "${WS_NSIGHT:-1}" != 0 ]; then
+  for kernel in naive tiled; do
+    step "Nsight Compute on sgemm $kernel"
+    python3 "$OLDPWD/benchmarks/nsight_once.py" "$OLDPWD/examples/sgemm" "$kernel" "$OUT/ncu" 2>&1 | tee "$OUT/nsight-$kernel.txt"
+  done
+fi
+
 step "GPU tests"
 python3 -m pytest -q -m gpu -p no:cacheprovider "$OLDPWD/tests" 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30
 
@@ -46,18 +53,26 @@ if [ "${WS_RUN_BUDGET:-30}" != 0 ]; then
   warpsmith export "$session" /tmp/export --store "$store" 2>&1
 fi
 
+if [ "${WS_NSIGHT_BUDGET:-4}" != 0 ]; then
+  step "run sgemm --proposer tune --use-nsight --budget ${WS_NSIGHT_BUDGET:-4}"
+  warpsmith run "$OLDPWD/examples/sgemm" --proposer tune --use-nsight --budget "${WS_NSIGHT_BUDGET:-4}" --headless \
+    --store /tmp/warpsmith-nsight-store 2>&1 | tee "$OUT/run-nsight.txt"
+fi
+
 if [ "${WS_TUI_BUDGET:-10}" != 0 ]; then
   step "the app, driven by Pilot, budget ${WS_TUI_BUDGET:-10}"
   python3 "$OLDPWD/benchmarks/tui_on_gpu.py" "$OLDPWD/examples/sgemm" "${WS_TUI_BUDGET:-10}" "$OUT/warpsmith-h200.svg" 2>&1 | tee "$OUT/tui.txt"
 fi
 
-# At most 8 files come back from the GPU machine: the minor logs travel as one archive.
-(cd "$OUT" && tar czf logs.tar.gz --remove-files build.log wheels.log doctor.txt runs.txt eval-naive.txt 2>/dev/null)
-
 step summary
+grep ceilings "$OUT/doctor.txt"
+grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
 grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
 grep "per iteration" "$OUT/loop-overhead.txt"
 [ -f "$OUT/tui.txt" ] && tail -2 "$OUT/tui.txt"
 [ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
+
+# At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui)\.txt$|\.svg$')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from agent.compiler import compile_kernel
 from agent.results import CaseResult, EvaluationResult
+from agent.speed_of_light import Ceilings
 from agent.stats import TimingStats
 from agent.worker_protocol import CaseCheck, CaseChecked, CaseTimed
 from agent.workload import Workload
@@ -38,6 +39,7 @@ class EvaluatorDouble:
         self.calls: list[tuple[str, int, bool]] = []
         self.on_event = lambda event: None
         self.facts = FACTS
+        self.ceilings = Ceilings(4000.0, 50.0, "EvaluatorDouble's made-up ceilings")
         self.closed = False
 
     def compile(self, candidate):

@@ -18,6 +18,11 @@ class CaseRow:
     median_ms: Optional[float] = None
     best_ms: Optional[float] = None
     baseline_ms: Optional[float] = None
+    floor_ms: Optional[float] = None  # the case's speed-of-light floor
+
+    @property
+    def best_pct_of_floor(self) -> Optional[float]:
+        return self.floor_ms / self.best_ms if self.floor_ms and self.best_ms else None
 
 
 @dataclass
@@ -36,6 +41,8 @@ class RunView:
     source: str = ""  # the current candidate's
     best_source: str = ""
     detail: str = ""  # compile log or mismatch report of the current candidate
+    profile: list[str] = field(default_factory=list)  # Nsight Compute on the current candidate (--use-nsight)
+    best_profile: list[str] = field(default_factory=list)
     trend: list[float] = field(default_factory=list)  # best score after each iteration
     cases: dict[str, CaseRow] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
@@ -47,13 +54,18 @@ class RunView:
             for case, ms in e.baseline.items():
                 if case in self.cases:
                     self.cases[case].baseline_ms = ms
+            for case, ms in e.floors.items():
+                if case in self.cases:
+                    self.cases[case].floor_ms = ms
+            if e.ceilings:
+                self.log.append(f"% floor from ceilings {e.ceilings}")
         elif isinstance(e, events.NodeStarted):
             self.node = e.node
             if e.node == "propose":
                 for row in self.cases.values():
                     row.status, row.max_rel_error, row.median_ms = "-", None, None
         elif isinstance(e, events.CandidateProposed):
-            self.source, self.detail = e.source, ""
+            self.source, self.detail, self.profile = e.source, "", []
             self.log.append(f"#{e.iteration} {e.proposer}: {e.name} - {e.rationale}")
         elif isinstance(e, events.CompileFinished):
             self.detail = e.log
@@ -78,9 +90,14 @@ class RunView:
             self.best_ms, self.best_name, self.speedup = e.score_ms, e.name, e.speedup_vs_baseline
             if self.source:
                 self.best_source = self.source
+            self.best_profile = list(self.profile)
             for row in self.cases.values():
                 row.best_ms = row.median_ms
             self.log.append(f"#{e.iteration} new best {e.name}: {e.score_ms:.4f} ms")
+        elif isinstance(e, events.Profiled):
+            self.profile = list(e.summaries) + ([f"suggests: {'; '.join(e.findings)}"] if e.findings else [])
+        elif isinstance(e, events.Notice):
+            self.log.append(e.text)
         elif isinstance(e, events.BudgetChanged):
             self.budget = e.new
             self.log.append(f"budget {e.old} -> {e.new}")

@@ -35,6 +35,7 @@ class ProposalContext:
 class Proposal:
     spec: CandidateSpec
     tokens: int = 0
+    sources: tuple[str, ...] = ()  # citations of the guidance the prompt carried (--nvidia-research)
 
 
 class Proposer(Protocol):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from ..loop_state import CandidateSpec
 from .base import Proposal, ProposalContext, ProposalError
-from .prompt import SYSTEM, user_message
+from .prompt import SYSTEM, latest_findings, user_message
 
 
 class ProposerUnavailable(RuntimeError):
@@ -62,12 +62,13 @@ class LlmProposer:
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         import openai
-        notes = ""
+        notes, sources = "", ()
         if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
             from ..research import guidance, retrieve, workload_kind
             w = ctx.workload
-            notes = guidance(retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
-                                      w.description))
+            found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
+                             w.description, findings=latest_findings(ctx))
+            notes, sources = guidance(found), tuple(n.cite() for n in found)
         messages = [("system", SYSTEM), ("human", user_message(ctx, guidance=notes))]
         try:
             answer = self.chat.invoke(messages)
@@ -97,7 +98,7 @@ class LlmProposer:
         spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=parsed.entry, grid=parsed.grid,
                              block=parsed.block, shared=parsed.shared, options=parsed.options,
                              rationale=parsed.rationale, proposer=self.name)
-        return Proposal(spec, used)
+        return Proposal(spec, used, sources)
 
 
 class HybridProposer:

@@ -30,6 +30,22 @@ def _fmt(ms) -> str:
     return "-" if ms is None else f"{ms:.4f} ms"
 
 
+def _profile_lines(title: str, profile) -> list[str]:
+    if not profile:
+        return []
+    findings = list(dict.fromkeys(f for p in profile for f in p.findings))
+    return (["", f"# {title}, one launch per case"] + [f"- {p.case}: {p.summary}" for p in profile]
+            + ([f"What it suggests: {'; '.join(findings)}"] if findings else []))
+
+
+def latest_findings(ctx: ProposalContext) -> list[str]:
+    """The findings of the latest profile (the last attempt's, else the best's), for retrieval."""
+    for source in (ctx.last, ctx.best):
+        if source is not None and source.profile:
+            return list(dict.fromkeys(f for p in source.profile for f in p.findings))
+    return []
+
+
 def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int = 12, guidance: str = "") -> str:
     w, f = ctx.workload, ctx.facts
     parts = [f"# Workload {w.name}", w.description, "", f"Kernel parameters, in order: {w.signature()}", "",
@@ -53,7 +69,12 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
                   "```cuda", b.spec.source.strip(), "```", "Per case (best vs baseline):"]
         for c in b.cases:
             if c.role == "performance":
-                parts.append(f"- {c.case}: {_fmt(c.median_ms)} vs {_fmt(ctx.baseline.get(c.case))}")
+                floor = f", {c.pct_of_floor:.0%} of the speed-of-light floor" if c.pct_of_floor else ""
+                parts.append(f"- {c.case}: {_fmt(c.median_ms)} vs {_fmt(ctx.baseline.get(c.case))}{floor}")
+        parts += _profile_lines("Nsight Compute on the best kernel", b.profile)
+    last = ctx.last
+    if last is not None and last.profile and not last.new_best:
+        parts += _profile_lines(f"Nsight Compute on the last attempt ({last.name})", last.profile)
     if ctx.history:
         parts += ["", "# History (most recent last)"]
         for a in ctx.history[-max_history:]:

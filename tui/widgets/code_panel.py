@@ -1,5 +1,5 @@
 """The current candidate: CUDA source with line numbers, its diff against the best,
-and its compile log or mismatch report, in tabs."""
+its compile log or mismatch report, and Nsight Compute's view of it and of the best, in tabs."""
 
 import difflib
 
@@ -21,6 +21,8 @@ class CodePanel(Vertical):
                 yield VerticalScroll(Static(id="diff"))
             with TabPane("log / report", id="tab-log"):
                 yield VerticalScroll(Static(id="report"))
+            with TabPane("profile", id="tab-profile"):
+                yield VerticalScroll(Static(id="profile"))
 
     def show(self, v: RunView) -> None:
         self.query_one("#code", Static).update(
@@ -30,3 +32,6 @@ class CodePanel(Vertical):
         self.query_one("#diff", Static).update(Syntax(diff, "diff", word_wrap=False))
         # Compile logs and model answers contain [brackets]: never read them as markup.
         self.query_one("#report", Static).update(Text(v.detail or "(nothing to report)"))
+        profile = "\n".join(["candidate:", *(v.profile or ["(not profiled: run with --use-nsight)"]), "",
+                              "best:", *(v.best_profile or ["(not profiled)"])])
+        self.query_one("#profile", Static).update(Text(profile))

@@ -1,0 +1,50 @@
+"""--use-nsight: profile a validated candidate with Nsight Compute, one launch per
+performance case, in a separate process (ncu replays the kernel to collect its
+counters; none of that time reaches a latency, which the evaluator measured before).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .loop_state import CandidateSpec, CaseProfile
+from .profiler import KernelProfile, ProfilerUnavailable, ncu_command, parse_csv
+
+
+@dataclass
+class Nsight:
+    workload_dir: Path
+    work_dir: Path  # where the candidate's JSON and ncu's raw CSV are kept (the session's folder)
+    timeout_s: float = 300.0
+    ncu: Optional[str] = None
+
+    def profile(self, spec: CandidateSpec, cases: list[str], tag: str = "candidate") -> list[CaseProfile]:
+        """One CaseProfile per case, in order. Raises ProfilerUnavailable with a one-line reason."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        spec_path = self.work_dir / f"{tag}.json"
+        spec_path.write_text(spec.model_dump_json())
+        program = [sys.executable, "-m", "agent.profile_launch", str(self.workload_dir), str(spec_path), *cases]
+        cmd = ncu_command(f"^{re.escape(spec.entry)}", program, self.ncu, launches=len(cases))
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ProfilerUnavailable(f"ncu took longer than {self.timeout_s:.0f} s: skipped this candidate",
+                                      transient=True) from None
+        text = done.stdout + "\n" + done.stderr
+        (self.work_dir / f"{tag}.ncu.csv").write_text(done.stdout)
+        profiles = parse_csv(text)  # raises on ERR_NVGPUCTRPERM
+        if len(profiles) != len(cases):
+            last = next((l for l in reversed(text.splitlines()) if l.strip()), "no output")
+            raise ProfilerUnavailable(f"ncu profiled {len(profiles)} of {len(cases)} launches "
+                                      f"(exit {done.returncode}): {last[:200]}", transient=done.returncode == 0)
+        return [case_profile(case, p) for case, p in zip(cases, profiles)]
+
+
+def case_profile(case: str, p: KernelProfile) -> CaseProfile:
+    return CaseProfile(case=case, summary=p.text(), findings=p.findings(),
+                       metrics={k: v for k, v in p.metrics().items()})

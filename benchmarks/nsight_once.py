@@ -1,0 +1,35 @@
+"""Profile a workload kernel with Nsight Compute through warpsmith's own profiler
+(agent.nsight: ncu --clock-control none, one launch per performance case) and
+print the typed record per case. The raw CSV is kept beside it.
+
+    python3 benchmarks/nsight_once.py WORKLOAD [KERNEL] [OUT_DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agent.candidate import Candidate
+from agent.loop_state import CandidateSpec
+from agent.nsight import Nsight
+from agent.workload import load_workload
+
+
+def main() -> int:
+    workload = load_workload(Path(sys.argv[1]))
+    kernel = sys.argv[2] if len(sys.argv) > 2 else workload.start
+    out = Path(sys.argv[3]) if len(sys.argv) > 3 else Path("/tmp/warpsmith-nsight")
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels[kernel]), "start")
+    cases = [c.name for c in workload.cases if c.timed]
+    profiles = Nsight(workload.directory, out).profile(spec, cases, tag=f"{workload.name}-{kernel}")
+    for p in profiles:
+        print(f"{p.case}: {p.summary}")
+        print(f"  suggests: {'; '.join(p.findings)}")
+        print("  " + ", ".join(f"{k}={v:.4g}" for k, v in p.metrics.items()))
+    print(f"raw CSV: {out / f'{workload.name}-{kernel}.ncu.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""On a real GPU: the measured ceilings, and Nsight Compute through warpsmith's profiler."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from agent.candidate import Candidate
+from agent.evaluator import Evaluator
+from agent.loop_state import CandidateSpec
+from agent.nsight import Nsight
+from agent.workload import load_workload
+
+from workload_factory import make_sgemm_workload
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    return load_workload(make_sgemm_workload(tmp_path_factory.mktemp("sgemm")))
+
+
+def test_worker_measures_ceilings_near_the_datasheet(workload):
+    """Copy bandwidth between half and all of the bus's peak; the FMA rate between a
+    quarter and 1.1x of SMs x 128 lanes x 2 FLOP x the reported SM clock."""
+    with Evaluator(workload) as ev:
+        c, f = ev.ceilings, ev.facts
+    assert c.source.startswith("measured")
+    assert 0.5 * f["peak_bandwidth_gbs"] < c.bandwidth_gbs <= 1.0 * f["peak_bandwidth_gbs"]
+    fma_peak = f["sm_count"] * 128 * 2 * f["sm_clock_khz"] * 1e3 / 1e12
+    assert 0.25 * fma_peak < c.fp32_tflops < 1.1 * fma_peak
+    print(f"ceilings: {c}")
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute (ncu) on PATH")
+def test_nsight_profiles_each_performance_case(workload, tmp_path):
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["naive"]), "start")
+    cases = [c.name for c in workload.cases if c.timed]
+    profiles = Nsight(workload.directory, tmp_path).profile(spec, cases)
+    assert [p.case for p in profiles] == cases
+    for p in profiles:
+        print(p.summary)
+        assert p.metrics["duration_ns"] > 0 and p.metrics["instructions"] > 0
+        assert p.metrics["registers_per_thread"] > 0 and p.findings
