@@ -53,7 +53,7 @@ def measure_ceilings(device, facts: dict) -> Ceilings:
     """Measure copy bandwidth and the fp32 FMA rate on an open runner device."""
     module = {}
     for entry in ("ws_copy", "ws_fma"):
-        compiled = compile_kernel(PROBE_SOURCE, entry, facts["arch"], ["-O3"])
+        compiled = compile_kernel(PROBE_SOURCE, entry, facts["arch"])
         if not compiled.ok:
             raise RuntimeError(f"ceiling probe {entry} did not compile: {compiled.error}")
         module[entry] = device.load_module(compiled.cubin).function(compiled.symbol)

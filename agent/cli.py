@@ -104,14 +104,7 @@ def cmd_doctor(args) -> int:
         line("driver", f"CUDA {f.driver_version // 1000}.{f.driver_version % 1000 // 10}")
         line("clocks", f"SM {f.sm_clock_khz / 1e3:.0f} MHz, memory {f.mem_clock_khz / 1e3:.0f} MHz, "
                        f"{f.mem_bus_bits}-bit bus, peak {f.peak_bandwidth_gbs:.0f} GB/s")
-        from .ceilings_probe import ensure_ceilings, measure_ceilings
-        from .speed_of_light import save_ceilings
-        facts = {k: getattr(f, k) for k in ("name", "uuid", "arch", "sm_count")}
-        if args.measure:
-            save_ceilings(facts, measure_ceilings(device, facts))
-        c = ensure_ceilings(device, facts)
-        line("ceilings", f"copy {c.bandwidth_gbs:.0f} GB/s, fp32 FMA {c.fp32_tflops:.1f} TFLOP/s ({c.source}; "
-                         "`doctor --measure` measures again)")
+        _doctor_ceilings(device, line, args.measure)
         try:
             blas = native._runner.Cublas(device, native.cublas_candidates())
             line("cuBLAS", f"{blas.version} from {blas.path}")
@@ -125,6 +118,22 @@ def cmd_doctor(args) -> int:
     # Presence only: the value is never printed, logged or stored.
     line("OPENAI_API_KEY", "set" if os.environ.get("OPENAI_API_KEY") else "not set (the tune proposer needs none)")
     return 0 if ok else 1
+
+
+def _doctor_ceilings(device, line, again: bool) -> None:
+    from .ceilings_probe import ensure_ceilings, measure_ceilings
+    from .speed_of_light import save_ceilings
+    f = device.facts
+    facts = {k: getattr(f, k) for k in ("name", "uuid", "arch", "sm_count")}
+    try:
+        if again:
+            save_ceilings(facts, measure_ceilings(device, facts))
+        c = ensure_ceilings(device, facts)
+    except (RuntimeError, OSError) as e:  # CudaError is a RuntimeError
+        line("ceilings", f"probe failed ({getattr(e, 'name', '')} {e}); % of floor uses datasheet figures")
+        return
+    line("ceilings", f"copy {c.bandwidth_gbs:.0f} GB/s, fp32 FMA {c.fp32_tflops:.1f} TFLOP/s ({c.source}; "
+                     "`doctor --measure` measures again)")
 
 
 def cmd_compile(args) -> int:

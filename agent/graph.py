@@ -177,7 +177,9 @@ def profile(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("profile", attempt.iteration))
     cases = [c.name for c in ctx.workload.cases if c.timed]
     try:
-        profiles = ctx.profiler.profile(state["pending"], cases, tag=f"attempt-{attempt.iteration:03d}")
+        ceilings = ctx.evaluator.ceilings
+        profiles = ctx.profiler.profile(state["pending"], cases, tag=f"attempt-{attempt.iteration:03d}",
+                                        **({"bandwidth_gbs": ceilings.bandwidth_gbs} if ceilings else {}))
     except ProfilerUnavailable as e:
         if not e.transient:
             ctx.profiler = None
@@ -206,7 +208,8 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
             runtime.stream_writer(events.NewBest(attempt.iteration, attempt.name, best.score_ms,
                                                  base / best.score_ms if base else None))
         elif verdict.status != "ok":
-            attempt = attempt.model_copy(update={"status": verdict.status, "detail": verdict.detail, "score_ms": None})
+            detail = "\n".join(d for d in (verdict.detail, attempt.detail) if d)  # keeps a SUSPECT note
+            attempt = attempt.model_copy(update={"status": verdict.status, "detail": detail, "score_ms": None})
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
                                                  attempt.detail))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from .loop_state import CandidateSpec, CaseProfile
-from .profiler import KernelProfile, ProfilerUnavailable, ncu_command, parse_csv
+from .profiler import ProfilerUnavailable, ncu_command, parse_csv
 
 
 @dataclass
@@ -23,8 +23,10 @@ class Nsight:
     timeout_s: float = 300.0
     ncu: Optional[str] = None
 
-    def profile(self, spec: CandidateSpec, cases: list[str], tag: str = "candidate") -> list[CaseProfile]:
-        """One CaseProfile per case, in order. Raises ProfilerUnavailable with a one-line reason."""
+    def profile(self, spec: CandidateSpec, cases: list[str], tag: str = "candidate",
+                bandwidth_gbs: float = 4800.0) -> list[CaseProfile]:
+        """One CaseProfile per case, in order; `bandwidth_gbs` (the GPU's copy ceiling) judges
+        how busy DRAM was. Raises ProfilerUnavailable with a one-line reason."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         spec_path = self.work_dir / f"{tag}.json"
         spec_path.write_text(spec.model_dump_json())
@@ -42,9 +44,5 @@ class Nsight:
             last = next((l for l in reversed(text.splitlines()) if l.strip()), "no output")
             raise ProfilerUnavailable(f"ncu profiled {len(profiles)} of {len(cases)} launches "
                                       f"(exit {done.returncode}): {last[:200]}", transient=done.returncode == 0)
-        return [case_profile(case, p) for case, p in zip(cases, profiles)]
-
-
-def case_profile(case: str, p: KernelProfile) -> CaseProfile:
-    return CaseProfile(case=case, summary=p.text(), findings=p.findings(),
-                       metrics={k: v for k, v in p.metrics().items()})
+        return [CaseProfile(case=case, summary=p.text(), findings=p.findings(bandwidth_gbs), metrics=p.metrics())
+                for case, p in zip(cases, profiles)]

@@ -86,11 +86,23 @@ class KernelProfile:
     def top_stalls(self, n: int = 3) -> list[tuple[str, float]]:
         return sorted(self.stalls.items(), key=lambda kv: -kv[1])[:n]
 
-    def findings(self) -> list[str]:
-        """What the numbers suggest, in words the knowledge base retrieves on."""
+    @property
+    def dram_gbs(self) -> float:
+        return (self.dram_read_bytes + self.dram_write_bytes) / self.duration_ns if self.duration_ns else 0.0
+
+    def findings(self, bandwidth_gbs: float = 4800.0) -> list[str]:
+        """What the numbers suggest, in words the knowledge base retrieves on.
+        ncu's memory throughput is the busiest memory unit (DRAM, L2, L1 or shared),
+        so DRAM's own share, against `bandwidth_gbs`, tells which kind of memory bound."""
         out = []
+        dram_share = self.dram_gbs / bandwidth_gbs
         if self.memory_throughput_pct > 60 and self.memory_throughput_pct > self.sm_throughput_pct:
-            out.append("memory bound: raise bytes in flight, vectorised coalesced loads")
+            if dram_share > 0.5:
+                out.append(f"DRAM bandwidth bound ({dram_share:.0%} of it): memory bound; raise bytes in flight, "
+                           "vectorised coalesced loads, fewer passes over the data")
+            else:
+                out.append(f"on-chip memory bound (L1/L2/shared busy, DRAM only {dram_share:.0%}): reuse data from "
+                           "shared memory and registers (tiling), vectorised loads, fewer bank conflicts")
         elif self.sm_throughput_pct > 60:
             out.append("compute bound: more work per instruction, tiling")
         else:

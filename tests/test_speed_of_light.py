@@ -48,3 +48,13 @@ def test_eval_table_shows_percent_of_floor_and_its_source():
     row = next(line for line in text.splitlines() if line.startswith("square-4096"))
     assert f"{2 * 4096**3 / 60e12 * 1e3 / 3.8879 * 100:.0f}% com" in row
     assert "60 TFLOP/s fp32 and 4300 GB/s (test)" in text
+
+
+def test_ceiling_probe_kernels_compile_for_sm_90():
+    """The copy and FMA probes the worker times once per GPU compile with NVRTC, no spills."""
+    from agent.ceilings_probe import PROBE_SOURCE
+    from agent.compiler import compile_kernel
+    for entry in ("ws_copy", "ws_fma"):
+        r = compile_kernel(PROBE_SOURCE, entry, "sm_90", use_cache=False)
+        assert r.ok, r.log
+        assert r.resources.spill_stores == 0 and r.resources.registers > 0
