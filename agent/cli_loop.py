@@ -35,6 +35,15 @@ def add_loop_commands(sub) -> None:
     s.add_argument("--headless", action="store_true")
     _common(s)
 
+    b = sub.add_parser("bench", help="starting kernel, tuner's best and every baseline per workload, in one table")
+    b.add_argument("workloads", nargs="*", type=Path, help="workload directories (default: examples/*)")
+    b.add_argument("--budget", type=int, default=40, help="tune iterations per workload (0: no tuning)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--kernel", help="the workload kernel the tuner searches (default: the one with most knobs)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(model="", reasoning_effort="", base_url="", nvidia_research=False, use_nsight=False, headless=True)
+    _common(b)
+
     ls = sub.add_parser("runs", help="list past sessions from MLflow")
     ls.add_argument("workload", nargs="?")
     ls.add_argument("--store", type=Path, default=Path("mlruns"))
@@ -97,7 +106,7 @@ def _drive(session, args) -> int:
     from .headless import HeadlessProgress
     from .proposers.llm import ProposerUnavailable
     from .worker_process import GpuUnavailable
-    progress = HeadlessProgress(session.info.budget, session.workload.baseline.kind)
+    progress = HeadlessProgress(session.info.budget, session.workload.baseline.primary or "baseline")
     status = "failed"
     front_end = getattr(args, "front_end", None)
     try:
@@ -139,20 +148,27 @@ def finish_session(session, status: str) -> None:
 
 
 def cmd_run(args) -> int:
-    from .session import SessionInfo, new_session_id, session_dir
+    from .proposers.llm import ProposerUnavailable
     workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
-    llm = proposer == "llm"
-    info = SessionInfo(new_session_id(workload.name), str(args.workload.resolve()), proposer, args.budget,
-                       seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
-                       reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
-                       research=args.nvidia_research, nsight=args.use_nsight)
-    from .proposers.llm import ProposerUnavailable
     try:
-        chosen = _proposer(info)
+        session = start_session(args, workload, proposer)
     except ProposerUnavailable as e:
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
+    return _drive(session, args)
+
+
+def start_session(args, workload, proposer: str):
+    """A new session on `workload` from run's arguments (also used by bench), its MLflow
+    run started. Raises ProposerUnavailable (no key, ...) before anything is created."""
+    from .session import SessionInfo, new_session_id, session_dir
+    llm = proposer == "llm"
+    info = SessionInfo(new_session_id(workload.name), str(workload.directory.resolve()), proposer, args.budget,
+                       seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
+                       reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
+                       research=args.nvidia_research, nsight=args.use_nsight)
+    chosen = _proposer(info)
     directory = session_dir(args.store, info.id)
     directory.mkdir(parents=True, exist_ok=True)
     session = _open(info, directory, args, chosen)
@@ -164,7 +180,7 @@ def cmd_run(args) -> int:
     info.mlflow_run_id = run_id or ""
     info.save(directory)
     print(f"session {info.id} ({proposer}, budget {info.budget})")
-    return _drive(session, args)
+    return session
 
 
 def resume_session(session_id: str, args):

@@ -32,6 +32,7 @@ from .workload import SCALAR_DTYPES, ArrayParam, Case, Launch, Workload
 
 DEFAULT_SEED = 1
 FRESH_SEED = 2  # a new best is validated again on inputs from this seed
+TORCH_COMPILE_S = 300.0  # torch.compile's first call per shape (Inductor, Triton autotuning)
 CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
 
 
@@ -52,6 +53,7 @@ class Evaluator:
         self.restarts = 0
         self._aborted = False
         self._validate_s: dict[str, float] = {}  # last validation wall time per case
+        self._setup_s = 0.0  # extra allowance while a baseline compiles (torch.compile)
 
     # -- worker lifecycle -------------------------------------------------
     def worker(self) -> WorkerProcess:
@@ -150,26 +152,39 @@ class Evaluator:
         self._run(request, result)
         return _finish(result, t_start)
 
-    def baseline(self, seed: int = DEFAULT_SEED) -> Optional[EvaluationResult]:
-        """The vendor library on the same cases, timed by the same loop; None if the
-        workload names no baseline."""
-        b = self.workload.baseline
-        if b.kind == "none":
+    def baseline_kinds(self) -> list[str]:
+        """The baselines this workload has and this machine can run (PyTorch's need torch)."""
+        from .torch_baseline import torch_available
+        kinds = self.workload.baseline.kinds()
+        return kinds if torch_available() else [k for k in kinds if not k.startswith("torch")]
+
+    def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
+        """A library on the same cases, timed by the same loop in the same worker: the
+        workload's own baseline by default, or `kind` (one of baseline_kinds()); None if
+        there is none to run."""
+        kind = kind or self.workload.baseline.primary
+        if kind not in self.baseline_kinds():
             return None
+        b = self.workload.baseline
         t_start = time.perf_counter()
-        result = EvaluationResult(b.kind, "pending", None, seed=seed)
+        result = EvaluationResult(kind, "pending", None, seed=seed)
         jobs = []
         for case in self.workload.cases:
             result.cases.append(CaseResult(case.name, case.role))
             jobs.append(self._case_job(case, seed, None))
-        self._run(EvaluateBaseline(b.kind, b.bind, tuple(jobs), seed, self.timing), result)
+        # torch.compile compiles on each case's first (validation) call: allow for it.
+        self._setup_s = TORCH_COMPILE_S if kind == "torch_compile" else 0.0
+        try:
+            self._run(EvaluateBaseline(kind, b.bind, tuple(jobs), seed, self.timing, str(b.torch or "")), result)
+        finally:
+            self._setup_s = 0.0
         return _finish(result, t_start)
 
     def _deadline(self, phase: str, case: str, seed: int) -> float:
         if phase == "time":
             # At least 1 + 10 launches run however slow the kernel: allow for them.
             return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 + 11 * self._validate_s.get(case, 0.0)
-        return self.kernel_timeout_s + (0.0 if (case, seed) in self._warm else CASE_SETUP_S)
+        return self.kernel_timeout_s + self._setup_s + (0.0 if (case, seed) in self._warm else CASE_SETUP_S)
 
     def _run(self, request, result: EvaluationResult) -> None:
         """Send one request and fold the worker's replies into `result`."""

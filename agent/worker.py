@@ -26,6 +26,13 @@ RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
                "CUDA_ERROR_NOT_FOUND", "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
                "CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_OUT_OF_MEMORY"}
 
+BIAS_RELU_SOURCE = r"""
+extern "C" __global__ void ws_bias_relu(float* c, const float* __restrict__ bias, long long count, int n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x)
+    c[i] = fmaxf(c[i] + bias[i % n], 0.f);
+}
+"""
+
 
 class GpuWorker:
     def __init__(self, ordinal: int):
@@ -33,6 +40,8 @@ class GpuWorker:
         self.checks = GpuChecks(self.device, self.device.facts.arch)
         self.cases: dict[tuple[str, int, str], CaseBuffers] = {}
         self._cublas = None
+        self._bias_relu = None
+        self._torch: dict[tuple[str, str], object] = {}  # (kind, source) -> TorchBaseline
         self.phase, self.case = "start", ""
 
     def facts(self) -> dict:
@@ -118,11 +127,24 @@ class GpuWorker:
             self._cublas = native._runner.Cublas(self.device, native.cublas_candidates())
         return self._cublas
 
+    def bias_relu(self):
+        """C = max(C + bias[col], 0), grid-stride: the epilogue an unfused cuBLAS user launches."""
+        if self._bias_relu is None:
+            from .compiler import compile_kernel
+            compiled = compile_kernel(BIAS_RELU_SOURCE, "ws_bias_relu", self.device.facts.arch)
+            if not compiled.ok:
+                raise RuntimeError(f"bias+ReLU epilogue did not compile: {compiled.error}\n{compiled.log}")
+            self._bias_relu = self.device.load_module(compiled.cubin).function(compiled.symbol)
+        return self._bias_relu
+
     def run_baseline(self, req: EvaluateBaseline, send) -> None:
-        if req.kind != "cublas_sgemm":
+        if req.kind in ("torch_eager", "torch_compile"):
+            return self.run_torch(req, send)
+        if req.kind not in ("cublas_sgemm", "cublas_sgemm_bias_relu"):
             raise ValueError(f"unknown baseline {req.kind}")
         blas = self.cublas()
         b = req.bind
+        epilogue = self.bias_relu() if req.kind == "cublas_sgemm_bias_relu" else None
         for job in req.jobs:
             self.phase, self.case = "validate", job.case
             t0 = time.perf_counter()
@@ -131,12 +153,41 @@ class GpuWorker:
             ptr = lambda name: bufs.arrays[name].ptr
             m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
             operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
-            blas.sgemm(self.device, *operands)
+            if epilogue is None:
+                run = lambda: blas.sgemm(self.device, *operands)
+            else:  # the library's GEMM, then the epilogue as its own launch: what a user without fusion gets
+                count = m * n
+                epi_args = [("ptr", ptr(b["c"])), ("ptr", ptr(b["bias"])), ("i64", count), ("i32", n)]
+                grid = (min((count + 255) // 256, 65535 * 16), 1, 1)
+                run = lambda: (blas.sgemm(self.device, *operands),
+                               self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args))
+            run()
             send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
             if job.timed:
                 self.phase = "time"
                 t0 = time.perf_counter()
-                timing = blas.time_sgemm(self.device, *operands, _settings(req.timing))
+                timing = (blas.time_sgemm(self.device, *operands, _settings(req.timing)) if epilogue is None
+                          else self.device.time_callable(run, _settings(req.timing)))
+                send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
+
+
+    def run_torch(self, req: EvaluateBaseline, send) -> None:
+        from .torch_baseline import TorchBaseline
+        key = (req.kind, req.torch_source)
+        if key not in self._torch:
+            self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile")
+        tb = self._torch[key]
+        for job in req.jobs:
+            self.phase, self.case = "validate", job.case
+            t0 = time.perf_counter()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare()
+            tb.run_into_outputs(bufs, job.scalars)
+            send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
+            if job.timed:
+                self.phase = "time"
+                t0 = time.perf_counter()
+                timing = self.device.time_callable(tb.timer(bufs, job.scalars), _settings(req.timing))
                 send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
 
 

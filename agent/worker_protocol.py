@@ -61,11 +61,12 @@ class EvaluateKernel:
 
 @dataclass(frozen=True)
 class EvaluateBaseline:
-    kind: str  # cublas_sgemm
+    kind: str  # cublas_sgemm | torch_eager | torch_compile
     bind: dict[str, str]
     jobs: tuple[CaseJob, ...]
     seed: int
     timing: TimingConfig
+    torch_source: str = ""  # the workload's PyTorch baseline file (torch kinds)
 
 
 @dataclass(frozen=True)

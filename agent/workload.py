@@ -24,7 +24,9 @@ ARRAY_ROLES = ("input", "output")
 CASE_ROLES = ("correctness", "performance")
 ARRAY_DTYPES = ("float32", "float64", "int32", "int64")
 SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
-BASELINES = ("none", "cublas_sgemm")
+BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "torch")
+BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
+                     "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
 
 
 class SpecError(ValueError):
@@ -127,8 +129,19 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Baseline:
-    kind: str  # none | cublas_sgemm
+    kind: str  # none | cublas_sgemm | cublas_sgemm_bias_relu | torch (the loop's baseline: PyTorch eager)
     bind: dict[str, str]  # baseline operand -> workload parameter (a -> A, m -> M, ...)
+    torch: Optional[Path] = None  # PyTorch baseline file: eager and torch.compile, where PyTorch is installed
+
+    @property
+    def primary(self) -> Optional[str]:
+        """The baseline the loop compares with."""
+        return {"none": None, "torch": "torch_eager"}.get(self.kind, self.kind)
+
+    def kinds(self) -> list[str]:
+        """Every baseline this workload can be compared with, the loop's first."""
+        extra = ["torch_eager", "torch_compile"] if self.torch else []
+        return list(dict.fromkeys(([self.primary] if self.primary else []) + extra))
 
 
 @dataclass(frozen=True)
@@ -382,13 +395,20 @@ class _Parser:
         kind = self.get(b, "kind", "baseline.", str)
         if kind not in BASELINES:
             raise self.fail("baseline.kind", f"'{kind}' must be one of {', '.join(BASELINES)}")
-        bind = {k: v for k, v in b.items() if k != "kind"}
+        torch = None
+        if "torch" in b:
+            torch = self.dir / self.get(b, "torch", "baseline.", str)
+            if not torch.is_file():
+                raise self.fail("baseline.torch", f"{torch.name} not found beside workload.toml")
+        elif kind == "torch":
+            raise self.fail("baseline.torch", "kind = \"torch\" needs torch = \"FILE.py\" defining baseline(**inputs, **sizes)")
+        bind = {k: v for k, v in b.items() if k not in ("kind", "torch")}
         names = {p.name for p in params}
-        needed = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k")}.get(kind, ())
+        needed = BASELINE_OPERANDS.get(kind, ())
         for operand in needed:
             if not isinstance(bind.get(operand), str) or bind.get(operand) not in names:
                 raise self.fail(f"baseline.{operand}", f"must name a parameter (one of {', '.join(sorted(names))})")
-        return Baseline(kind, bind)
+        return Baseline(kind, bind, torch)
 
     def check_against_cases(self, w: Workload) -> None:
         """Evaluate every expression for every case so errors surface now."""

@@ -128,7 +128,18 @@ void def_device(py::module_& m) {
              return time_loop(*d, [&](CUstream) { launch(*d, fn, cfg, packed); }, settings);
            },
            py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
-           py::arg("settings"), "Time a launch under the recipe; returns every sample.");
+           py::arg("settings"), "Time a launch under the recipe; returns every sample.")
+      .def_property_readonly("stream_handle",
+                             [](const Device& d) { return reinterpret_cast<uintptr_t>(d.stream()); },
+                             "The runner's CUstream, for libraries that enqueue on it (torch.cuda.ExternalStream).")
+      .def("time_callable",
+           [](std::shared_ptr<Device> d, py::function fn, const TimingSettings& settings) {
+             py::gil_scoped_release release;
+             // Same loop, flush and events as a kernel: fn must enqueue its work on stream_handle.
+             return time_loop(*d, [&](CUstream) { py::gil_scoped_acquire hold; fn(); }, settings);
+           },
+           py::arg("fn"), py::arg("settings"),
+           "Time a Python callable that enqueues GPU work on stream_handle (a library baseline).");
 }
 
 void def_memory(py::module_& m) {

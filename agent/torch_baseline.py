@@ -1,0 +1,88 @@
+"""PyTorch as a baseline, inside the GPU worker, timed by the runner's own loop.
+
+The workload's `torch` file defines ``baseline(**inputs, **sizes)`` returning the
+output tensor (or a tuple, in the order of the workload's outputs). Inputs are
+zero-copy torch views of the worker's own case buffers, so PyTorch reads exactly
+the bytes the candidate reads; its work is enqueued on the runner's stream
+(torch.cuda.ExternalStream), so the same L2 flush and the same CUDA events
+bracket it. Eager mode pays its real per-call host cost; `compile` wraps the
+function in torch.compile (compiled on the first, untimed, validation call).
+For validation the result is copied into the case's output buffers, outside the
+timed region, and checked exactly like a kernel's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+TORCH_DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64"}
+TYPESTR = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
+
+
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+class _DeviceView:
+    """Just enough of __cuda_array_interface__ for torch.as_tensor to alias device memory."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: str):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": TYPESTR[dtype], "data": (ptr, False),
+                                         "version": 3, "strides": None}
+
+
+def load_baseline(path: Path):
+    spec = importlib.util.spec_from_file_location(f"warpsmith_torch_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "baseline", None)):
+        raise ValueError(f"{path.name} must define baseline(**inputs, **sizes)")
+    return module.baseline
+
+
+class TorchBaseline:
+    def __init__(self, device, source: str, compiled: bool):
+        import torch
+        # fp32 means fp32: PyTorch is compared with TF32 off, like every kernel here.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.torch, self.device = torch, device
+        self.fn = load_baseline(Path(source))
+        if compiled:
+            self.fn = torch.compile(self.fn, dynamic=False)
+        self.stream = torch.cuda.ExternalStream(device.stream_handle)
+
+    def tensors(self, bufs) -> dict:
+        torch = self.torch
+        return {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device="cuda")
+                for name, a in bufs.arrays.items()}
+
+    def call(self, inputs: dict, sizes: dict):
+        with self.torch.cuda.stream(self.stream):
+            return self.fn(**inputs, **sizes)
+
+    def run_into_outputs(self, bufs, sizes: dict) -> None:
+        """One call; its result copied into the output buffers (for the checks)."""
+        views = self.tensors(bufs)
+        inputs = {a.job.name: views[a.job.name] for a in bufs.inputs()}
+        result = self.call(inputs, sizes)
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        outputs = bufs.outputs()
+        if len(results) != len(outputs):
+            raise ValueError(f"the torch baseline returned {len(results)} tensors for {len(outputs)} outputs")
+        with self.torch.cuda.stream(self.stream):
+            for a, r in zip(outputs, results):
+                views[a.job.name].copy_(r.reshape(views[a.job.name].shape))
+        self.device.synchronize()
+
+    def timer(self, bufs, sizes: dict):
+        """The zero-argument callable the runner times: one eager (or compiled) call."""
+        views = self.tensors(bufs)
+        inputs = {a.job.name: views[a.job.name] for a in bufs.inputs()}
+        fn, torch, stream = self.fn, self.torch, self.stream
+
+        def once():
+            with torch.cuda.stream(stream):
+                fn(**inputs, **sizes)
+        return once

@@ -1,0 +1,55 @@
+"""`warpsmith bench`'s measurement and table, with an EvaluatorDouble standing in
+for the GPU; and the baseline kinds a workload declares."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.bench import measure, render
+from agent.candidate import Candidate
+from agent.loop_state import CandidateSpec
+from agent.workload import SpecError, load_workload
+from evaluator_double import EvaluatorDouble
+from workload_factory import make_sgemm_workload
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w"))
+
+
+def test_table_has_every_implementation_with_rate_floor_and_speedups(workload):
+    ev = EvaluatorDouble(workload, score=lambda d: 0.25 if d.get("BK") == 16 else 1.0)
+    best = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["tiled"], {"BK": 16}), "tune")
+    bench = measure(workload, ev, best, "s1", 12, 30.0)
+    assert [e.role for e in bench.entries] == ["start", "best", "baseline", "baseline"]
+    rows = {r["implementation"]: r for r in bench.rows}
+    b = rows[f"best: {best.name}"]
+    assert b["median_ms"] == 0.25 and b["vs cublas_sgemm"] == pytest.approx(2.0) and b["vs torch_eager"] == pytest.approx(2.4)
+    flops = 2 * 256 ** 3
+    assert b["tflops"] == pytest.approx(flops / 0.25e-3 / 1e12)
+    # 256^3 on 50 TFLOP/s (the double's ceilings) is a compute floor of 0.671 us.
+    assert b["bound"] == "compute" and b["pct_of_floor"] == pytest.approx(flops / 50e12 * 1e3 / 0.25)
+    text = render(bench)
+    assert "| square-256 | best: " in text and "| 2.00x | 2.40x |" in text
+    assert "vs cublas_sgemm | vs torch_eager" in text and "tuner 12 iterations in 30 s" in text
+
+
+def test_torch_baseline_file_adds_eager_and_compile(tmp_path):
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "torch_baseline.py").write_text("def baseline(A, B, *, M, N, K):\n    return A @ B\n")
+    toml = d / "workload.toml"
+    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "cublas_sgemm"\ntorch = "torch_baseline.py"'))
+    b = load_workload(d).baseline
+    assert b.kinds() == ["cublas_sgemm", "torch_eager", "torch_compile"] and b.primary == "cublas_sgemm"
+    toml.write_text(toml.read_text().replace('torch = "torch_baseline.py"', 'torch = "missing.py"'))
+    with pytest.raises(SpecError, match="baseline.torch: missing.py not found"):
+        load_workload(d)
+
+
+def test_torch_kind_needs_its_file(tmp_path):
+    d = make_sgemm_workload(tmp_path / "w")
+    toml = d / "workload.toml"
+    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "torch"'))
+    with pytest.raises(SpecError, match='baseline.torch: kind = "torch" needs'):
+        load_workload(d)

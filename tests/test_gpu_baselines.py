@@ -1,0 +1,46 @@
+"""On a real GPU: the PyTorch baselines (eager and torch.compile) validated and timed
+in the worker on its own stream, and cuBLAS + a separate bias/ReLU epilogue."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.evaluator import Evaluator
+from agent.torch_baseline import torch_available
+from agent.workload import load_workload
+from agent.worker_protocol import TimingConfig
+
+from workload_factory import ROOT, make_sgemm_workload
+
+pytestmark = pytest.mark.gpu
+needs_torch = pytest.mark.skipif(not torch_available(), reason="needs PyTorch")
+
+
+@pytest.fixture(scope="module")
+def sgemm(tmp_path_factory):
+    d = make_sgemm_workload(tmp_path_factory.mktemp("sgemm"))
+    (d / "torch_baseline.py").write_text("def baseline(A, B, *, M, N, K):\n    return A @ B\n")
+    toml = d / "workload.toml"
+    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "cublas_sgemm"\ntorch = "torch_baseline.py"'))
+    return load_workload(d)
+
+
+@needs_torch
+@pytest.mark.parametrize("kind", ["torch_eager", "torch_compile"])
+def test_torch_baselines_pass_the_same_checks_and_are_timed(sgemm, kind):
+    with Evaluator(sgemm, TimingConfig(warmup=3, repetitions=20)) as ev:
+        assert kind in ev.baseline_kinds()
+        r = ev.baseline(kind=kind)
+    assert r.ok, r.detail
+    timed = [c for c in r.cases if c.timing]
+    assert timed and all(c.timing.median_ms > 0 for c in timed)
+    print(kind, {c.case: round(c.timing.median_ms, 4) for c in timed})
+
+
+@pytest.mark.skipif(not (ROOT / "examples" / "gemm_bias_relu").is_dir(), reason="needs examples/gemm_bias_relu")
+def test_cublas_plus_epilogue_baseline_matches_numpy(tmp_path):
+    w = load_workload(ROOT / "examples" / "gemm_bias_relu")
+    with Evaluator(w, TimingConfig(warmup=3, repetitions=20)) as ev:
+        r = ev.baseline(kind="cublas_sgemm_bias_relu")
+    assert r.ok, r.detail
+    print({c.case: round(c.timing.median_ms, 4) for c in r.cases if c.timing})
