@@ -23,6 +23,9 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--base-url", default="")
     r.add_argument("--nvidia-research", action="store_true",
                    help="give the model notes from the built-in CUDA optimisation knowledge base, cited")
+    r.add_argument("--web-search", action="store_true",
+                   help="with --nvidia-research: the model also searches NVIDIA's documentation once (Responses "
+                        "API web search, NVIDIA domains only), cited in the prompt")
     r.add_argument("--use-nsight", action="store_true",
                    help="profile each passing candidate with Nsight Compute (ncu, clocks untouched) and "
                         "feed the metrics to the proposer")
@@ -41,7 +44,8 @@ def add_loop_commands(sub) -> None:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--kernel", help="the workload kernel the tuner searches (default: the one with most knobs)")
     b.add_argument("--json", action="store_true")
-    b.set_defaults(model="", reasoning_effort="", base_url="", nvidia_research=False, use_nsight=False, headless=True)
+    b.set_defaults(model="", reasoning_effort="", base_url="", nvidia_research=False, web_search=False,
+                   use_nsight=False, headless=True)
     _common(b)
 
     ls = sub.add_parser("runs", help="list past sessions from MLflow")
@@ -75,7 +79,8 @@ def _proposer(info):
     if info.proposer == "tune":
         return tuner
     from .proposers.llm import HybridProposer, LlmProposer
-    llm = LlmProposer(info.model, info.reasoning_effort or None, info.base_url or None, research=info.research)
+    llm = LlmProposer(info.model, info.reasoning_effort or None, info.base_url or None, research=info.research,
+                      web_search=info.web_search)
     return HybridProposer(llm, tuner)
 
 
@@ -167,7 +172,7 @@ def start_session(args, workload, proposer: str):
     info = SessionInfo(new_session_id(workload.name), str(workload.directory.resolve()), proposer, args.budget,
                        seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
                        reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
-                       research=args.nvidia_research, nsight=args.use_nsight)
+                       research=args.nvidia_research, web_search=args.web_search, nsight=args.use_nsight)
     chosen = _proposer(info)
     directory = session_dir(args.store, info.id)
     directory.mkdir(parents=True, exist_ok=True)

@@ -123,6 +123,8 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                           detail=str(e), tokens=e.tokens)
         return {**update, "pending": None, "attempt": attempt}
     spec = proposal.spec
+    if proposal.notice:
+        runtime.stream_writer(events.Notice(proposal.notice))
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
                                                    spec.rationale, spec.source, proposal.tokens))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,

@@ -39,6 +39,7 @@ class SessionInfo:
     reasoning_effort: str = ""
     base_url: str = ""
     research: bool = False  # --nvidia-research
+    web_search: bool = False  # --web-search (with --nvidia-research)
     nsight: bool = False  # --use-nsight
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed

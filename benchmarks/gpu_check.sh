@@ -59,6 +59,15 @@ if [ "${WS_NSIGHT_BUDGET:-4}" != 0 ]; then
     --store /tmp/warpsmith-nsight-store 2>&1 | tee "$OUT/run-nsight.txt"
 fi
 
+if [ "${WS_BENCH:-0}" != 0 ]; then
+  step "bench ${WS_BENCH_WORKLOADS:-all examples}, tune budget ${WS_BENCH_BUDGET:-40}"
+  start=$(date +%s)
+  (cd "$OLDPWD" && warpsmith bench ${WS_BENCH_WORKLOADS:-} --budget "${WS_BENCH_BUDGET:-40}" --store /tmp/warpsmith-bench \
+     > "$OUT/bench-progress.txt" 2>&1; echo "exit $?" >> "$OUT/bench-progress.txt")
+  sed -n '/^## /,$p' "$OUT/bench-progress.txt" | tee "$OUT/bench.txt"
+  echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/bench.txt"
+fi
+
 if [ "${WS_TUI_BUDGET:-10}" != 0 ]; then
   step "the app, driven by Pilot, budget ${WS_TUI_BUDGET:-10}"
   python3 "$OLDPWD/benchmarks/tui_on_gpu.py" "$OLDPWD/examples/sgemm" "${WS_TUI_BUDGET:-10}" "$OUT/warpsmith-h200.svg" 2>&1 | tee "$OUT/tui.txt"
@@ -73,6 +82,7 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 grep "per iteration" "$OUT/loop-overhead.txt"
 [ -f "$OUT/tui.txt" ] && tail -2 "$OUT/tui.txt"
 [ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
+[ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui|bench)\.txt$|\.svg$')

@@ -15,6 +15,7 @@ class OpenAIServerDouble:
         (raw content, e.g. garbage) or int (an HTTP error status)."""
         self.script = list(script)
         self.requests: list[dict] = []
+        self.paths: list[str] = []
         self.headers: list[dict] = []
         double = self
 
@@ -37,6 +38,10 @@ class OpenAIServerDouble:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
+                double.paths.append(self.path)
+                if self.path.endswith("/responses"):  # the Responses API: item = {"text", "citations"}
+                    self._reply(double.responses_payload(item, body))
+                    return
                 content = json.dumps(item) if isinstance(item, dict) else item
                 payload = json.dumps({
                     "id": f"chatcmpl-double-{len(double.requests)}", "object": "chat.completion", "created": 0,
@@ -45,6 +50,9 @@ class OpenAIServerDouble:
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200},
                 }).encode()
+                self._reply(payload)
+
+            def _reply(self, payload: bytes) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -53,6 +61,22 @@ class OpenAIServerDouble:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @staticmethod
+    def responses_payload(item: dict, body: dict) -> bytes:
+        """A Responses API answer after a web search: output text with url_citation annotations."""
+        text = item["text"]
+        notes = [{"type": "url_citation", "url": url, "title": title, "start_index": 0, "end_index": len(text)}
+                 for title, url in item.get("citations", [])]
+        return json.dumps({
+            "id": "resp_double", "object": "response", "created_at": 0, "model": body.get("model", "double"),
+            "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": body.get("tools", []),
+            "output": [{"type": "web_search_call", "id": "ws_double", "status": "completed"},
+                       {"type": "message", "id": "msg_double", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": notes}]}],
+            "usage": {"input_tokens": 300, "output_tokens": 100, "total_tokens": 400,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+        }).encode()
 
     @property
     def base_url(self) -> str:

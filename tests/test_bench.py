@@ -36,10 +36,9 @@ def test_table_has_every_implementation_with_rate_floor_and_speedups(workload):
 
 
 def test_torch_baseline_file_adds_eager_and_compile(tmp_path):
+    """The sgemm example names torch_baseline.py beside cuBLAS."""
     d = make_sgemm_workload(tmp_path / "w")
-    (d / "torch_baseline.py").write_text("def baseline(A, B, *, M, N, K):\n    return A @ B\n")
     toml = d / "workload.toml"
-    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "cublas_sgemm"\ntorch = "torch_baseline.py"'))
     b = load_workload(d).baseline
     assert b.kinds() == ["cublas_sgemm", "torch_eager", "torch_compile"] and b.primary == "cublas_sgemm"
     toml.write_text(toml.read_text().replace('torch = "torch_baseline.py"', 'torch = "missing.py"'))
@@ -50,6 +49,7 @@ def test_torch_baseline_file_adds_eager_and_compile(tmp_path):
 def test_torch_kind_needs_its_file(tmp_path):
     d = make_sgemm_workload(tmp_path / "w")
     toml = d / "workload.toml"
-    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "torch"'))
+    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "torch"')
+                    .replace('torch = "torch_baseline.py"\n', ''))
     with pytest.raises(SpecError, match='baseline.torch: kind = "torch" needs'):
         load_workload(d)

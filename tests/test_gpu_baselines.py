@@ -18,11 +18,7 @@ needs_torch = pytest.mark.skipif(not torch_available(), reason="needs PyTorch")
 
 @pytest.fixture(scope="module")
 def sgemm(tmp_path_factory):
-    d = make_sgemm_workload(tmp_path_factory.mktemp("sgemm"))
-    (d / "torch_baseline.py").write_text("def baseline(A, B, *, M, N, K):\n    return A @ B\n")
-    toml = d / "workload.toml"
-    toml.write_text(toml.read_text().replace('kind = "cublas_sgemm"', 'kind = "cublas_sgemm"\ntorch = "torch_baseline.py"'))
-    return load_workload(d)
+    return load_workload(make_sgemm_workload(tmp_path_factory.mktemp("sgemm")))  # names torch_baseline.py
 
 
 @needs_torch

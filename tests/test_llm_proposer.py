@@ -135,3 +135,30 @@ def test_research_notes_are_cited_in_the_prompt(workload):
         LlmProposer("m", None, server.base_url, research=True).propose(ctx(workload))
     prompt = server.requests[0]["messages"][1]["content"]
     assert "# Guidance" in prompt and "[tiling] Shared-memory and register tiling" in prompt
+
+
+def test_web_search_of_nvidia_docs_is_cited_once(workload):
+    """--web-search: one Responses API call limited to NVIDIA domains; its answer and cited pages
+    reach every prompt and the proposal's sources, without a second search."""
+    web = {"text": "Use 128-bit loads and double buffering.",
+           "citations": [("CUDA C++ Best Practices Guide", "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/")]}
+    with OpenAIServerDouble([web, answer(), answer()]) as server:
+        p = LlmProposer("m", None, server.base_url, research=True, web_search=True)
+        first = p.propose(ctx(workload))
+        p.propose(ctx(workload, iteration=2))
+    assert server.paths == ["/v1/responses", "/v1/chat/completions", "/v1/chat/completions"]
+    tool = server.requests[0]["tools"][0]
+    assert tool["type"] == "web_search" and tool["filters"]["allowed_domains"] == ["docs.nvidia.com", "developer.nvidia.com"]
+    prompt = server.requests[2]["messages"][1]["content"]
+    assert "Use 128-bit loads and double buffering." in prompt and "[web1] CUDA C++ Best Practices Guide <https" in prompt
+    assert any(s.startswith("[web1] CUDA C++ Best Practices Guide") for s in first.sources)
+    assert "1 pages cited" in first.notice
+
+
+def test_server_without_web_search_is_one_notice(workload):
+    """A server that refuses the Responses API: one notice, the proposal still comes from the knowledge base."""
+    with OpenAIServerDouble([404, answer()]) as server:
+        p = LlmProposer("m", None, server.base_url, research=True, web_search=True, max_retries=0)
+        proposal = p.propose(ctx(workload))
+    assert "web search unavailable on this server (404)" in proposal.notice
+    assert proposal.spec.entry == "sgemm_naive" and "# Guidance" in server.requests[1]["messages"][1]["content"]

@@ -24,8 +24,8 @@ sizes = { M = 256, N = 256, K = 256 }
 def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: str = "allow_tf32 = false") -> Path:
     """A copy of the sgemm example with small cases (and another tolerance if asked)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name in ("reference.py", "naive.cu", "tiled.cu"):
-        shutil.copy(SGEMM / name, directory / name)
+    for path in [*SGEMM.glob("*.cu"), *SGEMM.glob("*.py")]:
+        shutil.copy(path, directory / path.name)
     text = (SGEMM / "workload.toml").read_text()
     text = text.split("# Correctness:")[0] + cases
     text = text.replace("allow_tf32 = false", tolerance)

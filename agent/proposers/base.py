@@ -36,6 +36,7 @@ class Proposal:
     spec: CandidateSpec
     tokens: int = 0
     sources: tuple[str, ...] = ()  # citations of the guidance the prompt carried (--nvidia-research)
+    notice: str = ""  # one line for the user (e.g. web search unavailable)
 
 
 class Proposer(Protocol):

@@ -41,7 +41,7 @@ class LlmProposer:
 
     def __init__(self, model: str = "gpt-5-mini", reasoning_effort: Optional[str] = "medium",
                  base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0,
-                 research: bool = False):
+                 research: bool = False, web_search: bool = False):
         from langchain_openai import ChatOpenAI
         key = os.environ.get("OPENAI_API_KEY")
         if not key and not base_url:
@@ -53,6 +53,9 @@ class LlmProposer:
         if reasoning_effort:
             kwargs["reasoning_effort"] = reasoning_effort
         self.model, self.research = model, research
+        self.web_search = research and web_search
+        self.web = None  # WebGuidance, fetched once before the first proposal
+        self._client_kwargs = {k: v for k, v in kwargs.items() if k in ("api_key", "base_url", "max_retries", "timeout")}
         # Structured output through the server's JSON-schema response format; the
         # answer is parsed here so a malformed one still reports its token usage.
         schema = {"name": "LlmCandidate", "schema": LlmCandidate.model_json_schema(), "strict": False}
@@ -62,13 +65,18 @@ class LlmProposer:
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         import openai
-        notes, sources = "", ()
+        notes, sources, notice = "", (), ""
+        if self.web_search and self.web is None:
+            notice = self._fetch_web(ctx)
         if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
             from ..research import guidance, retrieve, workload_kind
             w = ctx.workload
             found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
                              w.description, findings=latest_findings(ctx))
             notes, sources = guidance(found), tuple(n.cite() for n in found)
+            if self.web is not None and self.web.text:
+                notes += "\n\n[web] What NVIDIA's documentation says (searched for this workload)\n" + self.web.prompt_section()
+                sources += tuple(f"[web{i + 1}] {s}" for i, s in enumerate(self.web.sources))
         messages = [("system", SYSTEM), ("human", user_message(ctx, guidance=notes))]
         try:
             answer = self.chat.invoke(messages)
@@ -98,7 +106,20 @@ class LlmProposer:
         spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=parsed.entry, grid=parsed.grid,
                              block=parsed.block, shared=parsed.shared, options=parsed.options,
                              rationale=parsed.rationale, proposer=self.name)
-        return Proposal(spec, used, sources)
+        return Proposal(spec, used, sources, notice)
+
+    def _fetch_web(self, ctx: ProposalContext) -> str:
+        """Search NVIDIA's documentation once; returns a notice line (what happened)."""
+        import openai
+        from ..web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
+        w, f = ctx.workload, ctx.facts
+        try:
+            self.web = search_nvidia_docs(openai.OpenAI(**self._client_kwargs), self.model,
+                                          question(w.description, f.get("arch", "sm_90"), f.get("name", "GPU")))
+        except WebResearchUnavailable as e:
+            self.web = WebGuidance("")  # asked once: not again this session
+            return str(e)
+        return f"web search of NVIDIA documentation: {len(self.web.sources)} pages cited"
 
 
 class HybridProposer:
