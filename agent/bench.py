@@ -54,7 +54,7 @@ def _entry(name: str, role: str, result) -> Entry:
 
 
 def measure(workload: Workload, ev, best_spec, session_id: str = "-", iterations: int = 0,
-            wall_s: float = 0.0) -> WorkloadBench:
+            wall_s: float = 0.0, skip: tuple[str, ...] = ()) -> WorkloadBench:
     """Start, best and baselines on one evaluator, so they are timed alike."""
     from .candidate import Candidate
     bench = WorkloadBench(workload.name, ev.facts.get("name", "?"), session_id, iterations, wall_s,
@@ -63,7 +63,7 @@ def measure(workload: Workload, ev, best_spec, session_id: str = "-", iterations
     bench.entries.append(_entry(f"start: {start.name}", "start", ev.evaluate(start)))
     if best_spec is not None:
         bench.entries.append(_entry(f"best: {best_spec.name}", "best", ev.evaluate(best_spec.to_candidate())))
-    for kind in ev.baseline_kinds():
+    for kind in [k for k in ev.baseline_kinds() if k not in skip]:
         bench.entries.append(_entry(kind, "baseline", ev.baseline(kind=kind)))
     bench.rows = _rows(workload, bench, ev.ceilings)
     return bench
@@ -146,7 +146,7 @@ def _bench(args) -> int:
             best_spec = best.spec if best else None
             iterations = state.get("iteration", 0)
         with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout) as ev:
-            results.append(measure(w, ev, best_spec, session_id, iterations, wall))
+            results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline)))
     if args.json:
         print(json.dumps([asdict(r) for r in results], default=str))
     else:

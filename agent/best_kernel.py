@@ -25,7 +25,7 @@ def launch_json(workload: Workload, best: Best) -> dict:
 
 
 def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
-              baseline_score: Optional[float], facts: dict) -> str:
+              baseline_score: Optional[float], facts: dict, ended: str = "") -> str:
     starts = {c.case: c.median_ms for c in start.cases} if start else {}
     lines = [f"# {workload.name}: best kernel `{best.spec.name}`", "",
              f"GPU: {facts.get('name', '?')} ({facts.get('arch', '?')}), cold L2, median of up to 100 launches.", "",
@@ -40,6 +40,8 @@ def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: d
         lines.append(f"| {c.case} | {fmt(s)} | {fmt(c.median_ms)} | {fmt(b)} | {ratio(s, c.median_ms)} | {ratio(b, c.median_ms)} |")
     lines += ["", f"Score (geometric mean): start {fmt(start.score_ms if start else None)} ms, best {best.score_ms:.4f} ms, "
               f"baseline {fmt(baseline_score)} ms.", "", f"Found at iteration {best.iteration}. Rationale: {best.spec.rationale or '-'}", ""]
+    if ended:
+        lines += [f"Session: {ended}.", ""]
     return "\n".join(lines)
 
 
@@ -60,10 +62,11 @@ kernel = module.get_function(launch["entry"])
 
 
 def write_best(directory: Path, workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
-               baseline_score: Optional[float], facts: dict, loader: bool = False) -> dict[str, str]:
+               baseline_score: Optional[float], facts: dict, loader: bool = False, ended: str = "") -> dict[str, str]:
+    """`ended`: how the session stopped (which limit) and what it spent, for the report."""
     files = {"kernel.cu": best.spec.source,
              "launch.json": json.dumps(launch_json(workload, best), indent=2),
-             "report.md": report_md(workload, best, start, baseline, baseline_score, facts)}
+             "report.md": report_md(workload, best, start, baseline, baseline_score, facts, ended)}
     if loader:
         files["load_kernel.py"] = LOADER.format(signature=workload.signature())
     directory.mkdir(parents=True, exist_ok=True)

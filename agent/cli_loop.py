@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from .workload import load_workload
@@ -30,12 +32,15 @@ def add_loop_commands(sub) -> None:
                    help="profile each passing candidate with Nsight Compute (ncu, clocks untouched) and "
                         "feed the metrics to the proposer")
     r.add_argument("--headless", action="store_true", help="a progress bar instead of the full-screen app")
+    r.add_argument("--prices", type=Path, help="a TOML price table for the model (default: ~/.config/warpsmith/prices.toml)")
+    _limit_args(r)
     _common(r)
 
     s = sub.add_parser("resume", help="continue a stopped, paused or crashed session from its last checkpoint")
     s.add_argument("session")
     s.add_argument("--budget", type=int, help="a new iteration budget")
     s.add_argument("--headless", action="store_true")
+    _limit_args(s)
     _common(s)
 
     b = sub.add_parser("bench", help="starting kernel, tuner's best and every baseline per workload, in one table")
@@ -44,8 +49,11 @@ def add_loop_commands(sub) -> None:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--kernel", help="the workload kernel the tuner searches (default: the one with most knobs)")
     b.add_argument("--json", action="store_true")
+    b.add_argument("--skip-baseline", action="append", default=[], metavar="KIND",
+                   help="leave a baseline out (e.g. torch_compile, whose first call per shape compiles for minutes)")
     b.set_defaults(model="", reasoning_effort="", base_url="", nvidia_research=False, web_search=False,
-                   use_nsight=False, headless=True)
+                   use_nsight=False, headless=True, prices=None)
+    _limit_args(b)
     _common(b)
 
     ls = sub.add_parser("runs", help="list past sessions from MLflow")
@@ -61,6 +69,21 @@ def add_loop_commands(sub) -> None:
     u = sub.add_parser("ui", help="start the MLflow UI on the store")
     u.add_argument("--store", type=Path, default=Path("mlruns"))
     u.add_argument("--port", type=int, default=5000)
+
+
+LIMIT_FLAGS = {"time_budget": "time_s", "token_budget": "tokens", "cost_budget": "cost_usd", "patience": "patience"}
+
+
+def _limit_args(p) -> None:
+    p.add_argument("--time-budget", type=float, help="stop after this many seconds of running (0: no limit)")
+    p.add_argument("--token-budget", type=int, help="stop once the model has used this many tokens")
+    p.add_argument("--cost-budget", type=float, help="stop once the model has cost this many dollars")
+    p.add_argument("--patience", type=int, help="stop after this many attempts in a row without a new best")
+
+
+def _limits(args) -> dict:
+    """The limit flags given, as Limits fields."""
+    return {field: getattr(args, flag) for flag, field in LIMIT_FLAGS.items() if getattr(args, flag, None) is not None}
 
 
 def _common(p) -> None:
@@ -79,8 +102,9 @@ def _proposer(info):
     if info.proposer == "tune":
         return tuner
     from .proposers.llm import HybridProposer, LlmProposer
+    from .pricing import load_prices
     llm = LlmProposer(info.model, info.reasoning_effort or None, info.base_url or None, research=info.research,
-                      web_search=info.web_search)
+                      web_search=info.web_search, prices=load_prices(Path(info.prices) if info.prices else None))
     return HybridProposer(llm, tuner)
 
 
@@ -108,37 +132,56 @@ def _drive(session, args) -> int:
     """Run in the app (args.front_end) or headless; however it ends, Ctrl-C
     included, the checkpoint is kept, the MLflow run gets its status and the best
     kernel is saved."""
+    from .evaluator import EvaluationAborted
     from .headless import HeadlessProgress
     from .proposers.llm import ProposerUnavailable
     from .worker_process import GpuUnavailable
     progress = HeadlessProgress(session.info.budget, session.workload.baseline.primary or "baseline")
     status = "failed"
     front_end = getattr(args, "front_end", None)
+    previous = _sigterm_stops(session)
     try:
         if front_end is not None and not getattr(args, "headless", True):
             status = front_end(session, args)
         else:
             status = session.run(progress)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, EvaluationAborted):
         status = "stopped"
-        print(f"\nstopped. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
     except GpuUnavailable as e:
         print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
         status = "failed"
     except ProposerUnavailable as e:
         status = "stopped"
-        print(f"warpsmith: error: {e}. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
+        print(f"warpsmith: error: {e}.", file=sys.stderr)
     except Exception as e:  # reference.py raising, a dead worker pipe, ...: one line, nothing lost
         status = "failed"
         print(f"warpsmith: error: {type(e).__name__}: {e}. The checkpoint is kept: "
               f"warpsmith resume {session.info.id}", file=sys.stderr)
     finally:
         finish_session(session, status)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if status == "stopped":
+        print(f"\nstopped. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
     if status == "finished":
         best = (session.dir / "best" / "report.md")
         print(best.read_text() if best.is_file() else "no candidate passed validation")
         print(f"session {session.info.id}: best kernel in {session.dir / 'best'}")
     return {"finished": 0, "stopped": 130, "paused": 0}.get(status, 1)
+
+
+def _sigterm_stops(session):
+    """SIGTERM (a job scheduler, `kill`) is "stop now": the GPU work in flight is killed
+    and the graph drains at the step boundary, so the checkpoint stays resumable (an
+    exception raised from the handler could land inside a checkpoint write), the MLflow
+    run is KILLED and the best kernel saved. Returns the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop_now(signum, frame):
+        session.control.request("stop")
+        session.evaluator.abort()
+    return signal.signal(signal.SIGTERM, stop_now)
 
 
 def finish_session(session, status: str) -> None:
@@ -158,7 +201,7 @@ def cmd_run(args) -> int:
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
         session = start_session(args, workload, proposer)
-    except ProposerUnavailable as e:
+    except (ProposerUnavailable, ValueError) as e:  # no key, a broken price table
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     return _drive(session, args)
@@ -172,7 +215,8 @@ def start_session(args, workload, proposer: str):
     info = SessionInfo(new_session_id(workload.name), str(workload.directory.resolve()), proposer, args.budget,
                        seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
                        reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
-                       research=args.nvidia_research, web_search=args.web_search, nsight=args.use_nsight)
+                       research=args.nvidia_research, web_search=args.web_search, nsight=args.use_nsight,
+                       limits=_limits(args), prices=str(args.prices.resolve()) if args.prices else "")
     chosen = _proposer(info)
     directory = session_dir(args.store, info.id)
     directory.mkdir(parents=True, exist_ok=True)
@@ -180,6 +224,7 @@ def start_session(args, workload, proposer: str):
     run_id = session.tracker.start(workload.name, info.id, {
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
+        **{f"limit_{k}": v for k, v in info.limits.items()},
         "nvidia_research": info.research, "use_nsight": info.nsight,
         "timing": _timing_text(session.evaluator.timing)})
     info.mlflow_run_id = run_id or ""
@@ -210,6 +255,8 @@ def cmd_resume(args) -> int:
         return 2
     if args.budget is not None:
         session.set_budget(args.budget)
+    if _limits(args):
+        session.set_limits(**_limits(args))
     print(f"resuming {session.info.id} at iteration {session.state.get('iteration', 0)} of "
           f"{session.state.get('budget', session.info.budget)}")
     return _drive(session, args)

@@ -103,6 +103,11 @@ class BudgetChanged:
 
 
 @dataclass(frozen=True)
+class LimitsChanged:
+    limits: str  # the limits now in force, in words
+
+
+@dataclass(frozen=True)
 class SessionFinished:
     reason: str
     best_score_ms: Optional[float]

@@ -11,6 +11,7 @@ front end and leave their results in the checkpointed state.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -20,6 +21,7 @@ from langgraph.runtime import Runtime
 from . import events
 from .candidate import Candidate
 from .expr import ExprError
+from .limits import Limits, Spent, stop_reason
 from .loop_state import Attempt, Best, CandidateSpec, CaseOutcome, LoopState
 from .nsight import Nsight
 from .profiler import ProfilerUnavailable
@@ -71,12 +73,26 @@ def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
 
 
 def _apply_budget(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
-    new = runtime.context.control.take_budget()
-    if new is None or new == state["budget"]:
-        return {}
-    runtime.stream_writer(events.BudgetChanged(state["budget"], new))
-    runtime.context.tracker.log_budget(new)
-    return {"budget": new}
+    """Budget and limit changes asked for since the last step (running or paused)."""
+    update: dict = {}
+    control = runtime.context.control
+    changes = control.take_limits()
+    if changes:
+        limits = state.get("limits", Limits()).merged(changes)
+        runtime.stream_writer(events.LimitsChanged(limits.text()))
+        update["limits"] = limits
+    new = control.take_budget()
+    if new is not None and new != state["budget"]:
+        runtime.stream_writer(events.BudgetChanged(state["budget"], new))
+        runtime.context.tracker.log_budget(new)
+        update["budget"] = new
+    return update
+
+
+def _stop_reason(state: LoopState, update: dict, iteration: int) -> Optional[str]:
+    best = update.get("best", state.get("best"))
+    return stop_reason(iteration, update.get("budget", state["budget"]), update.get("limits", state.get("limits")),
+                       update.get("spent", state.get("spent")), best.iteration if best else 0)
 
 
 def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -109,9 +125,11 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
 def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     ctx = runtime.context
     update = _apply_budget(state, runtime)
-    if state["iteration"] >= update.get("budget", state["budget"]):
-        return {**update, "finished": "budget"}  # lowered to what is already done: no more attempts
+    reason = _stop_reason(state, update, state["iteration"])
+    if reason:  # e.g. the budget lowered to what is already done: no more attempts
+        return {**update, "finished": reason}
     iteration = state["iteration"] + 1
+    started = time.time()
     runtime.stream_writer(events.NodeStarted("propose", iteration))
     history = state.get("history", [])
     pctx = ProposalContext(ctx.workload, state.get("facts", {}), iteration, state.get("mode", "optimise"), history,
@@ -120,16 +138,17 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         proposal = ctx.proposer.propose(pctx)
     except ProposalError as e:
         attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status="proposal_invalid",
-                          detail=str(e), tokens=e.tokens)
-        return {**update, "pending": None, "attempt": attempt}
+                          detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
+        return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
     spec = proposal.spec
     if proposal.notice:
         runtime.stream_writer(events.Notice(proposal.notice))
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
                                                    spec.rationale, spec.source, proposal.tokens))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
-                      status="pending", defines=spec.defines, tokens=proposal.tokens, sources=list(proposal.sources))
-    return {**update, "pending": spec, "attempt": attempt}
+                      status="pending", defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
+                      sources=list(proposal.sources))
+    return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
 
 
 def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -216,8 +235,10 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                                                  attempt.detail))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
     update.update(_apply_budget(state, runtime))
-    budget = update.get("budget", state["budget"])
-    finished = "budget" if attempt.iteration >= budget else None
+    spent = state.get("spent", Spent())
+    update["spent"] = Spent(elapsed_s=spent.elapsed_s + max(0.0, time.time() - state.get("attempt_started", time.time())),
+                            tokens=spent.tokens + attempt.tokens, cost_usd=spent.cost_usd + attempt.cost_usd)
+    finished = _stop_reason(state, update, attempt.iteration)
     return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
             "iteration": attempt.iteration, "mode": "optimise" if attempt.status == "ok" else "repair",
             "finished": finished}

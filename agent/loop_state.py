@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from .candidate import Candidate
 from .expr import Expr
+from .limits import Limits, Spent
 from .workload import LaunchRule
 
 
@@ -73,6 +74,7 @@ class Attempt(BaseModel):
     cases: list[CaseOutcome] = []
     new_best: bool = False
     tokens: int = 0
+    cost_usd: float = 0.0
     profile: list[CaseProfile] = []
     sources: list[str] = []  # guidance cited in the prompt (--nvidia-research)
 
@@ -102,6 +104,10 @@ class LoopState(TypedDict, total=False):
     baseline_score_ms: Optional[float]
     facts: dict
     finished: Optional[str]  # why the session ended
+    limits: Limits  # time, tokens, dollars, patience (the iteration budget is `budget`)
+    spent: Spent
+    attempt_started: float  # time.time() when the attempt in flight was proposed
 
 
-STATE_TYPES = [("agent.loop_state", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")]
+STATE_TYPES = [("agent.loop_state", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
+    [("agent.limits", n) for n in ("Limits", "Spent")]

@@ -20,6 +20,7 @@ from .best_kernel import write_best
 from .events import NodeFinished
 from .graph import LoopContext, build_graph
 from .nsight import Nsight
+from .limits import Limits, Spent
 from .loop_state import STATE_TYPES, LoopState
 from .session_control import SessionControl
 from .workload import Workload
@@ -41,6 +42,8 @@ class SessionInfo:
     research: bool = False  # --nvidia-research
     web_search: bool = False  # --web-search (with --nvidia-research)
     nsight: bool = False  # --use-nsight
+    limits: dict = field(default_factory=dict)  # the limits it started with (time_s, tokens, cost_usd, patience)
+    prices: str = ""  # --prices FILE
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed
     created: float = field(default_factory=time.time)
@@ -70,6 +73,14 @@ def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None):
 
 def graph_config(session_id: str) -> dict:
     return {"configurable": {"thread_id": session_id}, "recursion_limit": 1_000_000}
+
+
+def ended_text(state: LoopState) -> str:
+    """Which limit ended the session (if one did) and what it spent."""
+    spent = state.get("spent") or Spent()
+    how = f"ended by the {state['finished']}" if state.get("finished") else "not finished"
+    return (f"{how}; {state.get('iteration', 0)} attempts, {spent.elapsed_s:.0f} s running, "
+            f"{spent.tokens} model tokens, ${spent.cost_usd:.4f}")
 
 
 class Session:
@@ -102,6 +113,18 @@ class Session:
         self.info.budget = budget
         self.info.save(self.dir)
 
+    def set_limits(self, **changes) -> None:
+        """While paused or stopped (running: control.set_limits). A finished session whose
+        limit is raised continues, as with set_budget."""
+        snapshot = self.graph.get_state(self.config)
+        limits = snapshot.values.get("limits", Limits()).merged(changes)
+        update = {"limits": limits}
+        if snapshot.values and not snapshot.next:
+            update["finished"] = None
+            self.graph.update_state(self.config, update, as_node="reflect")
+        else:
+            self.graph.update_state(self.config, update)
+
     def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
         """Run (or continue) until the budget is spent or a pause/stop is requested.
         Returns the session's status: finished, paused or stopped."""
@@ -109,7 +132,8 @@ class Session:
         ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
-        inputs = {"iteration": 0, "budget": self.info.budget, "history": []} if fresh else None
+        inputs = {"iteration": 0, "budget": self.info.budget, "history": [],
+                  "limits": Limits().merged(self.info.limits), "spent": Spent()} if fresh else None
         if not fresh and not snapshot.next:
             return self._finish("finished", on_event)  # nothing left to do
         run_control = self.control.new_run()
@@ -147,7 +171,7 @@ class Session:
         if not best:
             return None
         files = write_best(self.dir / "best", self.workload, best, s.get("start"), s.get("baseline", {}),
-                           s.get("baseline_score_ms"), s.get("facts", {}))
+                           s.get("baseline_score_ms"), s.get("facts", {}), ended=ended_text(s))
         self.tracker.log_best(files)
         return files
 

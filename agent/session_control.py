@@ -1,6 +1,6 @@
 """What a front end may do to a running session, from any thread: pause or stop at
 the next step boundary (LangGraph's RunControl drains the run; the checkpoint
-keeps everything) and change the iteration budget."""
+keeps everything) and change the iteration budget and the other limits."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ class SessionControl:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._budget: Optional[int] = None
+        self._limits: Optional[dict] = None
         self._run: Optional[RunControl] = None
         self._reason: Optional[str] = None
 
@@ -36,6 +37,16 @@ class SessionControl:
             raise ValueError("the budget cannot be negative")
         with self._lock:
             self._budget = budget
+
+    def set_limits(self, **changes) -> None:
+        """time_s, tokens, cost_usd, patience: new values (0 removes one), applied at the next step."""
+        with self._lock:
+            self._limits = {**(self._limits or {}), **changes}
+
+    def take_limits(self) -> Optional[dict]:
+        with self._lock:
+            limits, self._limits = self._limits, None
+            return limits
 
     def take_budget(self) -> Optional[int]:
         with self._lock:

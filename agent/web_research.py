@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .pricing import Usage
+
 NVIDIA_DOMAINS = ["docs.nvidia.com", "developer.nvidia.com"]
 
 
@@ -23,6 +25,7 @@ class WebResearchUnavailable(RuntimeError):
 class WebGuidance:
     text: str
     sources: list[str] = field(default_factory=list)  # "title <url>", in citation order
+    usage: Usage = field(default_factory=Usage)
 
     def prompt_section(self) -> str:
         cites = "\n".join(f"[web{i + 1}] {s}" for i, s in enumerate(self.sources))
@@ -57,4 +60,7 @@ def search_nvidia_docs(client, model: str, text: str) -> WebGuidance:
     answer = r.output_text or ""
     if not answer.strip():
         raise WebResearchUnavailable("web search returned nothing; using the built-in notes only")
-    return WebGuidance(answer, sources)
+    u = r.usage
+    usage = Usage(u.input_tokens, getattr(u.input_tokens_details, "cached_tokens", 0) or 0, u.output_tokens,
+                  getattr(u.output_tokens_details, "reasoning_tokens", 0) or 0) if u else Usage()
+    return WebGuidance(answer, sources, usage)

@@ -62,7 +62,7 @@ fi
 if [ "${WS_BENCH:-0}" != 0 ]; then
   step "bench ${WS_BENCH_WORKLOADS:-all examples}, tune budget ${WS_BENCH_BUDGET:-40}"
   start=$(date +%s)
-  (cd "$OLDPWD" && warpsmith bench ${WS_BENCH_WORKLOADS:-} --budget "${WS_BENCH_BUDGET:-40}" --store /tmp/warpsmith-bench \
+  (cd "$OLDPWD" && warpsmith bench ${WS_BENCH_WORKLOADS:-} --budget "${WS_BENCH_BUDGET:-40}" ${WS_BENCH_ARGS:-} --store /tmp/warpsmith-bench \
      > "$OUT/bench-progress.txt" 2>&1; echo "exit $?" >> "$OUT/bench-progress.txt")
   sed -n '/^## /,$p' "$OUT/bench-progress.txt" | tee "$OUT/bench.txt"
   echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/bench.txt"

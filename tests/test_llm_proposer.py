@@ -52,7 +52,8 @@ def test_structured_answer_becomes_a_candidate(workload):
         p = LlmProposer("gpt-5-mini", "medium", server.base_url)
         proposal = p.propose(ctx(workload))
     assert proposal.spec.entry == "sgemm_naive" and proposal.spec.proposer == "llm"
-    assert proposal.tokens == 1200 and p.tokens["input"] == 1000
+    assert proposal.tokens == 1200 and p.usage.input == 1000 and p.usage.output == 200
+    assert proposal.cost_usd == 0.0  # a server that is not OpenAI's costs nothing unless priced
     req = server.requests[0]
     assert req["model"] == "gpt-5-mini" and req["response_format"]["type"] == "json_schema"
     prompt = req["messages"][1]["content"]

@@ -14,9 +14,9 @@ class ProposalError(RuntimeError):
     search space). It becomes a failed attempt, never a crash. `tokens`: what
     the failed call still cost."""
 
-    def __init__(self, message: str, tokens: int = 0):
+    def __init__(self, message: str, tokens: int = 0, cost_usd: float = 0.0):
         super().__init__(message)
-        self.tokens = tokens
+        self.tokens, self.cost_usd = tokens, cost_usd
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Proposal:
     tokens: int = 0
     sources: tuple[str, ...] = ()  # citations of the guidance the prompt carried (--nvidia-research)
     notice: str = ""  # one line for the user (e.g. web search unavailable)
+    cost_usd: float = 0.0  # what the model calls behind this proposal cost
 
 
 class Proposer(Protocol):

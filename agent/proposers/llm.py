@@ -16,6 +16,7 @@ from typing import Optional
 from pydantic import BaseModel, Field
 
 from ..loop_state import CandidateSpec
+from ..pricing import Usage, load_prices, price_for
 from .base import Proposal, ProposalContext, ProposalError
 from .prompt import SYSTEM, latest_findings, user_message
 
@@ -41,7 +42,7 @@ class LlmProposer:
 
     def __init__(self, model: str = "gpt-5-mini", reasoning_effort: Optional[str] = "medium",
                  base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0,
-                 research: bool = False, web_search: bool = False):
+                 research: bool = False, web_search: bool = False, prices=None):
         from langchain_openai import ChatOpenAI
         key = os.environ.get("OPENAI_API_KEY")
         if not key and not base_url:
@@ -61,13 +62,16 @@ class LlmProposer:
         schema = {"name": "LlmCandidate", "schema": LlmCandidate.model_json_schema(), "strict": False}
         self.chat = ChatOpenAI(**kwargs).bind(response_format={"type": "json_schema", "json_schema": schema})
         self.calls = 0
-        self.tokens = {"input": 0, "output": 0, "total": 0}
+        self.usage, self.cost_usd, self._pending = Usage(), 0.0, Usage()
+        self.price = price_for(model, base_url, prices if prices is not None else load_prices())
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         import openai
         notes, sources, notice = "", (), ""
+        if self.calls == 0 and self.price is None:
+            notice = f"no price known for model '{self.model}': its cost counts as $0 (add it to prices.toml)"
         if self.web_search and self.web is None:
-            notice = self._fetch_web(ctx)
+            notice = "; ".join(n for n in (notice, self._fetch_web(ctx)) if n)
         if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
             from ..research import guidance, retrieve, workload_kind
             w = ctx.workload
@@ -92,21 +96,25 @@ class LlmProposer:
         except openai.APIError as e:
             raise ProposalError(f"the model call failed after retries: {type(e).__name__}: {e}") from None
         self.calls += 1
-        usage = answer.usage_metadata or {}
-        used = int(usage.get("total_tokens", 0))
-        self.tokens["input"] += int(usage.get("input_tokens", 0))
-        self.tokens["output"] += int(usage.get("output_tokens", 0))
-        self.tokens["total"] += used
+        call = Usage.from_metadata(answer.usage_metadata) + self._pending  # with the web search before it
+        self._pending = Usage()
+        used, cost = call.total, self._charge(call)
         try:
             parsed = LlmCandidate.model_validate_json(answer.content if isinstance(answer.content, str) else "")
         except ValueError as e:
             first = str(e).splitlines()[:3]
             raise ProposalError(f"the model's answer was not a valid candidate: {' '.join(first)[:500]}. "
-                                "Answer with the JSON schema's fields only.", used) from None
+                                "Answer with the JSON schema's fields only.", used, cost) from None
         spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=parsed.entry, grid=parsed.grid,
                              block=parsed.block, shared=parsed.shared, options=parsed.options,
                              rationale=parsed.rationale, proposer=self.name)
-        return Proposal(spec, used, sources, notice)
+        return Proposal(spec, used, sources, notice, cost)
+
+    def _charge(self, call: Usage) -> float:
+        self.usage += call
+        cost = self.price.cost(call) if self.price else 0.0
+        self.cost_usd += cost
+        return cost
 
     def _fetch_web(self, ctx: ProposalContext) -> str:
         """Search NVIDIA's documentation once; returns a notice line (what happened)."""
@@ -119,6 +127,7 @@ class LlmProposer:
         except WebResearchUnavailable as e:
             self.web = WebGuidance("")  # asked once: not again this session
             return str(e)
+        self._pending = self.web.usage  # charged with the proposal's own call
         return f"web search of NVIDIA documentation: {len(self.web.sources)} pages cited"
 
 

@@ -20,8 +20,8 @@
 // bounds-checked, and bias is read only for columns < N. float4 loads are used
 // only when legal for the whole launch: A rows via float4 when K % 4 == 0 and A
 // is 16-byte aligned, B rows via float4 when N % 4 == 0 and B is 16-byte
-// aligned. Since BK and BN are multiples of 4,
-// a float4 is then either entirely inside or entirely outside the matrix.
+// aligned. Since BK and BN are multiples of 4, a float4 is then either
+// entirely inside or entirely outside the matrix.
 
 // knob BM: 32 64 128
 #ifndef BM

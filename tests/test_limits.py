@@ -1,0 +1,89 @@
+"""Every limit ends a session at the right point and says which one did: time,
+tokens, dollars, patience; raised on resume, the session goes on. An
+EvaluatorDouble stands in for the GPU; the tune proposer costs nothing, so a
+token/dollar-charging proposer double wraps it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from agent.proposers.tune import TuneProposer
+from agent.session import Session, SessionInfo, session_dir
+from agent.tracking import NullTracker
+from agent.workload import load_workload
+from evaluator_double import EvaluatorDouble
+from workload_factory import make_sgemm_workload
+
+
+class ChargingProposerDouble:
+    """The tuner's proposals, each billed as if a model had made it."""
+
+    name = "tune"
+
+    def __init__(self, tokens: int, cost_usd: float):
+        self.inner, self.tokens, self.cost_usd = TuneProposer(0, kernel="tiled"), tokens, cost_usd
+
+    def propose(self, ctx):
+        return dataclasses.replace(self.inner.propose(ctx), tokens=self.tokens, cost_usd=self.cost_usd)
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w"))
+
+
+def session(tmp_path, workload, limits: dict, proposer=None, evaluator=None, budget=50):
+    info = SessionInfo("s1", str(workload.directory), "tune", budget, limits=limits)
+    directory = session_dir(tmp_path / "store", "s1")
+    directory.mkdir(parents=True, exist_ok=True)
+    return Session(info, directory, workload, evaluator or EvaluatorDouble(workload),
+                   proposer or TuneProposer(0, kernel="tiled"), NullTracker())
+
+
+def test_token_budget(tmp_path, workload):
+    s = session(tmp_path, workload, {"tokens": 2500}, ChargingProposerDouble(1000, 0.0))
+    assert s.run() == "finished"
+    assert s.state["iteration"] == 3 and s.state["finished"] == "token budget (3000 of 2500)"
+    assert "ended by the token budget" in (s.dir / "best" / "report.md").read_text()
+
+
+def test_cost_budget(tmp_path, workload):
+    s = session(tmp_path, workload, {"cost_usd": 0.05}, ChargingProposerDouble(10, 0.02))
+    s.run()
+    assert s.state["iteration"] == 3 and s.state["finished"].startswith("cost budget ($0.0600 of $0.05)")
+
+
+def test_time_budget(tmp_path, workload):
+    """Each evaluation takes 0.1 s here: a 0.25 s budget allows the attempt that crosses it, then stops."""
+    s = session(tmp_path, workload, {"time_s": 0.25}, evaluator=EvaluatorDouble(workload, delay_s=0.05))
+    s.run()
+    assert s.state["finished"].startswith("time budget") and 2 <= s.state["iteration"] <= 4
+    assert s.state["spent"].elapsed_s >= 0.25
+
+
+def test_patience(tmp_path, workload):
+    """Nothing beats the starting kernel here: patience 4 stops after 4 attempts."""
+    s = session(tmp_path, workload, {"patience": 4}, evaluator=EvaluatorDouble(workload, score=lambda d: 1.0))
+    s.run()
+    assert s.state["iteration"] == 4 and s.state["finished"] == "patience (4 attempts without a new best)"
+
+
+def test_raising_a_limit_on_a_finished_session_continues_it(tmp_path, workload):
+    s = session(tmp_path, workload, {"tokens": 1500}, ChargingProposerDouble(1000, 0.0))
+    s.run()
+    assert s.state["iteration"] == 2
+    s.set_limits(tokens=4500)
+    assert s.run() == "finished" and s.state["iteration"] == 5 and s.state["finished"].startswith("token budget")
+    s.set_limits(tokens=0)  # 0 removes the limit: the iteration budget ends it
+    s.control.set_budget(7)
+    s.run()
+    assert s.state["iteration"] == 7 and s.state["finished"] == "budget"
+
+
+def test_limit_changed_while_running(tmp_path, workload):
+    s = session(tmp_path, workload, {}, evaluator=EvaluatorDouble(workload, score=lambda d: 1.0), budget=20)
+    s.control.set_limits(patience=2)
+    s.run()
+    assert s.state["iteration"] == 2 and s.state["limits"].patience == 2

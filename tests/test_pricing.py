@@ -1,0 +1,49 @@
+"""Tokens by kind and dollars from the price table; the llm proposer's totals match
+the scripted server's usage (OpenAIServerDouble stands in for a paid model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.pricing import DEFAULT_PRICES, FREE, Price, PriceTable, Usage, load_prices, price_for
+from agent.proposers.base import ProposalContext
+from agent.proposers.llm import LlmProposer
+from agent.workload import load_workload
+from openai_server_double import OpenAIServerDouble
+from test_llm_proposer import answer
+from workload_factory import make_sgemm_workload
+
+
+def test_cost_splits_cached_input_and_counts_reasoning_as_output():
+    u = Usage(input=10_000, cached_input=4_000, output=2_000, reasoning=1_500)
+    assert Price(1.25, 0.125, 10.0).cost(u) == pytest.approx((6_000 * 1.25 + 4_000 * 0.125 + 2_000 * 10.0) / 1e6)
+    assert Usage.from_metadata({"input_tokens": 7, "output_tokens": 3, "input_token_details": {"cache_read": 2},
+                                "output_token_details": {"reasoning": 1}}) == Usage(7, 2, 3, 1)
+
+
+def test_price_file_overrides_and_local_servers_are_free(tmp_path):
+    f = tmp_path / "prices.toml"
+    f.write_text('[models."gpt-5-mini"]\ninput = 1.0\ncached_input = 0.5\noutput = 4.0\n'
+                 '[models."my-local"]\ninput = 0.1\noutput = 0.2\n')
+    table = load_prices(f)
+    assert price_for("gpt-5-mini", None, table) == Price(1.0, 0.5, 4.0)
+    assert price_for("gpt-5", None, table) == DEFAULT_PRICES["gpt-5"]
+    assert price_for("gpt-5-mini-2025-08-07", None, PriceTable(DEFAULT_PRICES, {})) == DEFAULT_PRICES["gpt-5-mini"]
+    assert price_for("gpt-5", "http://127.0.0.1:8000/v1", table) == FREE
+    assert price_for("my-local", "http://127.0.0.1:8000/v1", table) == Price(0.1, 0.1, 0.2)
+    assert price_for("mystery", None, table) is None
+    f.write_text('[models."x"]\ninput = "cheap"\n')
+    with pytest.raises(ValueError, match="prices.toml: a price table has"):
+        load_prices(f)
+
+
+def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):
+    """Two calls of 1000 input + 200 output tokens at $2 / $8 per million: $0.0072 in all."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
+    w = load_workload(make_sgemm_workload(tmp_path / "w"))
+    ctx = ProposalContext(w, {"arch": "sm_90"}, 1, "optimise", [], None, None, {})
+    with OpenAIServerDouble([answer(), answer()]) as server:
+        p = LlmProposer("m", None, server.base_url, prices=PriceTable({}, {"m": Price(2.0, 1.0, 8.0)}))
+        first, second = p.propose(ctx), p.propose(ctx)
+    assert first.cost_usd == pytest.approx((1000 * 2.0 + 200 * 8.0) / 1e6) == second.cost_usd
+    assert p.usage == Usage(2000, 0, 400, 0) and p.cost_usd == pytest.approx(0.0072)

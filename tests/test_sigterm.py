@@ -1,0 +1,54 @@
+"""SIGTERM to a running headless session ends it like Ctrl-C: MLflow run KILLED (never
+left RUNNING), checkpoint kept and resumable, best kernel saved."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from agent.proposers.tune import TuneProposer
+from agent.session import Session, SessionInfo, session_dir
+from agent.tracking import Tracker
+from agent.workload import load_workload
+from evaluator_double import EvaluatorDouble
+from workload_factory import make_sgemm_workload
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_sigterm_leaves_a_killed_run_and_a_resumable_checkpoint(tmp_path):
+    w = make_sgemm_workload(tmp_path / "w")
+    store = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(HERE / "sigterm_session.py"), str(w), str(store)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    lines = []
+    while time.monotonic() < deadline:  # wait for two finished attempts
+        line = proc.stdout.readline()
+        lines.append(line)
+        if line.startswith("[") and "2/200" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (lines, out, err)
+    assert "stopped. Resume with: warpsmith resume sig" in err
+
+    directory = session_dir(store, "sig")
+    info = SessionInfo.load(directory)
+    assert info.status == "stopped" and (directory / "best" / "kernel.cu").is_file()
+    tracker = Tracker(store)
+    assert MlflowClient(tracker.uri).get_run(info.mlflow_run_id).info.status == "KILLED"
+
+    workload = load_workload(w)
+    s = Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(0, kernel="tiled"), tracker)
+    done = s.state["iteration"]
+    assert done >= 2
+    s.control.set_budget(done + 2)
+    assert s.run() == "finished" and s.state["iteration"] == done + 2
