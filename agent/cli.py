@@ -74,9 +74,11 @@ def main(argv: list[str] | None = None, front_end=None) -> int:
     try:
         from . import cli_loop
         from .bench import cmd_bench
+        from .diff import cmd_diff
         commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,
                     "resume": cli_loop.cmd_resume, "runs": cli_loop.cmd_runs, "export": cli_loop.cmd_export,
-                    "ui": cli_loop.cmd_ui, "bench": cmd_bench}
+                    "ui": cli_loop.cmd_ui, "bench": cmd_bench,
+                    "diff": cmd_diff}
         return commands[args.command](args)
     except SpecError as e:
         print(f"warpsmith: error: {e}", file=sys.stderr)

@@ -56,6 +56,12 @@ def add_loop_commands(sub) -> None:
     _limit_args(b)
     _common(b)
 
+    d = sub.add_parser("diff", help="unified diff of two attempts' kernels with their per-case results")
+    d.add_argument("session")
+    d.add_argument("a", type=int, help="an attempt (iteration number)")
+    d.add_argument("b", type=int, nargs="?", help="another attempt (default: the best)")
+    d.add_argument("--store", type=Path, default=Path("mlruns"))
+
     ls = sub.add_parser("runs", help="list past sessions from MLflow")
     ls.add_argument("workload", nargs="?")
     ls.add_argument("--store", type=Path, default=Path("mlruns"))
@@ -263,11 +269,8 @@ def cmd_resume(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from .tracking import Tracker
-    tracker = Tracker(args.store, args.tracking_uri)
-    client = tracker.client
-    exps = [e for e in client.search_experiments() if not args.workload or e.name == args.workload]
-    runs = client.search_runs([e.experiment_id for e in exps], order_by=["attributes.start_time DESC"]) if exps else []
+    from .tracking import Tracker, session_runs
+    runs = session_runs(Tracker(args.store, args.tracking_uri).client, args.workload)
     print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
     for r in runs:
         import datetime

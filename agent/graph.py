@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from langgraph.graph import END, START, StateGraph
@@ -45,6 +46,7 @@ class LoopContext:
     control: SessionControl
     tracker: Any  # agent.tracking.Tracker
     profiler: Optional[Nsight] = None  # --use-nsight
+    archive: Optional[Path] = None  # where each attempt's kernel is kept (the session's attempts/ folder)
 
 
 def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ceilings]) -> list[CaseOutcome]:
@@ -234,6 +236,8 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
                                                  attempt.detail))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
+    if ctx.archive is not None and state.get("pending") is not None:
+        archive_attempt(ctx.archive, attempt, state["pending"])
     update.update(_apply_budget(state, runtime))
     spent = state.get("spent", Spent())
     update["spent"] = Spent(elapsed_s=spent.elapsed_s + max(0.0, time.time() - state.get("attempt_started", time.time())),
@@ -242,6 +246,14 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
             "iteration": attempt.iteration, "mode": "optimise" if attempt.status == "ok" else "repair",
             "finished": finished}
+
+
+def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None:
+    """attempts/NNN/kernel.cu and candidate.json: what `warpsmith diff` compares."""
+    d = folder / f"{attempt.iteration:03d}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "kernel.cu").write_text(spec.source)
+    (d / "candidate.json").write_text(spec.model_dump_json(indent=2))
 
 
 def _after(ok_status: str, next_node: str):

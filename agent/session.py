@@ -127,9 +127,17 @@ class Session:
 
     def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
         """Run (or continue) until the budget is spent or a pause/stop is requested.
-        Returns the session's status: finished, paused or stopped."""
+        Returns the session's status: finished, paused or stopped. When it returns,
+        everything it logged is in MLflow."""
+        try:
+            return self._run(on_event)
+        finally:
+            self.tracker.flush()
+
+    def _run(self, on_event: Callable[[object], None]) -> str:
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if self.info.nsight else None
-        ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler)
+        ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler,
+                          self.dir / "attempts")
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
         inputs = {"iteration": 0, "budget": self.info.budget, "history": [],

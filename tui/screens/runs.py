@@ -7,6 +7,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from agent.tracking import session_runs
 from rich.syntax import Syntax
 from textual import on
 from textual.app import ComposeResult
@@ -34,11 +35,8 @@ class RunsSource:
         self.client = tracker.client
 
     def runs(self) -> list[PastRun]:
-        exps = self.client.search_experiments()
-        if not exps:
-            return []
         out = []
-        for r in self.client.search_runs([e.experiment_id for e in exps], order_by=["attributes.start_time DESC"]):
+        for r in session_runs(self.client):
             out.append(PastRun(r.info.run_name, r.info.run_id, r.info.start_time / 1000,
                                r.data.tags.get("warpsmith.workload", "?"), r.data.params.get("proposer", "?"),
                                r.data.metrics.get("best_score_ms"), r.data.metrics.get("best_speedup_vs_baseline"),

@@ -1,0 +1,50 @@
+"""`warpsmith diff SESSION A [B]`: the unified diff of two attempts' kernels (B
+defaults to the best) with both attempts' per-case results, from the session's
+checkpoint and its attempts/ folder (so it works with tracking off)."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .loop_state import Attempt
+
+
+def attempt_table(a: Attempt) -> list[str]:
+    head = f"#{a.iteration} {a.name} [{a.proposer}]: {a.status}" + (f", score {a.score_ms:.4f} ms" if a.score_ms else "")
+    rows = [f"  {c.case:<28} {c.status:<14} " + (f"{c.median_ms:.4f} ms" if c.median_ms else "-")
+            + (f"  {c.pct_of_floor:.0%} of floor" if c.pct_of_floor else "") for c in a.cases]
+    return [head, *rows]
+
+
+def render_diff(folder: Path, a: Attempt, b: Attempt) -> str:
+    def source(x: Attempt) -> list[str]:
+        """What was compiled: the knob overrides (passed as -D) as #defines, then the file."""
+        path = folder / f"{x.iteration:03d}" / "kernel.cu"
+        knobs = [f"#define {k} {v}  // -D{k}={v}\n" for k, v in sorted(x.defines.items())]
+        return knobs + (path.read_text().splitlines(True) if path.is_file() else ["// (kernel not archived)\n"])
+    diff = "".join(difflib.unified_diff(source(a), source(b), f"attempt-{a.iteration:03d}/kernel.cu",
+                                        f"attempt-{b.iteration:03d}/kernel.cu"))
+    return "\n".join([*attempt_table(a), *attempt_table(b), "", diff or "(the same source and knobs)"])
+
+
+def cmd_diff(args) -> int:
+    from .session import SessionInfo, graph_config, open_graph, session_dir
+    directory = session_dir(args.store, args.session)
+    if not (directory / "session.json").is_file():
+        print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
+        return 2
+    info = SessionInfo.load(directory)
+    state = open_graph(directory).get_state(graph_config(info.id)).values
+    history = {a.iteration: a for a in state.get("history", [])}
+    best = state.get("best")
+    b_it: Optional[int] = args.b if args.b is not None else (best.iteration if best else None)
+    missing = [x for x in (args.a, b_it) if x not in history]
+    if missing:
+        what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"
+        print(f"warpsmith: error: no attempt {missing[0]} in {info.id} ({what})", file=sys.stderr)
+        return 2
+    print(render_diff(directory / "attempts", history[args.a], history[b_it]))
+    return 0

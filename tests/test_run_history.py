@@ -1,0 +1,57 @@
+"""The run history: one parent run per session, one child run per attempt (params,
+metrics, kernel artifacts) readable with MlflowClient; `warpsmith diff`; a tracking
+store that breaks mid-session is a warning, not a crash. An EvaluatorDouble stands
+in for the GPU."""
+
+from __future__ import annotations
+
+import shutil
+
+from mlflow.tracking import MlflowClient
+
+from agent.cli import main
+from agent.tracking import attempt_runs, session_runs
+from test_loop import open_session, workload  # noqa: F401  (fixture)
+
+
+def test_child_run_per_attempt_with_params_metrics_and_kernel(tmp_path, workload):
+    s = open_session(tmp_path, workload, 4)
+    s.run()
+    client = MlflowClient(s.tracker.uri)
+    assert [r.info.run_id for r in session_runs(client)] == [s.info.mlflow_run_id]
+    children = attempt_runs(client, s.info.mlflow_run_id)
+    assert [r.data.tags["warpsmith.iteration"] for r in children] == ["1", "2", "3", "4"]
+    first, history = children[0], s.state["history"]
+    assert first.data.params["knob.BM"] == str(history[0].defines["BM"]) and first.data.params["grid"]
+    assert first.data.metrics["score_ms"] == history[0].score_ms and first.data.metrics["median_ms.square-256"] > 0
+    assert first.info.status == "FINISHED"
+    names = {f.path for f in client.list_artifacts(first.info.run_id)}
+    assert {"kernel.cu", "candidate.json", "result.json"} <= names
+    kernel = client.download_artifacts(first.info.run_id, "kernel.cu", str(tmp_path))
+    assert open(kernel).read() == (s.dir / "attempts" / "001" / "kernel.cu").read_text()
+
+
+def test_diff_of_first_and_best(tmp_path, workload, capsys):
+    s = open_session(tmp_path, workload, 5)
+    s.run()
+    best = s.state["best"].iteration
+    assert main(["diff", "s1", "1", "--store", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("#1 ") and f"#{best} " in out
+    assert "--- attempt-001/kernel.cu" in out and "square-256" in out
+    assert "-#define BK 8  // -DBK=8" in out and "+#define BK 16  // -DBK=16" in out
+    assert main(["diff", "s1", "9", "--store", str(tmp_path / "store")]) == 2
+    assert "no attempt 9 in s1" in capsys.readouterr().err
+
+
+def test_tracking_store_broken_mid_session_is_a_warning(tmp_path, workload, capsys):
+    s = open_session(tmp_path, workload, 4)
+    s.control.set_budget(2)
+    s.run()
+    shutil.rmtree(tmp_path / "store" / "artifacts")  # the artifact store goes away ...
+    (tmp_path / "store" / "artifacts").write_text("not a folder")  # ... and cannot come back
+    s.control.set_budget(4)
+    s.set_budget(4)
+    assert s.run() == "finished" and s.state["iteration"] == 4
+    assert "warpsmith: warning: MLflow log_attempt failed" in capsys.readouterr().err
+    assert (s.dir / "best" / "kernel.cu").is_file()
