@@ -161,3 +161,18 @@ async def test_compile_log_and_model_text_with_brackets_render(tmp_path):
         app.on_loop_event(events.AttemptFinished(2, "llm-2", "proposal_invalid", None, bad))
         await pilot.pause(0.2)
         assert app.view.detail == bad
+
+
+async def test_budget_dialog_sets_patience_while_running(tmp_path):
+    """The budget dialog's patience field, set while running, ends the run by patience."""
+    from textual.widgets import Input
+    app = make_app(tmp_path, 20, delay_s=0.3)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "running" and app.view.node == "propose")
+        await pilot.press("b")
+        app.screen.query_one("#limit-patience", Input).value = "1"
+        await pilot.click("#apply")
+        await wait_for(pilot, lambda: app.view.state == "finished", 60)
+        st = app.session.state
+        assert st["limits"].patience == 1 and st["finished"].startswith("patience")
+        assert any(line.startswith("limits: patience 1") for line in app.view.log)

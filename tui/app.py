@@ -13,9 +13,10 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, RichLog
 
 from agent.evaluator import EvaluationAborted
+from agent.limits import Limits
 
 from .run_view import CaseRow, RunView
-from .screens.budget import BudgetScreen
+from .screens.budget import BudgetChange, BudgetScreen
 from .screens.confirm import ConfirmQuit
 from .screens.runs import RunsScreen, RunsSource
 from .widgets.case_table import CaseTable
@@ -57,6 +58,7 @@ class WarpsmithApp(App):
         view = RunView(w.name, proposer, budget=session.info.budget)
         view.cases = {c.name: CaseRow(c.name, c.role) for c in w.cases}
         state = session.state
+        view.limits = state.get("limits") or Limits().merged(session.info.limits)
         if state:  # a resumed session: show where it stands
             view.iteration, view.budget = state.get("iteration", 0), state.get("budget", view.budget)
             best = state.get("best")
@@ -157,17 +159,21 @@ class WarpsmithApp(App):
         self.refresh_view()
 
     def action_budget(self) -> None:
-        def apply(budget: Optional[int]) -> None:
-            if budget is None:
+        def apply(change: Optional[BudgetChange]) -> None:
+            if change is None:
                 return
             if self.active:
-                self.session.control.set_budget(budget)
+                self.session.control.set_budget(change.iterations)
+                if change.limits:
+                    self.session.control.set_limits(**change.limits)
             else:
-                self.session.set_budget(budget)
-            self.view.budget = budget
-            self.notify(f"budget set to {budget}")
+                self.session.set_budget(change.iterations)
+                if change.limits:
+                    self.session.set_limits(**change.limits)
+            self.view.budget, self.view.limits = change.iterations, self.view.limits.merged(change.limits)
+            self.notify(f"budget set to {change.iterations}" + (f"; limits changed: {change.limits}" if change.limits else ""))
             self.refresh_view()
-        self.push_screen(BudgetScreen(self.view.budget, self.view.iteration), apply)
+        self.push_screen(BudgetScreen(self.view.budget, self.view.iteration, self.view.limits), apply)
 
     def action_stop_after_step(self) -> None:
         if self.active:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from agent import events
+from agent.limits import Limits
 
 
 @dataclass
@@ -46,6 +47,7 @@ class RunView:
     trend: list[float] = field(default_factory=list)  # best score after each iteration
     cases: dict[str, CaseRow] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)  # besides the iteration budget
 
     def apply(self, e) -> None:
         """Fold one event in."""
@@ -98,6 +100,8 @@ class RunView:
             self.profile = list(e.summaries) + ([f"suggests: {'; '.join(e.findings)}"] if e.findings else [])
         elif isinstance(e, events.Notice):
             self.log.append(e.text)
+        elif isinstance(e, events.LimitsChanged):
+            self.log.append(f"limits: {e.limits}")
         elif isinstance(e, events.BudgetChanged):
             self.budget = e.new
             self.log.append(f"budget {e.old} -> {e.new}")
