@@ -39,8 +39,10 @@ if [ "${WS_HARNESS:-1}" != 0 ]; then
   python3 "$OLDPWD/benchmarks/harness.py" 2>&1 | tee "$OUT/harness.txt"
 fi
 
-step "loop overhead"
-python3 "$OLDPWD/benchmarks/loop_overhead.py" 30 2>&1 | tee "$OUT/loop-overhead.txt"
+if [ "${WS_LOOP:-1}" != 0 ]; then
+  step "loop overhead"
+  python3 "$OLDPWD/benchmarks/loop_overhead.py" 30 2>&1 | tee "$OUT/loop-overhead.txt"
+fi
 
 if [ "${WS_RUN_BUDGET:-30}" != 0 ]; then
   step "run sgemm --proposer tune --budget ${WS_RUN_BUDGET:-30}"
@@ -62,9 +64,13 @@ fi
 if [ "${WS_BENCH:-0}" != 0 ]; then
   step "bench ${WS_BENCH_WORKLOADS:-all examples}, tune budget ${WS_BENCH_BUDGET:-40}"
   start=$(date +%s)
-  (cd "$OLDPWD" && warpsmith bench ${WS_BENCH_WORKLOADS:-} --budget "${WS_BENCH_BUDGET:-40}" ${WS_BENCH_ARGS:-} --store /tmp/warpsmith-bench \
-     > "$OUT/bench-progress.txt" 2>&1; echo "exit $?" >> "$OUT/bench-progress.txt")
-  sed -n '/^## /,$p' "$OUT/bench-progress.txt" | tee "$OUT/bench.txt"
+  # One workload at a time, so each table is on disk as soon as it is measured.
+  for w in ${WS_BENCH_WORKLOADS:-$(cd "$OLDPWD" && ls -d examples/*/)}; do
+    (cd "$OLDPWD" && warpsmith bench "$w" --budget "${WS_BENCH_BUDGET:-40}" ${WS_BENCH_ARGS:-} --store /tmp/warpsmith-bench \
+       > /tmp/bench-progress.txt 2>&1; echo "exit $?" >> /tmp/bench-progress.txt)
+    cat /tmp/bench-progress.txt >> "$OUT/bench-log.txt"
+    sed -n '/^## /,$p' /tmp/bench-progress.txt | tee -a "$OUT/bench.txt"
+  done
   echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/bench.txt"
 fi
 
@@ -79,7 +85,7 @@ grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
 grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
-grep "per iteration" "$OUT/loop-overhead.txt"
+[ -f "$OUT/loop-overhead.txt" ] && grep "per iteration" "$OUT/loop-overhead.txt"
 [ -f "$OUT/tui.txt" ] && tail -2 "$OUT/tui.txt"
 [ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
