@@ -57,3 +57,22 @@ def test_exhausted_space_is_a_proposal_error():
     """When every configuration is tried the tuner says so instead of repeating one."""
     with pytest.raises(ProposalError, match="has been tried"):
         run_search(0, 400, lambda d: 1.0)
+
+
+def test_combinations_that_do_not_compile_are_skipped_without_spending_budget():
+    """A kernel's #error guard rules a knob value out: NVRTC says so, the tuner never proposes it."""
+    from agent.loop_state import Best, CandidateSpec
+    source = ('// knob X: 1 2 3\n#ifndef X\n#define X 1\n#endif\n#if X == 2\n#error X = 2 spills\n#endif\n'
+              'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X; }\n')
+    spec = CandidateSpec(name="guarded", source=source, entry="k", grid=["1"], block=["32"], proposer="tune")
+    w = load_workload(SGEMM)
+    best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
+    tuner, history = TuneProposer(0), []
+    for i in range(1, 3):
+        p = tuner.propose(ProposalContext(w, {"arch": "sm_90"}, i, "optimise", list(history), best,
+                                          history[-1] if history else None))
+        history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok", score_ms=1.0 + i,
+                               defines=p.spec.defines))
+    assert [a.defines["X"] for a in history] == [1, 3]
+    with pytest.raises(ProposalError, match="every configuration"):
+        tuner.propose(ProposalContext(w, {"arch": "sm_90"}, 3, "optimise", history, best, history[-1]))

@@ -5,7 +5,9 @@ kernel's defaults; afterwards, from the best configuration measured so far,
 move one knob to a neighbouring value (an untried one, chosen at random among
 them); when every neighbour is tried, restart from a random untried point.
 Configurations that cannot launch (more than 1024 threads, fewer than a warp)
-are skipped without spending the budget. The state of the search is the
+or do not compile (a kernel's `#error` guards against illegal or spilling knob
+combinations; NVRTC needs no GPU, and the CUBIN it caches is what the compile
+node then uses) are skipped without spending the budget. The state of the search is the
 session's history, so a resumed session continues where it stopped.
 """
 
@@ -35,6 +37,7 @@ class TuneProposer:
 
     def __init__(self, seed: int = 0, kernel: Optional[str] = None):
         self.seed, self.kernel = seed, kernel
+        self._compiles: dict[tuple, bool] = {}  # (source tag, arch, defines) -> NVRTC accepted it
 
     def base(self, ctx: ProposalContext) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: the best kernel if it declares knobs (an LLM's kernel
@@ -59,7 +62,9 @@ class TuneProposer:
         tried = {_key(a.defines) for a in mine}
         scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
-        feasible = lambda d: _key({**base.defines, **d}) not in tried and self._launchable(ctx.workload, base, d)
+        arch = ctx.facts.get("arch")
+        feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable(ctx.workload, base, d)
+                              and (arch is None or self._compiles_ok(base, d, arch)))
         choice = self._next(knobs, base.defines, scores, feasible, rng)
         if choice is None:
             raise ProposalError(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried")
@@ -75,9 +80,11 @@ class TuneProposer:
             return defaults
         if scores:
             best = {k: v for k, v in min(scores, key=scores.get) if k in free}
-            neighbours = [n for n in _neighbours(best, free) if feasible(n)]
-            if neighbours:
-                return rng.choice(neighbours)
+            neighbours = list(_neighbours(best, free))
+            rng.shuffle(neighbours)
+            found = next((n for n in neighbours if feasible(n)), None)  # compiles lazily, one at a time
+            if found is not None:
+                return found
         return self._random_point(free, feasible, rng)
 
     def _random_point(self, free, feasible, rng) -> Optional[dict[str, int]]:
@@ -93,6 +100,14 @@ class TuneProposer:
             if feasible(p):
                 return p
         return None
+
+    def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str) -> bool:
+        from ..compiler import compile_kernel
+        cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
+        key = (source_tag(base.source), arch, _key(cand.defines))
+        if key not in self._compiles:
+            self._compiles[key] = compile_kernel(cand.source, cand.entry, arch, cand.compile_options()).ok
+        return self._compiles[key]
 
     @staticmethod
     def _launchable(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
