@@ -28,6 +28,8 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--web-search", action="store_true",
                    help="with --nvidia-research: the model also searches NVIDIA's documentation once (Responses "
                         "API web search, NVIDIA domains only), cited in the prompt")
+    r.add_argument("--trace", action="store_true",
+                   help="trace every model call in MLflow (LangChain autologging); a tracing error is a warning")
     r.add_argument("--use-nsight", action="store_true",
                    help="profile each passing candidate with Nsight Compute (ncu, clocks untouched) and "
                         "feed the metrics to the proposer")
@@ -235,6 +237,9 @@ def start_session(args, workload, proposer: str):
         "timing": _timing_text(session.evaluator.timing)})
     info.mlflow_run_id = run_id or ""
     info.save(directory)
+    if getattr(args, "trace", False) and proposer == "llm" and run_id:
+        from .tracing import enable_tracing
+        enable_tracing(session.tracker.uri, workload.name)
     print(f"session {info.id} ({proposer}, budget {info.budget})")
     return session
 
