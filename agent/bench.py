@@ -126,7 +126,7 @@ def cmd_bench(args) -> int:
 def _bench(args) -> int:
     from .cli_loop import _drive, start_session
     from .evaluator import Evaluator
-    from .session import graph_config, open_graph, session_dir
+    from .session import stored_session
     from .worker_protocol import TimingConfig
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
@@ -141,7 +141,7 @@ def _bench(args) -> int:
             wall = time.monotonic() - t0
             if code == 1:  # failed (no GPU, ...): said so already
                 return code
-            state = open_graph(session_dir(args.store, session_id)).get_state(graph_config(session_id)).values
+            state = stored_session(args.store, session_id)[1]
             best = state.get("best")
             best_spec = best.spec if best else None
             iterations = state.get("iteration", 0)

@@ -291,14 +291,12 @@ def cmd_runs(args) -> int:
 
 def cmd_export(args) -> int:
     from .best_kernel import write_best
-    from .session import SessionInfo, session_dir
-    directory = session_dir(args.store, args.session)
-    if not (directory / "session.json").is_file():
-        print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
+    from .session import stored_session
+    try:
+        info, state = stored_session(args.store, args.session)
+    except FileNotFoundError as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
-    from .session import graph_config, open_graph
-    info = SessionInfo.load(directory)
-    state = open_graph(directory).get_state(graph_config(info.id)).values
     if not state.get("best"):
         print("warpsmith: error: this session has no kernel that passed validation", file=sys.stderr)
         return 1

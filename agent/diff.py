@@ -31,13 +31,12 @@ def render_diff(folder: Path, a: Attempt, b: Attempt) -> str:
 
 
 def cmd_diff(args) -> int:
-    from .session import SessionInfo, graph_config, open_graph, session_dir
-    directory = session_dir(args.store, args.session)
-    if not (directory / "session.json").is_file():
-        print(f"warpsmith: error: no session '{args.session}' under {args.store}/sessions", file=sys.stderr)
+    from .session import session_dir, stored_session
+    try:
+        info, state = stored_session(args.store, args.session)
+    except FileNotFoundError as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
-    info = SessionInfo.load(directory)
-    state = open_graph(directory).get_state(graph_config(info.id)).values
     history = {a.iteration: a for a in state.get("history", [])}
     best = state.get("best")
     b_it: Optional[int] = args.b if args.b is not None else (best.iteration if best else None)
@@ -46,5 +45,5 @@ def cmd_diff(args) -> int:
         what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"
         print(f"warpsmith: error: no attempt {missing[0]} in {info.id} ({what})", file=sys.stderr)
         return 2
-    print(render_diff(directory / "attempts", history[args.a], history[b_it]))
+    print(render_diff(session_dir(args.store, info.id) / "attempts", history[args.a], history[b_it]))
     return 0

@@ -75,6 +75,16 @@ def graph_config(session_id: str) -> dict:
     return {"configurable": {"thread_id": session_id}, "recursion_limit": 1_000_000}
 
 
+def stored_session(store: Path, session_id: str) -> tuple["SessionInfo", LoopState]:
+    """A stored session's info and last checkpointed state, read only.
+    Raises FileNotFoundError (one line) if there is no such session."""
+    directory = session_dir(store, session_id)
+    if not (directory / "session.json").is_file():
+        raise FileNotFoundError(f"no session '{session_id}' under {store}/sessions")
+    info = SessionInfo.load(directory)
+    return info, open_graph(directory).get_state(graph_config(info.id)).values
+
+
 def ended_text(state: LoopState) -> str:
     """Which limit ended the session (if one did) and what it spent."""
     spent = state.get("spent") or Spent()
