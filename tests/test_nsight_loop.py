@@ -101,10 +101,21 @@ def test_counter_permission_turns_profiling_off(tmp_path, workload, ncu_on_path,
 def test_faster_than_the_floor_is_suspect_and_must_pass_fresh_inputs(tmp_path, workload):
     """A 1 ns median on a 256^3 GEMM beats any GPU: flagged, and a fresh-seed failure keeps it out."""
     ev = EvaluatorDouble(workload, score=lambda d: 1e-6 if d.get("BK") == 16 else 1.0, fresh_fail={"BK=16"})
-    s = session(tmp_path, workload, 6, ev, nsight=False)
+    s = session(tmp_path, workload, 15, ev, nsight=False)
     s.run()
     suspects = [a for a in s.state["history"] if a.suspect]
     assert suspects and all(a.defines.get("BK") == 16 for a in suspects)
     assert all(not a.new_best for a in suspects)
     assert "SUSPECT" in suspects[0].detail and suspects[0].status == "wrong_answer"
     assert s.state["best"].score_ms >= 1.0
+
+
+def test_app_view_keeps_the_profile_of_the_candidate_and_of_the_best(tmp_path, workload, ncu_on_path):
+    """The app's profile tab: the current candidate's Nsight lines, and the best's once it wins."""
+    from tui.run_view import RunView
+    view = RunView(workload.name, "tune")
+    view.cases = {}
+    session(tmp_path, workload, 2).run(view.apply)
+    assert view.profile and view.profile[0].startswith("square-256: sgemm_tiled:")
+    assert any(line.startswith("suggests: ") for line in view.profile)
+    assert view.best_profile and view.best_profile[0].startswith("square-256: ")
