@@ -25,7 +25,8 @@ HERE = Path(__file__).resolve().parent
 def test_sigterm_leaves_a_killed_run_and_a_resumable_checkpoint(tmp_path):
     w = make_sgemm_workload(tmp_path / "w")
     store = tmp_path / "store"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    # tests/ only: an empty entry would put the source tree (no compiled runner) before the installed package.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(HERE), os.environ.get("PYTHONPATH", "")] if p)}
     proc = subprocess.Popen([sys.executable, str(HERE / "sigterm_session.py"), str(w), str(store)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60
