@@ -130,6 +130,11 @@ def _bench(args) -> int:
     from .worker_protocol import TimingConfig
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
+    from .drafting import refuse_drafted
+    refusals = [r for r in map(refuse_drafted, workloads) if r]
+    if refusals:
+        print(f"warpsmith: error: {refusals[0]}", file=sys.stderr)
+        return 2
     results = []
     for w in workloads:
         best_spec, session_id, iterations, wall = None, "-", 0, 0.0

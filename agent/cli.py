@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .drafting import refuse_drafted
 from .workload import SpecError, load_workload
 
 
@@ -61,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.add_argument("--device", type=int, default=0)
     from .cli_loop import add_loop_commands
+    from .cli_new import add_new_commands
     add_loop_commands(sub)
+    add_new_commands(sub)
     return p
 
 
@@ -74,11 +77,12 @@ def main(argv: list[str] | None = None, front_end=None) -> int:
     try:
         from . import cli_loop
         from .bench import cmd_bench
+        from .cli_new import cmd_new, cmd_review
         from .diff import cmd_diff
         commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,
                     "resume": cli_loop.cmd_resume, "runs": cli_loop.cmd_runs, "export": cli_loop.cmd_export,
                     "ui": cli_loop.cmd_ui, "bench": cmd_bench,
-                    "diff": cmd_diff}
+                    "diff": cmd_diff, "new": cmd_new, "review": cmd_review}
         return commands[args.command](args)
     except SpecError as e:
         print(f"warpsmith: error: {e}", file=sys.stderr)
@@ -194,6 +198,9 @@ def cmd_eval(args) -> int:
     from .worker_process import GpuUnavailable
     from .worker_protocol import TimingConfig
     workload = load_workload(args.workload)
+    if refuse_drafted(workload):
+        print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
+        return 2
     candidate = _candidate(args, workload)  # spec and kernel checked before any GPU work
     timing = TimingConfig(args.warmup, args.repetitions, not args.hot)
     try:

@@ -206,6 +206,10 @@ def finish_session(session, status: str) -> None:
 def cmd_run(args) -> int:
     from .proposers.llm import ProposerUnavailable
     workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
+    from .drafting import refuse_drafted
+    if refuse_drafted(workload):
+        print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
+        return 2
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
         session = start_session(args, workload, proposer)

@@ -24,6 +24,7 @@ ARRAY_ROLES = ("input", "output")
 CASE_ROLES = ("correctness", "performance")
 ARRAY_DTYPES = ("float32", "float64", "int32", "int64")
 SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
+REFERENCE_STATUSES = ("", "drafted", "reviewed")
 BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "torch")
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
                      "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
@@ -159,6 +160,9 @@ class Workload:
     start: str
     reference_path: Path
     digest: str  # hash of the spec and the reference: keys the reference cache
+    # "" (written by hand), "drafted" (by a model, not yet trusted) or "reviewed"
+    # (the user agreed and an independent second draft matched it): agent/drafting.py
+    reference_status: str = ""
 
     @property
     def arrays(self) -> list[ArrayParam]:
@@ -249,7 +253,10 @@ class _Parser:
     def parse(self) -> Workload:
         self.known(self.doc, "", {"workload", "params", "cases", "tolerance", "metrics", "baseline", "start", "kernels"})
         top = self.get(self.doc, "workload", "", dict)
-        self.known(top, "workload.", {"name", "description", "reference", "reduction"})
+        self.known(top, "workload.", {"name", "description", "reference", "reduction", "reference_status"})
+        status = self.get(top, "reference_status", "workload.", str, "")
+        if status not in REFERENCE_STATUSES:
+            raise self.fail("workload.reference_status", f"'{status}' must be drafted or reviewed (or absent)")
         name = self.get(top, "name", "workload.", str)
         description = self.get(top, "description", "workload.", str)
         reference = self.dir / self.get(top, "reference", "workload.", str, "reference.py")
@@ -271,7 +278,7 @@ class _Parser:
         baseline = self.parse_baseline(params)
         digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
         w = Workload(name, self.dir, description.strip(), params, cases, tolerance, baseline, flops,
-                     nbytes, kernels, start, reference, digest)
+                     nbytes, kernels, start, reference, digest, status)
         self.check_against_cases(w)
         return w
 

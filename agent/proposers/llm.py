@@ -10,12 +10,12 @@ as a repair request. A rejected key ends the session (it would fail every time).
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from pydantic import BaseModel, Field
 
 from ..loop_state import CandidateSpec
+from ..model_client import ModelUnavailable, client_kwargs, structured_chat
 from ..pricing import Usage, load_prices, price_for
 from .base import Proposal, ProposalContext, ProposalError
 from .prompt import SYSTEM, latest_findings, user_message
@@ -43,24 +43,15 @@ class LlmProposer:
     def __init__(self, model: str = "gpt-5-mini", reasoning_effort: Optional[str] = "medium",
                  base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0,
                  research: bool = False, web_search: bool = False, prices=None):
-        from langchain_openai import ChatOpenAI
-        key = os.environ.get("OPENAI_API_KEY")
-        if not key and not base_url:
-            raise ProposerUnavailable("the llm proposer needs OPENAI_API_KEY (or --base-url for a local "
-                                      "OpenAI-compatible server); without either, use --proposer tune")
-        kwargs = dict(model=model, api_key=key or "not-needed", max_retries=max_retries, timeout=timeout_s)
-        if base_url:
-            kwargs["base_url"] = base_url
-        if reasoning_effort:
-            kwargs["reasoning_effort"] = reasoning_effort
+        try:
+            kwargs = client_kwargs(model, reasoning_effort, base_url, max_retries, timeout_s)
+        except ModelUnavailable as e:
+            raise ProposerUnavailable(f"{e}; without either, use --proposer tune") from None
         self.model, self.research = model, research
         self.web_search = research and web_search
         self.web = None  # WebGuidance, fetched once before the first proposal
         self._client_kwargs = {k: v for k, v in kwargs.items() if k in ("api_key", "base_url", "max_retries", "timeout")}
-        # Structured output through the server's JSON-schema response format; the
-        # answer is parsed here so a malformed one still reports its token usage.
-        schema = {"name": "LlmCandidate", "schema": LlmCandidate.model_json_schema(), "strict": False}
-        self.chat = ChatOpenAI(**kwargs).bind(response_format={"type": "json_schema", "json_schema": schema})
+        self.chat = structured_chat(kwargs, LlmCandidate)
         self.calls = 0
         self.usage, self.cost_usd, self._pending = Usage(), 0.0, Usage()
         self.price = price_for(model, base_url, prices if prices is not None else load_prices())

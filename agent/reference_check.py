@@ -1,0 +1,61 @@
+"""Compare a workload's reference with a second draft on the same seeded inputs,
+case by case, for the cases cheap enough on the CPU. Runs as its own process
+(the caller holds the time limit); prints one JSON line per case.
+
+    python -m agent.reference_check WORKLOAD_DIR SECOND_REFERENCE.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .inputs import ReferenceFailed, compute_reference
+from .tolerance import case_rtol
+from .workload import load_workload
+
+MAX_ELEMENTS = 4_000_000  # every array of a case together
+MAX_FLOPS = 4e9
+SEED = 7  # neither the evaluator's seed nor its fresh one
+
+
+def cheap(w, case) -> bool:
+    elements = sum(int(np.prod(w.shape(p, case))) for p in w.arrays)
+    flops = w.flops.evaluate(case.sizes) if w.flops is not None else 0
+    return elements <= MAX_ELEMENTS and flops <= MAX_FLOPS
+
+
+def main(argv: list[str]) -> int:
+    w = load_workload(Path(argv[0]))
+    other = dataclasses.replace(w, reference_path=Path(argv[1]).resolve())
+    for case in w.cases:
+        if not cheap(w, case):
+            print(json.dumps({"case": case.name, "agree": True, "detail": "skipped"}))
+            continue
+        try:
+            a, b = compute_reference(w, case, SEED), compute_reference(other, case, SEED)
+        except ReferenceFailed as e:
+            print(json.dumps({"case": case.name, "agree": False, "detail": str(e)}))
+            continue
+        worst, detail = 0.0, ""
+        for p in w.outputs:
+            x, y = a[p.name].astype(np.float64), b[p.name].astype(np.float64)
+            scale = np.abs(x) + np.sqrt(np.mean(np.square(x))) + 1e-300
+            err = np.abs(x - y) / scale
+            i = int(np.argmax(err))
+            if err.flat[i] > worst:
+                worst = float(err.flat[i])
+                idx = np.unravel_index(i, x.shape)
+                detail = f"{p.name}{list(idx)}: first {x[idx]:.9g}, second {y[idx]:.9g}"
+        rtol = min(case_rtol(w, case, p.dtype) for p in w.outputs)
+        print(json.dumps({"case": case.name, "agree": bool(worst <= rtol), "max_error": worst,
+                          "detail": "" if worst <= rtol else f"relative error {worst:.3g} > {rtol:.3g} at {detail}"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,134 @@
+"""`warpsmith new` / `review` against the scripted model server (OpenAIServerDouble
+stands in for a paid model): a sentence becomes a valid workload directory, a
+broken draft is repaired, a reference is trusted only after the user's yes and an
+agreeing independent second draft, and `run` refuses a draft."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.cli import main
+from agent.workload import load_workload
+from openai_server_double import OpenAIServerDouble
+
+TOML = '''[workload]
+name = "vadd"
+description = "Element-wise sum of two float32 vectors: c = a + b."
+reference = "reference.py"
+reference_status = "drafted"
+
+[[params]]
+name = "a"
+role = "input"
+dtype = "float32"
+shape = ["n"]
+
+[[params]]
+name = "b"
+role = "input"
+dtype = "float32"
+shape = ["n"]
+
+[[params]]
+name = "c"
+role = "output"
+dtype = "float32"
+shape = ["n"]
+
+[[params]]
+name = "n"
+role = "scalar"
+dtype = "int32"
+value = "n"
+
+[tolerance]
+allow_tf32 = false
+
+[metrics]
+flops = "n"
+bytes = "12 * n"
+
+[kernels.naive]
+source = "naive.cu"
+entry = "vadd"
+grid = ["ceil_div(n, 256)", 1, 1]
+block = [256, 1, 1]
+
+[[cases]]
+name = "odd-1001"
+role = "correctness"
+sizes = { n = 1001 }
+
+[[cases]]
+name = "big"
+role = "performance"
+sizes = { n = 268435456 }
+'''
+KERNEL = 'extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {\n' \
+         '  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i];\n}\n'
+REF = "import numpy as np\n\ndef reference(a, b, *, n):\n    return a + b\n"
+
+
+def draft(toml=TOML):
+    return {"name": "vadd", "workload_toml": toml, "reference_py": REF, "kernel_cu": KERNEL, "kernel_file": "naive.cu"}
+
+
+def second(body: str):
+    return {"reference_py": f"import numpy as np\n\ndef reference(a, b, *, n):\n    {body}\n"}
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
+
+
+def new(server, d, *extra):
+    return main(["new", "Add two vectors", str(d), "--base-url", server.base_url, "--model", "m", *extra])
+
+
+def test_sentence_becomes_a_reviewed_workload_with_yes(tmp_path, capsys):
+    d = tmp_path / "vadd"
+    with OpenAIServerDouble([draft(), second("return np.add(a, b)")]) as server:
+        assert new(server, d, "--yes") == 0
+    w = load_workload(d)
+    assert w.reference_status == "reviewed" and list(w.kernels) == ["naive"]
+    out = capsys.readouterr().out
+    assert "def reference(a, b, *, n)" in out and "- odd-1001 (correctness)" in out
+    assert "reviewed: an independent second reference agrees on odd-1001" in out  # 'big' is too big for the CPU
+    second_prompt = server.requests[1]["messages"][1]["content"]
+    assert second_prompt.startswith("Add two vectors") and "def reference(a, b, *, n)" in second_prompt
+    assert "return a + b" not in second_prompt  # it never sees the first draft
+    code = main(["eval", str(d)])  # accepted: it goes on to look for a GPU (3 here), not a spec error (2)
+    assert code in (0, 1, 3) and "review" not in capsys.readouterr().err
+
+
+def test_broken_toml_is_sent_back_and_repaired(tmp_path, capsys):
+    d = tmp_path / "vadd"
+    broken = TOML.replace('shape = ["n"]\n\n[[params]]\nname = "c"', 'shape = ["n"\n\n[[params]]\nname = "c"', 1)
+    with OpenAIServerDouble([draft(broken), draft(), second("return a + b")]) as server:
+        assert new(server, d, "--yes") == 0
+    repair = server.requests[1]["messages"][-1]["content"]
+    assert repair.startswith("That draft fails the spec checker:") and "(syntax)" in repair
+    assert "draft 1: " in capsys.readouterr().out
+
+
+def test_disagreeing_references_block_the_run(tmp_path, capsys):
+    d = tmp_path / "vadd"
+    with OpenAIServerDouble([draft(), second("return a - b")]) as server:
+        assert new(server, d, "--yes") == 1
+    out = capsys.readouterr().out
+    assert "the two references disagree; the workload stays drafted" in out
+    assert "first draft" in out and "| second draft" in out and "return a - b" in out
+    assert load_workload(d).reference_status == "drafted"
+    assert main(["run", str(d), "--headless", "--no-tracking"]) == 2
+    assert "the reference is a model's draft, not reviewed: run `warpsmith review" in capsys.readouterr().err
+
+
+def test_no_consent_no_python_runs(tmp_path, monkeypatch, capsys):
+    """Without the user's yes nothing model-written runs: no second draft is asked for."""
+    d = tmp_path / "vadd"
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    with OpenAIServerDouble([draft()]) as server:
+        assert new(server, d) == 1
+    assert len(server.requests) == 1 and not (d / ".review").exists()
+    assert "stays drafted" in capsys.readouterr().out
