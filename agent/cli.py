@@ -68,12 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, front_end=None) -> int:
+def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -> int:
     """front_end(session, args) -> status runs a session in a full-screen app; the
     `warpsmith` command (tui.cli) passes the Textual app. Without one, or with
     --headless, sessions print a progress bar."""
     args = build_parser().parse_args(argv)
     args.front_end = front_end
+    args.review_front_end = review_front_end  # review(workload, question) -> bool, in a terminal
     try:
         from . import cli_loop
         from .bench import cmd_bench

@@ -31,10 +31,13 @@ def _chat(args):
 
 
 def _consent(args):
-    def ask(question: str) -> bool:
+    def ask(question: str, workload) -> bool:
         if args.yes:
             print(f"{question} yes (--yes)")
             return True
+        review_app = getattr(args, "review_front_end", None)
+        if review_app is not None and sys.stdin.isatty() and sys.stdout.isatty():
+            return bool(review_app(workload, question))
         try:
             return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
         except EOFError:

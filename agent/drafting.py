@@ -155,13 +155,13 @@ def set_status(directory: Path, status: str) -> None:
     path.write_text(re.sub(r'reference_status\s*=\s*"[a-z]*"', f'reference_status = "{status}"', path.read_text()))
 
 
-def review(directory: Path, chat, description: str, consent: Callable[[str], bool],
+def review(directory: Path, chat, description: str, consent: Callable[[str, Workload], bool],
            say: Callable[[str], None] = print, timeout_s: float = CHECK_TIMEOUT_S) -> ReviewResult:
     """The review of a drafted reference: the user's yes first, then the independent second draft."""
     w = load_workload(directory)
     say(f"# reference.py (drafted)\n{w.reference_path.read_text()}")
     say("# cases\n" + "\n".join(f"- {c.name} ({c.role}): {c.sizes}" for c in w.cases))
-    if not consent("Is this reference right for the description, and may it run on this machine?"):
+    if not consent("Is this reference right for the description, and may it run on this machine?", w):
         return ReviewResult("drafted", f"not reviewed: {directory.name} stays drafted; "
                                        f"`warpsmith review {directory}` asks again")
     second, _ = _ask(chat, SECOND_SYSTEM, [("human", f"{description.strip()}\n\nSignature:\n{reference_signature(w)}")],

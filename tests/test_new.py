@@ -132,3 +132,22 @@ def test_no_consent_no_python_runs(tmp_path, monkeypatch, capsys):
         assert new(server, d) == 1
     assert len(server.requests) == 1 and not (d / ".review").exists()
     assert "stays drafted" in capsys.readouterr().out
+
+
+async def test_review_screen_shows_the_draft_and_answers_yes_or_no(tmp_path):
+    """The app's review screen: the drafted reference and the cases; y consents, n does not."""
+    from textual.widgets import Static
+    from agent.drafting import write_draft, WorkloadDraft
+    from tui.screens.review import ReviewApp
+    d = tmp_path / "vadd"
+    write_draft(d, WorkloadDraft(**draft()))
+    w = load_workload(d)
+    for key, expected in (("y", True), ("n", False)):
+        app = ReviewApp(w, "May it run?")
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause(0.2)
+            cases = str(app.screen.query_one("#cases").query_one(Static).content)
+            assert "odd-1001 (correctness)" in cases and "n=268435456" in cases
+            await pilot.press(key)
+            await pilot.pause(0.2)
+        assert app.return_value is expected

@@ -35,9 +35,15 @@ def run_app(session, args) -> str:
     return statuses.get(id(session)) or (app.status if app.session is session else None) or "stopped"
 
 
+def review_in_app(workload, question: str) -> bool:
+    """The review screen of a drafted reference; True only on the user's yes."""
+    from .screens.review import ReviewApp
+    return bool(ReviewApp(workload, question).run())
+
+
 def main(argv: list[str] | None = None) -> int:
     from agent.cli import main as agent_main
-    return agent_main(argv, front_end=run_app)
+    return agent_main(argv, front_end=run_app, review_front_end=review_in_app)
 
 
 if __name__ == "__main__":
