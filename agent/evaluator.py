@@ -245,7 +245,7 @@ class Evaluator:
                     expected = expected[:step]
             elif isinstance(reply, CaseTimed):
                 c = result.case(reply.case)
-                c.timing, c.time_ms = TimingStats.of(reply.samples_ms), reply.elapsed_ms
+                c.timing, c.time_ms, c.clocks_mhz = TimingStats.of(reply.samples_ms), reply.elapsed_ms, reply.clocks_mhz
             elif isinstance(reply, Fault):
                 status = "launch_invalid" if reply.name in RECOVERABLE else "crashed"
                 self._mark(result, reply.case or case, status,

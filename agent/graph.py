@@ -59,7 +59,7 @@ def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ce
                                median_ms=c.timing.median_ms if c.timing else None,
                                cv=c.timing.cv if c.timing else None,
                                pct_of_floor=floor.pct_of_floor if floor else None,
-                               suspect=bool(floor and floor.suspect)))
+                               suspect=bool(floor and floor.suspect), clocks_mhz=list(c.clocks_mhz)))
     return out
 
 

@@ -50,6 +50,7 @@ class CaseOutcome(BaseModel):
     cv: Optional[float] = None
     pct_of_floor: Optional[float] = None  # the case's FLOP/byte floor over its median; 1.0 = at the limit
     suspect: bool = False  # faster than the floor: a timing or validation hole until proven otherwise
+    clocks_mhz: list[int] = []  # SM, memory before timing; SM, memory after (NVML; empty without it)
 
 
 class CaseProfile(BaseModel):

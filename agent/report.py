@@ -52,6 +52,12 @@ def render_table(workload: Workload, result: EvaluationResult, baseline: Optiona
     if ceilings:
         lines.append(f"% floor: the case's FLOP/byte floor over its median, from {ceilings.fp32_tflops:g} TFLOP/s fp32 "
                      f"and {ceilings.bandwidth_gbs:g} GB/s ({ceilings.source}); SUSPECT = faster than physically possible")
+    clocks = [c.clocks_mhz for c in result.cases if c.clocks_mhz]
+    if clocks:
+        sm = sorted(x for c in clocks for x in (c[0], c[2]))
+        mem = sorted(x for c in clocks for x in (c[1], c[3]))
+        lines.append(f"clocks while timing (NVML, before/after each case): SM {sm[0]}-{sm[-1]} MHz, "
+                     f"memory {mem[0]}-{mem[-1]} MHz")
     return "\n".join(lines)
 
 

@@ -42,6 +42,7 @@ class CaseResult:
     detail: str = ""
     validate_ms: float = 0.0
     time_ms: float = 0.0
+    clocks_mhz: tuple[int, ...] = ()  # SM, memory before timing; SM, memory after (NVML)
 
 
 @dataclass

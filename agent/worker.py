@@ -15,6 +15,7 @@ import numpy as np
 
 from . import native
 from .ceilings_probe import ensure_ceilings
+from .clocks import Clocks
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
@@ -41,6 +42,7 @@ class GpuWorker:
         self.cases: dict[tuple[str, int, str], CaseBuffers] = {}
         self._cublas = None
         self._bias_relu = None
+        self.clocks = Clocks(self.device.facts.uuid)
         self._torch: dict[tuple[str, str], object] = {}  # (kind, source) -> TorchBaseline
         self.phase, self.case = "start", ""
 
@@ -113,11 +115,11 @@ class GpuWorker:
         for job in req.jobs:
             if job.timed:
                 self.phase, self.case = "time", job.case
-                t0 = time.perf_counter()
+                t0, before = time.perf_counter(), self.clocks.read()
                 bufs = self.buffers(job, req.seed)
                 l = job.launch
                 timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing))
-                send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
+                send(self.case_timed(job.case, timing, t0, before))
         if req.revalidate:
             for job in req.jobs:
                 validate(job, "revalidate")
@@ -165,11 +167,16 @@ class GpuWorker:
             send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
             if job.timed:
                 self.phase = "time"
-                t0 = time.perf_counter()
+                t0, before = time.perf_counter(), self.clocks.read()
                 timing = (blas.time_sgemm(self.device, *operands, _settings(req.timing)) if epilogue is None
                           else self.device.time_callable(run, _settings(req.timing)))
-                send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
+                send(self.case_timed(job.case, timing, t0, before))
 
+    def case_timed(self, case: str, timing, t0: float, before) -> CaseTimed:
+        """The samples, with the clocks read before and after them."""
+        after = self.clocks.read()
+        clocks = tuple(before) + tuple(after) if before and after else ()
+        return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
 
     def run_torch(self, req: EvaluateBaseline, send) -> None:
         from .torch_baseline import TorchBaseline
@@ -186,9 +193,9 @@ class GpuWorker:
             send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
             if job.timed:
                 self.phase = "time"
-                t0 = time.perf_counter()
+                t0, before = time.perf_counter(), self.clocks.read()
                 timing = self.device.time_callable(tb.timer(bufs, job.scalars), _settings(req.timing))
-                send(CaseTimed(job.case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3))
+                send(self.case_timed(job.case, timing, t0, before))
 
 
 def _settings(t: TimingConfig):

@@ -107,6 +107,7 @@ class CaseTimed:
     samples_ms: tuple[float, ...]
     warmup_mean_ms: float
     elapsed_ms: float
+    clocks_mhz: tuple[int, ...] = ()  # SM, memory before timing; SM, memory after (NVML; empty without it)
 
 
 @dataclass(frozen=True)

@@ -44,3 +44,13 @@ def test_nsight_profiles_each_performance_case(workload, tmp_path):
         print(p.summary)
         assert p.metrics["duration_ns"] > 0 and p.metrics["instructions"] > 0
         assert p.metrics["registers_per_thread"] > 0 and p.findings
+
+
+def test_timed_cases_carry_the_clocks_read_before_and_after(workload):
+    """NVML's SM and memory clocks around every timed case (the H200 runs near 1980 / 3201 MHz)."""
+    from agent.candidate import Candidate
+    with Evaluator(workload) as ev:
+        r = ev.evaluate(Candidate.from_spec(workload.kernels["naive"]))
+    timed = [c for c in r.cases if c.timing]
+    assert timed and all(len(c.clocks_mhz) == 4 and min(c.clocks_mhz) > 100 for c in timed)
+    print({c.case: c.clocks_mhz for c in timed})

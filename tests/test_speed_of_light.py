@@ -58,3 +58,10 @@ def test_ceiling_probe_kernels_compile_for_sm_90():
         r = compile_kernel(PROBE_SOURCE, entry, "sm_90", use_cache=False)
         assert r.ok, r.log
         assert r.resources.spill_stores == 0 and r.resources.registers > 0
+
+
+def test_clocks_without_nvml_read_nothing():
+    """No NVML on this machine (or a GPU it does not know): timings go without clocks, no error."""
+    from agent.clocks import Clocks
+    assert Clocks("GPU-00000000-0000-0000-0000-000000000000").read() is None
+    assert Clocks("GPU-x", library="libnot-there.so").read() is None
