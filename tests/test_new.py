@@ -151,3 +151,12 @@ async def test_review_screen_shows_the_draft_and_answers_yes_or_no(tmp_path):
             await pilot.press(key)
             await pilot.pause(0.2)
         assert app.return_value is expected
+
+
+def test_nothing_small_enough_to_compare_keeps_it_drafted(tmp_path, capsys):
+    d = tmp_path / "vadd"
+    only_big = TOML.replace('name = "odd-1001"\nrole = "correctness"\nsizes = { n = 1001 }', 'name = "odd"\nrole = "correctness"\nsizes = { n = 268435457 }')
+    with OpenAIServerDouble([draft(only_big), second("return a + b")]) as server:
+        assert new(server, d, "--yes") == 1
+    assert "no case is small enough to compare" in capsys.readouterr().out
+    assert load_workload(d).reference_status == "drafted"
