@@ -144,7 +144,7 @@ def _bench(args) -> int:
             session_id = session.info.id
             code = _drive(session, args)
             wall = time.monotonic() - t0
-            if code == 1:  # failed (no GPU, ...): said so already
+            if code != 0:  # failed (no GPU, ...) or stopped (Ctrl-C, SIGTERM): said so already
                 return code
             state = stored_session(args.store, session_id)[1]
             best = state.get("best")

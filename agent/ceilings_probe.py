@@ -16,7 +16,7 @@ import datetime
 import statistics
 
 from .compiler import compile_kernel
-from .speed_of_light import Ceilings, ceilings_path, save_ceilings
+from .speed_of_light import Ceilings, save_ceilings
 
 PROBE_SOURCE = r"""
 extern "C" __global__ void ws_copy(const float4* __restrict__ src, float4* __restrict__ dst, long long n) {
@@ -84,8 +84,9 @@ def measure_ceilings(device, facts: dict) -> Ceilings:
 def ensure_ceilings(device, facts: dict) -> Ceilings:
     """The cached ceilings of this GPU, measured now if there are none yet (about a second)."""
     from .speed_of_light import load_ceilings
-    if ceilings_path(facts.get("uuid", "unknown")).is_file():
-        return load_ceilings(facts)
+    cached = load_ceilings(facts)
+    if cached is not None and cached.source != "datasheet":
+        return cached
     ceilings = measure_ceilings(device, facts)
     save_ceilings(facts, ceilings)
     return ceilings

@@ -144,7 +144,9 @@ def _drive(session, args) -> int:
     from .headless import HeadlessProgress
     from .proposers.llm import ProposerUnavailable
     from .worker_process import GpuUnavailable
-    progress = HeadlessProgress(session.info.budget, session.workload.baseline.primary or "baseline")
+    # With --json (bench) stdout carries only the JSON: progress and reports go to stderr.
+    out = sys.stderr if getattr(args, "json", False) else sys.stdout
+    progress = HeadlessProgress(session.info.budget, session.workload.baseline.primary or "baseline", out)
     status = "failed"
     front_end = getattr(args, "front_end", None)
     previous = _sigterm_stops(session)
@@ -173,8 +175,8 @@ def _drive(session, args) -> int:
         print(f"\nstopped. Resume with: warpsmith resume {session.info.id}", file=sys.stderr)
     if status == "finished":
         best = (session.dir / "best" / "report.md")
-        print(best.read_text() if best.is_file() else "no candidate passed validation")
-        print(f"session {session.info.id}: best kernel in {session.dir / 'best'}")
+        print(best.read_text() if best.is_file() else "no candidate passed validation", file=out)
+        print(f"session {session.info.id}: best kernel in {session.dir / 'best'}", file=out)
     return {"finished": 0, "stopped": 130, "paused": 0}.get(status, 1)
 
 
@@ -230,6 +232,10 @@ def start_session(args, workload, proposer: str):
                        research=args.nvidia_research, web_search=args.web_search, nsight=args.use_nsight,
                        limits=_limits(args), prices=str(args.prices.resolve()) if args.prices else "")
     chosen = _proposer(info)
+    llm_part = getattr(chosen, "llm", None)
+    if info.limits.get("cost_usd") and llm_part is not None and not (llm_part.price and llm_part.price.output):
+        print(f"warpsmith: warning: --cost-budget cannot stop this session: model '{info.model}' has no price here "
+              "(a local server, or not in the price table); add it to prices.toml or use --token-budget", file=sys.stderr)
     directory = session_dir(args.store, info.id)
     directory.mkdir(parents=True, exist_ok=True)
     session = _open(info, directory, args, chosen)
@@ -244,7 +250,7 @@ def start_session(args, workload, proposer: str):
     if getattr(args, "trace", False) and proposer == "llm" and run_id:
         from .tracing import enable_tracing
         enable_tracing(session.tracker.uri, workload.name)
-    print(f"session {info.id} ({proposer}, budget {info.budget})")
+    print(f"session {info.id} ({proposer}, budget {info.budget})", file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return session
 
 
@@ -265,7 +271,7 @@ def cmd_resume(args) -> int:
     from .proposers.llm import ProposerUnavailable
     try:
         session = resume_session(args.session, args)
-    except (FileNotFoundError, ProposerUnavailable) as e:
+    except (FileNotFoundError, ProposerUnavailable, ValueError) as e:  # ValueError: a broken price table
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     if args.budget is not None:

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from pydantic import BaseModel, Field
 
-from .workload import SpecError, Workload, load_workload
+from .workload import DRAFT_MARKER, SpecError, Workload, load_workload
 
 CHECK_TIMEOUT_S = 300.0
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sgemm" / "workload.toml"
@@ -79,12 +79,18 @@ def _ask(chat, system: str, messages: list, answer: type[BaseModel]):
     return answer.model_validate_json(content), content
 
 
+STATUS_LINE = re.compile(r"""^[ \t]*reference_status[ \t]*=.*$""", re.M)
+
+
 def write_draft(directory: Path, d: WorkloadDraft) -> None:
+    """The draft's files, and the marker that keeps it drafted whatever its TOML says."""
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / DRAFT_MARKER).write_text("a model drafted this workload; `warpsmith review` removes this file\n")
     toml = d.workload_toml
-    if "reference_status" not in toml:  # the model forgot: a draft is a draft whatever it says
-        toml = toml.replace("[workload]\n", '[workload]\nreference_status = "drafted"\n', 1)
-    toml = re.sub(r'reference_status\s*=\s*"[a-z]*"', 'reference_status = "drafted"', toml)
+    if STATUS_LINE.search(toml):
+        toml = STATUS_LINE.sub('reference_status = "drafted"', toml)
+    else:
+        toml = re.sub(r"^\[workload\][^\n]*$", '[workload]\nreference_status = "drafted"', toml, count=1, flags=re.M)
     (directory / "workload.toml").write_text(toml)
     (directory / "reference.py").write_text(d.reference_py)
     (directory / Path(d.kernel_file).name).write_text(d.kernel_cu)
@@ -102,7 +108,10 @@ def draft_workload(chat, description: str, directory: Path, repairs: int = 3,
         else:
             write_draft(directory, draft)
             try:
-                return load_workload(directory)
+                w = load_workload(directory)
+                if w.baseline.torch is not None:  # it would run model-written Python in the GPU worker
+                    raise SpecError(directory / "workload.toml", "baseline.torch", "a draft may not name a PyTorch baseline file")
+                return w
             except SpecError as e:
                 problem = str(e)
         say(f"draft {attempt + 1}: {problem}" + ("; asking for a repair" if attempt < repairs else ""))
@@ -150,9 +159,10 @@ def side_by_side(a: str, b: str, width: int = 60) -> str:
     return "\n".join(rows)
 
 
-def set_status(directory: Path, status: str) -> None:
+def set_reviewed(directory: Path) -> None:
     path = directory / "workload.toml"
-    path.write_text(re.sub(r'reference_status\s*=\s*"[a-z]*"', f'reference_status = "{status}"', path.read_text()))
+    path.write_text(STATUS_LINE.sub('reference_status = "reviewed"', path.read_text()))
+    (directory / DRAFT_MARKER).unlink(missing_ok=True)
 
 
 def review(directory: Path, chat, description: str, consent: Callable[[str, Workload], bool],
@@ -176,7 +186,7 @@ def review(directory: Path, chat, description: str, consent: Callable[[str, Work
         return ReviewResult("drafted", "no case is small enough to compare the two references on the CPU: add a "
                                        "small correctness case to workload.toml and review again", cases)
     if all(c.agree for c in compared):
-        set_status(directory, "reviewed")
+        set_reviewed(directory)
         names = ", ".join(c.case for c in compared)
         return ReviewResult("reviewed", f"reviewed: an independent second reference agrees on {names}", cases)
     bad = [c for c in cases if not c.agree and c.detail != "skipped"] or cases

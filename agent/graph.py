@@ -12,7 +12,7 @@ front end and leave their results in the checkpointed state.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -47,6 +47,7 @@ class LoopContext:
     tracker: Any  # agent.tracking.Tracker
     profiler: Optional[Nsight] = None  # --use-nsight
     archive: Optional[Path] = None  # where each attempt's kernel is kept (the session's attempts/ folder)
+    run_started: float = field(default_factory=time.time)  # this stream() call's start: paused time never counts
 
 
 def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ceilings]) -> list[CaseOutcome]:
@@ -240,7 +241,9 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         archive_attempt(ctx.archive, attempt, state["pending"])
     update.update(_apply_budget(state, runtime))
     spent = state.get("spent", Spent())
-    update["spent"] = Spent(elapsed_s=spent.elapsed_s + max(0.0, time.time() - state.get("attempt_started", time.time())),
+    # Since the attempt began, or since this run began if it was paused or stopped mid-attempt.
+    started = max(state.get("attempt_started", time.time()), ctx.run_started)
+    update["spent"] = Spent(elapsed_s=spent.elapsed_s + max(0.0, time.time() - started),
                             tokens=spent.tokens + attempt.tokens, cost_usd=spent.cost_usd + attempt.cost_usd)
     finished = _stop_reason(state, update, attempt.iteration)
     return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],

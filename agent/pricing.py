@@ -19,6 +19,7 @@ the output count).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,7 @@ def price_for(model: str, base_url: Optional[str], table: PriceTable) -> Optiona
     prices = {**table.defaults, **table.user}
     if model in prices:
         return prices[model]
-    # Dated snapshots ("gpt-5-mini-2025-08-07") cost what their family costs.
-    family = max((m for m in prices if model.startswith(m + "-")), key=len, default=None)
-    return prices[family] if family else None
+    # Dated snapshots ("gpt-5-mini-2025-08-07") and "-latest" cost what their model costs;
+    # other suffixes ("-nano", "-pro", "-mini") are other models with other prices.
+    base = re.sub(r"-(\d{4}-\d{2}-\d{2}|latest)$", "", model)
+    return prices.get(base)

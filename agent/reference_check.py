@@ -44,8 +44,15 @@ def main(argv: list[str]) -> int:
         worst, detail = 0.0, ""
         for p in w.outputs:
             x, y = a[p.name].astype(np.float64), b[p.name].astype(np.float64)
-            scale = np.abs(x) + np.sqrt(np.mean(np.square(x))) + 1e-300
-            err = np.abs(x - y) / scale
+            odd = ~np.isfinite(x) | ~np.isfinite(y)
+            if (odd & ~((np.isnan(x) & np.isnan(y)) | (x == y))).any():  # NaN/inf where the other has a number
+                idx = np.unravel_index(int(np.argmax(odd)), x.shape)
+                worst, detail = float("inf"), f"{p.name}{list(idx)}: first {x[idx]:.9g}, second {y[idx]:.9g}"
+                break
+            finite = x[~odd]
+            rms = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 0.0
+            with np.errstate(invalid="ignore"):
+                err = np.where(odd, 0.0, np.abs(x - y) / (np.abs(x) + rms + 1e-300))
             i = int(np.argmax(err))
             if err.flat[i] > worst:
                 worst = float(err.flat[i])

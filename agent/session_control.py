@@ -12,7 +12,7 @@ from langgraph.runtime import RunControl
 
 class SessionControl:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a SIGTERM handler may call request() while this thread holds it
         self._budget: Optional[int] = None
         self._limits: Optional[dict] = None
         self._run: Optional[RunControl] = None

@@ -11,6 +11,7 @@ is `suspect` (a timing or validation hole), never silently a new best.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -47,8 +48,10 @@ def ceilings_path(uuid: str) -> Path:
 def load_ceilings(facts: dict) -> Optional[Ceilings]:
     """Measured ceilings for this GPU if cached, else the datasheet lead, else None."""
     path = ceilings_path(facts.get("uuid", "unknown"))
-    if path.is_file():
+    try:
         return Ceilings(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):  # none yet, or unreadable: measure again / datasheet
+        pass
     lead = DATASHEET.get(facts.get("name", ""))
     return Ceilings(lead[0], lead[1], "datasheet") if lead else None
 
@@ -56,7 +59,9 @@ def load_ceilings(facts: dict) -> Optional[Ceilings]:
 def save_ceilings(facts: dict, ceilings: Ceilings) -> None:
     path = ceilings_path(facts.get("uuid", "unknown"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(ceilings)))
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # another worker may be reading: replace, never half-write
+    tmp.write_text(json.dumps(asdict(ceilings)))
+    os.replace(tmp, path)
 
 
 def case_floor(workload: Workload, case: Case, ceilings: Ceilings, median_ms: Optional[float] = None) -> Optional[CaseFloor]:

@@ -48,14 +48,16 @@ class TorchBaseline:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         self.torch, self.device = torch, device
+        self.cuda = f"cuda:{device.facts.ordinal}"  # the runner's GPU, not torch's current one
+        torch.cuda.set_device(device.facts.ordinal)
         self.fn = load_baseline(Path(source))
         if compiled:
             self.fn = torch.compile(self.fn, dynamic=False)
-        self.stream = torch.cuda.ExternalStream(device.stream_handle)
+        self.stream = torch.cuda.ExternalStream(device.stream_handle, device=self.cuda)
 
     def tensors(self, bufs) -> dict:
         torch = self.torch
-        return {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device="cuda")
+        return {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device=self.cuda)
                 for name, a in bufs.arrays.items()}
 
     def call(self, inputs: dict, sizes: dict):

@@ -205,7 +205,10 @@ def session_runs(client, workload: Optional[str] = None) -> list:
     exps = [e for e in client.search_experiments() if not workload or e.name == workload]
     if not exps:
         return []
-    runs = client.search_runs([e.experiment_id for e in exps], order_by=["attributes.start_time DESC"])
+    # Sessions carry the warpsmith.session tag, attempts do not: filtered by the store, so
+    # thousands of attempts never push sessions out of a page.
+    runs = client.search_runs([e.experiment_id for e in exps], "tags.`warpsmith.session` LIKE '%'",
+                              order_by=["attributes.start_time DESC"], max_results=5000)
     return [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
 
 

@@ -87,3 +87,14 @@ def test_limit_changed_while_running(tmp_path, workload):
     s.control.set_limits(patience=2)
     s.run()
     assert s.state["iteration"] == 2 and s.state["limits"].patience == 2
+
+
+def test_paused_time_does_not_count(tmp_path, workload):
+    """Paused mid-attempt for a while, then resumed: the wait is not charged to the time budget."""
+    import time
+    s = session(tmp_path, workload, {"time_s": 30.0}, evaluator=EvaluatorDouble(workload, delay_s=0.05), budget=3)
+    s.control.request("pause")
+    assert s.run() == "paused"
+    time.sleep(1.0)
+    s.run()
+    assert s.state["spent"].elapsed_s < 1.0 and s.state["finished"] == "budget"

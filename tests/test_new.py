@@ -160,3 +160,18 @@ def test_nothing_small_enough_to_compare_keeps_it_drafted(tmp_path, capsys):
         assert new(server, d, "--yes") == 1
     assert "no case is small enough to compare" in capsys.readouterr().out
     assert load_workload(d).reference_status == "drafted"
+
+
+def test_a_draft_cannot_mark_itself_reviewed(tmp_path):
+    """Whatever the drafted TOML says (single quotes, a comment after [workload]), a draft stays drafted."""
+    from agent.drafting import WorkloadDraft, write_draft
+    sly = TOML.replace('reference_status = "drafted"', "reference_status = 'reviewed'").replace("[workload]", "[workload]  # ok")
+    write_draft(tmp_path / "w", WorkloadDraft(**draft(sly)))
+    assert load_workload(tmp_path / "w").reference_status == "drafted"
+
+
+def test_a_nan_in_one_reference_is_a_disagreement(tmp_path, capsys):
+    d = tmp_path / "vadd"
+    with OpenAIServerDouble([draft(), second("c = a + b\n    c[3] = np.nan\n    return c")]) as server:
+        assert new(server, d, "--yes") == 1
+    assert "the two references disagree" in capsys.readouterr().out

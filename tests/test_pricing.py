@@ -32,6 +32,8 @@ def test_price_file_overrides_and_local_servers_are_free(tmp_path):
     assert price_for("gpt-5", "http://127.0.0.1:8000/v1", table) == FREE
     assert price_for("my-local", "http://127.0.0.1:8000/v1", table) == Price(0.1, 0.1, 0.2)
     assert price_for("mystery", None, table) is None
+    assert price_for("gpt-4.1-nano", None, table) is None and price_for("o3-pro", None, table) is None
+    assert price_for("gpt-5-latest", None, table) == DEFAULT_PRICES["gpt-5"]
     f.write_text('[models."x"]\ninput = "cheap"\n')
     with pytest.raises(ValueError, match="prices.toml: a price table has"):
         load_prices(f)

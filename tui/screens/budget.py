@@ -42,7 +42,8 @@ class BudgetScreen(ModalScreen[Optional[BudgetChange]]):
                 value = getattr(self.limits, name)
                 with Horizontal(classes="limit"):
                     yield Label(label)
-                    yield Input("" if value is None else f"{value:g}", type="integer" if kind is int else "number",
+                    text = "" if value is None else str(int(value)) if kind is int else repr(float(value))
+                    yield Input(text, type="integer" if kind is int else "number",
                                 id=f"limit-{key}", placeholder="none")
             yield Label("", id="budget-error")
             with Horizontal(id="buttons"):
