@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from .workload import DRAFT_MARKER, SpecError, Workload, load_workload
 
 CHECK_TIMEOUT_S = 300.0
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sgemm" / "workload.toml"
+EXAMPLE = Path(__file__).resolve().parent / "draft_example.toml"  # ships with the package
 
 
 class WorkloadDraft(BaseModel):

@@ -175,3 +175,13 @@ def test_a_nan_in_one_reference_is_a_disagreement(tmp_path, capsys):
     with OpenAIServerDouble([draft(), second("c = a + b\n    c[3] = np.nan\n    return c")]) as server:
         assert new(server, d, "--yes") == 1
     assert "the two references disagree" in capsys.readouterr().out
+
+
+def test_the_format_example_shown_to_the_model_is_a_valid_workload(tmp_path):
+    import shutil
+    from agent.drafting import EXAMPLE
+    from workload_factory import SGEMM
+    shutil.copy(EXAMPLE, tmp_path / "workload.toml")
+    for name in ("reference.py", "naive.cu"):
+        shutil.copy(SGEMM / name, tmp_path / name)
+    assert list(load_workload(tmp_path).kernels) == ["naive"]
