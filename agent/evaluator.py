@@ -28,7 +28,7 @@ from .worker import RECOVERABLE
 from .worker_process import WorkerDied, WorkerProcess, WorkerTimeout
 from .worker_protocol import (Arg, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline, EvaluateKernel,
                               Fault, JobDone, TimingConfig)
-from .workload import SCALAR_DTYPES, ArrayParam, Case, Launch, Workload
+from .workload import ArrayParam, Case, Launch, Workload
 
 DEFAULT_SEED = 1
 FRESH_SEED = 2  # a new best is validated again on inputs from this seed
@@ -101,8 +101,7 @@ class Evaluator:
             if isinstance(p, ArrayParam):
                 args.append(Arg(array=p.name))
             else:
-                kind = SCALAR_DTYPES[p.dtype]
-                value = p.value.evaluate_int(case.sizes) if kind[0] == "i" else float(p.value.evaluate(case.sizes))
+                kind, value = p.arg(case)
                 args.append(Arg(kind=kind, value=value))
                 scalars[p.name] = value
         rtol = {p.name: case_rtol(w, case, p.dtype) for p in w.outputs}

@@ -16,7 +16,7 @@ from . import native
 from .compiler import compile_kernel
 from .inputs import array_jobs, generate_input
 from .loop_state import CandidateSpec
-from .workload import SCALAR_DTYPES, ArrayParam, load_workload
+from .workload import ArrayParam, load_workload
 
 
 def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str]) -> list[str]:
@@ -37,12 +37,7 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
                 buf.upload(generate_input(job, case.name, 1))
             buffers[job.name] = buf
         for p in workload.params:
-            if isinstance(p, ArrayParam):
-                args.append(("ptr", buffers[p.name].ptr))
-            else:
-                kind = SCALAR_DTYPES[p.dtype]
-                value = p.value.evaluate_int(case.sizes) if kind[0] == "i" else float(p.value.evaluate(case.sizes))
-                args.append((kind, value))
+            args.append(("ptr", buffers[p.name].ptr) if isinstance(p, ArrayParam) else p.arg(case))
         launch = cand.rule_for(case).resolve(cand.launch_env(case))
         device.launch(fn, launch.grid, launch.block, launch.shared, args)
         device.synchronize()

@@ -14,9 +14,9 @@ import traceback
 import numpy as np
 
 from . import native
+from .case_buffers import GUARD_WORD, CaseBuffers
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
-from .case_buffers import GUARD_WORD, CaseBuffers
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
 from .worker_protocol import (CaseCheck, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline,
@@ -140,62 +140,61 @@ class GpuWorker:
         return self._bias_relu
 
     def run_baseline(self, req: EvaluateBaseline, send) -> None:
+        """Every library baseline through one loop: validate each case like a kernel, then time it."""
         if req.kind in ("torch_eager", "torch_compile"):
-            return self.run_torch(req, send)
-        if req.kind not in ("cublas_sgemm", "cublas_sgemm_bias_relu"):
+            calls = self._torch_calls(req)
+        elif req.kind in ("cublas_sgemm", "cublas_sgemm_bias_relu"):
+            calls = self._cublas_calls(req)
+        else:
             raise ValueError(f"unknown baseline {req.kind}")
-        blas = self.cublas()
-        b = req.bind
-        epilogue = self.bias_relu() if req.kind == "cublas_sgemm_bias_relu" else None
         for job in req.jobs:
             self.phase, self.case = "validate", job.case
             t0 = time.perf_counter()
             bufs = self.buffers(job, req.seed)
             bufs.prepare()
-            ptr = lambda name: bufs.arrays[name].ptr
-            m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
-            operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
-            if epilogue is None:
-                run = lambda: blas.sgemm(self.device, *operands)
-            else:  # the library's GEMM, then the epilogue as its own launch: what a user without fusion gets
-                count = m * n
-                epi_args = [("ptr", ptr(b["c"])), ("ptr", ptr(b["bias"])), ("i64", count), ("i32", n)]
-                grid = (min((count + 255) // 256, 65535 * 16), 1, 1)
-                run = lambda: (blas.sgemm(self.device, *operands),
-                               self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args))
+            run, time_it = calls(job, bufs)
             run()
             send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
             if job.timed:
                 self.phase = "time"
                 t0, before = time.perf_counter(), self.clocks.read()
-                timing = (blas.time_sgemm(self.device, *operands, _settings(req.timing)) if epilogue is None
-                          else self.device.time_callable(run, _settings(req.timing)))
-                send(self.case_timed(job.case, timing, t0, before))
+                send(self.case_timed(job.case, time_it(_settings(req.timing)), t0, before))
+
+    def _cublas_calls(self, req: EvaluateBaseline):
+        """Per case: (one call that fills the outputs, the timing of it) for cuBLAS [+ epilogue]."""
+        blas, b = self.cublas(), req.bind
+        epilogue = self.bias_relu() if req.kind == "cublas_sgemm_bias_relu" else None
+
+        def calls(job: CaseJob, bufs: CaseBuffers):
+            ptr = lambda name: bufs.arrays[name].ptr
+            m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
+            operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
+            if epilogue is None:
+                return (lambda: blas.sgemm(self.device, *operands),
+                        lambda settings: blas.time_sgemm(self.device, *operands, settings))
+            # The library's GEMM, then the epilogue as its own launch: what a user without fusion gets.
+            count = m * n
+            epi_args = [("ptr", ptr(b["c"])), ("ptr", ptr(b["bias"])), ("i64", count), ("i32", n)]
+            grid = (min((count + 255) // 256, 65535 * 16), 1, 1)
+            run = lambda: (blas.sgemm(self.device, *operands), self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args))
+            return run, lambda settings: self.device.time_callable(run, settings)
+        return calls
+
+    def _torch_calls(self, req: EvaluateBaseline):
+        """Per case: (one call copied into the outputs, the timing of one eager/compiled call)."""
+        from .torch_baseline import TorchBaseline
+        key = (req.kind, req.torch_source)
+        if key not in self._torch:
+            self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile")
+        tb = self._torch[key]
+        return lambda job, bufs: (lambda: tb.run_into_outputs(bufs, job.scalars),
+                                  lambda settings: self.device.time_callable(tb.timer(bufs, job.scalars), settings))
 
     def case_timed(self, case: str, timing, t0: float, before) -> CaseTimed:
         """The samples, with the clocks read before and after them."""
         after = self.clocks.read()
         clocks = tuple(before) + tuple(after) if before and after else ()
         return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
-
-    def run_torch(self, req: EvaluateBaseline, send) -> None:
-        from .torch_baseline import TorchBaseline
-        key = (req.kind, req.torch_source)
-        if key not in self._torch:
-            self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile")
-        tb = self._torch[key]
-        for job in req.jobs:
-            self.phase, self.case = "validate", job.case
-            t0 = time.perf_counter()
-            bufs = self.buffers(job, req.seed)
-            bufs.prepare()
-            tb.run_into_outputs(bufs, job.scalars)
-            send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
-            if job.timed:
-                self.phase = "time"
-                t0, before = time.perf_counter(), self.clocks.read()
-                timing = self.device.time_callable(tb.timer(bufs, job.scalars), _settings(req.timing))
-                send(self.case_timed(job.case, timing, t0, before))
 
 
 def _settings(t: TimingConfig):

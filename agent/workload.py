@@ -57,6 +57,11 @@ class ScalarParam:
 
     role = "scalar"
 
+    def arg(self, case: "Case") -> tuple[str, int | float]:
+        """(launch kind, value) of this scalar for a case: ("i32", 4096), ("f32", 1e-5)."""
+        kind = SCALAR_DTYPES[self.dtype]
+        return kind, self.value.evaluate_int(case.sizes) if kind[0] == "i" else float(self.value.evaluate(case.sizes))
+
 
 Param = ArrayParam | ScalarParam
 
