@@ -68,6 +68,7 @@ def add_loop_commands(sub) -> None:
     ls.add_argument("workload", nargs="?")
     ls.add_argument("--store", type=Path, default=Path("mlruns"))
     ls.add_argument("--tracking-uri")
+    ls.add_argument("--attempts", metavar="SESSION", help="list this session's attempts (its child runs) instead")
 
     e = sub.add_parser("export", help="write a session's best kernel, launch.json, report and a loader snippet")
     e.add_argument("session")
@@ -284,11 +285,14 @@ def cmd_resume(args) -> int:
 
 
 def cmd_runs(args) -> int:
+    import datetime
     from .tracking import Tracker, session_runs
-    runs = session_runs(Tracker(args.store, args.tracking_uri).client, args.workload)
+    client = Tracker(args.store, args.tracking_uri).client
+    runs = session_runs(client, args.workload)
+    if args.attempts:
+        return _print_attempts(client, [r for r in runs if r.info.run_name == args.attempts], args.attempts)
     print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
     for r in runs:
-        import datetime
         when = datetime.datetime.fromtimestamp(r.info.start_time / 1000).strftime("%Y-%m-%d %H:%M")
         best = r.data.metrics.get("best_score_ms")
         speed = r.data.metrics.get("best_speedup_vs_baseline")
@@ -296,6 +300,25 @@ def cmd_runs(args) -> int:
         speed_text = "-" if speed is None else f"{speed:.2f}x"
         print(f"{when:<17}{r.info.run_name:<44}{r.data.params.get('proposer', '?'):<9}"
               f"{best_text:>10}{speed_text:>9}  {r.info.status}")
+    return 0
+
+
+def _print_attempts(client, parents: list, session: str) -> int:
+    """One line per child run: what MLflow's compare view puts side by side."""
+    from .tracking import attempt_runs
+    if not parents:
+        print(f"warpsmith: error: no MLflow run for session {session} in this store "
+              f"(warpsmith runs lists them)", file=sys.stderr)
+        return 2
+    parent = parents[0]
+    children = attempt_runs(client, parent.info.run_id)
+    print(f"session {session}: parent run {parent.info.run_id} ({parent.info.status}), {len(children)} child runs")
+    print(f"{'#':>4}  {'child run':<34}{'status':<10}{'score ms':>10}  knobs")
+    for c in children:
+        score = c.data.metrics.get("score_ms")
+        knobs = " ".join(f"{k[5:]}={v}" for k, v in sorted(c.data.params.items()) if k.startswith("knob."))
+        print(f"{c.data.tags.get('warpsmith.iteration', '?'):>4}  {c.info.run_id:<34}{c.info.status:<10}"
+              f"{'-' if score is None else f'{score:.4f}':>10}  {knobs or '-'}")
     return 0
 
 

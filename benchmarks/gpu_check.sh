@@ -45,14 +45,17 @@ if [ "${WS_LOOP:-1}" != 0 ]; then
 fi
 
 if [ "${WS_RUN_BUDGET:-30}" != 0 ]; then
-  step "run sgemm --proposer tune --budget ${WS_RUN_BUDGET:-30}"
+  step "run sgemm --proposer tune --budget ${WS_RUN_BUDGET:-30} ${WS_RUN_ARGS:-}"
   store=/tmp/warpsmith-store
   start=$(date +%s)
-  warpsmith run "$OLDPWD/examples/sgemm" --proposer tune --budget "${WS_RUN_BUDGET:-30}" --headless --store "$store" 2>&1 | tee "$OUT/run-tune.txt"
+  warpsmith run "$OLDPWD/examples/sgemm" --proposer tune --budget "${WS_RUN_BUDGET:-30}" ${WS_RUN_ARGS:-} --headless --store "$store" 2>&1 | tee "$OUT/run-tune.txt"
   echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/run-tune.txt"
   warpsmith runs --store "$store" 2>&1 | tee "$OUT/runs.txt"
   session=$(ls "$store/sessions" | head -1)
   warpsmith export "$session" /tmp/export --store "$store" 2>&1
+  step "diff of the first attempt and the best"
+  warpsmith diff "$session" 1 --store "$store" 2>&1 | tee "$OUT/diff.txt"
+  warpsmith runs --store "$store" --attempts "$session" 2>&1 | tee "$OUT/mlflow-runs.txt" | tail -15
 fi
 
 if [ "${WS_NSIGHT_BUDGET:-4}" != 0 ]; then
@@ -91,4 +94,4 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui|bench)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui|bench|diff|mlflow-runs)\.txt$|\.svg$')

@@ -31,6 +31,20 @@ def test_child_run_per_attempt_with_params_metrics_and_kernel(tmp_path, workload
     assert open(kernel).read() == (s.dir / "attempts" / "001" / "kernel.cu").read_text()
 
 
+def test_runs_lists_a_sessions_child_runs(tmp_path, workload, capsys):
+    s = open_session(tmp_path, workload, 3)
+    s.tracker.end_session(s.run())  # what the CLI does when the loop returns
+    assert main(["runs", "--store", str(tmp_path / "store"), "--attempts", "s1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"session s1: parent run {s.info.mlflow_run_id} (FINISHED), 3 child runs"
+    rows = [line.split() for line in out[2:]]
+    assert [r[0] for r in rows] == ["1", "2", "3"] and all(r[2] == "FINISHED" for r in rows)
+    first = s.state["history"][0]
+    assert float(rows[0][3]) == round(first.score_ms, 4) and f"BM={first.defines['BM']}" in out[2]
+    assert main(["runs", "--store", str(tmp_path / "store"), "--attempts", "nope"]) == 2
+    assert "no MLflow run for session nope" in capsys.readouterr().err
+
+
 def test_diff_of_first_and_best(tmp_path, workload, capsys):
     s = open_session(tmp_path, workload, 5)
     s.run()
