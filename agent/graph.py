@@ -26,7 +26,7 @@ from .limits import Limits, Spent, stop_reason
 from .loop_state import Attempt, Best, CandidateSpec, CaseOutcome, LoopState
 from .nsight import Nsight
 from .profiler import ProfilerUnavailable
-from .proposers.base import ProposalContext, ProposalError, Proposer
+from .proposers.base import ProposalContext, ProposalError, Proposer, SearchExhausted
 from .results import EvaluationResult
 from .selection import challenge
 from .session_control import SessionControl
@@ -139,6 +139,8 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                            state.get("best"), history[-1] if history else None, state.get("baseline", {}))
     try:
         proposal = ctx.proposer.propose(pctx)
+    except SearchExhausted as e:
+        return {**update, "pending": None, "finished": f"tuner's search space ({e})"}
     except ProposalError as e:
         attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status="proposal_invalid",
                           detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)

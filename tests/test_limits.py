@@ -98,3 +98,15 @@ def test_paused_time_does_not_count(tmp_path, workload):
     time.sleep(1.0)
     s.run()
     assert s.state["spent"].elapsed_s < 1.0 and s.state["finished"] == "budget"
+
+
+def test_exhausted_search_space_ends_the_session(tmp_path, workload):
+    """Once the tuner has tried every configuration the session ends, naming why,
+    instead of spending the rest of its budget on empty attempts."""
+    s = session(tmp_path, workload, {}, budget=10_000)
+    assert s.run() == "finished"
+    history = s.state["history"]
+    assert s.state["finished"].startswith("tuner's search space (every configuration of tiled's 5 knobs")
+    assert len(history) == s.state["iteration"] < 10_000 and all(a.status != "proposal_invalid" for a in history)
+    assert len({tuple(sorted(a.defines.items())) for a in history}) == len(history)
+    assert "ended by the tuner's search space" in (s.dir / "best" / "report.md").read_text()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.loop_state import Attempt
-from agent.proposers.base import ProposalContext, ProposalError
+from agent.proposers.base import ProposalContext, SearchExhausted
 from agent.proposers.tune import TuneProposer
 from agent.workload import load_workload
 from workload_factory import SGEMM
@@ -53,9 +53,9 @@ def test_local_search_finds_the_optimum_of_a_smooth_landscape():
     assert min(history, key=lambda a: a.score_ms).defines == target
 
 
-def test_exhausted_space_is_a_proposal_error():
+def test_exhausted_space_is_a_search_exhausted_error():
     """When every configuration is tried the tuner says so instead of repeating one."""
-    with pytest.raises(ProposalError, match="has been tried"):
+    with pytest.raises(SearchExhausted, match="has been tried"):
         run_search(0, 400, lambda d: 1.0)
 
 
@@ -74,5 +74,5 @@ def test_combinations_that_do_not_compile_are_skipped_without_spending_budget():
         history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok", score_ms=1.0 + i,
                                defines=p.spec.defines))
     assert [a.defines["X"] for a in history] == [1, 3]
-    with pytest.raises(ProposalError, match="every configuration"):
+    with pytest.raises(SearchExhausted, match="every configuration"):
         tuner.propose(ProposalContext(w, {"arch": "sm_90"}, 3, "optimise", history, best, history[-1]))

@@ -19,6 +19,11 @@ class ProposalError(RuntimeError):
         self.tokens, self.cost_usd = tokens, cost_usd
 
 
+class SearchExhausted(ProposalError):
+    """Every configuration the proposer can make has been tried: the session ends
+    (with this as its reason) instead of spending its budget on empty attempts."""
+
+
 @dataclass(frozen=True)
 class ProposalContext:
     workload: Workload

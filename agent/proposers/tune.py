@@ -23,7 +23,7 @@ from ..expr import ExprError
 from ..kernel_source import Knob, parse_knobs
 from ..loop_state import CandidateSpec
 from ..workload import KernelSpec, Workload
-from .base import Proposal, ProposalContext, ProposalError
+from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 
@@ -67,7 +67,7 @@ class TuneProposer:
                               and (arch is None or self._compiles_ok(base, d, arch)))
         choice = self._next(knobs, base.defines, scores, feasible, rng)
         if choice is None:
-            raise ProposalError(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried")
+            raise SearchExhausted(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": _why(choice, scores)})
