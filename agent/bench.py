@@ -39,6 +39,7 @@ class WorkloadBench:
     tune_iterations: int
     tune_wall_s: float
     ceilings: str
+    tuned_for: str = "all cases"  # the performance cases the tuner scored (bench --cases)
     entries: list[Entry] = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)  # per case x implementation, for --json
 
@@ -54,11 +55,11 @@ def _entry(name: str, role: str, result) -> Entry:
 
 
 def measure(workload: Workload, ev, best_spec, session_id: str = "-", iterations: int = 0,
-            wall_s: float = 0.0, skip: tuple[str, ...] = ()) -> WorkloadBench:
+            wall_s: float = 0.0, skip: tuple[str, ...] = (), tuned_for: tuple[str, ...] = ()) -> WorkloadBench:
     """Start, best and baselines on one evaluator, so they are timed alike."""
     from .candidate import Candidate
     bench = WorkloadBench(workload.name, ev.facts.get("name", "?"), session_id, iterations, wall_s,
-                          ev.ceilings.source if ev.ceilings else "none")
+                          ev.ceilings.source if ev.ceilings else "none", ", ".join(tuned_for) or "all cases")
     start = Candidate.from_spec(workload.start_kernel)
     bench.entries.append(_entry(f"start: {start.name}", "start", ev.evaluate(start)))
     if best_spec is not None:
@@ -94,7 +95,7 @@ def render(bench: WorkloadBench) -> str:
     bases = [b.name for b in bench.baselines()]
     head = ["case", "implementation", "median ms", "rate", "% floor"] + [f"vs {b}" for b in bases]
     lines = [f"## {bench.workload} on {bench.gpu}: tuner {bench.tune_iterations} iterations in {bench.tune_wall_s:.0f} s "
-             f"(session {bench.session}); floor from {bench.ceilings}",
+             f"(session {bench.session}, scored on {bench.tuned_for}); floor from {bench.ceilings}",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in bench.rows:
         ms = r.get("median_ms")
@@ -132,6 +133,11 @@ def _bench(args) -> int:
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
     from .drafting import refuse_drafted
     refusals = [r for r in map(refuse_drafted, workloads) if r]
+    try:  # --cases names performance cases of every workload benched
+        for w in workloads:
+            w.timing_only(args.cases)
+    except ValueError as e:
+        refusals.append(str(e))
     if refusals:
         print(f"warpsmith: error: {refusals[0]}", file=sys.stderr)
         return 2
@@ -151,7 +157,8 @@ def _bench(args) -> int:
             best_spec = best.spec if best else None
             iterations = state.get("iteration", 0)
         with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout) as ev:
-            results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline)))
+            results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
+                                   tuple(args.cases) if args.budget > 0 else ()))
     if args.json:
         print(json.dumps([asdict(r) for r in results], default=str))
     else:

@@ -36,6 +36,7 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--headless", action="store_true", help="a progress bar instead of the full-screen app")
     r.add_argument("--prices", type=Path, help="a TOML price table for the model (default: ~/.config/warpsmith/prices.toml)")
     _limit_args(r)
+    _cases_arg(r)
     _common(r)
 
     s = sub.add_parser("resume", help="continue a stopped, paused or crashed session from its last checkpoint")
@@ -56,6 +57,7 @@ def add_loop_commands(sub) -> None:
     b.set_defaults(model="", reasoning_effort="", base_url="", nvidia_research=False, web_search=False,
                    use_nsight=False, headless=True, prices=None)
     _limit_args(b)
+    _cases_arg(b)
     _common(b)
 
     d = sub.add_parser("diff", help="unified diff of two attempts' kernels with their per-case results")
@@ -95,6 +97,11 @@ def _limits(args) -> dict:
     return {field: getattr(args, flag) for flag, field in LIMIT_FLAGS.items() if getattr(args, flag, None) is not None}
 
 
+def _cases_arg(p) -> None:
+    p.add_argument("--cases", type=lambda v: [n for n in v.split(",") if n], default=[], metavar="NAME[,NAME]",
+                   help="time and score only these performance cases when tuning (the others are still validated)")
+
+
 def _common(p) -> None:
     p.add_argument("--store", type=Path, default=Path("mlruns"), help="sessions and the MLflow store (default ./mlruns)")
     p.add_argument("--tracking-uri", help="another MLflow tracking URI")
@@ -126,7 +133,7 @@ def _open(info, directory: Path, args, proposer=None):
     from .evaluator import Evaluator
     from .session import Session
     from .worker_protocol import TimingConfig
-    workload = load_workload(info.workload)
+    workload = load_workload(info.workload).timing_only(info.cases)
     evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
                           worker_log=directory / "worker.log")
     return Session(info, directory, workload, evaluator, proposer or _proposer(info), _tracker(args))
@@ -226,12 +233,14 @@ def start_session(args, workload, proposer: str):
     """A new session on `workload` from run's arguments (also used by bench), its MLflow
     run started. Raises ProposerUnavailable (no key, ...) before anything is created."""
     from .session import SessionInfo, new_session_id, session_dir
+    workload.timing_only(args.cases)  # an unknown case name fails here, before anything is created
     llm = proposer == "llm"
     info = SessionInfo(new_session_id(workload.name), str(workload.directory.resolve()), proposer, args.budget,
                        seed=args.seed, kernel=args.kernel or "", model=args.model if llm else "",
                        reasoning_effort=args.reasoning_effort if llm else "", base_url=args.base_url,
                        research=args.nvidia_research, web_search=args.web_search, nsight=args.use_nsight,
-                       limits=_limits(args), prices=str(args.prices.resolve()) if args.prices else "")
+                       limits=_limits(args), prices=str(args.prices.resolve()) if args.prices else "",
+                       cases=list(args.cases))
     chosen = _proposer(info)
     llm_part = getattr(chosen, "llm", None)
     if info.limits.get("cost_usd") and llm_part is not None and not (llm_part.price and llm_part.price.output):
@@ -244,7 +253,7 @@ def start_session(args, workload, proposer: str):
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
         **{f"limit_{k}": v for k, v in info.limits.items()},
-        "nvidia_research": info.research, "use_nsight": info.nsight,
+        "nvidia_research": info.research, "use_nsight": info.nsight, "timed_cases": ",".join(info.cases) or "all",
         "timing": _timing_text(session.evaluator.timing)})
     info.mlflow_run_id = run_id or ""
     info.save(directory)

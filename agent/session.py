@@ -44,6 +44,7 @@ class SessionInfo:
     nsight: bool = False  # --use-nsight
     limits: dict = field(default_factory=dict)  # the limits it started with (time_s, tokens, cost_usd, patience)
     prices: str = ""  # --prices FILE
+    cases: list = field(default_factory=list)  # --cases: the performance cases timed ([] = all)
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed
     created: float = field(default_factory=time.time)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -185,6 +185,21 @@ class Workload:
     @property
     def start_kernel(self) -> KernelSpec:
         return self.kernels[self.start]
+
+    def timing_only(self, names: list[str] | tuple[str, ...]) -> "Workload":
+        """This workload with only `names` among its performance cases timed and
+        scored (`run --cases`: tune for the shapes you ship). The other performance
+        cases are still validated, like correctness cases. Raises ValueError naming
+        the performance cases when a name is not one of them."""
+        if not names:
+            return self
+        timed = [c.name for c in self.cases if c.timed]
+        unknown = [n for n in names if n not in timed]
+        if unknown:
+            raise ValueError(f"--cases: {', '.join(unknown)} is not a performance case of {self.name} "
+                             f"(those are: {', '.join(timed)})")
+        return replace(self, cases=tuple(c if not c.timed or c.name in names else replace(c, role="correctness")
+                                         for c in self.cases))
 
     def case(self, name: str) -> Case:
         for c in self.cases:

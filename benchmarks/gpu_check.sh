@@ -26,8 +26,15 @@ if [ "${WS_NSIGHT:-1}" != 0 ]; then
   done
 fi
 
-step "GPU tests"
-python3 -m pytest -q -m gpu -p no:cacheprovider "$OLDPWD/tests" 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30
+if [ "${WS_PYTEST:-1}" != 0 ]; then
+  step "GPU tests"
+  python3 -m pytest -q -m gpu -p no:cacheprovider "$OLDPWD/tests" 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30
+fi
+
+if [ -n "${WS_SWEEP:-}" ]; then  # e.g. WS_SWEEP='"" MINB=1 BK=16,MINB=1'
+  step "knob sweep of sgemm warptile"
+  eval "python3 \"\$OLDPWD/benchmarks/knob_sweep.py\" \"\$OLDPWD/examples/sgemm\" warptile $WS_SWEEP" 2>&1 | tee "$OUT/sweep.txt"
+fi
 
 for kernel in ${WS_KERNELS:-naive tiled}; do
   step "eval sgemm --kernel $kernel"
@@ -85,7 +92,8 @@ fi
 step summary
 grep ceilings "$OUT/doctor.txt"
 grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
-grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
+[ -f "$OUT/pytest-gpu.txt" ] && grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
+[ -f "$OUT/sweep.txt" ] && cat "$OUT/sweep.txt"
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
 [ -f "$OUT/loop-overhead.txt" ] && grep "per iteration" "$OUT/loop-overhead.txt"
@@ -94,4 +102,4 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui|bench|diff|mlflow-runs)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui|bench|diff|mlflow-runs|sweep)\.txt$|\.svg$')

@@ -45,6 +45,24 @@ def test_runs_lists_a_sessions_child_runs(tmp_path, workload, capsys):
     assert "no MLflow run for session nope" in capsys.readouterr().err
 
 
+def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
+    """An unknown name is one line and creates nothing; a known one is kept by the
+    session, so every attempt is validated on all cases and timed on that one."""
+    from agent.session import SessionInfo
+    store = tmp_path / "store"
+    assert main(["run", str(workload.directory), "--cases", "nope", "--store", str(store)]) == 2
+    assert "--cases: nope is not a performance case of sgemm" in capsys.readouterr().err and not store.exists()
+    focus = [c.name for c in workload.cases if c.timed][-1]
+    s = open_session(tmp_path, workload.timing_only([focus]), 2)
+    s.run()
+    for a in s.state["history"]:
+        assert a.status == "ok" and len(a.cases) == len(workload.cases)
+        assert [c.case for c in a.cases if c.median_ms] == [focus]
+    info = SessionInfo(**{**SessionInfo("x", "w", "tune", 1).__dict__, "cases": [focus]})
+    info.save(tmp_path)
+    assert SessionInfo.load(tmp_path).cases == [focus]
+
+
 def test_diff_of_first_and_best(tmp_path, workload, capsys):
     s = open_session(tmp_path, workload, 5)
     s.run()

@@ -24,6 +24,19 @@ def test_example_sgemm_parses():
     assert "const float* A" in w.signature()
 
 
+def test_timing_only_keeps_the_named_performance_cases_timed():
+    """`run --cases`: the other performance cases are still validated, just not timed."""
+    w = load_workload(SGEMM)
+    focused = w.timing_only(["square-4096"])
+    assert [c.name for c in focused.cases if c.timed] == ["square-4096"]
+    assert [c.name for c in focused.cases] == [c.name for c in w.cases]  # nothing dropped
+    assert focused.case("square-1024").role == "correctness" and w.case("square-1024").role == "performance"
+    assert w.timing_only([]) is w
+    with pytest.raises(ValueError, match=r"--cases: odd-97x83x61, nope is not a performance case of sgemm "
+                                         r"\(those are: square-1024, square-4096, "):
+        w.timing_only(["odd-97x83x61", "nope"])
+
+
 def test_digest_changes_with_the_reference(tmp_path):
     """Editing reference.py changes the digest that keys the reference cache."""
     d = make_sgemm_workload(tmp_path / "w")

@@ -1,0 +1,47 @@
+"""Time a workload kernel at several knob settings against the workload's baseline,
+all in one worker (one GPU context, the baseline timed once), one line per setting.
+
+    python benchmarks/knob_sweep.py examples/sgemm warptile "" "MINB=1" "BM=128,BN=256,WN=64,MINB=1"
+
+"" is the kernel's declared defaults. Each setting is validated on every case
+before it is timed (the evaluator's usual gate); a failing one prints its status.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from agent.candidate import Candidate
+from agent.evaluator import Evaluator
+from agent.workload import load_workload
+from agent.worker_protocol import TimingConfig
+
+
+def parse(setting: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (kv.split("=") for kv in setting.split(",") if kv)}
+
+
+def main(workload_dir: str, kernel: str, *settings: str) -> None:
+    w = load_workload(workload_dir)
+    timed = [c.name for c in w.cases if c.timed]
+    with Evaluator(w, TimingConfig(), 0, 20.0) as ev:
+        base = ev.baseline()
+        base_ms = {c.case: c.timing.median_ms for c in base.cases if c.timing} if base and base.ok else {}
+        print(f"{w.name}/{kernel} on {ev.facts.get('name', '?')}; baseline {w.baseline.primary}: "
+              + ", ".join(f"{n} {base_ms[n]:.4f} ms" for n in timed if n in base_ms), flush=True)
+        print("setting | " + " | ".join(timed) + " | geomean vs baseline")
+        for setting in settings or ("",):
+            r = ev.evaluate(Candidate.from_spec(w.kernels[kernel], parse(setting)))
+            if not r.ok:
+                print(f"{setting or 'defaults'} | {r.status}: {r.detail.splitlines()[0] if r.detail else ''}", flush=True)
+                continue
+            ms = {c.case: c.timing.median_ms for c in r.cases if c.timing}
+            cells = [f"{ms[n]:.4f} ({base_ms[n] / ms[n]:.2f}x)" if n in base_ms else f"{ms[n]:.4f}" for n in timed]
+            ratio = base.score_ms / r.score_ms if base_ms else float("nan")
+            print(f"{setting or 'defaults'} | " + " | ".join(cells) + f" | {ratio:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
