@@ -88,6 +88,8 @@ class PriceTable:
 def load_prices(path: Optional[Path] = None) -> PriceTable:
     """The defaults and the TOML file's prices (if there is one)."""
     prices: dict[str, Price] = {}
+    if path is not None and not path.is_file():  # only the default file may be absent
+        raise ValueError(f"--prices {path}: no such file")
     path = path or config_path()
     if path.is_file():
         try:

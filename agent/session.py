@@ -83,7 +83,11 @@ def stored_session(store: Path, session_id: str) -> tuple["SessionInfo", LoopSta
     if not (directory / "session.json").is_file():
         raise FileNotFoundError(f"no session '{session_id}' under {store}/sessions")
     info = SessionInfo.load(directory)
-    return info, open_graph(directory).get_state(graph_config(info.id)).values
+    conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
+    try:
+        return info, open_graph(directory, conn).get_state(graph_config(info.id)).values
+    finally:
+        conn.close()  # not left to the GC: `bench` reads one per workload
 
 
 def ended_text(state: LoopState) -> str:

@@ -69,8 +69,15 @@ class Tracker:
         """Log in the background, in order; a failure is one warning line."""
         self._queue.put((what, fn, args, kwargs))
 
-    def flush(self) -> None:
-        self._queue.join()
+    def flush(self, timeout_s: float = 60.0) -> None:
+        """Wait for the queued logging, at most timeout_s: a remote store that went
+        down must not hold the session's end (what is left is one warning)."""
+        done = threading.Event()
+        threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()
+        if not done.wait(timeout_s):
+            self.warnings += 1
+            print(f"warpsmith: warning: MLflow logging still pending after {timeout_s:.0f} s; "
+                  f"{self._queue.unfinished_tasks} records may be missing from the run", file=sys.stderr)
 
     def _safe(self, what: str, fn, *args, **kwargs):
         try:

@@ -94,6 +94,23 @@ async def test_quit_asks_while_running(tmp_path):
         await wait_for(pilot, lambda: app.view.state == "stopped")
 
 
+async def test_sigterm_stops_the_run_and_closes_the_app(tmp_path):
+    """SIGTERM to the process running the app: stop now (no question asked), a resumable
+    checkpoint, the run's end recorded as stopped, and the app exits on its own."""
+    import os
+    import signal
+    app = make_app(tmp_path, 20, delay_s=0.3)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await wait_for(pilot, lambda: app.return_value is not None)
+    assert app.return_value == "stopped" and app.ended == ["stopped"] and app.session.state["iteration"] < 20
+    resumed = make_session(tmp_path, 20, delay_s=0.0)
+    resumed.control.set_budget(app.session.state["iteration"] + 1)
+    resumed.set_budget(app.session.state["iteration"] + 1)
+    assert resumed.run() == "finished"
+
+
 async def test_past_runs_lists_sessions_and_resumes_one(tmp_path):
     """r lists MLflow sessions with the selected one's kernel; R resumes a stopped one."""
     first = make_session(tmp_path, 2, "older", delay_s=0.0)

@@ -37,6 +37,8 @@ def test_price_file_overrides_and_local_servers_are_free(tmp_path):
     f.write_text('[models."x"]\ninput = "cheap"\n')
     with pytest.raises(ValueError, match="prices.toml: a price table has"):
         load_prices(f)
+    with pytest.raises(ValueError, match="--prices .*nope.toml: no such file"):
+        load_prices(tmp_path / "nope.toml")  # a path given but missing is not silently unpriced
 
 
 def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):

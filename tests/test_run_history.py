@@ -63,6 +63,19 @@ def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
     assert SessionInfo.load(tmp_path).cases == [focus]
 
 
+def test_flush_gives_up_on_a_store_that_hangs(tmp_path, capsys):
+    """A remote store that stopped answering holds the session's end at most the timeout."""
+    import threading
+    from agent.tracking import Tracker
+    t, release = Tracker(tmp_path / "store"), threading.Event()
+    t._later("log_attempt", release.wait)
+    t.flush(timeout_s=0.2)
+    assert "MLflow logging still pending after 0 s; 1 records may be missing" in capsys.readouterr().err
+    release.set()
+    t.flush(timeout_s=5)
+    assert t.warnings == 1
+
+
 def test_diff_of_first_and_best(tmp_path, workload, capsys):
     s = open_session(tmp_path, workload, 5)
     s.run()

@@ -4,6 +4,8 @@ the loop's typed events (agent.events) into a RunView and renders it."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from typing import Callable, Optional
 
 from rich.text import Text
@@ -50,6 +52,7 @@ class WarpsmithApp(App):
         self.status: Optional[str] = None  # what session.run() returned last
         self.error = ""  # why the last run failed, if it did
         self._quit_when_done = False
+        self._sigterm_before = None  # the SIGTERM handler the app replaced while it runs
 
     @staticmethod
     def _view_for(session) -> RunView:
@@ -86,6 +89,32 @@ class WarpsmithApp(App):
     def on_mount(self) -> None:
         self.refresh_view()
         self.start_loop()
+        try:  # SIGTERM (a scheduler, `kill`): stop now and leave, as headless does
+            before = signal.getsignal(signal.SIGTERM)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.terminate)
+            self._sigterm_before = before
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
+            pass
+
+    def on_unmount(self) -> None:
+        if self._sigterm_before is None:
+            return
+        try:  # asyncio resets the signal to its default: give back the handler that was there
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self._sigterm_before)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+    def terminate(self) -> None:
+        """Quit without asking: the GPU work in flight is killed, the graph drains at
+        the step boundary (checkpoint resumable, MLflow run KILLED), then the app exits."""
+        if self.active:
+            self._quit_when_done = True
+            self.action_stop_now()
+        else:
+            if self.view.state == "paused" and self.on_end:
+                self.on_end(self.session, "stopped")
+            self.exit(self.status)
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
