@@ -5,7 +5,9 @@ counters; none of that time reaches a latency, which the evaluator measured befo
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,11 +34,17 @@ class Nsight:
         spec_path.write_text(spec.model_dump_json())
         program = [sys.executable, "-m", "agent.profile_launch", str(self.workload_dir), str(spec_path), *cases]
         cmd = ncu_command(f"^{re.escape(spec.entry)}", program, self.ncu, launches=len(cases))
+        # Its own process group: on a timeout ncu and the profiled process it started go
+        # together (killing ncu alone would orphan a process holding the GPU).
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
+            stdout, stderr = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise ProfilerUnavailable(f"ncu took longer than {self.timeout_s:.0f} s: skipped this candidate",
                                       transient=True) from None
+        done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         text = done.stdout + "\n" + done.stderr
         (self.work_dir / f"{tag}.ncu.csv").write_text(done.stdout)
         profiles = parse_csv(text)  # raises on ERR_NVGPUCTRPERM

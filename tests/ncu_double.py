@@ -3,7 +3,9 @@
 Replays the raw CSV ncu printed for the sgemm example on the H200
 (tests/fixtures/ncu-h200-sgemm-*.csv), one row per requested launch
 (`--launch-count N`); the profiled program is not run. NCU_DOUBLE_MODE=perm
-answers like a machine without counter permission.
+answers like a machine without counter permission; NCU_DOUBLE_MODE=hang starts
+a child (the "profiled program"), writes its pid to $NCU_DOUBLE_PIDFILE and never
+returns, like an ncu stuck on a kernel that hangs.
 """
 
 import os
@@ -18,6 +20,12 @@ def main(argv: list[str]) -> int:
         print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
               "Counters on the target device 0.")
         return 1
+    if os.environ.get("NCU_DOUBLE_MODE") == "hang":
+        import subprocess
+        import time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        Path(os.environ["NCU_DOUBLE_PIDFILE"]).write_text(str(child.pid))
+        time.sleep(600)
     launches = int(argv[argv.index("--launch-count") + 1])
     lines = FIXTURE.read_text().splitlines()
     head = [l for l in lines if not l.startswith('"')]

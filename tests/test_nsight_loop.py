@@ -110,6 +110,29 @@ def test_faster_than_the_floor_is_suspect_and_must_pass_fresh_inputs(tmp_path, w
     assert s.state["best"].score_ms >= 1.0
 
 
+def test_ncu_timeout_kills_the_profiled_process_too(tmp_path, workload, ncu_on_path, monkeypatch):
+    """ncu past its time limit: one transient notice, and the program it started is
+    not left behind holding the GPU."""
+    import time
+    from agent.loop_state import CandidateSpec
+    from agent.nsight import Nsight
+    from agent.profiler import ProfilerUnavailable
+    pidfile = tmp_path / "child.pid"
+    monkeypatch.setenv("NCU_DOUBLE_MODE", "hang")
+    monkeypatch.setenv("NCU_DOUBLE_PIDFILE", str(pidfile))
+    spec = CandidateSpec(name="k", source="", entry="k", grid=["1"], block=["32"])
+    with pytest.raises(ProfilerUnavailable, match="ncu took longer than 2 s") as e:
+        Nsight(workload.directory, tmp_path / "ncu", timeout_s=2.0).profile(spec, ["square-256"])
+    assert e.value.transient
+    child = int(pidfile.read_text())
+    for _ in range(50):  # SIGKILLed with its group; gone once reaped by init
+        if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the profiled process {child} outlived ncu's timeout")
+
+
 def test_app_view_keeps_the_profile_of_the_candidate_and_of_the_best(tmp_path, workload, ncu_on_path):
     """The app's profile tab: the current candidate's Nsight lines, and the best's once it wins."""
     from tui.run_view import RunView
