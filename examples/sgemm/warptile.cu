@@ -94,6 +94,11 @@
 #define MINB 2
 #endif
 
+// Not a knob yet (under measurement): block rasterisation, see the kernel.
+#ifndef GROUP
+#define GROUP 1
+#endif
+
 #define SGEMM_WT_THREADS ((BM / WM) * (BN / WN) * 32)
 
 #if (BM % WM) != 0 || (BN % WN) != 0
@@ -141,7 +146,8 @@ __device__ __forceinline__ void sgemm_warptile_body(const float* __restrict__ A,
                                                     int M, int N, int K,
                                                     float (&As)[2][BK][BM + 4],
                                                     float (&Bs)[2][BK][BN],
-                                                    bool vecA, bool vecB, bool vecC)
+                                                    bool vecA, bool vecB, bool vecC,
+                                                    int bm0, int bn0)
 {
     constexpr int NT     = SGEMM_WT_THREADS;
     constexpr int WMITER = WM / 32;         // micro-tiles along M per lane
@@ -154,8 +160,6 @@ __device__ __forceinline__ void sgemm_warptile_body(const float* __restrict__ A,
     const int tid  = threadIdx.x;
     const int lane = tid & 31;
     const int warp = tid >> 5;
-    const int bm0  = blockIdx.y * BM;
-    const int bn0  = blockIdx.x * BN;
     // First As column / Bs column of this lane's micro-tiles (block-relative).
     const int am = (warp / (BN / WN)) * WM + (lane >> 2) * 4;
     const int bn = (warp % (BN / WN)) * WN + (lane & 3) * 4;
@@ -354,11 +358,21 @@ sgemm_warptile(const float* __restrict__ A,
     const bool vecA = ((K & 3) == 0) && ((reinterpret_cast<unsigned long long>(A) & 15ull) == 0);
     const bool vecB = ((N & 3) == 0) && ((reinterpret_cast<unsigned long long>(B) & 15ull) == 0);
     const bool vecC = ((N & 3) == 0) && ((reinterpret_cast<unsigned long long>(C) & 15ull) == 0);
+    // GROUP > 1: consecutive blocks walk GROUP tile rows down a column before moving
+    // right, so the blocks resident together share A and B panels in L2.
+    int tm = blockIdx.y, tn = blockIdx.x;
+    if (GROUP > 1) {
+        const int id = blockIdx.y * gridDim.x + blockIdx.x, per_group = GROUP * gridDim.x;
+        const int first = (id / per_group) * GROUP;
+        const int rows = min((int)gridDim.y - first, GROUP);
+        tm = first + (id % per_group) % rows;
+        tn = (id % per_group) / rows;
+    }
+    const int bm0 = tm * BM, bn0 = tn * BN;
     // Uniform per block: interior blocks of aligned, tile-multiple problems take the unchecked path.
-    const bool full = vecA && vecB && vecC && (K % BK) == 0 &&
-                      (int)(blockIdx.y + 1) * BM <= M && (int)(blockIdx.x + 1) * BN <= N;
+    const bool full = vecA && vecB && vecC && (K % BK) == 0 && bm0 + BM <= M && bn0 + BN <= N;
     if (full)
-        sgemm_warptile_body<true>(A, B, C, M, N, K, As, Bs, vecA, vecB, vecC);
+        sgemm_warptile_body<true>(A, B, C, M, N, K, As, Bs, vecA, vecB, vecC, bm0, bn0);
     else
-        sgemm_warptile_body<false>(A, B, C, M, N, K, As, Bs, vecA, vecB, vecC);
+        sgemm_warptile_body<false>(A, B, C, M, N, K, As, Bs, vecA, vecB, vecC, bm0, bn0);
 }
