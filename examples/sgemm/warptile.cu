@@ -26,10 +26,14 @@
 //
 // Default: 128x128x8 block, 64x32 warp tile (256 threads, 8x8 results per
 // thread), MINB=2 (ptxas caps registers at 128 so two blocks share an SM and
-// hide each other's barriers: 126 registers, no spills). Measured on an H200
-// (cold L2, cuBLAS fp32 = 2.675 ms at 4096^3): 3.25 ms (0.82x) at 4096^3,
-// 0.83x at 2048x8192x1024. Small problems prefer smaller tiles (more blocks):
-// e.g. BM=64 BN=128 BK=16 WM=64 WN=16 is 0.90x at 1024^3.
+// hide each other's barriers). Measured on an H200 (cold L2, cuBLAS fp32 =
+// 2.68 ms at 4096^3): 3.25 ms (0.82x) at 4096^3, 0.83x at 2048x8192x1024. It
+// is the best compromise over the five performance cases, not the best for
+// any one of them. For 4096^3 alone (`run --cases square-4096`) the tuner
+// found BM=128 BN=128 BK=8 WM=128 WN=32 MINB=2: 128 threads, 16x8 results per
+// thread, ~236 registers, 2.96 ms (0.90x); with GROUP=16, 2.92-2.94 ms
+// (0.91-0.92x). Small problems prefer smaller tiles (more blocks): e.g.
+// BM=64 BN=128 BK=16 WM=64 WN=16 is 0.90x at 1024^3, and M=128 wants BM=64.
 //
 // Why it is built this way:
 // - 4x4 micro-tiles at strides 32 (M) and 16 (N), rather than one contiguous
@@ -63,6 +67,22 @@
 //   tail slice never multiplies stale shared memory (possibly NaN) by zero.
 // - The vector/scalar choice is uniform per launch: no divergence.
 // - size_t row offsets: M*K or K*N may exceed 2^31 elements.
+// - Interior blocks of aligned problems whose K is a multiple of BK (uniform per
+//   block) run a copy of the body with every bounds check and scalar fallback
+//   compiled out (the FULL template flag). In SASS the checks were ~100 of the
+//   ~670 instructions of a 128x128x8 slice; without them the 16x8 tile's main
+//   loop is 90% FFMA. The default tile did not get faster from it (latency-,
+//   not issue-bound) and its FULL copy spills a few bytes at the 128-register
+//   cap; the 16x8 tile reached 0.90x with it.
+// - GROUP: blocks are rasterised GROUP tile rows at a time down each column, so
+//   the blocks resident together share A and B panels in L2 (1-1.5% at 4096^3
+//   for the 16x8 tile). GROUP=1 is the plain grid order.
+// - Tried and dropped: cp.async for the slices (four 4-byte copies per A float4,
+//   for the transpose). ptxas sinks the staged LDGs to just before their STS
+//   (ncu: long_scoreboard 0.3 cycles/instruction), which cp.async would avoid,
+//   but the 4-byte copies cost more: 3.42 ms against 2.94 ms at 4096^3, with
+//   2.2e8 shared-store bank conflicts (1.8e5 without) and short_scoreboard
+//   stalls doubling.
 
 // knob BM: 64 128 256
 #ifndef BM
@@ -94,7 +114,7 @@
 #define MINB 2
 #endif
 
-// Not a knob yet (under measurement): block rasterisation, see the kernel.
+// knob GROUP: 1 16
 #ifndef GROUP
 #define GROUP 1
 #endif
