@@ -78,9 +78,15 @@ class TuneProposer:
         defaults = {n: k.default for n, k in free.items()}
         if not scores and feasible(defaults):
             return defaults
-        if scores:
-            best = {k: v for k, v in min(scores, key=scores.get) if k in free}
-            neighbours = list(_neighbours(best, free))
+        # Best-first: the untried neighbours of the best point, then of the runner-up,
+        # and so on; a random restart only when every scored point's neighbourhood is
+        # used up. Greedy moves alone strand the search: on the H200 the sgemm tuner
+        # left the defaults for a slightly better neighbour whose own neighbours were
+        # all worse, and never came back for the defaults' other neighbour, the best
+        # tile for 4096^3.
+        for point in sorted(scores, key=scores.get):
+            origin = {k: v for k, v in point if k in free}
+            neighbours = list(_neighbours(origin, free))
             rng.shuffle(neighbours)
             found = next((n for n in neighbours if feasible(n)), None)  # compiles lazily, one at a time
             if found is not None:
@@ -140,6 +146,10 @@ def _neighbours(point: dict[str, int], knobs: dict[str, Knob]):
 def _why(choice: dict[str, int], scores: dict) -> str:
     if not scores:
         return "the kernel's declared defaults, as a starting point"
-    best = dict(min(scores, key=scores.get))
-    moved = [f"{k} {best.get(k)} -> {v}" for k, v in choice.items() if best.get(k) != v]
-    return ("neighbour of the best so far: " + ", ".join(moved)) if len(moved) == 1 else "random restart"
+    for rank, point in enumerate(sorted(scores, key=scores.get), 1):
+        origin = dict(point)
+        moved = [f"{k} {origin.get(k)} -> {v}" for k, v in choice.items() if origin.get(k) != v]
+        if len(moved) == 1:
+            which = "the best so far" if rank == 1 else f"the #{rank} best so far"
+            return f"neighbour of {which}: {moved[0]}"
+    return "random restart"
