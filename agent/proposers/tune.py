@@ -38,6 +38,9 @@ class TuneProposer:
     def __init__(self, seed: int = 0, kernel: Optional[str] = None):
         self.seed, self.kernel = seed, kernel
         self._compiles: dict[tuple, bool] = {}  # (source tag, arch, defines) -> NVRTC accepted it
+        # (workload digest, source tag, defines) -> launchable: best-first asks again for
+        # the neighbours of every scored point on each proposal.
+        self._launchables: dict[tuple, bool] = {}
 
     def base(self, ctx: ProposalContext) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: the best kernel if it declares knobs (an LLM's kernel
@@ -63,7 +66,7 @@ class TuneProposer:
         scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.get("arch")
-        feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable(ctx.workload, base, d)
+        feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
                               and (arch is None or self._compiles_ok(base, d, arch)))
         choice = self._next(knobs, base.defines, scores, feasible, rng)
         if choice is None:
@@ -114,6 +117,12 @@ class TuneProposer:
         if key not in self._compiles:
             self._compiles[key] = compile_kernel(cand.source, cand.entry, arch, cand.compile_options()).ok
         return self._compiles[key]
+
+    def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
+        key = (workload.digest, source_tag(base.source), _key({**base.defines, **defines}))
+        if key not in self._launchables:
+            self._launchables[key] = self._launchable(workload, base, defines)
+        return self._launchables[key]
 
     @staticmethod
     def _launchable(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
