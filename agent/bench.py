@@ -141,6 +141,9 @@ def _bench(args) -> int:
     if refusals:
         print(f"warpsmith: error: {refusals[0]}", file=sys.stderr)
         return 2
+    if args.cases and args.budget <= 0:
+        print("warpsmith: warning: --cases only steers the tuner, and --budget 0 runs none; every case is timed",
+              file=sys.stderr)
     results = []
     for w in workloads:
         best_spec, session_id, iterations, wall = None, "-", 0, 0.0

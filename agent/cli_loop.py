@@ -98,7 +98,8 @@ def _limits(args) -> dict:
 
 
 def _cases_arg(p) -> None:
-    p.add_argument("--cases", type=lambda v: [n for n in v.split(",") if n], default=[], metavar="NAME[,NAME]",
+    p.add_argument("--cases", type=lambda v: [n.strip() for n in v.split(",") if n.strip()], default=[],
+                   metavar="NAME[,NAME]",
                    help="time and score only these performance cases when tuning (the others are still validated)")
 
 
@@ -271,6 +272,10 @@ def resume_session(session_id: str, args):
     if not (directory / "session.json").is_file():
         raise FileNotFoundError(f"no session '{session_id}' under {args.store}/sessions")
     info = SessionInfo.load(directory)
+    if info.prices and not Path(info.prices).is_file():  # moved since the session started: go on unpriced by it
+        print(f"warpsmith: warning: the session's price table {info.prices} is gone; using the default prices",
+              file=sys.stderr)
+        info.prices = ""
     session = _open(info, directory, args)
     if info.mlflow_run_id:
         session.tracker.reopen(info.mlflow_run_id)

@@ -34,16 +34,22 @@ class Nsight:
         spec_path.write_text(spec.model_dump_json())
         program = [sys.executable, "-m", "agent.profile_launch", str(self.workload_dir), str(spec_path), *cases]
         cmd = ncu_command(f"^{re.escape(spec.entry)}", program, self.ncu, launches=len(cases))
-        # Its own process group: on a timeout ncu and the profiled process it started go
-        # together (killing ncu alone would orphan a process holding the GPU).
+        # Its own process group: on a timeout, Ctrl-C or any other way out, ncu and the
+        # profiled process it started go together (killing ncu alone would orphan a
+        # process holding the GPU; the group does not get the terminal's SIGINT).
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise ProfilerUnavailable(f"ncu took longer than {self.timeout_s:.0f} s: skipped this candidate",
+            raise ProfilerUnavailable(f"ncu took longer than {self.timeout_s:g} s: skipped this candidate",
                                       transient=True) from None
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                try:
+                    proc.communicate(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
         done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         text = done.stdout + "\n" + done.stderr
         (self.work_dir / f"{tag}.ncu.csv").write_text(done.stdout)

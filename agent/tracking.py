@@ -55,6 +55,7 @@ class Tracker:
         self.experiment_id: Optional[str] = None
         self.warnings = 0
         self._queue: "queue.Queue" = queue.Queue()
+        self._stalled = False  # a flush timed out: the store stopped answering
         threading.Thread(target=self._drain, daemon=True, name="mlflow-logging").start()
 
     def _drain(self) -> None:
@@ -71,12 +72,16 @@ class Tracker:
 
     def flush(self, timeout_s: float = 60.0) -> None:
         """Wait for the queued logging, at most timeout_s: a remote store that went
-        down must not hold the session's end (what is left is one warning)."""
+        down must not hold the session's end (what is left is one warning). Once a
+        flush has timed out the store counts as stalled: later flushes return at once."""
+        if self._stalled:
+            return
         done = threading.Event()
         threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()
         if not done.wait(timeout_s):
+            self._stalled = True
             self.warnings += 1
-            print(f"warpsmith: warning: MLflow logging still pending after {timeout_s:.0f} s; "
+            print(f"warpsmith: warning: MLflow logging still pending after {timeout_s:g} s; "
                   f"{self._queue.unfinished_tasks} records may be missing from the run", file=sys.stderr)
 
     def _safe(self, what: str, fn, *args, **kwargs):
@@ -114,7 +119,9 @@ class Tracker:
     def end(self, status: str) -> None:
         """status: FINISHED, KILLED or FAILED."""
         self.flush()
-        if self.run_id:
+        if self.run_id and self._stalled:  # behind the stuck records, not blocking the exit
+            self._later("end", self.client.set_terminated, self.run_id, status)
+        elif self.run_id:
             self._safe("end", self.client.set_terminated, self.run_id, status)
 
     # -- what the graph reports ----------------------------------------------
@@ -219,10 +226,17 @@ def session_runs(client, workload: Optional[str] = None) -> list:
     return [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
 
 
-def attempt_runs(client, parent_run_id: str) -> list:
+def attempt_runs(client, parent_run_id: str, page_size: int = 1000) -> list:
     """A session's child runs, one per attempt, in iteration order."""
     parent = client.get_run(parent_run_id)
-    runs = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'")
+    runs, token = [], None
+    while True:  # paged: a long session has more attempts than one page holds
+        page = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                                  max_results=page_size, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
     return sorted(runs, key=lambda r: int(r.data.tags.get("warpsmith.iteration", 0)))
 
 

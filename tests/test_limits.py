@@ -108,5 +108,6 @@ def test_exhausted_search_space_ends_the_session(tmp_path, workload):
     history = s.state["history"]
     assert s.state["finished"].startswith("tuner's search space (every configuration of tiled's 5 knobs")
     assert len(history) == s.state["iteration"] < 10_000 and all(a.status != "proposal_invalid" for a in history)
+    assert f": {len(history)} tried, " in s.state["finished"]
     assert len({tuple(sorted(a.defines.items())) for a in history}) == len(history)
     assert "ended by the tuner's search space" in (s.dir / "best" / "report.md").read_text()

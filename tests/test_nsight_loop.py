@@ -113,7 +113,6 @@ def test_faster_than_the_floor_is_suspect_and_must_pass_fresh_inputs(tmp_path, w
 def test_ncu_timeout_kills_the_profiled_process_too(tmp_path, workload, ncu_on_path, monkeypatch):
     """ncu past its time limit: one transient notice, and the program it started is
     not left behind holding the GPU."""
-    import time
     from agent.loop_state import CandidateSpec
     from agent.nsight import Nsight
     from agent.profiler import ProfilerUnavailable
@@ -124,13 +123,41 @@ def test_ncu_timeout_kills_the_profiled_process_too(tmp_path, workload, ncu_on_p
     with pytest.raises(ProfilerUnavailable, match="ncu took longer than 2 s") as e:
         Nsight(workload.directory, tmp_path / "ncu", timeout_s=2.0).profile(spec, ["square-256"])
     assert e.value.transient
-    child = int(pidfile.read_text())
+    assert_gone(int(pidfile.read_text()))
+
+
+def assert_gone(pid: int) -> None:
+    import time
     for _ in range(50):  # SIGKILLed with its group; gone once reaped by init
-        if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z":
-            break
+        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            return
         time.sleep(0.1)
-    else:
-        pytest.fail(f"the profiled process {child} outlived ncu's timeout")
+    pytest.fail(f"the profiled process {pid} outlived ncu")
+
+
+def test_ctrl_c_during_ncu_kills_the_profiled_process_too(tmp_path, workload, ncu_on_path, monkeypatch):
+    """ncu runs in its own process group, which the terminal's SIGINT does not reach:
+    a KeyboardInterrupt while waiting for it must take the group down itself."""
+    import subprocess
+    import time
+    from agent.loop_state import CandidateSpec
+    from agent.nsight import Nsight
+    pidfile = tmp_path / "child.pid"
+    monkeypatch.setenv("NCU_DOUBLE_MODE", "hang")
+    monkeypatch.setenv("NCU_DOUBLE_PIDFILE", str(pidfile))
+    real = subprocess.Popen.communicate
+
+    def interrupted(self, *args, **kwargs):
+        if kwargs.get("timeout") == 30.0:  # the wait for ncu: Ctrl-C once the child is up
+            while not pidfile.exists():
+                time.sleep(0.05)
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    spec = CandidateSpec(name="k", source="", entry="k", grid=["1"], block=["32"])
+    with pytest.raises(KeyboardInterrupt):
+        Nsight(workload.directory, tmp_path / "ncu", timeout_s=30.0).profile(spec, ["square-256"])
+    assert_gone(int(pidfile.read_text()))
 
 
 def test_app_view_keeps_the_profile_of_the_candidate_and_of_the_best(tmp_path, workload, ncu_on_path):

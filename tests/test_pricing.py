@@ -51,3 +51,24 @@ def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):
         first, second = p.propose(ctx), p.propose(ctx)
     assert first.cost_usd == pytest.approx((1000 * 2.0 + 200 * 8.0) / 1e6) == second.cost_usd
     assert p.usage == Usage(2000, 0, 400, 0) and p.cost_usd == pytest.approx(0.0072)
+
+
+def test_resume_after_the_price_table_moved_warns_and_goes_on(tmp_path, monkeypatch, capsys):
+    """`run --prices FILE` then the file is moved: resume is one warning, not a dead session."""
+    import argparse
+    from agent.cli_loop import resume_session
+    from agent.session import SessionInfo, session_dir
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
+    w = make_sgemm_workload(tmp_path / "w")
+    store = tmp_path / "store"
+    directory = session_dir(store, "s1")
+    directory.mkdir(parents=True)
+    SessionInfo("s1", str(w), "llm", 3, model="gpt-5-mini", base_url="http://127.0.0.1:9/v1",
+                prices=str(tmp_path / "gone.toml")).save(directory)
+    args = argparse.Namespace(store=store, tracking_uri=None, no_tracking=True, hot=False, timeout=10.0, device=0)
+    session = resume_session("s1", args)
+    try:
+        assert f"price table {tmp_path / 'gone.toml'} is gone; using the default prices" in capsys.readouterr().err
+        assert session.info.prices == ""
+    finally:
+        session.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import random
 from typing import Optional
 
@@ -26,6 +27,7 @@ from ..workload import KernelSpec, Workload
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
+SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 
 
 def source_tag(source: str) -> str:
@@ -70,7 +72,14 @@ class TuneProposer:
                               and (arch is None or self._compiles_ok(base, d, arch)))
         choice = self._next(knobs, base.defines, scores, feasible, rng)
         if choice is None:
-            raise SearchExhausted(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried")
+            free = [k for n, k in knobs.items() if n not in base.defines]
+            size = math.prod(len(k.values) for k in free)
+            if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
+                raise ProposalError(f"no untried configuration of {base.name}'s {len(knobs)} knobs found in "
+                                    f"{SAMPLES} random samples of {size}")
+            raise SearchExhausted(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried or "
+                                  f"cannot run here: {len(tried)} tried, {size - len(tried)} of {size} do not "
+                                  f"launch on every case or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": _why(choice, scores)})
@@ -104,7 +113,7 @@ class TuneProposer:
             points = [dict(zip(free, vals)) for vals in itertools.product(*(k.values for k in free.values()))]
             rng.shuffle(points)
             return next((p for p in points if feasible(p)), None)
-        for _ in range(2000):
+        for _ in range(SAMPLES):
             p = {n: rng.choice(k.values) for n, k in free.items()}
             if feasible(p):
                 return p

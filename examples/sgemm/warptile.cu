@@ -393,7 +393,7 @@ sgemm_warptile(const float* __restrict__ A,
     }
     const int bm0 = tm * BM, bn0 = tn * BN;
     // Uniform per block: interior blocks of aligned, tile-multiple problems take the unchecked path.
-    const bool full = vecA && vecB && vecC && (K % BK) == 0 && bm0 + BM <= M && bn0 + BN <= N;
+    const bool full = vecA && vecB && vecC && K > 0 && (K % BK) == 0 && bm0 + BM <= M && bn0 + BN <= N;
     if (full)
         sgemm_warptile_body<true>(A, B, C, M, N, K, As, Bs, vecA, vecB, vecC, bm0, bn0);
     else
