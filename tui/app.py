@@ -53,6 +53,7 @@ class WarpsmithApp(App):
         self.error = ""  # why the last run failed, if it did
         self._quit_when_done = False
         self._sigterm_before = None  # the SIGTERM handler the app replaced while it runs
+        self._sigterm_installed = False
 
     @staticmethod
     def _view_for(session) -> RunView:
@@ -90,18 +91,18 @@ class WarpsmithApp(App):
         self.refresh_view()
         self.start_loop()
         try:  # SIGTERM (a scheduler, `kill`): stop now and leave, as headless does
-            before = signal.getsignal(signal.SIGTERM)
+            self._sigterm_before = signal.getsignal(signal.SIGTERM)
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.terminate)
-            self._sigterm_before = before
+            self._sigterm_installed = True
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no Unix signals
             pass
 
     def on_unmount(self) -> None:
-        if self._sigterm_before is None:
+        if not self._sigterm_installed:
             return
         try:  # asyncio resets the signal to its default: give back the handler that was there
             asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, self._sigterm_before)
+            signal.signal(signal.SIGTERM, self._sigterm_before if self._sigterm_before is not None else signal.SIG_DFL)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
 
