@@ -50,13 +50,12 @@ class Nsight:
                     proc.communicate(timeout=10)
                 except subprocess.TimeoutExpired:
                     pass
-        done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-        text = done.stdout + "\n" + done.stderr
-        (self.work_dir / f"{tag}.ncu.csv").write_text(done.stdout)
+        text = stdout + "\n" + stderr
+        (self.work_dir / f"{tag}.ncu.csv").write_text(stdout)
         profiles = parse_csv(text)  # raises on ERR_NVGPUCTRPERM
         if len(profiles) != len(cases):
             last = next((l for l in reversed(text.splitlines()) if l.strip()), "no output")
             raise ProfilerUnavailable(f"ncu profiled {len(profiles)} of {len(cases)} launches "
-                                      f"(exit {done.returncode}): {last[:200]}", transient=done.returncode == 0)
+                                      f"(exit {proc.returncode}): {last[:200]}", transient=proc.returncode == 0)
         return [CaseProfile(case=case, summary=p.text(), findings=p.findings(bandwidth_gbs), metrics=p.metrics())
                 for case, p in zip(cases, profiles)]

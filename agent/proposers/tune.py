@@ -72,8 +72,7 @@ class TuneProposer:
                               and (arch is None or self._compiles_ok(base, d, arch)))
         choice = self._next(knobs, base.defines, scores, feasible, rng)
         if choice is None:
-            free = [k for n, k in knobs.items() if n not in base.defines]
-            size = math.prod(len(k.values) for k in free)
+            size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
                 raise ProposalError(f"no untried configuration of {base.name}'s {len(knobs)} knobs found in "
                                     f"{SAMPLES} random samples of {size}")
@@ -106,10 +105,7 @@ class TuneProposer:
         return self._random_point(free, feasible, rng)
 
     def _random_point(self, free, feasible, rng) -> Optional[dict[str, int]]:
-        size = 1
-        for k in free.values():
-            size *= len(k.values)
-        if size <= MAX_SPACE:
+        if _space_size(free) <= MAX_SPACE:
             points = [dict(zip(free, vals)) for vals in itertools.product(*(k.values for k in free.values()))]
             rng.shuffle(points)
             return next((p for p in points if feasible(p)), None)
@@ -146,6 +142,11 @@ class TuneProposer:
         except (ExprError, ValueError):
             return False
         return True
+
+
+def _space_size(free: dict[str, Knob]) -> int:
+    """How many configurations the free knobs span: enumerated up to MAX_SPACE, sampled beyond."""
+    return math.prod(len(k.values) for k in free.values())
 
 
 def _key(defines: dict[str, int]) -> tuple:
