@@ -5,7 +5,12 @@
    outputs, guard bands, inputs checked unchanged;
 3. time the performance cases (warm-up, then one event pair per launch, cold L2);
 4. validate again after timing (catches kernels that change behaviour);
-5. score = geometric mean of the performance medians.
+5. a median below the case's speed-of-light floor fails (``below_floor``);
+6. score = geometric mean of the performance medians.
+
+Every judged and every timed launch starts from poisoned outputs and is checked
+(agent.poison, agent.timed_checks); after each candidate the worker checks every
+resident input and reference against its checksum.
 
 GPU work happens in a worker process. A fault or a hang costs the worker, which
 is restarted on the next call; the candidate is ``crashed`` / ``timeout``.
@@ -13,21 +18,23 @@ is restarted on the next call; the candidate is ``crashed`` / ``timeout``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
 from .candidate import Candidate
+from .cubin_audit import audit_cubin
 from .compiler import CompiledKernel, compile_kernel
 from .inputs import array_jobs, ensure_reference
 from .results import CaseResult, EvaluationResult
-from .speed_of_light import Ceilings, load_ceilings
+from .speed_of_light import Ceilings, case_floor, load_ceilings
 from .stats import TimingStats, geomean
 from .tolerance import case_rtol
 from .worker import RECOVERABLE
 from .worker_process import WorkerDied, WorkerProcess, WorkerTimeout
 from .worker_protocol import (Arg, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline, EvaluateKernel,
-                              Fault, JobDone, TimingConfig)
+                              Fault, JobDone, Started, TimingConfig)
 from .workload import ArrayParam, Case, Launch, Workload
 
 DEFAULT_SEED = 1
@@ -49,7 +56,6 @@ class Evaluator:
         self.kernel_timeout_s = kernel_timeout_s
         self.on_event = on_event or (lambda event: None)
         self._worker: Optional[WorkerProcess] = None
-        self._warm: set[tuple[str, int]] = set()
         self.restarts = 0
         self._aborted = False
         self._validate_s: dict[str, float] = {}  # last validation wall time per case
@@ -62,7 +68,6 @@ class Evaluator:
                 self._worker.kill()
                 self.restarts += 1
             self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log)
-            self._warm.clear()
         return self._worker
 
     @property
@@ -124,8 +129,13 @@ class Evaluator:
 
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
-        return compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
-                              candidate.compile_options(), filename=f"{candidate.name}.cu")
+        """NVRTC, then the CUBIN audit: a kernel that keeps state between launches is refused."""
+        compiled = compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
+                                  candidate.compile_options(), filename=f"{candidate.name}.cu")
+        refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
+        if refusal:
+            return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
+        return compiled
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True) -> EvaluationResult:
@@ -149,6 +159,7 @@ class Evaluator:
         request = EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing,
                                  revalidate, time_cases)
         self._run(request, result)
+        self._gate_floor(result)
         return _finish(result, t_start)
 
     def baseline_kinds(self) -> list[str]:
@@ -181,11 +192,17 @@ class Evaluator:
             self._setup_s = 0.0
         return _finish(result, t_start)
 
-    def _deadline(self, phase: str, case: str, seed: int) -> float:
-        if phase == "time":
-            # At least 1 + 10 launches run however slow the kernel: allow for them.
-            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 + 11 * self._validate_s.get(case, 0.0)
-        return self.kernel_timeout_s + self._setup_s + (0.0 if (case, seed) in self._warm else CASE_SETUP_S)
+    def _deadline(self, step: Optional[Started]) -> float:
+        """Seconds to wait for the worker's next reply, given the step it announced last
+        (None: it is setting a case up, drawing inputs and uploading, and no kernel runs)."""
+        if step is None:
+            return CASE_SETUP_S
+        if step.phase == "time":
+            # At least 1 + 10 launches run however slow the kernel, each with a check behind it.
+            per_launch = self._validate_s.get(step.case, 0.0)
+            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 \
+                + (11 + self.timing.repetitions) * per_launch
+        return self.kernel_timeout_s + self._setup_s
 
     def _run(self, request, result: EvaluationResult) -> None:
         """Send one request and fold the worker's replies into `result`."""
@@ -194,64 +211,82 @@ class Evaluator:
             raise EvaluationAborted("stopped by the user")
         worker = self.worker()
         worker.send(request)
-        # The worker answers in a fixed order: validate all, time, revalidate all.
-        cases = [j.case for j in request.jobs]
-        timed = [j.case for j in request.jobs if j.timed]
-        if isinstance(request, EvaluateBaseline):
-            expected = [(p, j.case) for j in request.jobs for p in (("validate", "time") if j.timed else ("validate",))]
-        else:
-            expected = [("validate", c) for c in cases] + [("time", c) for c in timed if request.time_cases] \
-                + [("revalidate", c) for c in cases if request.revalidate]
-        step = 0
+        step: Optional[Started] = None  # what the worker announced and has not answered yet
+        last_case = request.jobs[0].case if request.jobs else ""
         while True:
-            phase, case = expected[min(step, len(expected) - 1)]
+            deadline = self._deadline(step)
             try:
-                reply = worker.recv(self._deadline(phase, case, request.seed))
+                reply = worker.recv(deadline)
             except (WorkerTimeout, WorkerDied) as e:
                 if self._aborted:
                     self._aborted = False
                     worker.kill()
                     raise EvaluationAborted("stopped by the user") from None
+                case, phase = (step.case, step.phase) if step else (last_case, "setup")
                 if isinstance(e, WorkerDied):
                     self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
                     return
                 worker.kill()
-                self._mark(result, case, "timeout",
-                           f"case '{case}' ({phase}): no answer within {self._deadline(phase, case, request.seed):.0f} s; "
-                           "the kernel was killed (infinite loop or far too slow?)")
+                what = "the kernel was killed (infinite loop or far too slow?)" if step else \
+                    "the worker was killed while setting the case up"
+                self._mark(result, case, "timeout", f"case '{case}' ({phase}): no answer within {deadline:.0f} s; {what}")
                 return
             self.on_event(reply)
             if isinstance(reply, JobDone):
                 return
-            step += 1
+            if isinstance(reply, Started):
+                step, last_case = reply, reply.case
+                continue
+            step = None
             if isinstance(reply, CaseChecked):
-                self._warm.add((reply.case, request.seed))
-                c = result.case(reply.case)
-                if reply.phase == "validate":
-                    c.check, c.validate_ms = reply.check, reply.elapsed_ms
-                    self._validate_s[reply.case] = reply.elapsed_ms / 1e3
-                    c.status = reply.check.status
-                else:
-                    c.recheck = reply.check
-                    if reply.check.status != "ok" and c.status == "ok":
-                        c.status = "unstable"
-                if c.status != "ok":
-                    c.detail = c.detail or (reply.check.detail if reply.phase == "validate" else
-                                            "correct before the timing loop, wrong after it:\n" + reply.check.detail)
-                if isinstance(request, EvaluateKernel) and reply.phase == "validate" and reply.case == cases[-1] and any(
-                        result.case(x).status != "ok" for x in cases):
-                    # The worker skips timing and revalidation after a failure.
-                    expected = expected[:step]
+                self._fold_check(result, reply)
             elif isinstance(reply, CaseTimed):
                 c = result.case(reply.case)
                 c.timing, c.time_ms, c.clocks_mhz = TimingStats.of(reply.samples_ms), reply.elapsed_ms, reply.clocks_mhz
             elif isinstance(reply, Fault):
                 status = "launch_invalid" if reply.name in RECOVERABLE else "crashed"
-                self._mark(result, reply.case or case, status,
+                self._mark(result, reply.case or last_case, status,
                            f"case '{reply.case}' ({reply.phase}): {reply.name}: {reply.text}")
                 if reply.fatal:
                     worker.kill()
                     return
+
+    def _fold_check(self, result: EvaluationResult, reply: CaseChecked) -> None:
+        if not any(c.case == reply.case for c in result.cases):  # the sweep found another case's data changed
+            self._mark(result, reply.case, reply.check.status, reply.check.detail)
+            return
+        c = result.case(reply.case)
+        if reply.phase == "validate":
+            c.check, c.validate_ms = reply.check, reply.elapsed_ms
+            self._validate_s[reply.case] = reply.elapsed_ms / 1e3
+            c.status = reply.check.status
+            c.detail = c.detail or reply.check.detail
+            return
+        if reply.phase == "revalidate":
+            c.recheck = reply.check
+        if reply.check.status == "ok" or c.status != "ok":
+            return
+        # After the validation passed: wrong after the timing loop, in a timed launch, or found by the sweep.
+        c.status = "unstable" if reply.check.status == "wrong_answer" else reply.check.status
+        c.detail = reply.check.detail if reply.phase != "revalidate" else \
+            "correct before the timing loop, wrong after it:\n" + reply.check.detail
+
+    def _gate_floor(self, result: EvaluationResult) -> None:
+        """A median faster than the speed-of-light floor is a hole in the harness, not a
+        result: the case fails as ``below_floor``. Cold timing only (a hot L2 can beat
+        the DRAM floor honestly); workloads without [metrics] have no floor."""
+        ceilings = self.ceilings if self.timing.cold_l2 else None
+        if ceilings is None:
+            return
+        for c in result.cases:
+            if c.status != "ok" or c.timing is None:
+                continue
+            floor = case_floor(self.workload, self.workload.case(c.case), ceilings, c.timing.median_ms)
+            if floor is not None and floor.suspect:
+                c.status = "below_floor"
+                c.detail = (f"median {c.timing.median_ms:.4f} ms is {floor.pct_of_floor:.0%} of the speed-of-light "
+                            f"floor ({floor.floor_ms:.4f} ms, {floor.bound}-bound, {ceilings.source}): faster than "
+                            "the hardware allows, so the timing or the validation was gamed; never a result")
 
     @staticmethod
     def _mark(result: EvaluationResult, case: str, status: str, detail: str) -> None:

@@ -10,9 +10,14 @@ proposer as data. Statuses, roughly in the order they are met:
   was restarted;
 - ``timeout``: the kernel ran past the deadline; the worker was killed;
 - ``out_of_bounds``: it wrote into a guard band around a buffer;
-- ``input_modified``: it changed an input;
+- ``input_modified``: it changed an input (this case's or, found by the sweep
+  after the candidate, any resident case's);
+- ``reference_modified``: the reference on the GPU changed: a write far outside
+  the kernel's buffers;
 - ``wrong_answer``: outputs outside the tolerance, or never written;
-- ``unstable``: right at first, wrong after the timing loop's repeated launches;
+- ``unstable``: right at first, wrong in a timed launch or after the timing loop;
+- ``below_floor``: a median faster than the speed-of-light floor, a timing or
+  validation hole, never a result;
 - ``ok``.
 """
 
@@ -27,7 +32,7 @@ from .worker_protocol import CaseCheck
 from .workload import Launch
 
 FAILURES = ("compile_failed", "launch_invalid", "crashed", "timeout", "out_of_bounds",
-            "input_modified", "wrong_answer", "unstable")
+            "input_modified", "reference_modified", "wrong_answer", "unstable", "below_floor")
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from typing import Optional
 
 import numpy as np
 
@@ -19,8 +20,10 @@ from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
+from .poison import Poisons
+from .timed_checks import TimedChecks
 from .worker_protocol import (CaseCheck, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline,
-                              EvaluateKernel, Fault, JobDone, Shutdown, TimingConfig, WorkerReady)
+                              EvaluateKernel, Fault, JobDone, Shutdown, Started, TimingConfig, WorkerReady)
 
 # Launch-time refusals: the context survives them, so the worker does too.
 RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
@@ -44,6 +47,7 @@ class GpuWorker:
         self._bias_relu = None
         self.clocks = Clocks(self.device.facts.uuid)
         self._torch: dict[tuple[str, str], object] = {}  # (kind, source) -> TorchBaseline
+        self.poisons = Poisons()
         self.phase, self.case = "start", ""
 
     def facts(self) -> dict:
@@ -56,11 +60,15 @@ class GpuWorker:
     def buffers(self, job: CaseJob, seed: int) -> CaseBuffers:
         key = (job.case, seed, job.reference)
         if key not in self.cases:
-            self.cases[key] = CaseBuffers(self.device, job, seed)
+            self.cases[key] = CaseBuffers(self.device, job, seed, self.checks)
         return self.cases[key]
 
     def check(self, bufs: CaseBuffers) -> CaseCheck:
-        """Guards, then inputs, then outputs: the first kind of failure found wins."""
+        """Guards, inputs and references, then outputs: the first kind of failure found wins."""
+        return self.integrity(bufs) or self.check_outputs(bufs)
+
+    def integrity(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
+        """What a kernel must leave alone: the guard bands, its inputs, the reference."""
         self.device.synchronize()
         overruns = [f"{a.job.name} ({side})" for a in bufs.arrays.values()
                     for side, off in (("before", 0), ("after", a.guard + a.nbytes))
@@ -68,15 +76,16 @@ class GpuWorker:
         if overruns:
             return CaseCheck("out_of_bounds", detail="writes outside the buffers of " + ", ".join(overruns)
                              + ": check bounds on the last partial tile")
-        modified = []
-        for a in bufs.inputs():
-            changed = self.checks.count_differ(a.ptr, a.pristine.ptr, a.nbytes)
-            if changed:
-                a.dirty = True
-                modified.append(f"{a.job.name} ({changed} words changed)")
-        if modified:
-            return CaseCheck("input_modified", detail="the kernel modified its inputs: " + ", ".join(modified))
-        return self.check_outputs(bufs)
+        return self.moat_breach(bufs) or _tampering(bufs)
+
+    def moat_breach(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
+        """Megabytes away from any buffer: a stray pointer, not a partial tile. Re-armed once seen."""
+        if not any(self.checks.count_not(m.ptr, GUARD_WORD, m.nbytes) for m in bufs.moats):
+            return None
+        for m in bufs.moats:
+            m.fill_u32(GUARD_WORD, 0, m.nbytes)
+        return CaseCheck("out_of_bounds", detail=f"case '{bufs.job.case}': writes megabytes away from every "
+                         "buffer (into the sentinel memory around them): a wrong pointer or index")
 
     def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
         worst_abs = worst_rel = 0.0
@@ -99,30 +108,58 @@ class GpuWorker:
     def run_kernel(self, req: EvaluateKernel, send) -> None:
         module = self.device.load_module(req.cubin)
         fn = module.function(req.symbol)
+
         def validate(job: CaseJob, phase: str) -> CaseCheck:
             self.phase, self.case = phase, job.case
             t0 = time.perf_counter()
             bufs = self.buffers(job, req.seed)
-            bufs.prepare()
+            bufs.prepare(self.poisons)
+            send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
             l = job.launch
             self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
             result = self.check(bufs)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
             return result
-        results = [validate(job, "validate") for job in req.jobs]
-        if not req.time_cases or any(r.status != "ok" for r in results):
-            return
-        for job in req.jobs:
-            if job.timed:
-                self.phase, self.case = "time", job.case
-                t0, before = time.perf_counter(), self.clocks.read()
-                bufs = self.buffers(job, req.seed)
-                l = job.launch
-                timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing))
-                send(self.case_timed(job.case, timing, t0, before))
-        if req.revalidate:
-            for job in req.jobs:
-                validate(job, "revalidate")
+
+        def timed(job: CaseJob) -> bool:
+            self.phase, self.case = "time", job.case
+            t0, before = time.perf_counter(), self.clocks.read()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare(self.poisons)
+            judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions)
+            send(Started(job.case, "time"))
+            l = job.launch
+            timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
+                                      before=judge.before, after=judge.after)
+            send(self.case_timed(job.case, timing, t0, before))
+            verdict = self.integrity(bufs) or judge.verdict(len(timing.samples_ms))
+            if verdict is not None:
+                send(CaseChecked(job.case, "time", verdict, (time.perf_counter() - t0) * 1e3))
+            return verdict is None
+
+        try:
+            if not all([validate(job, "validate").status == "ok" for job in req.jobs]) or not req.time_cases:
+                return
+            if not all([timed(job) for job in req.jobs if job.timed]):
+                return
+            if req.revalidate:
+                for job in req.jobs:
+                    validate(job, "revalidate")
+        finally:
+            self.sweep(send)
+
+    def sweep(self, send) -> None:
+        """After a candidate: every resident case's inputs and references as uploaded.
+        A kernel may write far past its own buffers; whatever it changed is reported
+        against it and restored before the next candidate."""
+        self.phase, self.case = "integrity", ""
+        self.device.synchronize()
+        for bufs in self.cases.values():
+            self.case = bufs.job.case
+            found = self.moat_breach(bufs) or _tampering(bufs)
+            if found is not None:
+                send(CaseChecked(bufs.job.case, "integrity", found, 0.0))
+            bufs.restore()
 
     def cublas(self):
         if self._cublas is None:
@@ -153,12 +190,16 @@ class GpuWorker:
             bufs = self.buffers(job, req.seed)
             bufs.prepare()
             run, time_it = calls(job, bufs)
+            send(Started(job.case, "validate"))
             run()
             send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
             if job.timed:
                 self.phase = "time"
                 t0, before = time.perf_counter(), self.clocks.read()
-                send(self.case_timed(job.case, time_it(_settings(req.timing)), t0, before))
+                send(Started(job.case, "time"))
+                # The same poisoned outputs before every timed call as a candidate gets.
+                poison = lambda index: bufs.poison(self.poisons)
+                send(self.case_timed(job.case, time_it(_settings(req.timing), poison), t0, before))
 
     def _cublas_calls(self, req: EvaluateBaseline):
         """Per case: (one call that fills the outputs, the timing of it) for cuBLAS [+ epilogue]."""
@@ -171,13 +212,13 @@ class GpuWorker:
             operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
             if epilogue is None:
                 return (lambda: blas.sgemm(self.device, *operands),
-                        lambda settings: blas.time_sgemm(self.device, *operands, settings))
+                        lambda settings, before: blas.time_sgemm(self.device, *operands, settings, before=before))
             # The library's GEMM, then the epilogue as its own launch: what a user without fusion gets.
             count = m * n
             epi_args = [("ptr", ptr(b["c"])), ("ptr", ptr(b["bias"])), ("i64", count), ("i32", n)]
             grid = (min((count + 255) // 256, 65535 * 16), 1, 1)
             run = lambda: (blas.sgemm(self.device, *operands), self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args))
-            return run, lambda settings: self.device.time_callable(run, settings)
+            return run, lambda settings, before: self.device.time_callable(run, settings, before=before)
         return calls
 
     def _torch_calls(self, req: EvaluateBaseline):
@@ -188,13 +229,26 @@ class GpuWorker:
             self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile")
         tb = self._torch[key]
         return lambda job, bufs: (lambda: tb.run_into_outputs(bufs, job.scalars),
-                                  lambda settings: self.device.time_callable(tb.timer(bufs, job.scalars), settings))
+                                  lambda settings, before: self.device.time_callable(tb.timer(bufs, job.scalars),
+                                                                                     settings, before=before))
 
     def case_timed(self, case: str, timing, t0: float, before) -> CaseTimed:
         """The samples, with the clocks read before and after them."""
         after = self.clocks.read()
         clocks = tuple(before) + tuple(after) if before and after else ()
         return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
+
+
+def _tampering(bufs: CaseBuffers) -> Optional[CaseCheck]:
+    """Inputs or references that no longer match their checksums (marked for restoring)."""
+    inputs, references = bufs.modified_inputs(), bufs.modified_references()
+    if references:
+        return CaseCheck("reference_modified", detail=f"case '{bufs.job.case}': the reference of "
+                         + ", ".join(references) + " was overwritten: a kernel wrote far outside its buffers")
+    if inputs:
+        return CaseCheck("input_modified", detail=f"case '{bufs.job.case}': the kernel modified its inputs: "
+                         + ", ".join(inputs))
+    return None
 
 
 def _settings(t: TimingConfig):

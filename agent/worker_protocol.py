@@ -1,7 +1,8 @@
 """Messages between the evaluator and its GPU worker process (pickled over a pipe).
 
 Requests go in; the worker answers with a stream of replies ending in ``JobDone``,
-or dies. A ``Fault`` that is fatal (the CUDA context is dead) is the worker's last
+or dies. Before each launch step it announces itself (``Started``), so the parent's
+deadline follows what the worker says it is doing, not a copy of its order. A ``Fault`` that is fatal (the CUDA context is dead) is the worker's last
 word before it exits.
 """
 
@@ -94,9 +95,18 @@ class WorkerReady:
 
 
 @dataclass(frozen=True)
+class Started:
+    """The worker is done setting a case up and launches now: from here the
+    kernel's own deadline runs, not the setup allowance."""
+
+    case: str
+    phase: str  # validate | time | revalidate
+
+
+@dataclass(frozen=True)
 class CaseChecked:
     case: str
-    phase: str  # validate | revalidate
+    phase: str  # validate | time (a timed launch's outputs) | revalidate | integrity (the sweep after a candidate)
     check: CaseCheck
     elapsed_ms: float
 
@@ -124,4 +134,4 @@ class JobDone:
     pass
 
 
-Reply = Union[WorkerReady, CaseChecked, CaseTimed, Fault, JobDone]
+Reply = Union[WorkerReady, Started, CaseChecked, CaseTimed, Fault, JobDone]

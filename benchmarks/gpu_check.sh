@@ -14,6 +14,10 @@ if [ -d .whl ]; then  # the loop's dependencies, carried as wheels (nothing can 
   export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+if [ -n "${WS_BEFORE:-}" ]; then  # an older tree (e.g. git archive of the last commit before a harness change)
+  python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/before-site "$WS_BEFORE" > "$OUT/build-before.log" 2>&1 \
+    || { tail -40 "$OUT/build-before.log"; exit 1; }
+fi
 cd /tmp  # import the installed package, not the source tree
 
 step doctor
@@ -40,6 +44,19 @@ for kernel in ${WS_KERNELS:-naive tiled}; do
   step "eval sgemm --kernel $kernel"
   warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"
 done
+
+if [ -n "${WS_BEFORE:-}" ]; then
+  step "harness speed: the examples' medians before and after ($WS_BEFORE)"
+  python3 "$OLDPWD/benchmarks/harness_speed.py" /tmp/before-site /tmp/no-such-site ${WS_SPEED_TARGETS:-} 2>&1 | tee "$OUT/speed.txt"
+fi
+
+if [ "${WS_RUN_EXAMPLES:-0}" != 0 ]; then
+  for w in $(cd "$OLDPWD" && ls -d examples/*/); do
+    step "run $w --proposer tune --budget $WS_RUN_EXAMPLES"
+    (cd "$OLDPWD" && warpsmith run "$w" --proposer tune --budget "$WS_RUN_EXAMPLES" --headless --store /tmp/ws-examples \
+       --no-tracking 2>&1 | tail -4) | tee -a "$OUT/run-examples.txt"
+  done
+fi
 
 if [ "${WS_HARNESS:-1}" != 0 ]; then
   step harness
@@ -100,6 +117,8 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/tui.txt" ] && tail -2 "$OUT/tui.txt"
 [ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
+[ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
+[ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|nsight-tiled|tui|bench|diff|mlflow-runs|sweep)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff)\.txt$|\.svg$')

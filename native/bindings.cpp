@@ -81,6 +81,16 @@ void def_compiler(py::module_& m) {
         "Compile CUDA C++ to a CUBIN for `arch`; failures come back as ok=False with the log.");
 }
 
+// A Python hook around timed launches, called with the GIL held; none stays empty.
+Around around(py::object hook) {
+  if (hook.is_none()) return {};
+  auto fn = std::make_shared<py::function>(hook.cast<py::function>());
+  return [fn](CUstream, int index) {
+    py::gil_scoped_acquire hold;
+    (*fn)(index);
+  };
+}
+
 void def_device(py::module_& m) {
   py::class_<DeviceFacts>(m, "DeviceFacts")
 #define WS_FACT(field) .def_readonly(#field, &DeviceFacts::field)
@@ -121,24 +131,31 @@ void def_device(py::module_& m) {
            [](std::shared_ptr<Device> d, const Function& fn, std::array<unsigned, 3> grid,
               std::array<unsigned, 3> block, unsigned shared,
               const std::vector<std::pair<std::string, py::object>>& args,
-              const TimingSettings& settings) {
+              const TimingSettings& settings, py::object before, py::object after) {
              KernelArgs packed = pack_args(args);
              LaunchConfig cfg = make_config(grid, block, shared);
+             Around pre = around(before), post = around(after);
              py::gil_scoped_release release;
-             return time_loop(*d, [&](CUstream) { launch(*d, fn, cfg, packed); }, settings);
+             return time_loop(*d, [&](CUstream) { launch(*d, fn, cfg, packed); }, settings, pre, post);
            },
            py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
-           py::arg("settings"), "Time a launch under the recipe; returns every sample.")
+           py::arg("settings"), py::arg("before") = py::none(), py::arg("after") = py::none(),
+           "Time a launch under the recipe; returns every sample. before(i) / after(i) enqueue "
+           "work around launch i outside its event pair (i = -1 for warm-up launches).")
       .def_property_readonly("stream_handle",
                              [](const Device& d) { return reinterpret_cast<uintptr_t>(d.stream()); },
                              "The runner's CUstream, for libraries that enqueue on it (torch.cuda.ExternalStream).")
       .def("time_callable",
-           [](std::shared_ptr<Device> d, py::function fn, const TimingSettings& settings) {
+           [](std::shared_ptr<Device> d, py::function fn, const TimingSettings& settings,
+              py::object before, py::object after) {
+             Around pre = around(before), post = around(after);
              py::gil_scoped_release release;
              // Same loop, flush and events as a kernel: fn must enqueue its work on stream_handle.
-             return time_loop(*d, [&](CUstream) { py::gil_scoped_acquire hold; fn(); }, settings);
+             return time_loop(*d, [&](CUstream) { py::gil_scoped_acquire hold; fn(); }, settings, pre,
+                              post);
            },
-           py::arg("fn"), py::arg("settings"),
+           py::arg("fn"), py::arg("settings"), py::arg("before") = py::none(),
+           py::arg("after") = py::none(),
            "Time a Python callable that enqueues GPU work on stream_handle (a library baseline).");
 }
 
@@ -164,6 +181,8 @@ void def_memory(py::module_& m) {
            py::arg("dst"), py::arg("offset") = 0, "Copy into a writable C-contiguous host buffer.")
       .def("fill_u32", &Buffer::fill_u32, py::arg("value"), py::arg("offset"), py::arg("nbytes"),
            "Set 4-byte words (NaN poison, sentinels).")
+      .def("fill_u32_async", &Buffer::fill_u32_async, py::arg("value"), py::arg("offset"),
+           py::arg("nbytes"), "Set 4-byte words on the device's stream, without waiting (timing loops).")
       .def("fill_u8", &Buffer::fill_u8, py::arg("value"), py::arg("offset"), py::arg("nbytes"));
 
   py::class_<FunctionInfo>(m, "FunctionInfo")
@@ -214,14 +233,16 @@ void def_cublas(py::module_& m) {
            py::arg("k"), "Enqueue row-major C = A @ B once.")
       .def("time_sgemm",
            [](Cublas& c, std::shared_ptr<Device> d, uint64_t a, uint64_t b, uint64_t out, int m,
-              int n, int k, const TimingSettings& settings) {
+              int n, int k, const TimingSettings& settings, py::object before, py::object after) {
+             Around pre = around(before), post = around(after);
              py::gil_scoped_release release;
              return time_loop(
                  *d, [&](CUstream s) { c.sgemm_row_major(s, a, b, out, m, n, k, 1.f, 0.f); },
-                 settings);
+                 settings, pre, post);
            },
            py::arg("device"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
-           py::arg("k"), py::arg("settings"), "Time row-major SGEMM under the same recipe.");
+           py::arg("k"), py::arg("settings"), py::arg("before") = py::none(),
+           py::arg("after") = py::none(), "Time row-major SGEMM under the same recipe.");
 }
 
 }  // namespace

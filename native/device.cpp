@@ -146,6 +146,15 @@ void Buffer::fill_u32(uint32_t value, size_t offset, size_t bytes) {
   WS_CU(driver().cuMemsetD32(ptr_ + offset, value, bytes / 4));
 }
 
+void Buffer::fill_u32_async(uint32_t value, size_t offset, size_t bytes) {
+  check_range(offset, bytes, "fill_u32_async");
+  if (offset % 4 || bytes % 4)
+    throw CudaError("CUDA_ERROR_INVALID_VALUE", "fill_u32_async needs 4-byte aligned offset and size",
+                    "fill_u32_async", CUDA_ERROR_INVALID_VALUE);
+  device_->make_current();
+  WS_CU(driver().cuMemsetD32Async(ptr_ + offset, value, bytes / 4, device_->stream()));
+}
+
 void Buffer::fill_u8(uint8_t value, size_t offset, size_t bytes) {
   check_range(offset, bytes, "fill_u8");
   device_->synchronize();

@@ -61,6 +61,8 @@ class Buffer {
   void upload(const void* src, size_t bytes, size_t offset);
   void download(void* dst, size_t bytes, size_t offset) const;
   void fill_u32(uint32_t value, size_t offset, size_t bytes);
+  // Enqueued on the device's stream, no synchronisation: for work inside a timing loop.
+  void fill_u32_async(uint32_t value, size_t offset, size_t bytes);
   void fill_u8(uint8_t value, size_t offset, size_t bytes);
 
  private:

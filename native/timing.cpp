@@ -31,7 +31,8 @@ float elapsed_ms(const Event& a, const Event& b) {
 
 }  // namespace
 
-TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSettings& s) {
+TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSettings& s,
+                       const Around& before, const Around& after) {
   device.make_current();
   CUstream stream = device.stream();
   TimingResult result;
@@ -42,6 +43,7 @@ TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSetti
     Event a, b;
     a.record(stream);
     for (int i = 0; i < count; ++i) {
+      if (before) before(stream, -1);
       if (s.flush_l2) device.flush_l2();
       enqueue(stream);
     }
@@ -70,10 +72,13 @@ TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSetti
     ends.emplace_back();
   }
   for (int i = 0; i < reps; ++i) {
+    if (before) before(stream, i);
+    // The flush comes after the poison, so the poisoned outputs are not in L2 either.
     if (s.flush_l2) device.flush_l2();
     starts[i].record(stream);
     enqueue(stream);
     ends[i].record(stream);
+    if (after) after(stream, i);
   }
   WS_CU(driver().cuStreamSynchronize(stream));
   result.samples_ms.reserve(reps);

@@ -26,8 +26,16 @@ struct TimingResult {
 
 using Enqueue = std::function<void(CUstream)>;
 
+// Work enqueued around a launch, outside its event pair: `before` runs ahead of
+// every launch (warm-up ones get index -1), `after` behind every measured launch
+// (index 0..n-1). The harness poisons outputs before and checks them after, so
+// every timed launch starts from outputs it cannot predict and is itself judged;
+// neither enters a sample.
+using Around = std::function<void(CUstream, int)>;
+
 // Runs `enqueue` (a kernel launch or a library call) under the recipe; throws
 // CudaError carrying the fault's name if a launch fails or faults.
-TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSettings& settings);
+TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSettings& settings,
+                       const Around& before = {}, const Around& after = {});
 
 }  // namespace ws

@@ -13,8 +13,9 @@ from agent.candidate import Candidate
 from agent.evaluator import Evaluator
 from agent.expr import Expr
 from agent.worker_process import GpuUnavailable, WorkerProcess, WorkerTimeout
+from agent.speed_of_light import Ceilings
 from agent.worker_protocol import (CaseCheck, CaseChecked, CaseTimed, EvaluateKernel, Fault, JobDone,
-                                   WorkerReady)
+                                   Started, WorkerReady)
 from agent.workload import LaunchRule, load_workload
 from workload_factory import make_sgemm_workload
 
@@ -27,14 +28,15 @@ WRONG = CaseCheck("wrong_answer", 1.0, 1.0, 5, "output C: 5 wrong\npattern: only
 class ScriptedWorkerDouble:
     """Test double for WorkerProcess: replays scripted replies (or raises scripted errors)."""
 
-    def __init__(self, script):
-        self.script, self.sent, self.alive = list(script), [], True
-        self.ready = WorkerReady(FACTS, (13, 0))
+    def __init__(self, script, ceilings=None):
+        self.script, self.sent, self.alive, self.waits = list(script), [], True, []
+        self.ready = WorkerReady(FACTS, (13, 0), ceilings)
 
     def send(self, message):
         self.sent.append(message)
 
     def recv(self, timeout_s):
+        self.waits.append(timeout_s)
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item
@@ -50,15 +52,15 @@ class ScriptedWorkerDouble:
 class DoubleEvaluator(Evaluator):
     """An Evaluator whose worker processes are scripted doubles, one script per start."""
 
-    def __init__(self, workload, *scripts):
+    def __init__(self, workload, *scripts, ceilings=None):
         super().__init__(workload)
-        self.scripts, self.doubles = list(scripts), []
+        self.scripts, self.doubles, self.double_ceilings = list(scripts), [], ceilings
 
     def worker(self):
         if self._worker is None or not self._worker.alive:
             if self._worker is not None:
                 self.restarts += 1
-            self._worker = ScriptedWorkerDouble(self.scripts.pop(0) if self.scripts else [])
+            self._worker = ScriptedWorkerDouble(self.scripts.pop(0) if self.scripts else [], self.double_ceilings)
             self.doubles.append(self._worker)
         return self._worker
 
@@ -72,12 +74,15 @@ def naive(workload):
     return Candidate.from_spec(workload.kernels["naive"])
 
 
-def full_run(validate=(OK, OK), samples=(1.0, 1.1, 0.9), recheck=(OK, OK)):
-    return ([CaseChecked("odd-97x83x61", "validate", validate[0], 1.0),
-             CaseChecked("square-256", "validate", validate[1], 1.0),
-             CaseTimed("square-256", samples, 1.0, 5.0),
-             CaseChecked("odd-97x83x61", "revalidate", recheck[0], 1.0),
-             CaseChecked("square-256", "revalidate", recheck[1], 1.0), JobDone()])
+def full_run(validate=(OK, OK), samples=(1.0, 1.1, 0.9), recheck=(OK, OK), timed=None, sweep=()):
+    """What a real worker sends for the two-case workload, announcements included."""
+    return ([Started("odd-97x83x61", "validate"), CaseChecked("odd-97x83x61", "validate", validate[0], 1.0),
+             Started("square-256", "validate"), CaseChecked("square-256", "validate", validate[1], 1.0),
+             Started("square-256", "time"), CaseTimed("square-256", samples, 1.0, 5.0)]
+            + ([CaseChecked("square-256", "time", timed, 5.0)] if timed else [])
+            + [Started("odd-97x83x61", "revalidate"), CaseChecked("odd-97x83x61", "revalidate", recheck[0], 1.0),
+               Started("square-256", "revalidate"), CaseChecked("square-256", "revalidate", recheck[1], 1.0)]
+            + list(sweep) + [JobDone()])
 
 
 def test_ok_run_scores_the_median(workload):
@@ -105,10 +110,41 @@ def test_fatal_fault_marks_crashed_and_restarts(workload):
 
 def test_hang_is_timeout(workload):
     """No answer before the deadline is 'timeout' and the worker is killed."""
-    ev = DoubleEvaluator(workload, full_run()[:2] + [WorkerTimeout("no answer within 10 s")])
+    ev = DoubleEvaluator(workload, full_run()[:3] + [WorkerTimeout("no answer within 10 s")])
     r = ev.evaluate(naive(workload))
     assert r.status == "timeout" and "square-256" in r.detail and "killed" in r.detail
     assert not ev.doubles[0].alive
+
+
+def test_announced_launch_gets_the_kernel_timeout_not_the_setup_allowance(workload):
+    """Setup waits get the setup allowance; once the worker announces a launch, only the kernel's timeout."""
+    ev = DoubleEvaluator(workload, [Started("odd-97x83x61", "validate"), WorkerTimeout("no answer")])
+    r = ev.evaluate(naive(workload))
+    assert ev.doubles[0].waits == [120.0, ev.kernel_timeout_s]
+    assert r.status == "timeout" and "odd-97x83x61" in r.detail and "(validate)" in r.detail
+
+
+def test_wrong_timed_launch_is_unstable(workload):
+    """A timed launch whose outputs fail their check makes the candidate unstable, with no score."""
+    lazy = CaseCheck("unstable", mismatches=9, detail="99 of 100 timed launches gave wrong outputs")
+    r = DoubleEvaluator(workload, full_run(timed=lazy)).evaluate(naive(workload))
+    assert r.status == "unstable" and r.score_ms is None and "timed launches" in r.detail
+
+
+def test_sweep_finding_a_changed_reference_fails_the_candidate(workload):
+    """The worker's sweep after a candidate reports a changed reference: reference_modified."""
+    sweep = [CaseChecked("odd-97x83x61", "integrity", CaseCheck("reference_modified", detail="the reference of C"), 0.0)]
+    r = DoubleEvaluator(workload, full_run(sweep=sweep)).evaluate(naive(workload))
+    assert r.status == "reference_modified" and r.score_ms is None
+
+
+def test_median_below_the_floor_fails_as_below_floor(workload):
+    """With cold timing, a median under the speed-of-light floor is below_floor, not a score."""
+    slow_gpu = Ceilings(bandwidth_gbs=0.001, fp32_tflops=1e-6, source="measured (test)")
+    r = DoubleEvaluator(workload, full_run(), ceilings=slow_gpu).evaluate(naive(workload))
+    assert r.status == "below_floor" and r.score_ms is None and "floor" in r.detail
+    fast_gpu = Ceilings(bandwidth_gbs=4000.0, fp32_tflops=60.0, source="measured (test)")
+    assert DoubleEvaluator(workload, full_run(), ceilings=fast_gpu).evaluate(naive(workload)).status == "ok"
 
 
 def test_recoverable_fault_is_launch_invalid(workload):
@@ -121,7 +157,9 @@ def test_recoverable_fault_is_launch_invalid(workload):
 
 def test_wrong_answer_skips_timing(workload):
     """A failed validation ends the request: no score, the mismatch report is the detail."""
-    ev = DoubleEvaluator(workload, [CaseChecked("odd-97x83x61", "validate", WRONG, 1.0),
+    ev = DoubleEvaluator(workload, [Started("odd-97x83x61", "validate"),
+                                    CaseChecked("odd-97x83x61", "validate", WRONG, 1.0),
+                                    Started("square-256", "validate"),
                                     CaseChecked("square-256", "validate", OK, 1.0), JobDone()])
     r = ev.evaluate(naive(workload))
     assert r.status == "wrong_answer" and r.score_ms is None
@@ -176,3 +214,13 @@ def test_json_report_is_complete_and_has_no_cubin(workload):
     case = doc["candidate"]["cases"][1]
     assert case["case"] == "square-256" and case["timing"]["n"] == 3 and case["check"]["status"] == "ok"
     assert "cubin" not in doc["candidate"]["compiled"] and doc["gpu"]["arch"] == "sm_90"
+
+
+def test_kernel_with_device_state_is_refused_before_the_gpu(workload):
+    """A kernel that keeps a launch counter in a __device__ global is compile_failed, nothing sent."""
+    source = workload.kernels["naive"].source().replace(
+        'extern "C"', '__device__ int ws_launches;\nextern "C"', 1).replace("{", "{ ws_launches++;", 1)
+    ev = DoubleEvaluator(workload, [])
+    r = ev.evaluate(Candidate(source, "sgemm_naive", workload.kernels["naive"].launch, name="counter"))
+    assert r.status == "compile_failed" and "ws_launches" in r.detail and "state between launches" in r.detail
+    assert ev.doubles[0].sent == []
