@@ -188,7 +188,7 @@ class GpuWorker:
             self.phase, self.case = "validate", job.case
             t0 = time.perf_counter()
             bufs = self.buffers(job, req.seed)
-            bufs.prepare()
+            bufs.prepare(self.poisons)
             run, time_it = calls(job, bufs)
             send(Started(job.case, "validate"))
             run()

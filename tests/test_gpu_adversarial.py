@@ -129,6 +129,7 @@ def test_reference_tampering_is_found_and_repaired(workload):
     with Evaluator(workload) as ev:
         job = ev._case_job(workload.cases[0], 1, None)
     bufs = worker.buffers(job, 1)
+    bufs.prepare(worker.poisons)  # guards armed, outputs poisoned: as before any launch
     assert worker.integrity(bufs) is None
     bufs.arrays["C"].ref.fill_u32(0x3F800000, 0, 64)  # sixteen 1.0f words over the float64 reference
     found = worker.integrity(bufs)
