@@ -151,6 +151,7 @@ def _drive(session, args) -> int:
     kernel is saved."""
     from .evaluator import EvaluationAborted
     from .headless import HeadlessProgress
+    from .model_client import ModelCallAborted
     from .proposers.llm import ProposerUnavailable
     from .worker_process import GpuUnavailable
     # With --json (bench) stdout carries only the JSON: progress and reports go to stderr.
@@ -164,7 +165,7 @@ def _drive(session, args) -> int:
             status = front_end(session, args)
         else:
             status = session.run(progress)
-    except (KeyboardInterrupt, EvaluationAborted):
+    except (KeyboardInterrupt, EvaluationAborted, ModelCallAborted):
         status = "stopped"
     except GpuUnavailable as e:
         print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
@@ -190,16 +191,16 @@ def _drive(session, args) -> int:
 
 
 def _sigterm_stops(session):
-    """SIGTERM (a job scheduler, `kill`) is "stop now": the GPU work in flight is killed
-    and the graph drains at the step boundary, so the checkpoint stays resumable (an
-    exception raised from the handler could land inside a checkpoint write), the MLflow
-    run is KILLED and the best kernel saved. Returns the handler it replaced."""
+    """SIGTERM (a job scheduler, `kill`) is "stop now": the GPU work in flight is killed,
+    a model call in flight abandoned (within 0.1 s), and the graph drains at the step
+    boundary, so the checkpoint stays resumable (an exception raised from the handler
+    could land inside a checkpoint write), the MLflow run is KILLED and the best kernel
+    saved. Returns the handler it replaced."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def stop_now(signum, frame):
-        session.control.request("stop")
-        session.evaluator.abort()
+        session.stop_now()
     return signal.signal(signal.SIGTERM, stop_now)
 
 
@@ -215,6 +216,7 @@ def finish_session(session, status: str) -> None:
 
 
 def cmd_run(args) -> int:
+    from .model_client import ModelUnavailable
     from .proposers.llm import ProposerUnavailable
     workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
     from .drafting import refuse_drafted
@@ -223,8 +225,11 @@ def cmd_run(args) -> int:
         return 2
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
+        if proposer == "llm" and args.base_url:  # before minutes of GPU set-up, not at the first model call
+            from .model_client import check_reachable
+            check_reachable(args.base_url)
         session = start_session(args, workload, proposer)
-    except (ProposerUnavailable, ValueError) as e:  # no key, a broken price table
+    except (ProposerUnavailable, ModelUnavailable, ValueError) as e:  # no key, no server, a broken price table
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     return _drive(session, args)
@@ -266,7 +271,8 @@ def start_session(args, workload, proposer: str):
 
 
 def resume_session(session_id: str, args):
-    """Open a stored session for resuming; raises FileNotFoundError or ProposerUnavailable."""
+    """Open a stored session for resuming; raises FileNotFoundError, ProposerUnavailable or
+    ModelUnreachable (its --base-url server does not answer)."""
     from .session import SessionInfo, session_dir
     directory = session_dir(args.store, session_id)
     if not (directory / "session.json").is_file():
@@ -276,6 +282,9 @@ def resume_session(session_id: str, args):
         print(f"warpsmith: warning: the session's price table {info.prices} is gone; using the default prices",
               file=sys.stderr)
         info.prices = ""
+    if info.proposer == "llm" and info.base_url:
+        from .model_client import check_reachable
+        check_reachable(info.base_url)  # ModelUnreachable: one line, before the GPU is asked for
     session = _open(info, directory, args)
     if info.mlflow_run_id:
         session.tracker.reopen(info.mlflow_run_id)
@@ -283,10 +292,11 @@ def resume_session(session_id: str, args):
 
 
 def cmd_resume(args) -> int:
+    from .model_client import ModelUnavailable
     from .proposers.llm import ProposerUnavailable
     try:
         session = resume_session(args.session, args)
-    except (FileNotFoundError, ProposerUnavailable, ValueError) as e:  # ValueError: a broken price table
+    except (FileNotFoundError, ProposerUnavailable, ModelUnavailable, ValueError) as e:  # ValueError: a broken price table
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     if args.budget is not None:

@@ -1,8 +1,10 @@
 """`warpsmith new` and `warpsmith review`: drafting a workload with a model and
-making its reference earn trust (agent/drafting.py)."""
+making its reference earn trust (agent/drafting.py). A model server that cannot be
+reached, or that refuses the call, is one line and exit code 2, never a traceback."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -30,6 +32,27 @@ def _chat(args):
     return client_kwargs(args.model, args.reasoning_effort or None, args.base_url or None, who="warpsmith new")
 
 
+def _model_errors_are_one_line(command):
+    """A failed model call as one line naming the server (never the key), exit code 2."""
+    @functools.wraps(command)
+    def run(args) -> int:
+        import openai
+        from .model_client import server_url, unreachable_text
+        url = server_url(args.base_url or None)
+        try:
+            return command(args)
+        except openai.APITimeoutError:
+            line = f"the model server at {url} did not answer in time; try again, or another --model / --base-url"
+        except openai.APIConnectionError as e:
+            line = unreachable_text(e, args.base_url or None)
+        except openai.APIStatusError as e:
+            line = (f"the model server at {url} refused the call ({e.status_code} {type(e).__name__}); "
+                    "check OPENAI_API_KEY, --model and --base-url")
+        print(f"warpsmith: error: {line}", file=sys.stderr)
+        return 2
+    return run
+
+
 def _consent(args):
     def ask(question: str, workload) -> bool:
         if args.yes:
@@ -45,6 +68,7 @@ def _consent(args):
     return ask
 
 
+@_model_errors_are_one_line
 def cmd_new(args) -> int:
     from .drafting import WorkloadDraft, draft_workload
     from .model_client import ModelUnavailable, structured_chat
@@ -61,6 +85,7 @@ def cmd_new(args) -> int:
     return _review(args, kwargs)
 
 
+@_model_errors_are_one_line
 def cmd_review(args) -> int:
     from .model_client import ModelUnavailable
     try:

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from pydantic import BaseModel, Field
 
+from .parent_watch import child_env
 from .workload import DRAFT_MARKER, SpecError, Workload, load_workload
 
 CHECK_TIMEOUT_S = 300.0
@@ -136,10 +137,11 @@ class ReviewResult:
 
 
 def compare_references(directory: Path, second: Path, timeout_s: float = CHECK_TIMEOUT_S) -> list[CaseAgreement]:
-    """Both references on the same seeded inputs, in a separate, time-limited process."""
+    """Both references on the same seeded inputs, in a separate, time-limited process
+    that dies with this one (a SIGKILLed warpsmith cannot enforce the time limit)."""
     try:
         done = subprocess.run([sys.executable, "-m", "agent.reference_check", str(directory), str(second)],
-                              capture_output=True, text=True, timeout=timeout_s)
+                              capture_output=True, text=True, timeout=timeout_s, env=child_env())
     except subprocess.TimeoutExpired:
         return [CaseAgreement("(all)", False, detail=f"the comparison took longer than {timeout_s:.0f} s")]
     rows = [json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")]

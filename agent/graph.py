@@ -136,8 +136,9 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("propose", iteration))
     history = state.get("history", [])
     pctx = ProposalContext(ctx.workload, state.get("facts", {}), iteration, state.get("mode", "optimise"), history,
-                           state.get("best"), history[-1] if history else None, state.get("baseline", {}))
-    try:
+                           state.get("best"), history[-1] if history else None, state.get("baseline", {}),
+                           lambda: ctx.control.stopping_now)
+    try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step
         proposal = ctx.proposer.propose(pctx)
     except SearchExhausted as e:
         return {**update, "pending": None, "finished": f"tuner's search space ({e})"}

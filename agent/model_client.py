@@ -1,17 +1,43 @@
 """One way to talk to a chat model: langchain-openai's ChatOpenAI bound to a
 JSON-schema answer (a pydantic model), on OpenAI or any compatible server. The
-key comes from OPENAI_API_KEY only and is never stored."""
+key comes from OPENAI_API_KEY only and is never stored.
+
+Two things every caller needs, kept here:
+- a call that "stop now" can abandon (:func:`invoke_abortable`): the blocking HTTP
+  call runs in a daemon thread and the caller polls the stop flag, because a signal
+  handler cannot interrupt a socket read (Python retries it) and the client has no
+  cancel for a synchronous call;
+- one line naming the server when it cannot be reached (:func:`unreachable_text`,
+  :func:`check_reachable`), never a traceback and never the key.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import os
-from typing import Optional
+import threading
+from typing import Callable, Optional, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
+
+OPENAI_URL = "https://api.openai.com/v1"
+POLL_S = 0.1  # how often a waiting caller looks at the stop flag
+T = TypeVar("T")
 
 
 class ModelUnavailable(RuntimeError):
     """No key and no server: the model cannot be used at all."""
+
+
+class ModelUnreachable(ModelUnavailable):
+    """The server did not accept a connection; the message is one line naming it."""
+
+
+class ModelCallAborted(RuntimeError):
+    """A stop-now arrived while the model was answering. Like the evaluator's
+    EvaluationAborted: nothing is recorded as an attempt, the checkpoint stays where
+    the step began, and the answer (and its tokens) of the abandoned call are dropped."""
 
 
 def client_kwargs(model: str, reasoning_effort: Optional[str], base_url: Optional[str], max_retries: int = 3,
@@ -33,3 +59,72 @@ def structured_chat(kwargs: dict, answer: type[BaseModel]):
     from langchain_openai import ChatOpenAI
     schema = {"name": answer.__name__, "schema": answer.model_json_schema(), "strict": False}
     return ChatOpenAI(**kwargs).bind(response_format={"type": "json_schema", "json_schema": schema})
+
+
+def invoke_abortable(call: Callable[[], T], stopping: Callable[[], bool], poll_s: float = POLL_S) -> T:
+    """`call()` in a daemon thread; returns its value or raises its error, unless
+    `stopping()` turns true first: then ModelCallAborted, within `poll_s`. The
+    abandoned thread writes only into its own local box, never into the caller's
+    state; its connection ends with the process (or when the server answers)."""
+    box: dict = {}
+    done = threading.Event()  # set by the call's thread only: a signal handler never touches it
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()  # callbacks and tracing see the caller's context
+    threading.Thread(target=context.run, args=(run,), name="warpsmith-model-call", daemon=True).start()
+    while not done.wait(poll_s):
+        if stopping():
+            raise ModelCallAborted("stopped by the user while the model was answering")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def server_url(base_url: Optional[str]) -> str:
+    """The server a client talks to, as the user can check it: no credentials in it."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+    return urlunsplit(parts)
+
+
+def _reason(error: BaseException) -> str:
+    """What the connection failure was, from the exception chain (openai wraps httpx)."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return "connection refused"
+        text = str(seen)
+        if "Name or service not known" in text or "nodename nor servname" in text or "Temporary failure in name" in text:
+            return "unknown host"
+        if "timed out" in text.lower() or type(seen).__name__.endswith("Timeout") or "Timeout" in type(seen).__name__:
+            return "no answer in time"
+        seen = seen.__cause__ or seen.__context__
+    return str(error).strip().rstrip(".").lower() or type(error).__name__
+
+
+def unreachable_text(error: BaseException, base_url: Optional[str]) -> str:
+    """cannot reach the model server at URL (reason); what to do."""
+    url = server_url(base_url)
+    todo = "check --base-url or start the server" if base_url else "check the network (and OPENAI_BASE_URL)"
+    return f"cannot reach the model server at {url} ({_reason(error)}); {todo}"
+
+
+def check_reachable(base_url: Optional[str], timeout_s: float = 5.0) -> None:
+    """A cheap GET of /models before a session spends minutes on the GPU: raises
+    ModelUnreachable when no connection is made. Any HTTP answer (401, 404...) counts
+    as reachable: the first model call reports those. No key is sent."""
+    import httpx
+    url = server_url(base_url).rstrip("/") + "/models"
+    try:
+        httpx.get(url, timeout=timeout_s)
+    except httpx.TransportError as e:  # connect, DNS, timeout; not an HTTP status
+        raise ModelUnreachable(unreachable_text(e, base_url)) from None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from .loop_state import CandidateSpec, CaseProfile
+from .parent_watch import child_env
 from .profiler import ProfilerUnavailable, ncu_command, parse_csv
 
 
@@ -37,7 +38,9 @@ class Nsight:
         # Its own process group: on a timeout, Ctrl-C or any other way out, ncu and the
         # profiled process it started go together (killing ncu alone would orphan a
         # process holding the GPU; the group does not get the terminal's SIGINT).
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # child_env(): the profiled process watches this one and dies with it (parent_watch).
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env=child_env())
         try:
             stdout, stderr = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:

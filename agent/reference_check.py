@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .inputs import ReferenceFailed, compute_reference
+from .parent_watch import exit_with_warpsmith
 from .tolerance import case_rtol
 from .workload import load_workload
 
@@ -30,6 +31,7 @@ def cheap(w, case) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    exit_with_warpsmith()  # the model-written references must not outlive warpsmith
     w = load_workload(Path(argv[0]))
     other = dataclasses.replace(w, reference_path=Path(argv[1]).resolve())
     for case in w.cases:

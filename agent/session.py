@@ -140,6 +140,14 @@ class Session:
         else:
             self.graph.update_state(self.config, update)
 
+    def stop_now(self) -> None:
+        """"Stop now" (the app's `x`, SIGTERM), from any thread or a signal handler: the
+        GPU work in flight is killed and a model call in flight abandoned; run() then
+        raises EvaluationAborted or ModelCallAborted, or returns "stopped" if the step
+        boundary comes first. Either way the checkpoint is where the step began."""
+        self.control.stop_now()
+        self.evaluator.abort()
+
     def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
         """Run (or continue) until the budget is spent or a pause/stop is requested.
         Returns the session's status: finished, paused or stopped. When it returns,

@@ -1,6 +1,8 @@
 """What a front end may do to a running session, from any thread: pause or stop at
 the next step boundary (LangGraph's RunControl drains the run; the checkpoint
-keeps everything) and change the iteration budget and the other limits."""
+keeps everything), stop now (the same, and the step in flight is abandoned: the
+GPU work killed, the model call left unanswered), and change the iteration budget
+and the other limits."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ class SessionControl:
         self._limits: Optional[dict] = None
         self._run: Optional[RunControl] = None
         self._reason: Optional[str] = None
+        # A plain flag, not a threading.Event: a SIGTERM handler sets it, and Event.set
+        # could deadlock on the lock the interrupted main thread holds inside Event.wait.
+        self._now = False
 
     def new_run(self) -> RunControl:
         """A fresh RunControl for each stream() call (a drained one stays drained)."""
@@ -30,6 +35,7 @@ class SessionControl:
         """The request was honoured (the run drained)."""
         with self._lock:
             self._reason = None
+            self._now = False
 
     def set_budget(self, budget: int) -> None:
         """Takes effect at the next step boundary, while running or paused."""
@@ -59,6 +65,17 @@ class SessionControl:
             self._reason = reason
             if self._run is not None:
                 self._run.request_drain(reason)
+
+    def stop_now(self) -> None:
+        """Stop, and abandon the step in flight: a waiting model call raises
+        ModelCallAborted at its next look at :attr:`stopping_now` (every 0.1 s).
+        Safe from a signal handler. The GPU side is the evaluator's abort()."""
+        self.request("stop")
+        self._now = True
+
+    @property
+    def stopping_now(self) -> bool:
+        return self._now
 
     @property
     def requested(self) -> Optional[str]:

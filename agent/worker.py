@@ -20,6 +20,7 @@ from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
+from .parent_watch import exit_with_parent
 from .poison import Poisons
 from .timed_checks import TimedChecks
 from .worker_protocol import (CaseCheck, CaseChecked, CaseJob, CaseTimed, EvaluateBaseline,
@@ -256,9 +257,11 @@ def _settings(t: TimingConfig):
                                          max_total_ms=t.max_total_ms)
 
 
-def worker_main(conn, ordinal: int, log_path: str | None = None) -> None:
+def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:
     """Entry point of the worker process. With a log path, its stdout and stderr
-    (driver messages, warnings) go there instead of the terminal an app draws on."""
+    (driver messages, warnings) go there instead of the terminal an app draws on.
+    It dies with its parent (`parent_pid`), even inside a hung kernel."""
+    exit_with_parent(parent_pid)
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)

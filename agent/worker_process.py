@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,8 +32,8 @@ class WorkerProcess:
     def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0, log_path: Optional[Path] = None):
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None),
-                                 daemon=True, name="warpsmith-gpu-worker")
+        self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None,
+                                                           os.getpid()), daemon=True, name="warpsmith-gpu-worker")
         # A full-screen app replaces sys.stderr with an object without a real file
         # descriptor; multiprocessing hands stderr's descriptor to its helper process
         # and fails on it ("bad value(s) in fds_to_keep"). Start with the real one.

@@ -10,10 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class OpenAIServerDouble:
+    STALL = "<stall>"  # a script item: take the request, never answer (a stalled server)
+
     def __init__(self, script: list):
         """script: items are dicts (a structured answer, sent as JSON content), str
-        (raw content, e.g. garbage) or int (an HTTP error status)."""
+        (raw content, e.g. garbage), int (an HTTP error status) or STALL."""
         self.script = list(script)
+        self.stalled = threading.Event()  # a request is held by STALL: what a test waits for
+        self._release = threading.Event()
         self.requests: list[dict] = []
         self.paths: list[str] = []
         self.headers: list[dict] = []
@@ -28,6 +32,10 @@ class OpenAIServerDouble:
                 double.requests.append(body)
                 double.headers.append({k.lower(): v for k, v in self.headers.items()})
                 item = double.script.pop(0) if double.script else 500
+                if item == OpenAIServerDouble.STALL:
+                    double.stalled.set()
+                    double._release.wait()  # until the double is shut down; the client gets no answer
+                    return
                 if isinstance(item, int):
                     payload = json.dumps({"error": {"message": f"scripted {item}", "type": "scripted"}}).encode()
                     self.send_response(item)
@@ -87,5 +95,6 @@ class OpenAIServerDouble:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._release.set()
         self.server.shutdown()
         self.server.server_close()

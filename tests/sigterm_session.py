@@ -1,7 +1,8 @@
 """Run a headless session the way `warpsmith run` drives it, with an EvaluatorDouble
 standing in for the GPU, until a signal arrives (tests/test_sigterm.py sends one).
+With BASE_URL the llm proposer asks the model server there (a stalled double).
 
-    python sigterm_session.py WORKLOAD_DIR STORE
+    python sigterm_session.py WORKLOAD_DIR STORE [BASE_URL]
 """
 
 import sys
@@ -9,18 +10,24 @@ from argparse import Namespace
 from pathlib import Path
 
 from agent.cli_loop import _drive
+from agent.proposers.llm import LlmProposer
 from agent.proposers.tune import TuneProposer
 from agent.session import Session, SessionInfo, session_dir
 from agent.tracking import Tracker
 from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble
+from tui.cli import exit_promptly
 
 workload, store = load_workload(Path(sys.argv[1])), Path(sys.argv[2])
-info = SessionInfo("sig", str(workload.directory), "tune", 200)
+base_url = sys.argv[3] if len(sys.argv) > 3 else ""
+proposer = LlmProposer("gpt-5-mini", None, base_url) if base_url else TuneProposer(0, kernel="tiled")
+info = SessionInfo("sig", str(workload.directory), proposer.name, 200, base_url=base_url)
 directory = session_dir(store, "sig")
 directory.mkdir(parents=True, exist_ok=True)
 tracker = Tracker(store)
-info.mlflow_run_id = tracker.start(workload.name, "sig", {"proposer": "tune"})
+info.mlflow_run_id = tracker.start(workload.name, "sig", {"proposer": proposer.name})
 info.save(directory)
-session = Session(info, directory, workload, EvaluatorDouble(workload, delay_s=0.1), TuneProposer(0, kernel="tiled"), tracker)
-sys.exit(_drive(session, Namespace(headless=True)))
+session = Session(info, directory, workload, EvaluatorDouble(workload, delay_s=0.1), proposer, tracker)
+code = _drive(session, Namespace(headless=True))
+exit_promptly()  # as the `warpsmith` command does
+sys.exit(code)

@@ -95,3 +95,25 @@ def test_run_llm_without_key_says_what_to_do(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "OPENAI_API_KEY" in err and "--proposer tune" in err
     assert not (tmp_path / "store").exists()
+
+
+def test_run_llm_with_unreachable_server_is_one_line_before_any_session(tmp_path):
+    """run --proposer llm --base-url nobody listens on: exit 2 at once, one line with the URL, no
+    traceback, no session created (the reachability check comes before the GPU set-up)."""
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+    with socket.socket() as s:  # a closed port: bound, then released
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    root = Path(__file__).resolve().parents[1]
+    store = tmp_path / "store"
+    done = subprocess.run([sys.executable, "-m", "tui", "run", str(make_sgemm_workload(tmp_path / "w")), "--proposer",
+                           "llm", "--base-url", url, "--headless", "--store", str(store)], capture_output=True,
+                          text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root), "OPENAI_API_KEY": "sk-x"},
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
+                           "check --base-url or start the server\n")
+    assert not (store / "sessions").exists()

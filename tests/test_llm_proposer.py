@@ -163,3 +163,61 @@ def test_server_without_web_search_is_one_notice(workload):
         proposal = p.propose(ctx(workload))
     assert "web search unavailable on this server (404)" in proposal.notice
     assert proposal.spec.entry == "sgemm_naive" and "# Guidance" in server.requests[1]["messages"][1]["content"]
+
+
+def test_stop_now_abandons_the_model_call_in_flight(tmp_path, workload):
+    """SessionControl's stop-now while the server holds the request: run() raises ModelCallAborted
+    within a second or so, records no attempt, and the session resumes from before the call."""
+    import threading
+    import time
+    from agent.model_client import ModelCallAborted
+    with OpenAIServerDouble([OpenAIServerDouble.STALL]) as server:
+        s = open_session(tmp_path, workload, LlmProposer("gpt-5-mini", None, server.base_url), 3)
+        raised = []
+        loop = threading.Thread(target=lambda: raised.append(_raises(s.run)), daemon=True)
+        loop.start()
+        assert server.stalled.wait(60), "the session never asked the model"
+        asked = time.monotonic()
+        s.stop_now()
+        loop.join(60)
+        took = time.monotonic() - asked
+    print(f"stop-now to run() returning, model call in flight: {took:.2f} s")
+    assert isinstance(raised[0], ModelCallAborted) and took < 10
+    assert s.state["iteration"] == 0 and s.state["history"] == [] and s.proposer.calls == 0
+    s.tracker.end("KILLED")
+    s.close()
+
+    info = SessionInfo.load(session_dir(tmp_path / "store", "llm-session"))
+    with OpenAIServerDouble([answer()]) as server:
+        resumed = Session(info, session_dir(tmp_path / "store", info.id), workload, EvaluatorDouble(workload),
+                          LlmProposer("gpt-5-mini", None, server.base_url), Tracker(tmp_path / "store"))
+        resumed.control.set_budget(1)
+        assert resumed.run() == "finished"
+    assert [a.tokens for a in resumed.state["history"]] == [1200]  # the abandoned call counts nothing
+    resumed.close()
+
+
+def _raises(call):
+    try:
+        call()
+    except Exception as e:
+        return e
+    return None
+
+
+def test_unreachable_server_ends_the_session_naming_the_url(workload):
+    """A refused connection after the client's retries is ProposerUnavailable (the session stops,
+    resumable), one line naming the URL, never the key."""
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(ProposerUnavailable) as e:
+        LlmProposer("m", None, url, max_retries=0).propose(ctx(workload))
+    assert str(e.value) == f"cannot reach the model server at {url} (connection refused); " \
+                           "check --base-url or start the server"
+
+
+def closed_port() -> int:
+    """A port nothing listens on: bound, then closed."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

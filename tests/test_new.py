@@ -185,3 +185,29 @@ def test_the_format_example_shown_to_the_model_is_a_valid_workload(tmp_path):
     for name in ("reference.py", "naive.cu"):
         shutil.copy(SGEMM / name, tmp_path / name)
     assert list(load_workload(tmp_path).kernels) == ["naive"]
+
+
+@pytest.mark.parametrize("command", ["new", "review"])
+def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
+    """`new` / `review` with a --base-url nobody listens on: exit 2, one line with the URL, no
+    traceback, no key."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+    from agent.drafting import WorkloadDraft, write_draft
+    with socket.socket() as s:  # a closed port: bound, then released
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    d = tmp_path / "vadd"
+    if command == "review":
+        write_draft(d, WorkloadDraft(**draft()))
+    args = ["new", "Add two vectors", str(d)] if command == "new" else ["review", str(d)]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "tui", *args, "--base-url", url, "--yes"], capture_output=True,
+                          text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
+                           "check --base-url or start the server\n")
+    assert "sk-double-0000-secret" not in done.stdout + done.stderr

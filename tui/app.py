@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, RichLog
 
 from agent.evaluator import EvaluationAborted
+from agent.model_client import ModelCallAborted
 from agent.limits import Limits
 
 from .run_view import CaseRow, RunView
@@ -138,7 +139,7 @@ class WarpsmithApp(App):
         try:
             status = session.run(lambda e: self.call_from_thread(self.on_loop_event, e))
             error = ""
-        except EvaluationAborted:
+        except (EvaluationAborted, ModelCallAborted):
             status, error = "stopped", ""
         except Exception as e:  # no GPU, a rejected API key...: say so, keep what was found
             status, error = "failed", f"{type(e).__name__}: {e}"
@@ -213,8 +214,7 @@ class WarpsmithApp(App):
 
     def action_stop_now(self) -> None:
         if self.active:
-            self.session.control.request("stop")
-            self.session.evaluator.abort()  # kills the GPU work in flight
+            self.session.stop_now()  # kills the GPU work in flight, abandons a model call
             self.view.state = "stopping"
             self.refresh_view()
 

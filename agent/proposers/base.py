@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from ..loop_state import Attempt, Best, CandidateSpec
 from ..workload import Workload
@@ -34,6 +34,7 @@ class ProposalContext:
     best: Optional[Best]
     last: Optional[Attempt]
     baseline: dict[str, float] = field(default_factory=dict)
+    stopping: Callable[[], bool] = lambda: False  # "stop now" asked: abandon a model call (SessionControl)
 
 
 @dataclass(frozen=True)

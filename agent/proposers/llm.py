@@ -5,7 +5,10 @@ llama.cpp, Ollama). The key comes from OPENAI_API_KEY only and is never stored.
 
 A 429 or 5xx is retried by the client; an answer that is not a valid candidate
 becomes a failed attempt (proposal_invalid) whose error goes back to the model
-as a repair request. A rejected key ends the session (it would fail every time).
+as a repair request. A rejected key, or a server that refuses the connection
+after the client's retries, ends the session, resumable (every attempt would fail
+the same way); a call that times out is one failed attempt. "Stop now" abandons
+the call in flight (model_client.invoke_abortable); its tokens are not counted.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Optional
 from pydantic import BaseModel, Field
 
 from ..loop_state import CandidateSpec
-from ..model_client import ModelUnavailable, client_kwargs, structured_chat
+from ..model_client import ModelUnavailable, client_kwargs, invoke_abortable, structured_chat, unreachable_text
 from ..pricing import Usage, load_prices, price_for
 from .base import Proposal, ProposalContext, ProposalError
 from .prompt import SYSTEM, latest_findings, user_message
@@ -47,7 +50,7 @@ class LlmProposer:
             kwargs = client_kwargs(model, reasoning_effort, base_url, max_retries, timeout_s)
         except ModelUnavailable as e:
             raise ProposerUnavailable(f"{e}; without either, use --proposer tune") from None
-        self.model, self.research = model, research
+        self.model, self.research, self.base_url = model, research, base_url
         self.web_search = research and web_search
         self.web = None  # WebGuidance, fetched once before the first proposal
         self._client_kwargs = {k: v for k, v in kwargs.items() if k in ("api_key", "base_url", "max_retries", "timeout")}
@@ -74,7 +77,7 @@ class LlmProposer:
                 sources += tuple(f"[web{i + 1}] {s}" for i, s in enumerate(self.web.sources))
         messages = [("system", SYSTEM), ("human", user_message(ctx, guidance=notes))]
         try:
-            answer = self.chat.invoke(messages)
+            answer = invoke_abortable(lambda: self.chat.invoke(messages), ctx.stopping)
         except openai.AuthenticationError as e:
             raise ProposerUnavailable(f"the model server rejected the API key ({e.status_code}); "
                                       "check OPENAI_API_KEY and resume the session") from None
@@ -84,6 +87,10 @@ class LlmProposer:
             raise ProposalError(f"rate limited after retries: {e}") from None
         except openai.NotFoundError as e:
             raise ProposerUnavailable(f"model '{self.model}' not found on the server ({e.status_code})") from None
+        except openai.APITimeoutError as e:
+            raise ProposalError(f"the model call timed out after retries: {e}") from None
+        except openai.APIConnectionError as e:
+            raise ProposerUnavailable(unreachable_text(e, self.base_url)) from None
         except openai.APIError as e:
             raise ProposalError(f"the model call failed after retries: {type(e).__name__}: {e}") from None
         self.calls += 1
@@ -113,8 +120,9 @@ class LlmProposer:
         from ..web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
         w, f = ctx.workload, ctx.facts
         try:
-            self.web = search_nvidia_docs(openai.OpenAI(**self._client_kwargs), self.model,
-                                          question(w.description, f.get("arch", "sm_90"), f.get("name", "GPU")))
+            client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.get("arch", "sm_90"),
+                                                                            f.get("name", "GPU"))
+            self.web = invoke_abortable(lambda: search_nvidia_docs(client, self.model, text), ctx.stopping)
         except WebResearchUnavailable as e:
             self.web = WebGuidance("")  # asked once: not again this session
             return str(e)
