@@ -246,3 +246,13 @@ def test_examples_pass_check(example, capsys):
     assert main(["check", str(ROOT / "examples" / example)]) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out and "ok    compile" in out and "ok    reference" in out
+
+
+@pytest.mark.parametrize("command", ["resume", "diff", "export"])
+def test_session_ids_cannot_leave_the_store(command, tmp_path, capsys):
+    """A session id such as ../../x names no path outside the store: one line, exit 2."""
+    (tmp_path / "x").mkdir()
+    extra = {"resume": [], "diff": ["1"], "export": [str(tmp_path / "out")]}[command]
+    assert main([command, "../../x", *extra, "--store", str(tmp_path / "store")]) == 2
+    assert "no session '../../x'" in _one_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
