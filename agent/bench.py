@@ -127,6 +127,7 @@ def cmd_bench(args) -> int:
 def _bench(args) -> int:
     from .cli_loop import _drive, start_session
     from .evaluator import Evaluator
+    from .footprint import check_memory
     from .session import stored_session
     from .worker_protocol import TimingConfig
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
@@ -141,6 +142,9 @@ def _bench(args) -> int:
     if refusals:
         print(f"warpsmith: error: {refusals[0]}", file=sys.stderr)
         return 2
+    from .check import preflight
+    for w in workloads:  # memory and references of every workload, before any GPU work or session
+        preflight(w, timeout_s=args.reference_timeout)
     if args.cases and args.budget <= 0:
         print("warpsmith: warning: --cases only steers the tuner, and --budget 0 runs none; every case is timed",
               file=sys.stderr)
@@ -159,7 +163,9 @@ def _bench(args) -> int:
             best = state.get("best")
             best_spec = best.spec if best else None
             iterations = state.get("iteration", 0)
-        with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout) as ev:
+        with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
+                       reference_timeout_s=args.reference_timeout) as ev:
+            check_memory(w, gpu_bytes=ev.facts.get("total_memory"), host=False)
             results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
                                    tuple(args.cases) if args.budget > 0 else ()))
     if args.json:

@@ -9,7 +9,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from .check import add_check_command, add_reference_timeout, preflight
 from .drafting import refuse_drafted
+from .inputs import ReferenceFailed
 from .workload import SpecError, load_workload
 
 
@@ -61,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-baseline", action="store_true")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.add_argument("--device", type=int, default=0)
+    add_reference_timeout(e)
+    add_check_command(sub)
     from .cli_loop import add_loop_commands
     from .cli_new import add_new_commands
     add_loop_commands(sub)
@@ -78,14 +82,15 @@ def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -
     try:
         from . import cli_loop
         from .bench import cmd_bench
+        from .check import cmd_check
         from .cli_new import cmd_new, cmd_review
         from .diff import cmd_diff
         commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,
                     "resume": cli_loop.cmd_resume, "runs": cli_loop.cmd_runs, "export": cli_loop.cmd_export,
                     "ui": cli_loop.cmd_ui, "bench": cmd_bench,
-                    "diff": cmd_diff, "new": cmd_new, "review": cmd_review}
+                    "diff": cmd_diff, "new": cmd_new, "review": cmd_review, "check": cmd_check}
         return commands[args.command](args)
-    except SpecError as e:
+    except (SpecError, ReferenceFailed) as e:  # bad input, found before any GPU work: one line
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -194,7 +199,7 @@ def _candidate(args, workload):
 
 def cmd_eval(args) -> int:
     from .evaluator import Evaluator
-    from .inputs import ReferenceFailed
+    from .footprint import check_memory
     from .report import render_table, to_json
     from .worker_process import GpuUnavailable
     from .worker_protocol import TimingConfig
@@ -203,10 +208,13 @@ def cmd_eval(args) -> int:
         print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
         return 2
     candidate = _candidate(args, workload)  # spec and kernel checked before any GPU work
+    preflight(workload, (args.seed,), args.reference_timeout)  # memory, references: still no GPU
     timing = TimingConfig(args.warmup, args.repetitions, not args.hot)
     try:
-        with Evaluator(workload, timing, args.device, args.timeout) as ev:
+        with Evaluator(workload, timing, args.device, args.timeout,
+                       reference_timeout_s=args.reference_timeout) as ev:
             facts, ceilings = ev.facts, ev.ceilings
+            check_memory(workload, gpu_bytes=facts.get("total_memory"), host=False)
             result = ev.evaluate(candidate, seed=args.seed)
             baseline = None if args.no_baseline else ev.baseline(seed=args.seed)
     except GpuUnavailable as e:

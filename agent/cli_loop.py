@@ -10,6 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+from .check import add_reference_timeout, preflight
+from .reference_run import REFERENCE_TIMEOUT_S
 from .workload import load_workload
 
 
@@ -110,6 +112,7 @@ def _common(p) -> None:
     p.add_argument("--hot", action="store_true", help="no L2 flush before timed launches")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a kernel may run before it is killed")
     p.add_argument("--device", type=int, default=0)
+    add_reference_timeout(p)
 
 
 def _proposer(info):
@@ -136,7 +139,8 @@ def _open(info, directory: Path, args, proposer=None):
     from .worker_protocol import TimingConfig
     workload = load_workload(info.workload).timing_only(info.cases)
     evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
-                          worker_log=directory / "worker.log")
+                          worker_log=directory / "worker.log",
+                          reference_timeout_s=getattr(args, "reference_timeout", REFERENCE_TIMEOUT_S))
     return Session(info, directory, workload, evaluator, proposer or _proposer(info), _tracker(args))
 
 
@@ -223,6 +227,7 @@ def cmd_run(args) -> int:
     if refuse_drafted(workload):
         print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
         return 2
+    preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
         if proposer == "llm" and args.base_url:  # before minutes of GPU set-up, not at the first model call
@@ -278,6 +283,9 @@ def resume_session(session_id: str, args):
     if not (directory / "session.json").is_file():
         raise FileNotFoundError(f"no session '{session_id}' under {args.store}/sessions")
     info = SessionInfo.load(directory)
+    # the workload may have changed since: checked again before the GPU is asked for
+    preflight(load_workload(info.workload).timing_only(info.cases),
+              timeout_s=getattr(args, "reference_timeout", REFERENCE_TIMEOUT_S))
     if info.prices and not Path(info.prices).is_file():  # moved since the session started: go on unpriced by it
         print(f"warpsmith: warning: the session's price table {info.prices} is gone; using the default prices",
               file=sys.stderr)
@@ -296,7 +304,7 @@ def cmd_resume(args) -> int:
     from .proposers.llm import ProposerUnavailable
     try:
         session = resume_session(args.session, args)
-    except (FileNotFoundError, ProposerUnavailable, ModelUnavailable, ValueError) as e:  # ValueError: a broken price table
+    except (FileNotFoundError, ProposerUnavailable, ModelUnavailable, ValueError) as e:  # ValueError: a broken price table, a spec
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     if args.budget is not None:

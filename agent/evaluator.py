@@ -27,6 +27,7 @@ from .candidate import Candidate
 from .cubin_audit import audit_cubin
 from .compiler import CompiledKernel, compile_kernel
 from .inputs import array_jobs, ensure_reference
+from .reference_run import REFERENCE_TIMEOUT_S
 from .results import CaseResult, EvaluationResult
 from .speed_of_light import Ceilings, case_floor, load_ceilings
 from .stats import TimingStats, geomean
@@ -50,8 +51,9 @@ class EvaluationAborted(RuntimeError):
 class Evaluator:
     def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
                  kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None,
-                 worker_log: Optional[Path] = None):
+                 worker_log: Optional[Path] = None, reference_timeout_s: float = REFERENCE_TIMEOUT_S):
         self.workload, self.timing, self.ordinal = workload, timing, device
+        self.reference_timeout_s = reference_timeout_s  # reference.py's limit per case (agent/reference_run.py)
         self.worker_log = worker_log
         self.kernel_timeout_s = kernel_timeout_s
         self.on_event = on_event or (lambda event: None)
@@ -111,7 +113,7 @@ class Evaluator:
                 scalars[p.name] = value
         rtol = {p.name: case_rtol(w, case, p.dtype) for p in w.outputs}
         return CaseJob(case.name, tuple(array_jobs(w, case)), tuple(args),
-                       str(ensure_reference(w, case, seed)), rtol, case.timed, launch, scalars)
+                       str(ensure_reference(w, case, seed, self.reference_timeout_s)), rtol, case.timed, launch, scalars)
 
     def _resolve_launch(self, candidate: Candidate, case: Case) -> tuple[Optional[Launch], str]:
         try:

@@ -22,6 +22,7 @@ from langgraph.runtime import Runtime
 from . import events
 from .candidate import Candidate
 from .expr import ExprError
+from .footprint import check_memory
 from .limits import Limits, Spent, stop_reason
 from .loop_state import Attempt, Best, CandidateSpec, CaseOutcome, LoopState
 from .nsight import Nsight
@@ -103,6 +104,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("plan", 0))
     ev, w = ctx.evaluator, ctx.workload
     facts = ev.facts
+    check_memory(w, gpu_bytes=facts.get("total_memory"), host=False)  # every case fits this GPU, or one line
     _stream_cases(runtime, 0)
     baseline, baseline_score = {}, None
     b = ev.baseline()

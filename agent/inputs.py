@@ -2,14 +2,16 @@
 
 Inputs are drawn once per (case, seed) from a fixed generator, uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
-indexing). The reference runs the user's NumPy function in float64 and is cached
-on disk under the workload's digest, so a 4096^3 product is computed once.
+indexing). The reference runs the user's NumPy function in float64, in its own process with
+a time limit (agent/reference_run.py), and is cached on disk under the workload's
+digest, so a 4096^3 product is computed once.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,14 +20,15 @@ from typing import Callable
 import numpy as np
 
 from .cache_dir import cache_root
-from .workload import Case, Workload
+from .reference_run import REFERENCE_TIMEOUT_S, run_reference
+from .workload import Case, Workload, name_problem
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 GENERATOR_VERSION = 1
 
 
 class ReferenceFailed(ValueError):
-    """The workload's reference.py raised or returned something unusable."""
+    """The workload's reference.py raised, hung, or returned something unusable."""
 
 
 @dataclass(frozen=True)
@@ -80,50 +83,35 @@ def load_reference_function(path: Path) -> Callable:
     return fn
 
 
-def compute_reference(workload: Workload, case: Case, seed: int) -> dict[str, np.ndarray]:
-    """Run the user's reference on float64 copies of the inputs."""
-    inputs = generate_inputs(workload, case, seed)
-    upcast = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in inputs.items()}
-    name = workload.reference_path.name
-    try:
-        result = load_reference_function(workload.reference_path)(**upcast, **case.sizes)
-    except Exception as e:  # the user's code: report it, do not crash with its traceback
-        raise ReferenceFailed(f"{name}: reference raised {type(e).__name__}: {e} (case '{case.name}')") from e
-    outputs = workload.outputs
-    if isinstance(result, dict):
-        values = [result.get(p.name) for p in outputs]
-    elif isinstance(result, (tuple, list)):
-        values = list(result)
-    else:
-        values = [result]
-    if len(values) != len(outputs) or any(v is None for v in values):
-        raise ReferenceFailed(f"{name}: reference returned {len(values)} value(s) "
-                         f"for outputs {', '.join(p.name for p in outputs)}")
-    refs = {}
-    for p, v in zip(outputs, values):
-        v = np.asarray(v)
-        want = workload.shape(p, case)
-        if v.shape != want:
-            raise ReferenceFailed(f"{name}: output {p.name} for case '{case.name}' "
-                             f"has shape {v.shape}, the spec says {want}")
-        refs[p.name] = np.ascontiguousarray(v, dtype=np.float64 if np.dtype(p.dtype).kind == "f" else p.dtype)
-    return refs
+def compute_reference(workload: Workload, case: Case, seed: int,
+                      timeout_s: float = REFERENCE_TIMEOUT_S) -> dict[str, np.ndarray]:
+    """Run the user's reference on float64 copies of the inputs, in its own process
+    with a time limit (agent/reference_run.py); raises ReferenceFailed (one line)."""
+    with tempfile.TemporaryDirectory(prefix="warpsmith-reference-") as tmp:
+        out = Path(tmp) / "reference.npz"
+        run_reference(workload, case, seed, out, timeout_s)
+        return load_reference(out)
 
 
 def reference_path(workload: Workload, case: Case, seed: int) -> Path:
+    for name in (workload.name, case.name):  # checked by the spec parser; a path is built from them here
+        if name_problem(name):
+            raise ValueError(f"reference cache: {name_problem(name)}")
     return cache_root() / "references" / f"{workload.name}-{workload.digest}-g{GENERATOR_VERSION}" / f"{case.name}-seed{seed}.npz"
 
 
-def ensure_reference(workload: Workload, case: Case, seed: int) -> Path:
+def ensure_reference(workload: Workload, case: Case, seed: int, timeout_s: float = REFERENCE_TIMEOUT_S) -> Path:
     """Compute and cache the reference outputs unless already on disk; returns the file."""
     path = reference_path(workload, case, seed)
     if path.is_file():
         return path
-    refs = compute_reference(workload, case, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-    np.savez(tmp, **refs)
-    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    try:
+        run_reference(workload, case, seed, tmp, timeout_s)
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

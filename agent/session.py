@@ -5,6 +5,7 @@ and an MLflow run. It can be paused, stopped, resumed and re-budgeted."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 import uuid
@@ -61,7 +62,14 @@ def new_session_id(workload: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{workload}-{uuid.uuid4().hex[:6]}"
 
 
+SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")  # a date, a workload name (<= 64), a suffix
+
+
 def session_dir(store: Path, session_id: str) -> Path:
+    """The session's folder under the store. Raises FileNotFoundError (one line) for an
+    id that could name anything else (`resume ../../x`): no path escapes the store."""
+    if not SESSION_ID.fullmatch(session_id):
+        raise FileNotFoundError(f"no session '{session_id[:80]}' under {store}/sessions (not a session id)")
     return Path(store) / "sessions" / session_id
 
 

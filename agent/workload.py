@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
+import stat
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,8 +29,23 @@ SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f
 REFERENCE_STATUSES = ("", "drafted", "reviewed")
 DRAFT_MARKER = ".warpsmith-drafted"  # beside workload.toml while a model's reference is not reviewed
 BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "torch")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characters, no leading . or -
+MAX_RTOL = 0.1  # a tolerance above 10 % judges nothing: a typo, not a policy
+MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can get through
+ARRAY_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+FLOAT32_MAX = 3.4028234663852886e38
+SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
                      "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
+
+
+def name_problem(name: str) -> Optional[str]:
+    """Why `name` cannot name a workload, case or kernel (it builds paths: the session
+    folder, the reference cache, the MLflow experiment), or None."""
+    if NAME_PATTERN.fullmatch(name):
+        return None
+    return (f"'{name[:80]}{'...' if len(name) > 80 else ''}' must be 1 to 64 letters, digits, '.', '_' or '-', "
+            "not starting with '.' or '-'")
 
 
 class SpecError(ValueError):
@@ -47,6 +64,7 @@ class ArrayParam:
     shape: tuple[Expr, ...]
     low: float = -1.0  # inputs are drawn uniformly from [low, high], never 0
     high: float = 1.0
+    allow_nonfinite: bool = False  # outputs: the reference may hold NaN or inf (else refused)
 
 
 @dataclass(frozen=True)
@@ -225,6 +243,18 @@ class Workload:
         return ", ".join(parts)
 
 
+def scalar_problem(dtype: str, value: int | float) -> Optional[str]:
+    """Why `value` cannot be passed as a scalar of `dtype`, or None."""
+    if dtype in SCALAR_RANGES:
+        lo, hi = SCALAR_RANGES[dtype]
+        return None if lo <= value <= hi else f"{value} is outside {dtype}'s range [{lo}, {hi}]"
+    if not math.isfinite(value):
+        return f"{value} is not finite"
+    if dtype == "float32" and abs(value) > FLOAT32_MAX:
+        return f"{value:g} is outside float32's range (+-{FLOAT32_MAX:.7g})"
+    return None
+
+
 def load_workload(directory: Path | str) -> Workload:
     """Parse and check a workload directory; raises SpecError (one line)."""
     directory = Path(directory)
@@ -265,6 +295,29 @@ class _Parser:
             if key not in allowed:
                 raise self.fail(f"{where}{key}", f"unknown key (expected one of {', '.join(sorted(allowed))})")
 
+    def name(self, table: dict, where: str) -> str:
+        """table["name"], checked before it builds any path."""
+        value = self.get(table, "name", where, str)
+        problem = name_problem(value)
+        if problem:
+            raise self.fail(where + "name", problem)
+        return value
+
+    def file(self, relative: str, key: str) -> Path:
+        """A file the spec names: a regular file inside the workload directory once
+        symlinks are resolved (a spec cannot make warpsmith read ../../secret)."""
+        path = self.dir / relative
+        root, real = self.dir.resolve(), path.resolve()
+        if not real.is_relative_to(root):
+            raise self.fail(key, f"'{relative}' resolves to {real}, outside the workload directory {root}")
+        try:
+            mode = real.stat().st_mode
+        except OSError:
+            raise self.fail(key, f"{path.name} not found beside workload.toml") from None
+        if not stat.S_ISREG(mode):
+            raise self.fail(key, f"'{relative}' is not a regular file")
+        return path
+
     def expr(self, value: Any, key: str) -> Expr:
         try:
             return Expr.parse(value)
@@ -280,11 +333,9 @@ class _Parser:
             raise self.fail("workload.reference_status", f"'{status}' must be drafted or reviewed (or absent)")
         if (self.dir / DRAFT_MARKER).exists():  # written by warpsmith, not by the model: the TOML cannot undo it
             status = "drafted"
-        name = self.get(top, "name", "workload.", str)
+        name = self.name(top, "workload.")
         description = self.get(top, "description", "workload.", str)
-        reference = self.dir / self.get(top, "reference", "workload.", str, "reference.py")
-        if not reference.is_file():
-            raise self.fail("workload.reference", f"{reference.name} not found beside workload.toml")
+        reference = self.file(self.get(top, "reference", "workload.", str, "reference.py"), "workload.reference")
         params = self.parse_params()
         cases = self.parse_cases()
         tolerance = self.parse_tolerance(top)
@@ -313,8 +364,8 @@ class _Parser:
             where = f"params[{i}]."
             if not isinstance(p, dict):
                 raise self.fail(f"params[{i}]", "each parameter is a table")
-            self.known(p, where, {"name", "role", "dtype", "shape", "range", "value"})
-            name = self.get(p, "name", where, str)
+            self.known(p, where, {"name", "role", "dtype", "shape", "range", "value", "allow_nonfinite"})
+            name = self.name(p, where)
             if not name.isidentifier() or name in seen:
                 raise self.fail(where + "name", f"'{name}' is not a unique identifier")
             seen.add(name)
@@ -333,18 +384,21 @@ class _Parser:
             if not shape:
                 raise self.fail(where + "shape", "needs at least one dimension")
             bounds = self.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else [-1.0, 1.0]
-            if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds) \
-                    or not bounds[0] < bounds[1]:
-                raise self.fail(where + "range", f"expected [low, high] with low < high, got {bounds!r}")
+            if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool)
+                                           and math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
+                raise self.fail(where + "range", f"expected finite [low, high] with low < high, got {bounds!r}")
             low, high = bounds
             if dtype.startswith("int"):
                 info = {"int32": 2**31, "int64": 2**63}[dtype]
                 lo, hi = math.ceil(low), math.floor(high)
                 if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
                     raise self.fail(where + "range", f"holds no non-zero {dtype} value (inputs are never zero)")
+            nonfinite = self.get(p, "allow_nonfinite", where, bool, False)
+            if nonfinite and (role != "output" or not dtype.startswith("float")):
+                raise self.fail(where + "allow_nonfinite", "only a float output's reference may hold NaN or inf")
             params.append(ArrayParam(name, role, dtype,
                                      tuple(self.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
-                                     float(low), float(high)))
+                                     float(low), float(high), nonfinite))
         if not any(isinstance(p, ArrayParam) and p.role == "output" for p in params):
             raise self.fail("params", "no parameter has role = \"output\"")
         return tuple(params)
@@ -357,7 +411,7 @@ class _Parser:
             if not isinstance(c, dict):
                 raise self.fail(f"cases[{i}]", "each case is a table")
             self.known(c, where, {"name", "role", "sizes"})
-            name = self.get(c, "name", where, str)
+            name = self.name(c, where)
             if name in seen:
                 raise self.fail(where + "name", f"'{name}' is used twice")
             seen.add(name)
@@ -366,6 +420,8 @@ class _Parser:
                 raise self.fail(where + "role", f"'{role}' must be correctness or performance")
             sizes = self.get(c, "sizes", where, dict)
             for k, v in sizes.items():
+                if not k.isidentifier():
+                    raise self.fail(f"{where}sizes", f"'{k}' is not an identifier")
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                     raise self.fail(f"{where}sizes.{k}", f"expected a positive integer, got {v!r}")
             cases.append(Case(name, role, dict(sizes)))
@@ -377,8 +433,8 @@ class _Parser:
         t = self.get(self.doc, "tolerance", "", dict, {})
         self.known(t, "tolerance.", {"rtol", "allow_tf32"})
         rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
-        if rtol is not None and not rtol > 0:
-            raise self.fail("tolerance.rtol", "must be positive")
+        if rtol is not None and not 0 < rtol <= MAX_RTOL:  # NaN and inf fail here too
+            raise self.fail("tolerance.rtol", f"{rtol!r} must be finite, > 0 and <= {MAX_RTOL}")
         allow = self.get(t, "allow_tf32", "tolerance.", bool, False)
         reduction = top.get("reduction")
         return Tolerance(None if rtol is None else float(rtol), allow,
@@ -391,10 +447,10 @@ class _Parser:
             where = f"kernels.{name}."
             if not isinstance(k, dict):
                 raise self.fail(f"kernels.{name}", "expected a table")
+            if name_problem(name):
+                raise self.fail(f"kernels.{name[:80]}", f"kernel name {name_problem(name)}")
             self.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines"})
-            src = self.dir / self.get(k, "source", where, str)
-            if not src.is_file():
-                raise self.fail(where + "source", f"{src.name} not found beside workload.toml")
+            src = self.file(self.get(k, "source", where, str), where + "source")
             grid = self.get(k, "grid", where, list)
             block = self.get(k, "block", where, list)
             for key, dims in (("grid", grid), ("block", block)):
@@ -427,9 +483,7 @@ class _Parser:
             raise self.fail("baseline.kind", f"'{kind}' must be one of {', '.join(BASELINES)}")
         torch = None
         if "torch" in b:
-            torch = self.dir / self.get(b, "torch", "baseline.", str)
-            if not torch.is_file():
-                raise self.fail("baseline.torch", f"{torch.name} not found beside workload.toml")
+            torch = self.file(self.get(b, "torch", "baseline.", str), "baseline.torch")
         elif kind == "torch":
             raise self.fail("baseline.torch", "kind = \"torch\" needs torch = \"FILE.py\" defining baseline(**inputs, **sizes)")
         bind = {k: v for k, v in b.items() if k not in ("kind", "torch")}
@@ -454,8 +508,18 @@ class _Parser:
                 if isinstance(p, ArrayParam):
                     for d, e in enumerate(p.shape):
                         check(e, f"params[{j}].shape[{d}]")
+                    nbytes = math.prod(w.shape(p, case)) * ARRAY_ITEMSIZE[p.dtype]  # exact: Python ints
+                    if nbytes > MAX_ARRAY_BYTES:
+                        raise self.fail(f"params[{j}].shape", f"for case '{case.name}': {p.name} would be "
+                                        f"{nbytes} bytes, more than any machine ({MAX_ARRAY_BYTES})")
                 else:
                     check(p.value, f"params[{j}].value", integer=p.dtype.startswith("int"))
+                    try:
+                        problem = scalar_problem(p.dtype, p.arg(case)[1])
+                    except OverflowError:
+                        problem = f"{p.value} overflows {p.dtype}"
+                    if problem:
+                        raise self.fail(f"params[{j}].value", f"for case '{case.name}': {p.name} = {problem}")
             for key, e in (("metrics.flops", w.flops), ("metrics.bytes", w.bytes),
                            ("workload.reduction", w.tolerance.reduction)):
                 if e is not None:
