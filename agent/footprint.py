@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from .case_buffers import guard_bytes
+from .case_buffers import MOAT_BYTES, guard_bytes
 from .workload import ARRAY_ITEMSIZE as ITEMSIZE, Case, SpecError, Workload
 
 HOST_FRACTION = 0.8  # of MemAvailable: the rest is for everything else on the machine
@@ -24,20 +24,20 @@ def case_footprint(workload: Workload, case: Case, where: str = "gpu") -> int:
     """Bytes `case` holds at once, computed exactly (Python ints never overflow).
 
     where="gpu": what the worker allocates for the case (agent/case_buffers.py):
-    every array between two guard bands, a pristine copy of each input, and each
-    output's reference on the device (float64 for float outputs).
+    every array between two guard bands, each output's reference on the device
+    (float64 for float outputs) and the two sentinel moats around the arrays.
     where="host": what the reference process holds: the inputs in their dtype, a
     float64 copy of each float input, and each output twice in float64 (what
     reference.py returns and its contiguous copy).
     """
-    total = 0
+    total = 2 * MOAT_BYTES if where == "gpu" else 0
     for p in workload.arrays:
         elements = math.prod(workload.shape(p, case))
         nbytes = elements * ITEMSIZE[p.dtype]
         is_float = p.dtype.startswith("float")
         if where == "gpu":
             total += nbytes + 2 * guard_bytes(nbytes)
-            total += nbytes if p.role == "input" else (elements * 8 if is_float else nbytes)
+            total += 0 if p.role == "input" else (elements * 8 if is_float else nbytes)
         elif p.role == "input":
             total += nbytes + (elements * 8 if is_float else 0)
         else:

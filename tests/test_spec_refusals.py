@@ -129,12 +129,13 @@ def test_run_refuses_without_writing_to_the_store(broken, tmp_path, capsys):
 # -- memory ------------------------------------------------------------------------------------
 
 def test_case_footprint_counts_what_the_harness_adds(tmp_path):
-    """GPU: arrays, two guard bands each, input copies, float64 references; host: float64 copies."""
+    """GPU: arrays, two guard bands each, float64 references, the moats; host: float64 copies."""
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     case = w.case("odd-97x83x61")
     a, b, c = 97 * 61, 61 * 83, 97 * 83
     guard = lambda n: (max(4096, min(n, 1 << 20)) + 255) // 256 * 256  # agent/case_buffers.py
-    assert case_footprint(w, case, "gpu") == 2 * 4 * (a + b) + (4 + 8) * c + 2 * sum(guard(4 * n) for n in (a, b, c))
+    moats = 2 * (8 << 20)  # agent/case_buffers.py MOAT_BYTES, before and after the arrays
+    assert case_footprint(w, case, "gpu") == 4 * (a + b) + (4 + 8) * c + 2 * sum(guard(4 * n) for n in (a, b, c)) + moats
     assert case_footprint(w, case, "host") == (4 + 8) * (a + b) + 2 * 8 * c
 
 
