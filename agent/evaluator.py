@@ -125,7 +125,8 @@ class Evaluator:
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
         return compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
-                              candidate.compile_options(), filename=f"{candidate.name}.cu")
+                              candidate.compile_options(), filename=f"{candidate.name}.cu",
+                              allow_fast_math=self.workload.tolerance.allow_fast_math)
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True) -> EvaluationResult:
