@@ -7,12 +7,19 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from .compile_policy import check_options, define_options
 from .loop_state import Best
 from .workload import Workload
 
 
 def launch_json(workload: Workload, best: Best) -> dict:
+    """Raises ValueError if the options are not ones the compiler would accept (a
+    tampered session): the loader passes them to NVRTC on the user's machine."""
     cand = best.spec.to_candidate()
+    refusal = check_options(list(best.spec.options) + define_options(best.spec.defines),
+                            workload.tolerance.allow_fast_math)
+    if refusal:
+        raise ValueError(f"the best kernel cannot be exported: {refusal}")
     per_case = {}
     for case in workload.cases:
         launch = cand.rule_for(case).resolve(cand.launch_env(case))

@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--arch", help="e.g. sm_90; needed without a GPU")
     c.add_argument("--entry", default="", help="kernel name (resources are reported for it)")
     c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
-    c.add_argument("--option", action="append", default=[], help="extra NVRTC option (repeatable)")
+    c.add_argument("--option", action="append", default=[], help="extra NVRTC option (repeatable; from an allowlist)")
+    c.add_argument("--allow-fast-math", action="store_true",
+                   help="allow the options that lower precision (--use_fast_math, -ftz=true, ...)")
 
     e = sub.add_parser("eval", help="validate and time a kernel on a workload, beside the baseline")
     e.add_argument("workload", type=Path)
@@ -164,7 +166,8 @@ def cmd_compile(args) -> int:
                   "give --arch, e.g. --arch sm_90", file=sys.stderr)
             return 2
     options = args.option + define_options(dict(args.defines))
-    r = compile_kernel(args.file.read_text(), args.entry, arch, options, filename=args.file.name, use_cache=False)
+    r = compile_kernel(args.file.read_text(), args.entry, arch, options, filename=args.file.name, use_cache=False,
+                       allow_fast_math=args.allow_fast_math)
     print(r.log.rstrip())
     if not r.ok:
         print(f"{r.error}: compilation failed", file=sys.stderr)

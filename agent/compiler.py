@@ -1,20 +1,32 @@
 """NVRTC compilation with a disk cache and a parsed ptxas resource report.
 
-The cache key is a hash of the source, the options, the architecture and the
-NVRTC version, so a changed toolkit never serves a stale CUBIN.
+Every source, model-written, user-written or warpsmith's own, takes one path:
+compile_policy.py checks its includes and options (a refusal is a result with error
+``SOURCE_REFUSED`` or ``OPTION_REFUSED`` and NVRTC is never called), then NVRTC
+compiles it in the compile process (compile_process.py: own environment, own empty
+directory, a time limit). warpsmith's own kernels pass the same checks; they pay the
+process's start (~0.5 s) once per process that compiles.
+
+The cache stays here, in the calling process: the compile process returns bytes
+and writes nothing. The key is a hash of the source, the options, the architecture
+and the NVRTC version, so a changed toolkit never serves a stale CUBIN.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from . import native
 from .cache_dir import cache_root
+from .compile_policy import check_options, check_source, define_options  # noqa: F401 (define_options: re-exported)
+from .compile_process import compile_process
 
 
 @dataclass(frozen=True)
@@ -47,10 +59,6 @@ class CompiledKernel:
     cubin: bytes = b""
 
 
-def define_options(defines: dict[str, int]) -> list[str]:
-    return [f"-D{k}={v}" for k, v in defines.items()]
-
-
 def parse_resources(log: str, symbol: str) -> Resources:
     """Pick the entry's block out of the ptxas log (it lists every function)."""
     blocks = re.split(r"ptxas info\s*: (?:Compiling entry function|Function properties for) ", log)
@@ -73,10 +81,30 @@ def _cache_key(source: str, entry: str, options: list[str], arch: str, version: 
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
+def header_dir(version: tuple[int, int]) -> Path:
+    """Where the compile process installs NVRTC's bundled headers (one directory per NVRTC version)."""
+    return cache_root() / "nvrtc-headers" / f"{version[0]}.{version[1]}"
+
+
+def refused(source: str, entry: str, arch: str, options: list[str], allow_fast_math: bool = False) -> Optional[CompiledKernel]:
+    """The compile_failed result for a source or options the policy refuses; None when allowed."""
+    for error, reason in (("OPTION_REFUSED", check_options(options, allow_fast_math)),
+                          ("SOURCE_REFUSED", check_source(source))):
+        if reason:
+            return CompiledKernel(False, arch, entry, entry, reason, error, 0.0, False)
+    return None
+
+
 def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[str]] = None,
-                   filename: str = "kernel.cu", use_cache: bool = True) -> CompiledKernel:
-    """Compile to a CUBIN for `arch`; compile errors are results (ok=False), with the log."""
+                   filename: str = "kernel.cu", use_cache: bool = True, allow_fast_math: bool = False,
+                   timeout_s: Optional[float] = None) -> CompiledKernel:
+    """Compile to a CUBIN for `arch`; compile errors are results (ok=False), with the log.
+    `allow_fast_math`: the workload's tolerance.allow_fast_math (precision-lowering math
+    flags); `timeout_s`: the compile's limit (compile_process.TIMEOUT_S by default)."""
     options = list(options or [])
+    refusal = refused(source, entry, arch, options, allow_fast_math)
+    if refusal:
+        return refusal
     version = native.nvrtc_version()
     key = _cache_key(source, entry, options, arch, version)
     directory = cache_root() / "cubin" / key
@@ -84,12 +112,12 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
         meta = json.loads((directory / "meta.json").read_text())
         return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
                               Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes())
-    r = native._runner.compile(source, filename, entry, options, arch)
-    symbol = r.lowered_name or entry
-    resources = parse_resources(r.log, symbol) if r.ok else Resources()
-    result = CompiledKernel(r.ok, arch, entry, symbol, r.log, r.error, r.compile_ms, False, resources,
-                            bytes(r.cubin))
-    if r.ok and use_cache:
+    r = compile_process(header_dir(version)).compile(source, filename, entry, options, arch, timeout_s)
+    symbol = r["lowered_name"] or entry
+    resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
+    result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,
+                            base64.b64decode(r["cubin"]))
+    if r["ok"] and use_cache:
         _store(directory, result)
     return result
 

@@ -133,7 +133,8 @@ class Evaluator:
     def compile(self, candidate: Candidate) -> CompiledKernel:
         """NVRTC, then the CUBIN audit: a kernel that keeps state between launches is refused."""
         compiled = compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
-                                  candidate.compile_options(), filename=f"{candidate.name}.cu")
+                                  candidate.compile_options(), filename=f"{candidate.name}.cu",
+                                  allow_fast_math=self.workload.tolerance.allow_fast_math)
         refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
         if refusal:
             return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")

@@ -24,7 +24,8 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
     workload = load_workload(workload_dir)
     cand = spec.to_candidate()
     device = native.open_device()
-    compiled = compile_kernel(cand.source, cand.entry, device.facts.arch, cand.compile_options())
+    compiled = compile_kernel(cand.source, cand.entry, device.facts.arch, cand.compile_options(),
+                              allow_fast_math=workload.tolerance.allow_fast_math)
     if not compiled.ok:
         raise RuntimeError(f"{compiled.error}: the candidate did not compile")
     fn = device.load_module(compiled.cubin).function(compiled.symbol)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from .compile_policy import check_options, define_options
 from .expr import Expr, ExprError
 from .kernel_source import Knob, parse_knobs
 
@@ -150,6 +151,11 @@ class Tolerance:
     rtol: Optional[float]  # None: default from dtype and reduction length
     allow_tf32: bool
     reduction: Optional[Expr]  # reduction length, e.g. K for GEMM
+    # Compile options that lower precision (--use_fast_math, -ftz=true, -prec-div=false,
+    # -prec-sqrt=false): a key of its own, not allow_tf32 (TF32 relaxes matmul inputs;
+    # fast math relaxes division, sqrt, transcendentals and denormals). The tolerance
+    # itself does not change: a fast-math kernel must still pass it. agent/compile_policy.py
+    allow_fast_math: bool = False
 
 
 @dataclass(frozen=True)
@@ -343,7 +349,7 @@ class _Parser:
         self.known(metrics, "metrics.", {"flops", "bytes"})
         flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
         nbytes = self.expr(metrics["bytes"], "metrics.bytes") if "bytes" in metrics else None
-        kernels = self.parse_kernels()
+        kernels = self.parse_kernels(tolerance.allow_fast_math)
         start = self.get(self.get(self.doc, "start", "", dict, {}), "kernel", "start.", str,
                          next(iter(kernels), ""))
         if start not in kernels:
@@ -431,16 +437,17 @@ class _Parser:
 
     def parse_tolerance(self, top: dict) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
-        self.known(t, "tolerance.", {"rtol", "allow_tf32"})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math"})
         rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
         if rtol is not None and not 0 < rtol <= MAX_RTOL:  # NaN and inf fail here too
             raise self.fail("tolerance.rtol", f"{rtol!r} must be finite, > 0 and <= {MAX_RTOL}")
         allow = self.get(t, "allow_tf32", "tolerance.", bool, False)
+        fast_math = self.get(t, "allow_fast_math", "tolerance.", bool, False)
         reduction = top.get("reduction")
         return Tolerance(None if rtol is None else float(rtol), allow,
-                         self.expr(reduction, "workload.reduction") if reduction is not None else None)
+                         self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math)
 
-    def parse_kernels(self) -> dict[str, KernelSpec]:
+    def parse_kernels(self, allow_fast_math: bool) -> dict[str, KernelSpec]:
         table = self.get(self.doc, "kernels", "", dict)
         kernels = {}
         for name, k in table.items():
@@ -465,6 +472,9 @@ class _Parser:
             for name, value in defines.items():
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise self.fail(f"{where}defines.{name}", f"expected an integer, got {value!r}")
+            refusal = check_options([str(o) for o in options] + define_options(defines), allow_fast_math)
+            if refusal:
+                raise self.fail(where + "options", refusal)
             spec = KernelSpec(name, src, self.get(k, "entry", where, str), rule,
                               tuple(str(o) for o in options), {str(a): int(b) for a, b in defines.items()})
             try:

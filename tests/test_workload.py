@@ -70,6 +70,11 @@ def break_spec(tmp_path: Path, old: str, new: str) -> Path:
     ('[[cases]]', '[[casez]]', "casez", "unknown key"),
     ('reduction = "K"', 'reduce = "K"', "workload.reduce", "unknown key (expected one of description, name"),
     ('entry = "sgemm_naive"', 'entry = "sgemm_naive"\ngird = [1]', "kernels.naive.gird", "unknown key"),
+    ('entry = "sgemm_naive"', 'entry = "sgemm_naive"\noptions = ["--time=t.csv"]', "kernels.naive.options",
+     "'--time=t.csv' is not allowed"),
+    ('entry = "sgemm_naive"', 'entry = "sgemm_naive"\noptions = ["--use_fast_math"]', "kernels.naive.options",
+     "allow_fast_math = false"),
+    ('allow_tf32 = false', 'allow_fast_math = "yes"', "tolerance.allow_fast_math", "expected bool"),
 ])
 def test_spec_errors_name_file_key_and_problem(tmp_path, old, new, key, problem):
     """Each broken spec fails with one line: the file, the key and what is wrong."""
@@ -124,3 +129,12 @@ def test_wrong_value_types_are_spec_errors(tmp_path, old, new, key):
     d = break_spec(tmp_path, old, new)
     with pytest.raises(SpecError, match=re.escape(key)):
         load_workload(d)
+
+
+def test_fast_math_options_load_where_the_workload_allows_them(tmp_path):
+    """tolerance.allow_fast_math = true lets a kernel carry --use_fast_math."""
+    d = break_spec(tmp_path, 'entry = "sgemm_naive"', 'entry = "sgemm_naive"\noptions = ["--use_fast_math"]')
+    toml = d / "workload.toml"
+    toml.write_text(toml.read_text().replace("allow_tf32 = false", "allow_tf32 = false\nallow_fast_math = true"))
+    w = load_workload(d)
+    assert w.tolerance.allow_fast_math and w.kernels["naive"].options == ("--use_fast_math",)

@@ -37,7 +37,10 @@ class LlmCandidate(BaseModel):
     grid: list[str] = Field(description="1 to 3 launch expressions over sizes and knobs", min_length=1, max_length=3)
     block: list[str] = Field(description="1 to 3 launch expressions over sizes and knobs", min_length=1, max_length=3)
     shared: str = Field(default="0", description="dynamic shared memory bytes, an expression")
-    options: list[str] = Field(default_factory=list, description="extra NVRTC options")
+    options: list[str] = Field(default_factory=list, description=(
+        "extra NVRTC options, only: -DNAME[=VALUE], -maxrregcount=N, -lineinfo, -std=c++17|c++20, "
+        "--extra-device-vectorization, -restrict, -fmad=, and where the workload allows fast math "
+        "--use_fast_math, -ftz=true, -prec-div=false, -prec-sqrt=false; #include only CUDA headers by <name>"))
 
 
 class LlmProposer:

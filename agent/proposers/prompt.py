@@ -53,8 +53,8 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
     for c in w.cases:
         parts.append(f"- {c.name} ({c.role}): " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
     t = w.tolerance
-    parts.append(f"Precision: TF32 {'allowed' if t.allow_tf32 else 'NOT allowed'}; "
-                 f"reduction length {t.reduction or 1}.")
+    parts.append(f"Precision: TF32 {'allowed' if t.allow_tf32 else 'NOT allowed'}; fast-math compile options "
+                 f"{'allowed' if t.allow_fast_math else 'NOT allowed'}; reduction length {t.reduction or 1}.")
     if f:
         parts += ["", f"# GPU: {f.get('name')} ({f.get('arch')}), {f.get('sm_count')} SMs, "
                       f"{f.get('smem_per_block_optin', 0) // 1024} KiB shared memory per block (opt-in), "

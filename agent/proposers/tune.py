@@ -69,7 +69,8 @@ class TuneProposer:
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.get("arch")
         feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
-                              and (arch is None or self._compiles_ok(base, d, arch)))
+                              and (arch is None or self._compiles_ok(base, d, arch,
+                                                                     ctx.workload.tolerance.allow_fast_math)))
         choice = self._next(knobs, base.defines, scores, feasible, rng)
         if choice is None:
             size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
@@ -115,12 +116,13 @@ class TuneProposer:
                 return p
         return None
 
-    def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str) -> bool:
+    def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
         from ..compiler import compile_kernel
         cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
         key = (source_tag(base.source), arch, _key(cand.defines))
         if key not in self._compiles:
-            self._compiles[key] = compile_kernel(cand.source, cand.entry, arch, cand.compile_options()).ok
+            self._compiles[key] = compile_kernel(cand.source, cand.entry, arch, cand.compile_options(),
+                                                 allow_fast_math=allow_fast_math).ok
         return self._compiles[key]
 
     def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:

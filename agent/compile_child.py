@@ -1,0 +1,90 @@
+"""The compile process: NVRTC behind a pipe, started by agent/compile_process.py.
+
+Run as ``python -m agent.compile_child PARENT_PID HEADER_DIR``, with a minimal
+environment and an empty private working directory. It dies with its parent, exits
+on end of input, writes nothing but the headers it installs once at start, and
+answers each request with the compile's result (the CUBIN as base64).
+
+Messages both ways are length-prefixed JSON (:func:`write_message`,
+:func:`read_message`), not pickle: the parent never unpickles what a process that
+ran a model's source sends back. The protocol uses a private copy of stdout; fd 1
+itself then points at stderr, so nothing NVRTC prints can corrupt a message.
+
+Headers: NVRTC 13 bundles the CUDA and CCCL headers in libnvrtc-builtins but
+searches no directory by default; ``nvrtcInstallBundledHeaders`` extracts them
+(about 26 MB, 0.3 s, once per NVRTC version) into HEADER_DIR, and every compile
+gets ``-I HEADER_DIR`` and ``-I HEADER_DIR/cccl``. compile_policy.py decides which
+of them a source may name.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import BinaryIO, Optional
+
+_LENGTH = struct.Struct(">Q")
+
+
+def write_message(stream: BinaryIO, message: dict) -> None:
+    body = json.dumps(message).encode()
+    stream.write(_LENGTH.pack(len(body)) + body)
+    stream.flush()
+
+
+def read_message(stream: BinaryIO) -> Optional[dict]:
+    """The next message, or None at end of input."""
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    body = stream.read(_LENGTH.unpack(head)[0])
+    return json.loads(body)
+
+
+def install_headers(nvrtc_path: str, directory: str) -> list[str]:
+    """Extract NVRTC's bundled headers once; the include options that find them ([] if unavailable)."""
+    try:
+        install = ctypes.CDLL(nvrtc_path).nvrtcInstallBundledHeaders
+    except (OSError, AttributeError):  # an NVRTC older than the bundle
+        return []
+    install.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_char_p)]
+    error = ctypes.c_char_p()
+    if install(directory.encode(), 0, ctypes.byref(error)) != 0:
+        return []
+    return [f"-I{directory}", f"-I{Path(directory) / 'cccl'}"]
+
+
+def compile_request(runner, request: dict, include: list[str]) -> dict:
+    try:
+        r = runner.compile(request["source"], request["filename"], request["entry"],
+                           list(request["options"]) + include, request["arch"])
+    except RuntimeError as e:  # CudaError from an NVRTC call other than the compile itself
+        return {"ok": False, "error": getattr(e, "name", "NVRTC_ERROR"), "log": str(e), "compile_ms": 0.0,
+                "lowered_name": "", "cubin": ""}
+    return {"ok": bool(r.ok), "error": r.error, "log": r.log, "compile_ms": r.compile_ms,
+            "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode()}
+
+
+def main(argv: list[str]) -> int:
+    from .parent_watch import exit_with_parent
+    exit_with_parent(int(argv[1]))
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    from . import native
+    include = install_headers(native.nvrtc(), argv[2])
+    write_message(out, {"ready": True, "headers": bool(include)})
+    while True:
+        request = read_message(inp)
+        if request is None:
+            return 0
+        write_message(out, compile_request(native._runner, request, include))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,174 @@
+"""What model- or user-written CUDA may ask of the compiler: which headers, which options.
+
+NVRTC reads whatever a source names: ``#include "/proc/self/environ"`` puts the
+environment (API keys included) into the compile log, which goes to the model,
+MLflow and the app; ``__has_include("/some/path")`` answers whether a file exists;
+options such as ``--time=FILE`` or ``--fdevice-time-trace=FILE`` write files.
+So a source and its options pass these checks before NVRTC sees them; a refusal is
+a one-line reason, which the compiler turns into a ``compile_failed`` result.
+
+Headers: only :data:`ALLOWED_HEADERS`, by angle-bracket name. They are the CUDA and
+CCCL headers NVRTC 13 bundles in libnvrtc-builtins; the compile process installs
+them (``nvrtcInstallBundledHeaders``) and adds their directory with ``-I`` (see
+compile_child.py). Without that ``-I`` NVRTC 13.5 resolves no header at all.
+Thrust and ``<cub/cub.cuh>`` are left out: they do not compile under NVRTC, and
+Thrust's own headers use computed includes steered by user macros.
+
+The scan is conservative and reads the source as the preprocessor would see it
+after line splicing, but without trusting its own idea of comments and strings: an
+include-like directive *anywhere* (inside a comment or a string too) must name an
+allowed header. Also refused: quoted, absolute, relative and computed includes,
+``#include_next``, ``#import``, ``#embed``, ``__has_include`` of anything outside
+the set, token pasting (``##`` can assemble ``__has_include`` where no scan sees
+it; NVRTC evaluates a pasted one) and universal character names that spell ASCII.
+Refusing odd but harmless code is the accepted cost.
+
+Options: :func:`check_options` allows macros, register caps, line info, the
+language standard, vectorisation, ``-restrict`` and the math flags; the math flags
+that lower precision only when the workload's ``tolerance.allow_fast_math`` is true
+(a key of its own, not ``allow_tf32``: TF32 relaxes matmul inputs, fast math
+relaxes division, square roots, transcendentals and denormals). The architecture,
+include paths, PTX assembler options and anything that writes a file are the
+tool's to set, never the model's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+# -- headers --------------------------------------------------------------------
+
+CUDA_HEADERS = (
+    "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "cuda_fp6.h", "cuda_fp4.h", "mma.h", "math_constants.h",
+    "vector_types.h", "cuComplex.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
+    "cooperative_groups/scan.h", "cooperative_groups/memcpy_async.h", "cuda_pipeline.h",
+    "cuda_pipeline_primitives.h", "cuda_awbarrier.h", "cuda_awbarrier_primitives.h",
+)
+CUDA_STD = (
+    "algorithm", "array", "atomic", "barrier", "bit", "cassert", "cfloat", "climits", "cmath", "complex",
+    "concepts", "cstddef", "cstdint", "cstdlib", "cstring", "expected", "functional", "initializer_list",
+    "iterator", "latch", "limits", "mdspan", "memory", "numbers", "numeric", "optional", "ratio", "semaphore",
+    "span", "tuple", "type_traits", "utility", "variant",
+)
+CUDA_EXT = ("annotated_ptr", "atomic", "barrier", "bit", "cmath", "functional", "memory", "pipeline", "ptx",
+            "type_traits", "utility", "version", "warp")
+CUB = tuple(f"cub/block/block_{n}.cuh" for n in ("reduce", "scan", "load", "store", "exchange", "radix_sort")) + \
+    tuple(f"cub/warp/warp_{n}.cuh" for n in ("reduce", "scan", "load", "store", "exchange"))
+ALLOWED_HEADERS = frozenset(CUDA_HEADERS + tuple(f"cuda/std/{n}" for n in CUDA_STD)
+                            + tuple(f"cuda/{n}" for n in CUDA_EXT) + ("nv/target",) + CUB)
+
+_HASH = r"(?:#|%:|\?\?=)"  # '#', its digraph, its trigraph (NVRTC disables trigraphs; refused all the same)
+_GAP = r"(?:[ \t\f\v]|/\*.*?\*/)*"  # whitespace and block comments between '#' and the directive's name
+_DIRECTIVE = re.compile(_HASH + _GAP + r"(include_next|include|import|embed)(?![A-Za-z0-9_$])", re.S)
+_HEADER_NAME = re.compile(r"[ \t]*<([^<>\n]*)>")
+_HAS_INCLUDE = re.compile(r"__has_include(?:_next)?(?![A-Za-z0-9_$])")
+_HAS_INCLUDE_OK = re.compile(r"__has_include[ \t]*\([ \t]*<([^<>\n]*)>[ \t]*\)")
+_PASTE = re.compile(r"##|%:%:|\?\?=\?\?=")
+_UCN = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+_SPLICE = re.compile(r"(?:\\|\?\?/)[ \t\f\v]*\n")  # trailing blanks too: more joining only refuses more
+
+
+def _logical(source: str) -> tuple[str, list[int]]:
+    """The source after line splicing, and for each of its characters the physical line (1-based)."""
+    text = source.replace("\r\n", "\n").replace("\r", "\n")
+    out, lines, line, pos = [], [], 1, 0
+    for m in _SPLICE.finditer(text):
+        chunk = text[pos:m.start()]
+        for ch in chunk:
+            out.append(ch)
+            lines.append(line)
+            line += ch == "\n"
+        line += 1
+        pos = m.end()
+    for ch in text[pos:]:
+        out.append(ch)
+        lines.append(line)
+        line += ch == "\n"
+    return "".join(out), lines
+
+
+def _allowed_list() -> str:
+    blocks = ",".join(n[len("cub/block/block_"):-4] for n in CUB if n.startswith("cub/block/"))
+    warps = ",".join(n[len("cub/warp/warp_"):-4] for n in CUB if n.startswith("cub/warp/"))
+    return (" ".join(f"<{h}>" for h in CUDA_HEADERS) + f" <cuda/std/{{{','.join(CUDA_STD)}}}>"
+            f" <cuda/{{{','.join(CUDA_EXT)}}}> <nv/target> <cub/block/block_{{{blocks}}}.cuh>"
+            f" <cub/warp/warp_{{{warps}}}.cuh>")
+
+
+def check_source(source: str) -> str:
+    """'' when the source may be compiled, else why not (one line, with the line number)."""
+    text, lines = _logical(source)
+
+    def where(pos: int) -> str:
+        return f"line {lines[pos] if pos < len(lines) else len(source.splitlines())}"
+
+    def shown(start: int) -> str:
+        return " ".join(text[start:start + 80].split("\n")[0].split())
+
+    for m in _DIRECTIVE.finditer(text):
+        name = m.group(1)
+        if name != "include":
+            return f"{shown(m.start())} ({where(m.start())}): #{name} is not allowed"
+        h = _HEADER_NAME.match(text, m.end())
+        if not h or h.group(1) not in ALLOWED_HEADERS:
+            return (f"{shown(m.start())} ({where(m.start())}): only these headers may be included, "
+                    f"by <name>: {_allowed_list()}")
+    for m in _HAS_INCLUDE.finditer(text):
+        ok = _HAS_INCLUDE_OK.match(text, m.start())
+        if not ok or ok.group(1) not in ALLOWED_HEADERS:
+            return (f"{shown(m.start())} ({where(m.start())}): __has_include may only ask about an allowed "
+                    "header, written __has_include(<name>)")
+    m = _PASTE.search(text)
+    if m:
+        return (f"{shown(max(0, m.start() - 20))} ({where(m.start())}): token pasting (##) is not allowed "
+                "(it can assemble __has_include, a probe of the host's files)")
+    for m in _UCN.finditer(text):
+        if int(m.group(1) or m.group(2), 16) < 0x80:
+            return f"{m.group(0)} ({where(m.start())}): a universal character name may not spell an ASCII character"
+    return ""
+
+
+# -- options --------------------------------------------------------------------
+
+_IDENT = r"[A-Za-z][A-Za-z0-9_]*"  # no leading underscore: reserved names steer the headers' internals
+_NUMBER = r"[+-]?(?:0[xX][0-9A-Fa-f]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)[uUlLfF]{0,3}"
+_DEFINE = re.compile(rf"-D({_IDENT})(?:=({_NUMBER}|{_IDENT}))?")
+_MATH = re.compile(r"--?(ftz|prec-div|prec-sqrt|fmad)=(true|false)")
+_PLAIN = {"-lineinfo", "--generate-line-info", "--extra-device-vectorization", "-extra-device-vectorization",
+          "-restrict", "--restrict", "-std=c++17", "-std=c++20", "--std=c++17", "--std=c++20"}
+_FAST = {"--use_fast_math", "-use_fast_math"}
+# The settings that give up IEEE behaviour: allowed only where the workload allows fast math.
+_IMPRECISE = {("ftz", "true"), ("prec-div", "false"), ("prec-sqrt", "false")}
+ALLOWED_OPTIONS = ("-DNAME", "-DNAME=VALUE", "-maxrregcount=N", "--maxrregcount=N", "-lineinfo",
+                   "--generate-line-info", "-std=c++17", "-std=c++20", "--extra-device-vectorization",
+                   "-restrict", "-fmad=true|false", "--use_fast_math*", "-ftz=true*|false",
+                   "-prec-div=true|false*", "-prec-sqrt=true|false*")
+
+
+def define_options(defines: dict[str, int]) -> list[str]:
+    return [f"-D{k}={v}" for k, v in defines.items()]
+
+
+def check_options(options: Iterable[str], allow_fast_math: bool = False) -> str:
+    """'' when every option is allowed, else why the first one is not (one line).
+    Options marked * in ALLOWED_OPTIONS need `allow_fast_math`."""
+    for option in options:
+        if not isinstance(option, str):
+            return f"compile option {option!r} is not a string"
+        if option in _PLAIN or _DEFINE.fullmatch(option):
+            continue
+        reg = re.fullmatch(r"--?maxrregcount=(\d{1,3})", option)
+        if reg and 16 <= int(reg.group(1)) <= 255:
+            continue
+        math = _MATH.fullmatch(option)
+        fast = option in _FAST or bool(math and (math.group(1), math.group(2)) in _IMPRECISE)
+        if (math or option in _FAST) and (allow_fast_math or not fast):
+            continue
+        if fast:
+            return (f"compile option {option} lowers floating-point precision; this workload does not allow it "
+                    "(tolerance.allow_fast_math = false)")
+        return (f"compile option {option!r} is not allowed; allowed: {', '.join(ALLOWED_OPTIONS)} "
+                "(* only with tolerance.allow_fast_math; NAME an identifier not starting with '_', VALUE a number "
+                "or identifier, N in 16..255)")
+    return ""

@@ -1,0 +1,177 @@
+"""Compilation touches nothing on the host: includes and options from allowlists,
+NVRTC in its own process with a minimal environment, an empty directory and a time
+limit (real NVRTC throughout; the crash is a real SIGSEGV sent to the real process)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent import compile_process as cp
+from agent import native
+from agent.cache_dir import cache_root
+from agent.compile_policy import check_options, check_source
+from agent.compiler import compile_kernel, header_dir
+
+CANARY = "sk-canary-4f1d9c0e7b"
+KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'
+# 2-D template recursion: NVRTC inlines every path, seconds at 8x8, minutes at 12x12.
+SLOW = """template <int A, int B> struct F { __device__ static float f(float x) { return F<A - 1, B>::f(x) * 1.0001f + F<A, B - 1>::f(x + A); } };
+template <int B> struct F<0, B> { __device__ static float f(float x) { return x; } };
+template <int A> struct F<A, 0> { __device__ static float f(float x) { return x + 1.f; } };
+extern "C" __global__ void k(float* x) { x[0] = F<12, 12>::f(x[1]); }
+"""
+
+
+@pytest.fixture
+def fresh_process(monkeypatch):
+    """A compile process started after the canary key entered this process's environment."""
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    process = cp.compile_process(header_dir(native.nvrtc_version()))
+    process.close()
+    yield process
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p) for p in root.rglob("*")} if root.exists() else set()
+
+
+def _outputs(r) -> str:
+    return " ".join(str(v) for v in (r.log, r.error, r.symbol, r.entry, r.arch, r.cubin, r.resources))
+
+
+def test_child_environment_has_no_secret_and_an_empty_private_cwd(fresh_process):
+    """The compile process's environ lacks the parent's API key; its cwd is its own empty directory."""
+    r = compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    assert r.ok, r.log
+    environ = Path(f"/proc/{fresh_process.pid}/environ").read_bytes()
+    assert CANARY.encode() not in environ and b"OPENAI_API_KEY" not in environ
+    assert os.readlink(f"/proc/{fresh_process.pid}/cwd") == fresh_process.workdir != os.getcwd()
+    assert os.listdir(fresh_process.workdir) == []
+
+
+@pytest.mark.parametrize("source", [
+    '#include "/proc/self/environ"\n',
+    "#include </proc/self/environ>\n",
+    '#include "/etc/passwd"\n',
+    '#include "../../../../etc/passwd"\n',
+    "#include <../../../../../etc/passwd>\n",
+    '#include "cuda_fp16.h"\n',  # an allowed header, but quoted: searched beside the source first
+    "#define F </etc/passwd>\n#include F\n",  # computed
+    "#include_next </etc/passwd>\n",
+    '#import "/etc/passwd"\n',
+    '#embed "/etc/passwd"\n',
+    '%:include "/etc/passwd"\n',  # digraph
+    '#  /* spaced */  include "/etc/passwd"\n',
+    '#inc\\\nlude "/etc/pa\\\nsswd"\n',  # line splices
+    '# /* a comment\n spanning lines */ include "/etc/passwd"\n',
+    '// a line comment ending in a splice \\\n#include "/etc/passwd"\n',
+    'const char* s = "/*"; \n#include "/etc/passwd"\n// */\n',
+    "int a = 1'0; /* '\n#include \"/etc/passwd\"\n// */\n",  # digit separator, not a character literal
+    '#if __has_include("/etc/passwd")\n#endif\n',
+    "#if __has_include_next(<cuda_fp16.h>)\n#endif\n",
+    '#define H __has_include\n#if H("/etc/passwd")\n#endif\n',
+    '#define P(a, b) a##b\n#if P(__has_, include)("/etc/passwd")\n#endif\n',
+    '#incl\\u0075de "/etc/passwd"\n',
+])
+def test_file_reading_sources_are_refused_before_nvrtc(fresh_process, source):
+    """Every include/has_include trick is a SOURCE_REFUSED result with a line number; NVRTC never runs."""
+    compile_kernel(KERNEL, "k", "sm_90", use_cache=False)  # the process is up: its start is not the attack's
+    before = fresh_process.requests
+    cache, work = _files(cache_root()), _files(Path(fresh_process.workdir))
+    r = compile_kernel(source + KERNEL, "k", "sm_90", use_cache=True)
+    assert not r.ok and r.error == "SOURCE_REFUSED" and "(line " in r.log and "\n" not in r.log
+    assert fresh_process.requests == before
+    assert CANARY not in _outputs(r) and "root:" not in _outputs(r)
+    assert _files(cache_root()) == cache and _files(Path(fresh_process.workdir)) == work
+
+
+def test_allowed_headers_compile():
+    """CUDA and CCCL headers from the set compile by <name>, through NVRTC's bundled headers."""
+    src = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n#include <cuda/std/cstdint>\n"
+           "#include <cooperative_groups.h>\n"
+           "#if __has_include(<cuda_fp8.h>)\n#include <cuda_fp8.h>\n#endif\n"
+           'extern "C" __global__ void k(__half* x, cuda::std::int32_t n) {\n'
+           "  auto block = cooperative_groups::this_thread_block();\n"
+           "  if (block.thread_rank() < n) x[block.thread_rank()] = __float2half(1.f); }\n")
+    r = compile_kernel(src, "k", "sm_90", ["-std=c++17"], use_cache=False)
+    assert r.ok, r.log
+
+
+def test_policy_keeps_ordinary_code():
+    """Comments, strings, #define with arguments, #if on macros and #pragma unroll pass the scan."""
+    src = ('// sum a tile /* not a comment start */\n#define IDX(r, c) ((r) * 32 + (c))\n#if BM > 32\n#endif\n'
+           'const char* s = "#pragma";\n#pragma unroll\n' + KERNEL)
+    assert check_source(src) == ""
+
+
+@pytest.mark.parametrize("option", [
+    "--time=leak.csv", "--fdevice-time-trace=trace.json", "-I/etc", "--include-path=/etc", "--pre-include=/etc/passwd",
+    "-include", "--ptxas-options=-v", "-Xptxas", "--dopt=on", "-G", "--gpu-architecture=sm_80", "-rdc=true",
+    "--dlink-time-opt", "--output=x", "-D_LIBCUDACXX_X=1", "-DH=__has_include", '-DS="x"', "-DA B", "-D",
+    "-maxrregcount=100000", "--create-pch=x.pch", "--pch-dir=/tmp",
+])
+def test_other_options_are_refused_and_write_nothing(fresh_process, tmp_path, monkeypatch, option):
+    """An option outside the allowlist is OPTION_REFUSED naming it; no file appears in cwd, cache or the process dir."""
+    monkeypatch.chdir(tmp_path)
+    compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    cache, work = _files(cache_root()), _files(Path(fresh_process.workdir))
+    r = compile_kernel(KERNEL, "k", "sm_90", [option])
+    assert not r.ok and r.error == "OPTION_REFUSED" and repr(option) in r.log
+    assert list(tmp_path.iterdir()) == []
+    assert _files(cache_root()) == cache and _files(Path(fresh_process.workdir)) == work
+
+
+def test_allowed_options_compile():
+    """Macros, register caps, line info, the standard, vectorisation, -restrict and exact math flags compile."""
+    opts = ["-DBM=64", "-DFLAG", "-DMODE=fast", "-maxrregcount=64", "--maxrregcount=128", "-lineinfo",
+            "--generate-line-info", "-std=c++20", "--extra-device-vectorization", "-restrict", "-fmad=false",
+            "-ftz=false", "-prec-div=true", "-prec-sqrt=true"]
+    assert check_options(opts) == ""
+    r = compile_kernel(KERNEL, "k", "sm_90", opts, use_cache=False)
+    assert r.ok, r.log
+
+
+@pytest.mark.parametrize("option", ["--use_fast_math", "-ftz=true", "-prec-div=false", "-prec-sqrt=false"])
+def test_fast_math_only_where_the_workload_allows_it(option):
+    """Precision-lowering math flags are refused unless allow_fast_math; then they compile."""
+    refused = compile_kernel(KERNEL, "k", "sm_90", [option], use_cache=False)
+    assert not refused.ok and refused.error == "OPTION_REFUSED" and "allow_fast_math" in refused.log
+    allowed = compile_kernel(KERNEL, "k", "sm_90", [option], use_cache=False, allow_fast_math=True)
+    assert allowed.ok, allowed.log
+
+
+def test_timeout_kills_the_process_and_the_next_compile_starts_a_fresh_one(fresh_process):
+    """A compile past its limit is COMPILE_TIMEOUT (a result); the next compile gets a new process."""
+    compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    first = fresh_process.pid
+    t0 = time.monotonic()
+    r = compile_kernel(SLOW, "k", "sm_90", use_cache=False, timeout_s=1.0)
+    assert time.monotonic() - t0 < 10
+    assert not r.ok and r.error == "COMPILE_TIMEOUT" and "longer than 1 s" in r.log
+    assert not Path(f"/proc/{first}").exists() or "zombie" in Path(f"/proc/{first}/status").read_text().lower()
+    again = compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    assert again.ok and fresh_process.pid != first
+
+
+def test_a_crashing_process_is_a_result(fresh_process):
+    """A compile process that dies mid-compile (a real SIGSEGV) is COMPILE_CRASHED, naming the signal."""
+    compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    first = fresh_process.pid
+    threading.Timer(0.5, os.kill, (first, signal.SIGSEGV)).start()
+    r = compile_kernel(SLOW, "k", "sm_90", use_cache=False)
+    assert not r.ok and r.error == "COMPILE_CRASHED" and "SIGSEGV" in r.log
+    assert compile_kernel(KERNEL, "k", "sm_90", use_cache=False).ok and fresh_process.pid != first
+
+
+def test_the_process_exits_on_end_of_input(fresh_process):
+    """Closing the pipe ends the process (it does not outlive its parent's interest) and removes its directory."""
+    compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    proc, workdir = fresh_process._proc, fresh_process.workdir
+    fresh_process.close()
+    assert proc.returncode == 0 and not Path(workdir).exists()
