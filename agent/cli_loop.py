@@ -276,8 +276,7 @@ def start_session(args, workload, proposer: str):
 
 
 def resume_session(session_id: str, args):
-    """Open a stored session for resuming; raises FileNotFoundError, ProposerUnavailable or
-    ModelUnreachable (its --base-url server does not answer)."""
+    """Open a stored session for resuming; raises FileNotFoundError or ProposerUnavailable."""
     from .session import SessionInfo, session_dir
     directory = session_dir(args.store, session_id)
     if not (directory / "session.json").is_file():
@@ -290,9 +289,6 @@ def resume_session(session_id: str, args):
         print(f"warpsmith: warning: the session's price table {info.prices} is gone; using the default prices",
               file=sys.stderr)
         info.prices = ""
-    if info.proposer == "llm" and info.base_url:
-        from .model_client import check_reachable
-        check_reachable(info.base_url)  # ModelUnreachable: one line, before the GPU is asked for
     session = _open(info, directory, args)
     if info.mlflow_run_id:
         session.tracker.reopen(info.mlflow_run_id)
@@ -303,6 +299,7 @@ def cmd_resume(args) -> int:
     from .model_client import ModelUnavailable
     from .proposers.llm import ProposerUnavailable
     try:
+        _check_server(args)
         session = resume_session(args.session, args)
     except (FileNotFoundError, ProposerUnavailable, ModelUnavailable, ValueError) as e:  # ValueError: a broken price table, a spec
         print(f"warpsmith: error: {e}", file=sys.stderr)
@@ -314,6 +311,18 @@ def cmd_resume(args) -> int:
     print(f"resuming {session.info.id} at iteration {session.state.get('iteration', 0)} of "
           f"{session.state.get('budget', session.info.budget)}")
     return _drive(session, args)
+
+
+def _check_server(args) -> None:
+    """A stored llm session's --base-url server, checked before anything is opened
+    (ModelUnreachable: one line, not an error after minutes of GPU set-up)."""
+    from .model_client import check_reachable
+    from .session import SessionInfo, session_dir
+    directory = session_dir(args.store, args.session)
+    if (directory / "session.json").is_file():
+        info = SessionInfo.load(directory)
+        if info.proposer == "llm" and info.base_url:
+            check_reachable(info.base_url)
 
 
 def cmd_runs(args) -> int:

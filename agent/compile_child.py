@@ -14,7 +14,9 @@ Headers: NVRTC 13 bundles the CUDA and CCCL headers in libnvrtc-builtins but
 searches no directory by default; ``nvrtcInstallBundledHeaders`` extracts them
 (about 26 MB, 0.3 s, once per NVRTC version) into HEADER_DIR, and every compile
 gets ``-I HEADER_DIR`` and ``-I HEADER_DIR/cccl``. compile_policy.py decides which
-of them a source may name.
+of them a source may name. Where HEADER_DIR cannot be written (or NVRTC predates
+the bundle) compiles get no ``-I``, and an include fails as NVRTC's "cannot open
+source file" compile error.
 """
 
 from __future__ import annotations

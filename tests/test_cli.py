@@ -117,3 +117,20 @@ def test_run_llm_with_unreachable_server_is_one_line_before_any_session(tmp_path
     assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
                            "check --base-url or start the server\n")
     assert not (store / "sessions").exists()
+
+
+def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
+    """resume of an llm session whose --base-url server is down: exit 2, one line naming it, the
+    session left as it was."""
+    import socket
+    from agent.session import SessionInfo, session_dir
+    with socket.socket() as s:  # a closed port: bound, then released
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    directory = session_dir(tmp_path / "store", "s1")
+    directory.mkdir(parents=True)
+    SessionInfo("s1", str(make_sgemm_workload(tmp_path / "w")), "llm", 3, base_url=url, status="paused").save(directory)
+    assert main(["resume", "s1", "--store", str(tmp_path / "store"), "--headless", "--no-tracking"]) == 2
+    assert capsys.readouterr().err == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
+                                       "check --base-url or start the server\n")
+    assert SessionInfo.load(directory).status == "paused"
