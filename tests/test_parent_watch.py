@@ -160,7 +160,7 @@ def test_sigkilled_eval_leaves_no_worker_on_the_gpu(tmp_path):
     kernel.write_text(HANG)
     eval_ = subprocess.Popen([sys.executable, "-m", "tui", "eval", str(ROOT / "examples" / "sgemm"), "--kernel",
                               str(kernel), "--entry", "hang", "--grid", "1", "--block", "1", "--timeout", "600",
-                              "--no-baseline"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              "--no-baseline"], cwd=tmp_path)  # the installed package, as a user runs it
     try:
         def on_gpu() -> set[int]:  # /dev/nvidia* open: nvidia-smi may not see pids inside a container
             held = set()
