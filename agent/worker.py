@@ -138,7 +138,7 @@ class GpuWorker:
                 send(CaseChecked(job.case, "time", verdict, (time.perf_counter() - t0) * 1e3))
             return verdict is None
 
-        try:
+        def steps() -> None:
             if not all([validate(job, "validate").status == "ok" for job in req.jobs]) or not req.time_cases:
                 return
             if not all([timed(job) for job in req.jobs if job.timed]):
@@ -146,8 +146,10 @@ class GpuWorker:
             if req.revalidate:
                 for job in req.jobs:
                     validate(job, "revalidate")
-        finally:
-            self.sweep(send)
+
+        steps()
+        # After every way out but a CUDA error: a faulted context is dead, and the worker restarts anyway.
+        self.sweep(send)
 
     def sweep(self, send) -> None:
         """After a candidate: every resident case's inputs and references as uploaded.
