@@ -62,14 +62,14 @@ class CaseBuffers:
         self.job, self.checks = job, checks
         self.arrays: dict[str, DeviceArray] = {}
         refs = load_reference(job.reference)
-        device_refs = {}
+        device_refs = {}  # output name -> (reference as computed, as uploaded, its device buffer)
         for a in job.arrays:  # references first, then a moat, then what kernels are given
             if a.role == "output":
                 ref = refs[a.name]
-                device_refs[a.name] = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
-                buf = device.alloc(device_refs[a.name].nbytes)
-                buf.upload(device_refs[a.name])
-                device_refs[a.name] = (ref, device_refs[a.name], buf)
+                uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
+                buf = device.alloc(uploaded.nbytes)
+                buf.upload(uploaded)
+                device_refs[a.name] = (ref, uploaded, buf)
         self.moats = [device.alloc(MOAT_BYTES)]
         for a in job.arrays:
             g = guard_bytes(a.nbytes)
