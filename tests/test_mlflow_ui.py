@@ -22,7 +22,6 @@ from mlflow.tracking import MlflowClient
 from agent.mlflow_ui import EXPERIMENT_KIND
 from test_loop import open_session, workload  # noqa: F401  (fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
 
@@ -89,8 +88,11 @@ def test_ui_shows_the_session_and_its_attempts_then_stops_on_ctrl_c(tmp_path, wo
                       if r.data.tags.get("mlflow.parentRunId") == s.info.mlflow_run_id)
     assert len(attempts) == 2
 
+    # The warpsmith under test (installed, or PYTHONPATH's), started away from the source tree.
+    path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     proc = subprocess.Popen([sys.executable, "-m", "tui", "ui", "--store", str(store), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         url = _first_line(proc, 180)  # printed once the server answers
         base = f"http://127.0.0.1:{port}"
