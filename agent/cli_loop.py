@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -79,9 +77,11 @@ def add_loop_commands(sub) -> None:
     e.add_argument("dir", type=Path)
     e.add_argument("--store", type=Path, default=Path("mlruns"))
 
-    u = sub.add_parser("ui", help="start the MLflow UI on the store")
+    u = sub.add_parser("ui", help="start the MLflow UI on the store; Ctrl-C stops it")
+    u.add_argument("workload", nargs="?", help="open this workload's runs (a name or its directory)")
     u.add_argument("--store", type=Path, default=Path("mlruns"))
     u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--host", default="127.0.0.1")
 
 
 LIMIT_FLAGS = {"time_budget": "time_s", "token_budget": "tokens", "cost_budget": "cost_usd", "patience": "patience"}
@@ -381,11 +381,5 @@ def cmd_export(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from .tracking import tracking_uri
-    mlflow = shutil.which("mlflow")
-    uri = tracking_uri(args.store)
-    if not mlflow:
-        print(f"warpsmith: error: the MLflow UI needs the full mlflow package: pip install mlflow, then "
-              f"mlflow ui --backend-store-uri {uri}", file=sys.stderr)
-        return 2
-    return subprocess.call([mlflow, "ui", "--backend-store-uri", uri, "--port", str(args.port)])
+    from .mlflow_ui import serve
+    return serve(args.store, args.host, args.port, args.workload)

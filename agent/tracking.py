@@ -9,7 +9,7 @@ Logging never slows the loop: calls go to one background thread in order, and
 
 The default store is ``mlruns/`` in the working directory: a SQLite database
 (``mlflow.db``) and an ``artifacts/`` folder, browsable with
-``mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db``. Logging never stops
+``warpsmith ui`` (agent/mlflow_ui.py). Logging never stops
 the loop: a tracking failure becomes one warning line. Nothing secret is logged:
 the API key is never a parameter, tag or artifact.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from .loop_state import Attempt, Best, CandidateSpec
+from .mlflow_ui import EXPERIMENT_KIND, telemetry_off_by_default
 
 
 
@@ -45,6 +46,7 @@ def tracking_uri(store: Path) -> str:
 
 class Tracker:
     def __init__(self, store: Path, uri: Optional[str] = None):
+        telemetry_off_by_default()
         from mlflow.tracking import MlflowClient
         _quiet()
         self.store = Path(store)
@@ -97,7 +99,8 @@ class Tracker:
         def go():
             exp = self.client.get_experiment_by_name(workload)
             exp_id = exp.experiment_id if exp else self.client.create_experiment(
-                workload, artifact_location=(self.store / "artifacts" / workload).resolve().as_uri())
+                workload, artifact_location=(self.store / "artifacts" / workload).resolve().as_uri(),
+                tags=EXPERIMENT_KIND)
             run = self.client.create_run(exp_id, run_name=session_id, tags={"warpsmith.session": session_id,
                                                                              "warpsmith.workload": workload})
             self.run_id, self.experiment_id = run.info.run_id, exp_id
