@@ -6,12 +6,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
+
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
 
@@ -31,7 +32,8 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     assert before["iteration"] == 2 and before["best"].score_ms == 1.375
     assert before["spent"].elapsed_s >= 0
     session.set_budget(3)
-    assert session.run() == "finished"
+    seen = []
+    assert session.run(seen.append) == "finished", seen
     tracker.end("FINISHED")
     after = session.state
     assert [a.iteration for a in after["history"]] == [1, 2, 3]
