@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from agent.candidate import Candidate
-from agent.evaluator import Evaluator
-from agent.workload import load_workload
-from agent.worker_protocol import TimingConfig
+from agent.evaluate.evaluator import Evaluator
+from agent.spec.candidate import Candidate
+from agent.spec.workload import load_workload
+from agent.worker.protocol import TimingConfig
 
 
 def parse(setting: str) -> dict[str, int]:

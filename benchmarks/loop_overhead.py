@@ -18,15 +18,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from agent import events  # noqa: E402
-from agent.compiler import CompiledKernel  # noqa: E402
+from agent.evaluate.results import CaseResult, EvaluationResult  # noqa: E402
+from agent.evaluate.stats import TimingStats  # noqa: E402
+from agent.loop import events  # noqa: E402
+from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
 from agent.proposers.tune import TuneProposer  # noqa: E402
-from agent.results import CaseResult, EvaluationResult  # noqa: E402
-from agent.session import Session, SessionInfo, session_dir  # noqa: E402
-from agent.stats import TimingStats  # noqa: E402
-from agent.tracking import Tracker  # noqa: E402
-from agent.worker_protocol import CaseCheck  # noqa: E402
-from agent.workload import load_workload  # noqa: E402
+from agent.runtime.compiler import CompiledKernel  # noqa: E402
+from agent.spec.workload import load_workload  # noqa: E402
+from agent.tracking.tracker import Tracker  # noqa: E402
+from agent.worker.protocol import CaseCheck  # noqa: E402
 
 
 class InstantEvaluator:

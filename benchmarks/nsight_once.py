@@ -1,5 +1,5 @@
 """Profile a workload kernel with Nsight Compute through warpsmith's own profiler
-(agent.nsight: ncu --clock-control none, one launch per performance case) and
+(agent.profiling.nsight: ncu --clock-control none, one launch per performance case) and
 print the typed record per case. The raw CSV is kept beside it.
 
     python3 benchmarks/nsight_once.py WORKLOAD [KERNEL] [OUT_DIR] [KNOB=V,...] [CASE,...]
@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agent.candidate import Candidate
-from agent.loop_state import CandidateSpec
-from agent.nsight import Nsight
-from agent.workload import load_workload
+from agent.evaluate.records import CandidateSpec
+from agent.profiling.nsight import Nsight
+from agent.spec.candidate import Candidate
+from agent.spec.workload import load_workload
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
 import numpy as np
+
 rng=np.random.default_rng(0)
 def tf32(x):
     b=x.astype(np.float32).view(np.uint32)

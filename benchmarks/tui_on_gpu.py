@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.cli_loop import _open, finish_session
-from agent.session import SessionInfo, new_session_id, session_dir
-from agent.workload import load_workload
+from agent.cli.loop_commands import _open, finish_session
+from agent.loop.session import SessionInfo, new_session_id, session_dir
+from agent.spec.workload import load_workload
 from tui.app import WarpsmithApp
 from tui.screens.runs import RunsSource
 

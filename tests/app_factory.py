@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble, knob_score
+from workload_factory import make_sgemm_workload
+
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 from tui.app import WarpsmithApp
 from tui.screens.runs import RunsSource
-from workload_factory import make_sgemm_workload
 
 
 def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float = 0.05) -> Session:

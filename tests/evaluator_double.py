@@ -8,12 +8,12 @@ Evaluator runs in tests/test_gpu_evaluation.py on a GPU.
 
 from __future__ import annotations
 
-from agent.compiler import compile_kernel
-from agent.results import CaseResult, EvaluationResult
-from agent.speed_of_light import Ceilings
-from agent.stats import TimingStats
-from agent.worker_protocol import CaseCheck, CaseChecked, CaseTimed
-from agent.workload import Workload
+from agent.evaluate.results import CaseResult, EvaluationResult
+from agent.evaluate.stats import TimingStats
+from agent.runtime.compiler import compile_kernel
+from agent.spec.speed_of_light import Ceilings
+from agent.spec.workload import Workload
+from agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed
 
 FACTS = {"name": "EvaluatorDouble (no GPU)", "arch": "sm_90", "sm_count": 132, "max_threads_per_block": 1024,
          "smem_per_block_optin": 232448, "l2_bytes": 60 << 20}
@@ -58,7 +58,7 @@ class EvaluatorDouble:
         while time.monotonic() < deadline:
             if self.aborted:
                 self.aborted = False
-                from agent.evaluator import EvaluationAborted
+                from agent.evaluate.evaluator import EvaluationAborted
                 raise EvaluationAborted("stopped by the user")
             time.sleep(0.01)
         if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
@@ -87,7 +87,7 @@ class EvaluatorDouble:
                                   detail="" if status == "ok" else f"case '{cases[0].case}': {cases[0].check.detail}")
         perf = [c.timing.median_ms for c in cases if c.timing]
         if status == "ok" and time_cases and perf:
-            from agent.stats import geomean
+            from agent.evaluate.stats import geomean
             result.score_ms = geomean(perf)
         return result
 

@@ -9,13 +9,14 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-from agent.cli_loop import _drive
+from evaluator_double import EvaluatorDouble
+
+from agent.cli.loop_commands import _drive
+from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.llm import LlmProposer
 from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
-from evaluator_double import EvaluatorDouble
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 from tui.cli import exit_promptly
 
 workload, store = load_workload(Path(sys.argv[1])), Path(sys.argv[2])

@@ -4,9 +4,9 @@ checkpointer, MLflow); an EvaluatorDouble stands in for the GPU."""
 from __future__ import annotations
 
 import pytest
+from app_factory import make_app, make_session, wait_for
 from mlflow.tracking import MlflowClient
 
-from app_factory import make_app, make_session, wait_for
 from tui.screens.budget import BudgetScreen
 from tui.screens.confirm import ConfirmQuit
 from tui.screens.runs import RunsScreen
@@ -57,7 +57,7 @@ async def test_budget_change_while_running_ends_at_the_new_budget(tmp_path):
 
 async def test_stop_now_leaves_a_resumable_checkpoint_and_a_killed_run(tmp_path):
     """x kills the GPU work in flight; the session is stopped, resumable, its MLflow run KILLED."""
-    from agent.cli_loop import finish_session
+    from agent.cli.loop_commands import finish_session
     app = make_app(tmp_path, 8, delay_s=0.3)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.iteration >= 1)
@@ -150,10 +150,12 @@ async def test_real_worker_starts_under_the_app(tmp_path):
     """The GPU worker process starts from inside the app (whose stderr is not a real
     file): without a GPU the run fails with the driver's message, not a spawn error."""
     import argparse
-    from agent.cli_loop import _open
-    from agent.session import SessionInfo, session_dir
-    from tui.app import WarpsmithApp
+
     from workload_factory import make_sgemm_workload
+
+    from agent.cli.loop_commands import _open
+    from agent.loop.session import SessionInfo, session_dir
+    from tui.app import WarpsmithApp
     w = make_sgemm_workload(tmp_path / "w")
     args = argparse.Namespace(store=tmp_path / "store", tracking_uri=None, no_tracking=True, hot=False,
                               timeout=10.0, device=0)
@@ -170,7 +172,7 @@ async def test_real_worker_starts_under_the_app(tmp_path):
 
 async def test_compile_log_and_model_text_with_brackets_render(tmp_path):
     """A detail full of [brackets] (pydantic errors, NVRTC source echoes) is shown, not parsed as markup."""
-    from agent import events
+    from agent.loop import events
     app = make_app(tmp_path, 1, delay_s=0.0)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.state == "finished")

@@ -4,13 +4,13 @@ for the GPU; and the baseline kinds a workload declares."""
 from __future__ import annotations
 
 import pytest
-
-from agent.bench import measure, render
-from agent.candidate import Candidate
-from agent.loop_state import CandidateSpec
-from agent.workload import SpecError, load_workload
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
+
+from agent.cli.bench import measure, render
+from agent.evaluate.records import CandidateSpec
+from agent.spec.candidate import Candidate
+from agent.spec.workload import SpecError, load_workload
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 import os
 
 import pytest
-
-from agent.cli import main
 from workload_factory import SGEMM, make_sgemm_workload
+
+from agent.cli.commands import main
 
 
 def test_eval_with_broken_spec_fails_before_gpu_work(tmp_path, capsys):
@@ -25,7 +25,7 @@ def test_eval_with_unknown_kernel_is_a_spec_error(capsys):
 
 def test_eval_without_gpu_is_one_clear_line(capsys):
     """On a machine without a GPU, eval exits 3 with one line pointing at doctor."""
-    from agent import native
+    from agent.runtime import native
     try:
         native.open_device()
         pytest.skip("a GPU is present")
@@ -65,7 +65,7 @@ def test_doctor_reports_key_presence_never_its_value(monkeypatch, capsys):
 
 def test_run_without_gpu_fails_cleanly_and_is_listed(tmp_path, capsys):
     """`run` with no GPU: exit 1, one clear line, the MLflow run marked FAILED and listed by `runs`."""
-    from agent import native
+    from agent.runtime import native
     try:
         native.open_device()
         pytest.skip("a GPU is present")
@@ -123,7 +123,8 @@ def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
     """resume of an llm session whose --base-url server is down: exit 2, one line naming it, the
     session left as it was."""
     import socket
-    from agent.session import SessionInfo, session_dir
+
+    from agent.loop.session import SessionInfo, session_dir
     with socket.socket() as s:  # a closed port: bound, then released
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import compile_process as cp
-from agent import native
-from agent.cache_dir import cache_root
-from agent.compile_policy import check_options, check_source
-from agent.compiler import compile_kernel, header_dir
+from agent.runtime import compile_process as cp
+from agent.runtime import native
+from agent.runtime.cache_dir import cache_root
+from agent.runtime.compile_policy import check_options, check_source
+from agent.runtime.compiler import compile_kernel, header_dir
 
 CANARY = "sk-canary-4f1d9c0e7b"
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'

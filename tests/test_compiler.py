@@ -2,11 +2,11 @@
 resource report, knobs through -D, and the CUBIN cache."""
 
 import pytest
-
-from agent import native
-from agent.compiler import compile_kernel, parse_resources
-from agent.kernel_source import parse_knobs
 from workload_factory import SGEMM
+
+from agent.runtime import native
+from agent.runtime.compiler import compile_kernel, parse_resources
+from agent.spec.kernel_source import parse_knobs
 
 BROKEN = """extern "C" __global__ void k(float* x) {
   int i = threadIdx.x;

@@ -8,16 +8,24 @@ is exercised by tests/test_gpu_evaluation.py on a GPU.
 from __future__ import annotations
 
 import pytest
-
-from agent.candidate import Candidate
-from agent.evaluator import Evaluator
-from agent.expr import Expr
-from agent.worker_process import GpuUnavailable, WorkerProcess, WorkerTimeout
-from agent.speed_of_light import Ceilings
-from agent.worker_protocol import (CaseCheck, CaseChecked, CaseTimed, EvaluateKernel, Fault, JobDone,
-                                   Started, WorkerReady)
-from agent.workload import LaunchRule, load_workload
 from workload_factory import make_sgemm_workload
+
+from agent.evaluate.evaluator import Evaluator
+from agent.spec.candidate import Candidate
+from agent.spec.expr import Expr
+from agent.spec.speed_of_light import Ceilings
+from agent.spec.workload import LaunchRule, load_workload
+from agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
+from agent.worker.protocol import (
+    CaseCheck,
+    CaseChecked,
+    CaseTimed,
+    EvaluateKernel,
+    Fault,
+    JobDone,
+    Started,
+    WorkerReady,
+)
 
 FACTS = {"name": "scripted double", "arch": "sm_90", "max_threads_per_block": 1024,
          "smem_per_block_optin": 232448, "sm_count": 132, "l2_bytes": 60 << 20}
@@ -206,7 +214,8 @@ def test_real_worker_without_gpu_says_so():
 def test_json_report_is_complete_and_has_no_cubin(workload):
     """`eval --json` output: per-case timings and checks, the score, GPU facts, no binary blobs."""
     import json
-    from agent.report import to_json
+
+    from agent.tracking.report import to_json
     ev = DoubleEvaluator(workload, full_run())
     r = ev.evaluate(naive(workload))
     doc = json.loads(json.dumps(to_json(workload, r, None, FACTS), default=str))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.expr import Expr, ExprError
+from agent.spec.expr import Expr, ExprError
 
 
 @pytest.mark.parametrize("text,env,value", [

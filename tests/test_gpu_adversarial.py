@@ -15,17 +15,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
-from agent.candidate import Candidate
-from agent.evaluator import Evaluator
-from agent.expr import Expr
-from agent.worker_protocol import TimingConfig
-from agent.workload import LaunchRule, load_workload
-
 from workload_factory import make_sgemm_workload
+
+from agent.evaluate.evaluator import Evaluator
+from agent.spec.candidate import Candidate
+from agent.spec.expr import Expr
+from agent.spec.workload import LaunchRule, load_workload
+from agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -102,8 +100,8 @@ def test_planted_kernel_is_rejected(evaluator, workload, name):
 
 def test_timed_launches_are_poisoned_and_checked(workload):
     """A NaN-only kernel whose validation saw NaN is caught in its timed launches (the old exploit)."""
-    from agent.worker import GpuWorker
-    from agent.worker_protocol import CaseChecked, EvaluateKernel
+    from agent.worker.gpu_side import GpuWorker
+    from agent.worker.protocol import CaseChecked, EvaluateKernel
     worker = GpuWorker(0)
     cand = planted("computes_only_on_nan")
     case = next(c for c in workload.cases if c.timed)
@@ -124,7 +122,7 @@ def test_timed_launches_are_poisoned_and_checked(workload):
 
 def test_reference_tampering_is_found_and_repaired(workload):
     """A reference changed on the GPU (by anything) is reported as reference_modified and restored."""
-    from agent.worker import GpuWorker
+    from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         job = ev._case_job(workload.cases[0], 1, None)
@@ -140,7 +138,7 @@ def test_reference_tampering_is_found_and_repaired(workload):
 
 def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     """The sweep after a candidate checks every resident case's inputs, not just the one launched."""
-    from agent.worker import GpuWorker
+    from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         jobs = [ev._case_job(c, 1, None) for c in workload.cases]

@@ -4,13 +4,12 @@ in the worker on its own stream, and cuBLAS + a separate bias/ReLU epilogue."""
 from __future__ import annotations
 
 import pytest
-
-from agent.evaluator import Evaluator
-from agent.torch_baseline import torch_available
-from agent.workload import load_workload
-from agent.worker_protocol import TimingConfig
-
 from workload_factory import ROOT, make_sgemm_workload
+
+from agent.evaluate.evaluator import Evaluator
+from agent.spec.workload import load_workload
+from agent.worker.protocol import TimingConfig
+from agent.worker.torch_baseline import torch_available
 
 pytestmark = pytest.mark.gpu
 needs_torch = pytest.mark.skipif(not torch_available(), reason="needs PyTorch")

@@ -4,14 +4,13 @@ fault and hang isolation, and the cuBLAS baseline."""
 from __future__ import annotations
 
 import pytest
-
-from agent.candidate import Candidate
-from agent.evaluator import Evaluator
-from agent.expr import Expr
-from agent.workload import LaunchRule, load_workload
-from agent.worker_protocol import TimingConfig
-
 from workload_factory import make_sgemm_workload
+
+from agent.evaluate.evaluator import Evaluator
+from agent.spec.candidate import Candidate
+from agent.spec.expr import Expr
+from agent.spec.workload import LaunchRule, load_workload
+from agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -2,10 +2,17 @@
 
 import numpy as np
 import pytest
-
-from agent.inputs import ArrayJob, compute_reference, ensure_reference, generate_input, generate_inputs, load_reference
-from agent.workload import load_workload
 from workload_factory import make_sgemm_workload
+
+from agent.spec.inputs import (
+    ArrayJob,
+    compute_reference,
+    ensure_reference,
+    generate_input,
+    generate_inputs,
+    load_reference,
+)
+from agent.spec.workload import load_workload
 
 
 def test_inputs_are_reproducible_and_differ_by_seed_and_case():
@@ -47,7 +54,7 @@ def test_reference_with_wrong_shape_is_refused(tmp_path):
 
 def test_reference_that_raises_is_one_clear_error(tmp_path):
     """A reference.py that raises is reported with its exception and the case, not a traceback."""
-    from agent.inputs import ReferenceFailed
+    from agent.spec.inputs import ReferenceFailed
     d = make_sgemm_workload(tmp_path / "w")
     (d / "reference.py").write_text("def reference(A, B, *, M, N, K):\n    return A @ B.T\n")
     w = load_workload(d)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import NullTracker
-from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
+
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import NullTracker
 
 
 class ChargingProposerDouble:

@@ -5,17 +5,17 @@ the whole loop with an EvaluatorDouble standing in for the GPU."""
 from __future__ import annotations
 
 import pytest
-
-from agent.loop_state import Attempt
-from agent.proposers.base import ProposalContext, ProposalError
-from agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
-from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble, knob_score
 from openai_server_double import OpenAIServerDouble
 from workload_factory import SGEMM, make_sgemm_workload
+
+from agent.evaluate.records import Attempt
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.base import ProposalContext, ProposalError
+from agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 
 NAIVE = (SGEMM / "naive.cu").read_text()
 TILED = (SGEMM / "tiled.cu").read_text()
@@ -170,7 +170,8 @@ def test_stop_now_abandons_the_model_call_in_flight(tmp_path, workload):
     within a second or so, records no attempt, and the session resumes from before the call."""
     import threading
     import time
-    from agent.model_client import ModelCallAborted
+
+    from agent.proposers.model_client import ModelCallAborted
     with OpenAIServerDouble([OpenAIServerDouble.STALL]) as server:
         s = open_session(tmp_path, workload, LlmProposer("gpt-5-mini", None, server.base_url), 3)
         raised = []

@@ -5,15 +5,15 @@ An EvaluatorDouble stands in for the GPU (this machine has none)."""
 from __future__ import annotations
 
 import pytest
-from mlflow.tracking import MlflowClient
-
-from agent import events
-from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble, knob_score
+from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
+
+from agent.loop import events
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 
 
 @pytest.fixture
@@ -156,7 +156,8 @@ def test_close_challenger_is_retimed_interleaved(tmp_path, workload):
 def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, workload, capsys):
     """Ctrl-C mid-node: exit 130, MLflow run KILLED, best kernel saved, and the session resumes to its budget."""
     import argparse
-    from agent.cli_loop import _drive
+
+    from agent.cli.loop_commands import _drive
     s = open_session(tmp_path, workload, 6, evaluator=EvaluatorDouble(workload, interrupt_at=8))
     assert _drive(s, argparse.Namespace()) == 130
     assert "Resume with: warpsmith resume s1" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from agent.mismatch import build_report, pattern_hint
+from agent.worker.mismatch import build_report, pattern_hint
 
 
 def ref_and_out(shape=(100, 80)):

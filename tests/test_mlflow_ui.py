@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from agent.mlflow_ui import EXPERIMENT_KIND
+from agent.tracking.mlflow_ui import EXPERIMENT_KIND
 from test_loop import open_session, workload  # noqa: F401  (fixture)
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
@@ -119,14 +119,14 @@ def test_ui_shows_the_session_and_its_attempts_then_stops_on_ctrl_c(tmp_path, wo
 
 
 def test_ui_on_a_missing_store_is_one_line(tmp_path, capsys):
-    from agent.cli import main
+    from agent.cli.commands import main
     assert main(["ui", "--store", str(tmp_path / "nowhere")]) == 2
     assert re.fullmatch(r"warpsmith: error: no MLflow store at .*nowhere \(a session writes one: "
                         r"warpsmith run WORKLOAD\)\n", capsys.readouterr().err)
 
 
 def test_ui_names_an_unknown_workload(tmp_path, workload, capsys):
-    from agent.cli import main
+    from agent.cli.commands import main
     open_session(tmp_path, workload, 1).run()
     assert main(["ui", "nope", "--store", str(tmp_path / "store"), "--port", str(_free_port())]) == 2
     assert capsys.readouterr().err == ("warpsmith: error: no workload named nope in this store "

@@ -6,10 +6,10 @@ agreeing independent second draft, and `run` refuses a draft."""
 from __future__ import annotations
 
 import pytest
-
-from agent.cli import main
-from agent.workload import load_workload
 from openai_server_double import OpenAIServerDouble
+
+from agent.cli.commands import main
+from agent.spec.workload import load_workload
 
 TOML = '''[workload]
 name = "vadd"
@@ -137,7 +137,8 @@ def test_no_consent_no_python_runs(tmp_path, monkeypatch, capsys):
 async def test_review_screen_shows_the_draft_and_answers_yes_or_no(tmp_path):
     """The app's review screen: the drafted reference and the cases; y consents, n does not."""
     from textual.widgets import Static
-    from agent.drafting import write_draft, WorkloadDraft
+
+    from agent.drafting.drafting import WorkloadDraft, write_draft
     from tui.screens.review import ReviewApp
     d = tmp_path / "vadd"
     write_draft(d, WorkloadDraft(**draft()))
@@ -164,7 +165,7 @@ def test_nothing_small_enough_to_compare_keeps_it_drafted(tmp_path, capsys):
 
 def test_a_draft_cannot_mark_itself_reviewed(tmp_path):
     """Whatever the drafted TOML says (single quotes, a comment after [workload]), a draft stays drafted."""
-    from agent.drafting import WorkloadDraft, write_draft
+    from agent.drafting.drafting import WorkloadDraft, write_draft
     sly = TOML.replace('reference_status = "drafted"', "reference_status = 'reviewed'").replace("[workload]", "[workload]  # ok")
     write_draft(tmp_path / "w", WorkloadDraft(**draft(sly)))
     assert load_workload(tmp_path / "w").reference_status == "drafted"
@@ -179,8 +180,10 @@ def test_a_nan_in_one_reference_is_a_disagreement(tmp_path, capsys):
 
 def test_the_format_example_shown_to_the_model_is_a_valid_workload(tmp_path):
     import shutil
-    from agent.drafting import EXAMPLE
+
     from workload_factory import SGEMM
+
+    from agent.drafting.drafting import EXAMPLE
     shutil.copy(EXAMPLE, tmp_path / "workload.toml")
     for name in ("reference.py", "naive.cu"):
         shutil.copy(SGEMM / name, tmp_path / name)
@@ -196,7 +199,8 @@ def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
     import subprocess
     import sys
     from pathlib import Path
-    from agent.drafting import WorkloadDraft, write_draft
+
+    from agent.drafting.drafting import WorkloadDraft, write_draft
     with socket.socket() as s:  # a closed port: bound, then released
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"

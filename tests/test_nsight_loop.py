@@ -8,17 +8,17 @@ import os
 import sys
 
 import pytest
+from evaluator_double import EvaluatorDouble
 from mlflow.tracking import MlflowClient
+from workload_factory import make_sgemm_workload
 
-from agent import events
+from agent.loop import events
+from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.base import ProposalContext
 from agent.proposers.prompt import latest_findings, user_message
 from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
-from evaluator_double import EvaluatorDouble
-from workload_factory import make_sgemm_workload
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -113,9 +113,9 @@ def test_faster_than_the_floor_is_suspect_and_must_pass_fresh_inputs(tmp_path, w
 def test_ncu_timeout_kills_the_profiled_process_too(tmp_path, workload, ncu_on_path, monkeypatch):
     """ncu past its time limit: one transient notice, and the program it started is
     not left behind holding the GPU."""
-    from agent.loop_state import CandidateSpec
-    from agent.nsight import Nsight
-    from agent.profiler import ProfilerUnavailable
+    from agent.evaluate.records import CandidateSpec
+    from agent.profiling.nsight import Nsight
+    from agent.profiling.profiler import ProfilerUnavailable
     pidfile = tmp_path / "child.pid"
     monkeypatch.setenv("NCU_DOUBLE_MODE", "hang")
     monkeypatch.setenv("NCU_DOUBLE_PIDFILE", str(pidfile))
@@ -140,8 +140,9 @@ def test_ctrl_c_during_ncu_kills_the_profiled_process_too(tmp_path, workload, nc
     a KeyboardInterrupt while waiting for it must take the group down itself."""
     import subprocess
     import time
-    from agent.loop_state import CandidateSpec
-    from agent.nsight import Nsight
+
+    from agent.evaluate.records import CandidateSpec
+    from agent.profiling.nsight import Nsight
     pidfile = tmp_path / "child.pid"
     monkeypatch.setenv("NCU_DOUBLE_MODE", "hang")
     monkeypatch.setenv("NCU_DOUBLE_PIDFILE", str(pidfile))

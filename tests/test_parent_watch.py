@@ -15,7 +15,7 @@ ROOT = HERE.parent
 
 CHILD = """
 import os, sys, time
-from agent.parent_watch import exit_with_parent
+from agent.runtime.parent_watch import exit_with_parent
 exit_with_parent(int(sys.argv[1]), poll_s=0.05)
 print(os.getpid(), flush=True)
 time.sleep(600)
@@ -53,7 +53,7 @@ def test_child_dies_when_parent_is_sigkilled():
 
 def test_child_of_a_dead_parent_dies_at_once():
     """A parent pid that is not the child's parent (it died first) ends the child at the call."""
-    r = subprocess.run([sys.executable, "-c", "from agent.parent_watch import exit_with_parent; "
+    r = subprocess.run([sys.executable, "-c", "from agent.runtime.parent_watch import exit_with_parent; "
                         "exit_with_parent(1); import time; time.sleep(60)"], timeout=60)
     assert r.returncode == -signal.SIGKILL
 
@@ -118,7 +118,7 @@ def test_reference_check_dies_with_a_sigkilled_warpsmith(tmp_path):
     marker = tmp_path / "reference.pid"
     env = {**os.environ, "REFERENCE_MARKER": str(marker), "PYTHONPATH": str(ROOT)}
     parent = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; "
-                               "from agent.drafting import compare_references; "
+                               "from agent.drafting.drafting import compare_references; "
                                "compare_references(Path(sys.argv[1]), Path(sys.argv[1]) / 'reference.py')", str(w)],
                               env=env, cwd=ROOT)
     try:
@@ -133,7 +133,7 @@ def test_a_child_under_another_tool_watches_warpsmith_itself(tmp_path):
     warpsmith pid it was given is gone, although its own parent lives on."""
     warpsmith = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     tool = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, "
-                             "'-c', 'from agent.parent_watch import exit_with_warpsmith; import os, time; "
+                             "'-c', 'from agent.runtime.parent_watch import exit_with_warpsmith; import os, time; "
                              "exit_with_warpsmith(0.05); print(os.getpid(), flush=True); time.sleep(600)']); "
                              "time.sleep(600)"],
                             env={**os.environ, "WARPSMITH_PID": str(warpsmith.pid), "PYTHONPATH": str(ROOT)},

@@ -4,14 +4,14 @@ the scripted server's usage (OpenAIServerDouble stands in for a paid model)."""
 from __future__ import annotations
 
 import pytest
-
-from agent.pricing import DEFAULT_PRICES, FREE, Price, PriceTable, Usage, load_prices, price_for
-from agent.proposers.base import ProposalContext
-from agent.proposers.llm import LlmProposer
-from agent.workload import load_workload
 from openai_server_double import OpenAIServerDouble
 from test_llm_proposer import answer
 from workload_factory import make_sgemm_workload
+
+from agent.proposers.base import ProposalContext
+from agent.proposers.llm import LlmProposer
+from agent.proposers.pricing import DEFAULT_PRICES, FREE, Price, PriceTable, Usage, load_prices, price_for
+from agent.spec.workload import load_workload
 
 
 def test_cost_splits_cached_input_and_counts_reasoning_as_output():
@@ -56,8 +56,9 @@ def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):
 def test_resume_after_the_price_table_moved_warns_and_goes_on(tmp_path, monkeypatch, capsys):
     """`run --prices FILE` then the file is moved: resume is one warning, not a dead session."""
     import argparse
-    from agent.cli_loop import resume_session
-    from agent.session import SessionInfo, session_dir
+
+    from agent.cli.loop_commands import resume_session
+    from agent.loop.session import SessionInfo, session_dir
     monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
     w = make_sgemm_workload(tmp_path / "w")
     store = tmp_path / "store"

@@ -1,8 +1,9 @@
 """The built-in knowledge base and its retrieval."""
 
-from agent.research import guidance, load_notes, retrieve, workload_kind
-from agent.workload import load_workload
 from workload_factory import SGEMM
+
+from agent.proposers.research import guidance, load_notes, retrieve, workload_kind
+from agent.spec.workload import load_workload
 
 
 def test_every_note_is_tagged():

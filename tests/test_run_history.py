@@ -8,10 +8,10 @@ from __future__ import annotations
 import shutil
 
 from mlflow.tracking import MlflowClient
-
-from agent.cli import main
-from agent.tracking import attempt_runs, session_runs
 from test_loop import open_session, workload  # noqa: F401  (fixture)
+
+from agent.cli.commands import main
+from agent.tracking.tracker import attempt_runs, session_runs
 
 
 def test_child_run_per_attempt_with_params_metrics_and_kernel(tmp_path, workload):
@@ -50,7 +50,7 @@ def test_runs_lists_a_sessions_child_runs(tmp_path, workload, capsys):
 def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
     """An unknown name is one line and creates nothing; a known one is kept by the
     session, so every attempt is validated on all cases and timed on that one."""
-    from agent.session import SessionInfo
+    from agent.loop.session import SessionInfo
     store = tmp_path / "store"
     assert main(["run", str(workload.directory), "--cases", "nope", "--store", str(store)]) == 2
     assert "--cases: nope is not a performance case of sgemm" in capsys.readouterr().err and not store.exists()
@@ -62,8 +62,9 @@ def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
         assert [c.case for c in a.cases if c.median_ms] == [focus]
     # Resuming reopens the workload from session.json: the focus must survive that.
     import argparse
-    from agent.cli_loop import resume_session
-    from agent.session import session_dir
+
+    from agent.cli.loop_commands import resume_session
+    from agent.loop.session import session_dir
     session_dir(store, "s2").mkdir(parents=True)
     SessionInfo("s2", str(workload.directory), "tune", 2, cases=[focus]).save(session_dir(store, "s2"))
     args = argparse.Namespace(store=store, tracking_uri=None, no_tracking=True, hot=False, timeout=10.0, device=0)
@@ -78,7 +79,8 @@ def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
 def test_flush_gives_up_on_a_store_that_hangs(tmp_path, capsys):
     """A remote store that stopped answering holds the session's end at most the timeout."""
     import threading
-    from agent.tracking import Tracker
+
+    from agent.tracking.tracker import Tracker
     t, release = Tracker(tmp_path / "store"), threading.Event()
     t._later("log_attempt", release.wait)
     t.flush(timeout_s=0.2)

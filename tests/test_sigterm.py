@@ -11,15 +11,15 @@ import sys
 import time
 from pathlib import Path
 
-from mlflow.tracking import MlflowClient
-
-from agent.proposers.tune import TuneProposer
-from agent.session import Session, SessionInfo, session_dir
-from agent.tracking import Tracker
-from agent.workload import load_workload
 from evaluator_double import EvaluatorDouble
+from mlflow.tracking import MlflowClient
 from openai_server_double import OpenAIServerDouble
 from workload_factory import make_sgemm_workload
+
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
 
 HERE = Path(__file__).resolve().parent
 

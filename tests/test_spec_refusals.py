@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from agent.cli import main
-from agent.footprint import case_footprint, check_memory
-from agent.inputs import ReferenceFailed, compute_reference, ensure_reference, load_reference
-from agent.workload import SpecError, load_workload
 from workload_factory import ROOT, make_sgemm_workload
+
+from agent.cli.commands import main
+from agent.spec.inputs import ReferenceFailed, compute_reference, ensure_reference, load_reference
+from agent.spec.workload import SpecError, load_workload
+from agent.worker.footprint import case_footprint, check_memory
 
 SCALAR = '[[params]]\nname = "{name}"\nrole = "scalar"\ndtype = "{dtype}"\nvalue = {value}\n\n[tolerance]'
 
@@ -176,7 +176,7 @@ def test_hung_reference_is_killed_in_time(tmp_path):
     _reference(d, f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n    time.sleep(10**6)\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", "import sys; from agent.cli import main; sys.exit(main(sys.argv[1:]))",
+    done = subprocess.run([sys.executable, "-c", "import sys; from agent.cli.commands import main; sys.exit(main(sys.argv[1:]))",
                            "check", str(d), "--reference-timeout", "2"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 2

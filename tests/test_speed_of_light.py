@@ -1,10 +1,10 @@
 """Floor arithmetic: FLOPs over the rate, bytes over the bandwidth, suspects below the floor."""
 
 import pytest
-
-from agent.speed_of_light import Ceilings, case_floor, load_ceilings, save_ceilings
-from agent.workload import load_workload
 from workload_factory import SGEMM
+
+from agent.spec.speed_of_light import Ceilings, case_floor, load_ceilings, save_ceilings
+from agent.spec.workload import load_workload
 
 H200 = Ceilings(4300.0, 60.0, "test")
 
@@ -37,10 +37,10 @@ def test_ceilings_cache_by_gpu_and_datasheet_fallback():
 
 def test_eval_table_shows_percent_of_floor_and_its_source():
     """The eval table adds '% floor' per timed case and names where the ceilings came from."""
-    from agent.report import render_table
-    from agent.results import CaseResult, EvaluationResult
-    from agent.stats import TimingStats
-    from agent.worker_protocol import CaseCheck
+    from agent.evaluate.results import CaseResult, EvaluationResult
+    from agent.evaluate.stats import TimingStats
+    from agent.tracking.report import render_table
+    from agent.worker.protocol import CaseCheck
     w = load_workload(SGEMM)
     cases = [CaseResult(c.name, c.role, "ok", check=CaseCheck("ok", 1e-7, 1e-7),
                         timing=TimingStats.of([3.8879] * 10) if c.name == "square-4096" else None) for c in w.cases]
@@ -52,8 +52,8 @@ def test_eval_table_shows_percent_of_floor_and_its_source():
 
 def test_ceiling_probe_kernels_compile_for_sm_90():
     """The copy and FMA probes the worker times once per GPU compile with NVRTC, no spills."""
-    from agent.ceilings_probe import PROBE_SOURCE
-    from agent.compiler import compile_kernel
+    from agent.runtime.compiler import compile_kernel
+    from agent.worker.ceilings_probe import PROBE_SOURCE
     for entry in ("ws_copy", "ws_fma"):
         r = compile_kernel(PROBE_SOURCE, entry, "sm_90", use_cache=False)
         assert r.ok, r.log
@@ -62,6 +62,6 @@ def test_ceiling_probe_kernels_compile_for_sm_90():
 
 def test_clocks_without_nvml_read_nothing():
     """No NVML on this machine (or a GPU it does not know): timings go without clocks, no error."""
-    from agent.clocks import Clocks
+    from agent.worker.clocks import Clocks
     assert Clocks("GPU-00000000-0000-0000-0000-000000000000").read() is None
     assert Clocks("GPU-x", library="libnot-there.so").read() is None

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-
-from agent.mismatch import relative_error
-from agent.tolerance import TF32_RTOL, case_rtol, default_rtol
-from agent.workload import load_workload
 from workload_factory import SGEMM, make_sgemm_workload
+
+from agent.spec.tolerance import TF32_RTOL, case_rtol, default_rtol
+from agent.spec.workload import load_workload
+from agent.worker.mismatch import relative_error
 
 
 def tf32(x):

@@ -5,15 +5,15 @@ traces readable from the store; the key is in none of them."""
 from __future__ import annotations
 
 import mlflow
-
-from agent.proposers.base import ProposalContext
-from agent.proposers.llm import LlmProposer
-from agent.tracing import enable_tracing
-from agent.tracking import Tracker
-from agent.workload import load_workload
 from openai_server_double import OpenAIServerDouble
 from test_llm_proposer import answer
 from workload_factory import make_sgemm_workload
+
+from agent.proposers.base import ProposalContext
+from agent.proposers.llm import LlmProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracing import enable_tracing
+from agent.tracking.tracker import Tracker
 
 
 def test_model_calls_become_traces(tmp_path, monkeypatch):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from agent.loop_state import Attempt
-from agent.proposers.base import ProposalContext, SearchExhausted
-from agent.proposers.tune import TuneProposer
-from agent.workload import load_workload
+import pytest
 from workload_factory import SGEMM
 
-import pytest
+from agent.evaluate.records import Attempt
+from agent.proposers.base import ProposalContext, SearchExhausted
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
 
 
 def run_search(seed: int, steps: int, score) -> list[Attempt]:
@@ -61,7 +61,7 @@ def test_exhausted_space_is_a_search_exhausted_error():
 
 def test_combinations_that_do_not_compile_are_skipped_without_spending_budget():
     """A kernel's #error guard rules a knob value out: NVRTC says so, the tuner never proposes it."""
-    from agent.loop_state import Best, CandidateSpec
+    from agent.evaluate.records import Best, CandidateSpec
     source = ('// knob X: 1 2 3\n#ifndef X\n#define X 1\n#endif\n#if X == 2\n#error X = 2 spills\n#endif\n'
               'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X; }\n')
     spec = CandidateSpec(name="guarded", source=source, entry="k", grid=["1"], block=["32"], proposer="tune")

@@ -4,9 +4,9 @@ import re
 from pathlib import Path
 
 import pytest
-
-from agent.workload import SpecError, load_workload
 from workload_factory import SGEMM, make_sgemm_workload
+
+from agent.spec.workload import SpecError, load_workload
 
 
 def test_example_sgemm_parses():

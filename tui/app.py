@@ -1,6 +1,6 @@
 """The full-screen app: watch a session live, pause it, change its budget, stop
 it, browse past runs. The loop runs in a worker thread; the UI only ever folds
-the loop's typed events (agent.events) into a RunView and renders it."""
+the loop's typed events (agent.loop.events) into a RunView and renders it."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, RichLog
 
-from agent.evaluator import EvaluationAborted
-from agent.model_client import ModelCallAborted
-from agent.limits import Limits
+from agent.evaluate.evaluator import EvaluationAborted
+from agent.loop.limits import Limits
+from agent.proposers.model_client import ModelCallAborted
 
 from .run_view import CaseRow, RunView
 from .screens.budget import BudgetChange, BudgetScreen

@@ -10,7 +10,8 @@ def run_app(session, args) -> str:
     """Run `session` in the app; returns its status. `session` is closed by the
     caller; sessions resumed from the past-runs screen are closed here, after the
     app exits (the app may still show them until then)."""
-    from agent.cli_loop import finish_session, resume_session
+    from agent.cli.loop_commands import finish_session, resume_session
+
     from .app import WarpsmithApp
     from .screens.runs import RunsSource
     tracker = session.tracker
@@ -42,7 +43,7 @@ def review_in_app(workload, question: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agent.cli import main as agent_main
+    from agent.cli.commands import main as agent_main
     try:
         return agent_main(argv, front_end=run_app, review_front_end=review_in_app)
     finally:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from agent import events
-from agent.limits import Limits
+from agent.loop import events
+from agent.loop.limits import Limits
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
-from ..loop_state import Attempt, Best, CandidateSpec
-from ..workload import Workload
+from ..evaluate.records import Attempt, Best, CandidateSpec
+from ..spec.workload import Workload
 
 
 class ProposalError(RuntimeError):

@@ -17,10 +17,10 @@ from typing import Optional
 
 from pydantic import BaseModel, Field
 
-from ..loop_state import CandidateSpec
-from ..model_client import ModelUnavailable, client_kwargs, invoke_abortable, structured_chat, unreachable_text
-from ..pricing import Usage, load_prices, price_for
+from ..evaluate.records import CandidateSpec
 from .base import Proposal, ProposalContext, ProposalError
+from .model_client import ModelUnavailable, client_kwargs, invoke_abortable, structured_chat, unreachable_text
+from .pricing import Usage, load_prices, price_for
 from .prompt import SYSTEM, latest_findings, user_message
 
 
@@ -70,7 +70,7 @@ class LlmProposer:
         if self.web_search and self.web is None:
             notice = "; ".join(n for n in (notice, self._fetch_web(ctx)) if n)
         if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
-            from ..research import guidance, retrieve, workload_kind
+            from .research import guidance, retrieve, workload_kind
             w = ctx.workload
             found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
                              w.description, findings=latest_findings(ctx))
@@ -120,7 +120,8 @@ class LlmProposer:
     def _fetch_web(self, ctx: ProposalContext) -> str:
         """Search NVIDIA's documentation once; returns a notice line (what happened)."""
         import openai
-        from ..web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
+
+        from .web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
         w, f = ctx.workload, ctx.facts
         try:
             client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.get("arch", "sm_90"),
@@ -143,7 +144,7 @@ class HybridProposer:
         self.llm, self.tuner, self.tune_steps = llm, tuner, tune_steps
 
     def propose(self, ctx: ProposalContext) -> Proposal:
-        from ..kernel_source import parse_knobs
+        from ..spec.kernel_source import parse_knobs
         streak = 0
         for a in reversed(ctx.history):
             if a.proposer != self.tuner.name:

@@ -19,11 +19,11 @@ import math
 import random
 from typing import Optional
 
-from ..candidate import Candidate
-from ..expr import ExprError
-from ..kernel_source import Knob, parse_knobs
-from ..loop_state import CandidateSpec
-from ..workload import KernelSpec, Workload
+from ..evaluate.records import CandidateSpec
+from ..spec.candidate import Candidate
+from ..spec.expr import ExprError
+from ..spec.kernel_source import Knob, parse_knobs
+from ..spec.workload import KernelSpec, Workload
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
@@ -117,7 +117,7 @@ class TuneProposer:
         return None
 
     def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        from ..compiler import compile_kernel
+        from ..runtime.compiler import compile_kernel
         cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
         key = (source_tag(base.source), arch, _key(cand.defines))
         if key not in self._compiles:

@@ -7,13 +7,14 @@ import datetime
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from agent.tracking import session_runs
 from rich.syntax import Syntax
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Markdown, Sparkline, Static
+
+from agent.tracking.tracker import session_runs
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ and how close the best is to the case's speed-of-light floor (floor: the floor o
 
 from textual.widgets import DataTable
 
-from agent.speed_of_light import SUSPECT_MARGIN
+from agent.spec.speed_of_light import SUSPECT_MARGIN
 
 from ..run_view import RunView
 

@@ -3,7 +3,7 @@
 from rich.text import Text
 from textual.widgets import Static
 
-from agent.graph import NODES
+from agent.loop.graph import NODES
 
 from ..run_view import RunView
 

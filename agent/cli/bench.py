@@ -1,0 +1,175 @@
+"""`warpsmith bench`: for each workload, the starting kernel, the tuner's best and
+every baseline (cuBLAS, PyTorch eager, torch.compile where installed), measured
+by one evaluator (one worker, one timing loop, the same flush and events), in
+one table: per performance case the median, the rate (TFLOP/s for compute-bound
+cases, GB/s for memory-bound ones), the % of the speed-of-light floor and the
+speed-up against each baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..spec.speed_of_light import Ceilings, case_floor
+from ..spec.workload import Workload, load_workload
+
+
+@dataclass
+class Entry:
+    """One implementation on one workload."""
+
+    name: str
+    role: str  # start | best | baseline
+    status: str
+    medians: dict[str, float] = field(default_factory=dict)  # performance case -> ms
+    score_ms: Optional[float] = None
+    detail: str = ""
+
+
+@dataclass
+class WorkloadBench:
+    workload: str
+    gpu: str
+    session: str
+    tune_iterations: int
+    tune_wall_s: float
+    ceilings: str
+    tuned_for: str = "all cases"  # the performance cases the tuner scored (bench --cases)
+    entries: list[Entry] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # per case x implementation, for --json
+
+    def baselines(self) -> list[Entry]:
+        return [e for e in self.entries if e.role == "baseline" and e.score_ms]
+
+
+def _entry(name: str, role: str, result) -> Entry:
+    if result is None:
+        return Entry(name, role, "unavailable")
+    medians = {c.case: c.timing.median_ms for c in result.cases if c.timing}
+    return Entry(name, role, result.status, medians, result.score_ms, result.detail.splitlines()[0] if result.detail else "")
+
+
+def measure(workload: Workload, ev, best_spec, session_id: str = "-", iterations: int = 0,
+            wall_s: float = 0.0, skip: tuple[str, ...] = (), tuned_for: tuple[str, ...] = ()) -> WorkloadBench:
+    """Start, best and baselines on one evaluator, so they are timed alike."""
+    from ..spec.candidate import Candidate
+    bench = WorkloadBench(workload.name, ev.facts.get("name", "?"), session_id, iterations, wall_s,
+                          ev.ceilings.source if ev.ceilings else "none", ", ".join(tuned_for) or "all cases")
+    start = Candidate.from_spec(workload.start_kernel)
+    bench.entries.append(_entry(f"start: {start.name}", "start", ev.evaluate(start)))
+    if best_spec is not None:
+        bench.entries.append(_entry(f"best: {best_spec.name}", "best", ev.evaluate(best_spec.to_candidate())))
+    for kind in [k for k in ev.baseline_kinds() if k not in skip]:
+        bench.entries.append(_entry(kind, "baseline", ev.baseline(kind=kind)))
+    bench.rows = _rows(workload, bench, ev.ceilings)
+    return bench
+
+
+def _rows(workload: Workload, bench: WorkloadBench, ceilings: Optional[Ceilings]) -> list[dict]:
+    rows = []
+    for case in [c for c in workload.cases if c.timed]:
+        for e in bench.entries:
+            ms = e.medians.get(case.name)
+            row = {"case": case.name, "implementation": e.name, "role": e.role, "status": e.status, "median_ms": ms}
+            if ms:
+                floor = case_floor(workload, case, ceilings, ms) if ceilings else None
+                if floor is not None:
+                    row["bound"], row["pct_of_floor"], row["suspect"] = floor.bound, floor.pct_of_floor, floor.suspect
+                if workload.flops is not None:
+                    row["tflops"] = workload.flops.evaluate(case.sizes) / (ms * 1e-3) / 1e12
+                if workload.bytes is not None:
+                    row["gbs"] = workload.bytes.evaluate(case.sizes) / (ms * 1e-3) / 1e9
+                for b in bench.baselines():
+                    if b.medians.get(case.name):
+                        row[f"vs {b.name}"] = b.medians[case.name] / ms
+            rows.append(row)
+    return rows
+
+
+def render(bench: WorkloadBench) -> str:
+    bases = [b.name for b in bench.baselines()]
+    head = ["case", "implementation", "median ms", "rate", "% floor"] + [f"vs {b}" for b in bases]
+    lines = [f"## {bench.workload} on {bench.gpu}: tuner {bench.tune_iterations} iterations in {bench.tune_wall_s:.0f} s "
+             f"(session {bench.session}, scored on {bench.tuned_for}); floor from {bench.ceilings}",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in bench.rows:
+        ms = r.get("median_ms")
+        if ms is None:
+            cells = [r["case"], r["implementation"], r["status"], "-", "-"] + ["-"] * len(bases)
+        else:
+            rate = (f"{r['tflops']:.2f} TFLOP/s" if r.get("bound") == "compute" and "tflops" in r
+                    else f"{r['gbs']:.0f} GB/s" if "gbs" in r else "-")
+            pct = f"{r['pct_of_floor']:.0%}" + (" SUSPECT" if r.get("suspect") else "") if "pct_of_floor" in r else "-"
+            cells = [r["case"], r["implementation"], f"{ms:.4f}", rate, pct] + \
+                    [f"{r[f'vs {b}']:.2f}x" if f"vs {b}" in r else "-" for b in bases]
+        lines.append("| " + " | ".join(cells) + " |")
+    scores = ", ".join(f"{e.name} {e.score_ms:.4f}" for e in bench.entries if e.score_ms)
+    lines.append(f"score (geomean ms): {scores}")
+    failed = [f"{e.name}: {e.status} {e.detail}" for e in bench.entries if e.status not in ("ok", "unavailable")]
+    lines += [f"not ok: {f}" for f in failed]
+    return "\n".join(lines)
+
+
+def cmd_bench(args) -> int:
+    from ..worker.process import GpuUnavailable
+    try:
+        return _bench(args)
+    except GpuUnavailable as e:
+        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
+        return 3
+
+
+def _bench(args) -> int:
+    from ..evaluate.evaluator import Evaluator
+    from ..loop.session import stored_session
+    from ..worker.footprint import check_memory
+    from ..worker.protocol import TimingConfig
+    from .loop_commands import _drive, start_session
+    paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
+    workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
+    from ..drafting.drafting import refuse_drafted
+    refusals = [r for r in map(refuse_drafted, workloads) if r]
+    try:  # --cases names performance cases of every workload benched
+        for w in workloads:
+            w.timing_only(args.cases)
+    except ValueError as e:
+        refusals.append(str(e))
+    if refusals:
+        print(f"warpsmith: error: {refusals[0]}", file=sys.stderr)
+        return 2
+    from .check import preflight
+    for w in workloads:  # memory and references of every workload, before any GPU work or session
+        preflight(w, timeout_s=args.reference_timeout)
+    if args.cases and args.budget <= 0:
+        print("warpsmith: warning: --cases only steers the tuner, and --budget 0 runs none; every case is timed",
+              file=sys.stderr)
+    results = []
+    for w in workloads:
+        best_spec, session_id, iterations, wall = None, "-", 0, 0.0
+        if args.budget > 0:
+            t0 = time.monotonic()
+            session = start_session(args, w, "tune")
+            session_id = session.info.id
+            code = _drive(session, args)
+            wall = time.monotonic() - t0
+            if code != 0:  # failed (no GPU, ...) or stopped (Ctrl-C, SIGTERM): said so already
+                return code
+            state = stored_session(args.store, session_id)[1]
+            best = state.get("best")
+            best_spec = best.spec if best else None
+            iterations = state.get("iteration", 0)
+        with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
+                       reference_timeout_s=args.reference_timeout) as ev:
+            check_memory(w, gpu_bytes=ev.facts.get("total_memory"), host=False)
+            results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
+                                   tuple(args.cases) if args.budget > 0 else ()))
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], default=str))
+    else:
+        print("\n\n".join(render(r) for r in results))
+    return 0

@@ -1,0 +1,105 @@
+"""`warpsmith check WORKLOAD`: everything that needs no GPU, one line per check; and
+`preflight`, the part of it that eval, run, resume and bench run before they ask
+for the GPU or create a session folder.
+
+Checks, in order: the spec (names, files, sizes, scalars, tolerances: the parser),
+that every case fits in host memory (agent/footprint.py), the references of the
+correctness cases, and of the performance cases cheap enough on the CPU (every
+array together at most 4 M elements and 4 GFLOP, agent/reference_check.py's
+budget; the others are computed by eval and run, under the same time limit), each
+in its own process under `--reference-timeout`, and an NVRTC compile of every
+`[kernels.*]` with its default knobs for `--arch`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+from ..drafting.reference_check import cheap
+from ..spec.inputs import ReferenceFailed, ensure_reference
+from ..spec.reference_run import REFERENCE_TIMEOUT_S
+from ..spec.workload import SpecError, Workload, load_workload
+from ..worker.footprint import case_footprint, check_memory, host_available_bytes
+
+DEFAULT_ARCH = "sm_90"
+RUN_SEEDS = (1, 2)  # the evaluator's DEFAULT_SEED and FRESH_SEED (agent/evaluator.py)
+
+
+def add_check_command(sub) -> None:
+    c = sub.add_parser("check", help="everything that needs no GPU: spec, memory, references, kernel compiles")
+    c.add_argument("workload")
+    c.add_argument("--arch", default=DEFAULT_ARCH, help=f"compile the workload's kernels for this (default {DEFAULT_ARCH})")
+    add_reference_timeout(c)
+
+
+def add_reference_timeout(p) -> None:
+    p.add_argument("--reference-timeout", type=float, default=REFERENCE_TIMEOUT_S, metavar="S",
+                   help=f"seconds reference.py may take per case before it is killed (default {REFERENCE_TIMEOUT_S:g})")
+
+
+def checked_cases(workload: Workload, everything: bool = False) -> list:
+    """The cases whose references are computed before any GPU work: correctness cases
+    and cheap performance cases (every case with everything=True)."""
+    return [c for c in workload.cases if everything or not c.timed or cheap(workload, c)]
+
+
+def preflight(workload: Workload, seeds: Iterable[int] = RUN_SEEDS, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
+    """What eval, run, resume and bench check before the GPU: every case fits in host
+    memory, and the references of `checked_cases` are computed (cached) for `seeds`
+    within `timeout_s` each. Raises SpecError or ReferenceFailed, one line each."""
+    check_memory(workload)
+    for case in checked_cases(workload):
+        for seed in seeds:
+            ensure_reference(workload, case, seed, timeout_s)
+
+
+def cmd_check(args) -> int:
+    say: Callable[[str, str, str], None] = lambda verdict, what, text: print(f"{verdict:<5} {what:<10} {text}")
+    try:
+        w = load_workload(args.workload)
+    except SpecError as e:
+        say("FAIL", "spec", str(e))
+        return 2
+    say("ok", "spec", f"{w.name}: {len(w.params)} params, {len(w.cases)} cases, {len(w.kernels)} kernels")
+    ok = True
+    try:
+        check_memory(w)
+        biggest = max(w.cases, key=lambda c: case_footprint(w, c, "host"))
+        available = host_available_bytes()
+        say("ok", "memory", f"largest case '{biggest.name}' needs {case_footprint(w, biggest, 'host') / 2**30:.2f} GiB "
+            "on the host" + (f" (of {available / 2**30:.1f} GiB available)" if available else ""))
+        fits = True
+    except SpecError as e:
+        say("FAIL", "memory", str(e))
+        ok = fits = False
+    for case in w.cases:
+        if not fits or case not in checked_cases(w):
+            why = "does not fit" if not fits else "performance case above the CPU budget: eval and run compute it"
+            say("skip", "reference", f"case '{case.name}': {why}")
+            continue
+        t0 = time.monotonic()
+        try:
+            ensure_reference(w, case, RUN_SEEDS[0], args.reference_timeout)
+            say("ok", "reference", f"case '{case.name}' ({time.monotonic() - t0:.1f} s)")
+        except ReferenceFailed as e:
+            say("FAIL", "reference", str(e))
+            ok = False
+    ok &= _compile_kernels(w, args.arch, say)
+    return 0 if ok else 2
+
+
+def _compile_kernels(w: Workload, arch: str, say) -> bool:
+    from ..runtime.compiler import compile_kernel
+    from ..spec.candidate import Candidate
+    ok = True
+    for name, spec in w.kernels.items():
+        c = Candidate.from_spec(spec)
+        r = compile_kernel(c.source, c.entry, arch, c.compile_options(), filename=spec.path.name)
+        if r.ok:
+            say("ok", "compile", f"kernel {name} -> {arch}: {r.resources.text()} ({r.compile_ms:.0f} ms)")
+        else:
+            first = next((line for line in r.log.splitlines() if "error" in line), r.error)
+            say("FAIL", "compile", f"kernel {name} ({spec.path.name}): {r.error}: {first.strip()}")
+            ok = False
+    return ok

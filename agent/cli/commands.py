@@ -1,0 +1,235 @@
+"""The `warpsmith` command: doctor, compile, eval (and the loop's commands, in cli_loop)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..drafting.drafting import refuse_drafted
+from ..spec.inputs import ReferenceFailed
+from ..spec.workload import SpecError, load_workload
+from .check import add_check_command, add_reference_timeout, preflight
+
+
+def _define(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name.isidentifier():
+            raise ValueError
+        return name, int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=INTEGER, got '{text}'") from None
+
+
+def _dims(text: str) -> list[str]:
+    parts = [p.strip() for p in text.split(";")] if ";" in text else [p.strip() for p in text.split(",")]
+    if not 1 <= len(parts) <= 3:
+        raise argparse.ArgumentTypeError("give 1 to 3 dimensions")
+    return parts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="warpsmith", description="Fast, verified CUDA kernels, measured beside the vendor library.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("doctor", help="what this machine has: GPU, driver, NVRTC, cuBLAS, ncu, API key")
+    d.add_argument("--device", type=int, default=0)
+    d.add_argument("--measure", action="store_true", help="measure the GPU's copy bandwidth and FMA rate again")
+
+    c = sub.add_parser("compile", help="NVRTC-compile a .cu file; prints the log and resource report")
+    c.add_argument("file", type=Path)
+    c.add_argument("--arch", help="e.g. sm_90; needed without a GPU")
+    c.add_argument("--entry", default="", help="kernel name (resources are reported for it)")
+    c.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    c.add_argument("--option", action="append", default=[], help="extra NVRTC option (repeatable; from an allowlist)")
+    c.add_argument("--allow-fast-math", action="store_true",
+                   help="allow the options that lower precision (--use_fast_math, -ftz=true, ...)")
+
+    e = sub.add_parser("eval", help="validate and time a kernel on a workload, beside the baseline")
+    e.add_argument("workload", type=Path)
+    e.add_argument("--kernel", help="a [kernels.NAME] of the workload, or a .cu file (default: the starting kernel)")
+    e.add_argument("--entry", help="entry of --kernel FILE (default: the starting kernel's)")
+    e.add_argument("--grid", type=_dims, help="launch grid for --kernel FILE, e.g. 'ceil_div(N,16),ceil_div(M,16)'")
+    e.add_argument("--block", type=_dims, help="launch block for --kernel FILE, e.g. 16,16")
+    e.add_argument("--shared", default=None, help="dynamic shared memory bytes (expression)")
+    e.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    e.add_argument("--hot", action="store_true", help="no L2 flush before each timed launch")
+    e.add_argument("--warmup", type=int, default=10)
+    e.add_argument("--repetitions", type=int, default=100)
+    e.add_argument("--seed", type=int, default=1)
+    e.add_argument("--timeout", type=float, default=10.0, help="seconds a kernel may run before it is killed")
+    e.add_argument("--no-baseline", action="store_true")
+    e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    e.add_argument("--device", type=int, default=0)
+    add_reference_timeout(e)
+    add_check_command(sub)
+    from .loop_commands import add_loop_commands
+    from .new import add_new_commands
+    add_loop_commands(sub)
+    add_new_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -> int:
+    """front_end(session, args) -> status runs a session in a full-screen app; the
+    `warpsmith` command (tui.cli) passes the Textual app. Without one, or with
+    --headless, sessions print a progress bar."""
+    args = build_parser().parse_args(argv)
+    args.front_end = front_end
+    args.review_front_end = review_front_end  # review(workload, question) -> bool, in a terminal
+    try:
+        from . import loop_commands as cli_loop
+        from .bench import cmd_bench
+        from .check import cmd_check
+        from .diff import cmd_diff
+        from .new import cmd_new, cmd_review
+        commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,
+                    "resume": cli_loop.cmd_resume, "runs": cli_loop.cmd_runs, "export": cli_loop.cmd_export,
+                    "ui": cli_loop.cmd_ui, "bench": cmd_bench,
+                    "diff": cmd_diff, "new": cmd_new, "review": cmd_review, "check": cmd_check}
+        return commands[args.command](args)
+    except (SpecError, ReferenceFailed) as e:  # bad input, found before any GPU work: one line
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("warpsmith: interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_doctor(args) -> int:
+    from ..runtime import native
+    ok = True
+    def line(label: str, value: str) -> None:
+        print(f"{label:<14} {value}")
+    try:
+        where = native.nvrtc()
+        line("NVRTC", "{}.{} from {}".format(*native.nvrtc_version(), where))
+    except native.CudaError as e:
+        line("NVRTC", f"missing: {e.text}")
+        ok = False
+    try:
+        device = native.open_device(args.device)
+        f = device.facts
+        line("GPU", f"{f.name} ({f.arch}, {f.sm_count} SMs, {f.total_memory / 2**30:.0f} GiB, L2 {f.l2_bytes / 2**20:.0f} MiB)")
+        line("UUID", f.uuid)
+        line("driver", f"CUDA {f.driver_version // 1000}.{f.driver_version % 1000 // 10}")
+        line("clocks", f"SM {f.sm_clock_khz / 1e3:.0f} MHz, memory {f.mem_clock_khz / 1e3:.0f} MHz, "
+                       f"{f.mem_bus_bits}-bit bus, peak {f.peak_bandwidth_gbs:.0f} GB/s")
+        _doctor_ceilings(device, line, args.measure)
+        try:
+            blas = native._runner.Cublas(device, native.cublas_candidates())
+            line("cuBLAS", f"{blas.version} from {blas.path}")
+        except native.CudaError as e:
+            line("cuBLAS", f"missing ({e.text})")
+    except (native.CudaError, RuntimeError) as e:
+        line("GPU", f"none usable: {getattr(e, 'name', '')} {getattr(e, 'text', e)}".replace("  ", " "))
+        ok = False
+    ncu = shutil.which("ncu")
+    line("ncu", ncu or "not on PATH (needed only for --use-nsight)")
+    # Presence only: the value is never printed, logged or stored.
+    line("OPENAI_API_KEY", "set" if os.environ.get("OPENAI_API_KEY") else "not set (the tune proposer needs none)")
+    return 0 if ok else 1
+
+
+def _doctor_ceilings(device, line, again: bool) -> None:
+    from ..spec.speed_of_light import save_ceilings
+    from ..worker.ceilings_probe import ensure_ceilings, measure_ceilings
+    f = device.facts
+    facts = {k: getattr(f, k) for k in ("name", "uuid", "arch", "sm_count")}
+    try:
+        if again:
+            save_ceilings(facts, measure_ceilings(device, facts))
+        c = ensure_ceilings(device, facts)
+    except (RuntimeError, OSError) as e:  # CudaError is a RuntimeError
+        line("ceilings", f"probe failed ({getattr(e, 'name', '')} {e}); % of floor uses datasheet figures")
+        return
+    line("ceilings", f"copy {c.bandwidth_gbs:.0f} GB/s, fp32 FMA {c.fp32_tflops:.1f} TFLOP/s ({c.source}; "
+                     "`doctor --measure` measures again)")
+
+
+def cmd_compile(args) -> int:
+    from ..runtime import native
+    from ..runtime.compiler import compile_kernel, define_options
+    if not args.file.is_file():
+        print(f"warpsmith: error: {args.file}: no such file", file=sys.stderr)
+        return 2
+    arch = args.arch
+    if not arch:
+        try:
+            arch = native.open_device().facts.arch
+        except (native.CudaError, RuntimeError) as e:
+            print(f"warpsmith: error: no GPU to take the architecture from ({getattr(e, 'name', e)}); "
+                  "give --arch, e.g. --arch sm_90", file=sys.stderr)
+            return 2
+    options = args.option + define_options(dict(args.defines))
+    r = compile_kernel(args.file.read_text(), args.entry, arch, options, filename=args.file.name, use_cache=False,
+                       allow_fast_math=args.allow_fast_math)
+    print(r.log.rstrip())
+    if not r.ok:
+        print(f"{r.error}: compilation failed", file=sys.stderr)
+        return 1
+    print(f"\n{args.file.name} -> {arch} CUBIN, {len(r.cubin)} bytes in {r.compile_ms:.0f} ms")
+    if args.entry:
+        print(f"{r.symbol}: {r.resources.text()}")
+    return 0
+
+
+def _candidate(args, workload):
+    from ..spec.candidate import Candidate
+    from ..spec.expr import Expr
+    from ..spec.workload import LaunchRule
+    defines = dict(args.defines)
+    if not args.kernel or args.kernel in workload.kernels:
+        return Candidate.from_spec(workload.kernels[args.kernel or workload.start], defines)
+    path = Path(args.kernel)
+    if not path.is_file():
+        raise SpecError(path, "--kernel", f"neither a file nor one of the workload's kernels ({', '.join(workload.kernels)})")
+    start = workload.start_kernel
+    rule = start.launch
+    if args.grid or args.block or args.shared:
+        pad = lambda dims: tuple(Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
+        try:
+            rule = LaunchRule(pad(args.grid) if args.grid else rule.grid, pad(args.block) if args.block else rule.block,
+                              Expr.parse(args.shared) if args.shared else rule.shared)
+        except ValueError as e:
+            raise SpecError(path, "--grid/--block/--shared", str(e)) from None
+    return Candidate(path.read_text(), args.entry or start.entry, rule, (), defines, path.stem)
+
+
+def cmd_eval(args) -> int:
+    from ..evaluate.evaluator import Evaluator
+    from ..tracking.report import render_table, to_json
+    from ..worker.footprint import check_memory
+    from ..worker.process import GpuUnavailable
+    from ..worker.protocol import TimingConfig
+    workload = load_workload(args.workload)
+    if refuse_drafted(workload):
+        print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
+        return 2
+    candidate = _candidate(args, workload)  # spec and kernel checked before any GPU work
+    preflight(workload, (args.seed,), args.reference_timeout)  # memory, references: still no GPU
+    timing = TimingConfig(args.warmup, args.repetitions, not args.hot)
+    try:
+        with Evaluator(workload, timing, args.device, args.timeout,
+                       reference_timeout_s=args.reference_timeout) as ev:
+            facts, ceilings = ev.facts, ev.ceilings
+            check_memory(workload, gpu_bytes=facts.get("total_memory"), host=False)
+            result = ev.evaluate(candidate, seed=args.seed)
+            baseline = None if args.no_baseline else ev.baseline(seed=args.seed)
+    except GpuUnavailable as e:
+        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
+        return 3
+    except ReferenceFailed as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(to_json(workload, result, baseline, facts), default=str))
+    else:
+        print(f"{workload.name} · {candidate.name} · {facts['name']} · "
+              f"{'cold' if timing.cold_l2 else 'hot'} L2 · median of {timing.repetitions}")
+        print(render_table(workload, result, baseline, ceilings))
+    return 0 if result.ok else 1

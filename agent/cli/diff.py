@@ -1,0 +1,49 @@
+"""`warpsmith diff SESSION A [B]`: the unified diff of two attempts' kernels (B
+defaults to the best) with both attempts' per-case results, from the session's
+checkpoint and its attempts/ folder (so it works with tracking off)."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ..evaluate.records import Attempt
+
+
+def attempt_table(a: Attempt) -> list[str]:
+    head = f"#{a.iteration} {a.name} [{a.proposer}]: {a.status}" + (f", score {a.score_ms:.4f} ms" if a.score_ms else "")
+    rows = [f"  {c.case:<28} {c.status:<14} " + (f"{c.median_ms:.4f} ms" if c.median_ms else "-")
+            + (f"  {c.pct_of_floor:.0%} of floor" if c.pct_of_floor else "") for c in a.cases]
+    return [head, *rows]
+
+
+def render_diff(folder: Path, a: Attempt, b: Attempt) -> str:
+    def source(x: Attempt) -> list[str]:
+        """What was compiled: the knob overrides (passed as -D) as #defines, then the file."""
+        path = folder / f"{x.iteration:03d}" / "kernel.cu"
+        knobs = [f"#define {k} {v}  // -D{k}={v}\n" for k, v in sorted(x.defines.items())]
+        return knobs + (path.read_text().splitlines(True) if path.is_file() else ["// (kernel not archived)\n"])
+    diff = "".join(difflib.unified_diff(source(a), source(b), f"attempt-{a.iteration:03d}/kernel.cu",
+                                        f"attempt-{b.iteration:03d}/kernel.cu"))
+    return "\n".join([*attempt_table(a), *attempt_table(b), "", diff or "(the same source and knobs)"])
+
+
+def cmd_diff(args) -> int:
+    from ..loop.session import session_dir, stored_session
+    try:
+        info, state = stored_session(args.store, args.session)
+    except FileNotFoundError as e:
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return 2
+    history = {a.iteration: a for a in state.get("history", [])}
+    best = state.get("best")
+    b_it: Optional[int] = args.b if args.b is not None else (best.iteration if best else None)
+    missing = [x for x in (args.a, b_it) if x not in history]
+    if missing:
+        what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"
+        print(f"warpsmith: error: no attempt {missing[0]} in {info.id} ({what})", file=sys.stderr)
+        return 2
+    print(render_diff(session_dir(args.store, info.id) / "attempts", history[args.a], history[b_it]))
+    return 0

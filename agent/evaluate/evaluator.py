@@ -1,0 +1,328 @@
+"""Evaluation of a candidate against a workload, the DESIGN.md recipe:
+
+1. compile (NVRTC; errors go back verbatim);
+2. validate every case: seeded inputs, cached float64 reference, NaN-poisoned
+   outputs, guard bands, inputs checked unchanged;
+3. time the performance cases (warm-up, then one event pair per launch, cold L2);
+4. validate again after timing (catches kernels that change behaviour);
+5. a median below the case's speed-of-light floor fails (``below_floor``);
+6. score = geometric mean of the performance medians.
+
+Every judged and every timed launch starts from poisoned outputs and is checked
+(agent.poison, agent.timed_checks); after each candidate the worker checks every
+resident input and reference against its checksum.
+
+GPU work happens in a worker process. A fault or a hang costs the worker, which
+is restarted on the next call; the candidate is ``crashed`` / ``timeout``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..runtime.compiler import CompiledKernel, compile_kernel
+from ..runtime.cubin_audit import audit_cubin
+from ..spec.candidate import Candidate
+from ..spec.inputs import array_jobs, ensure_reference
+from ..spec.reference_run import REFERENCE_TIMEOUT_S
+from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
+from ..spec.tolerance import case_rtol
+from ..spec.workload import ArrayParam, Case, Launch, Workload
+from ..worker.gpu_side import RECOVERABLE
+from ..worker.process import WorkerDied, WorkerProcess, WorkerTimeout
+from ..worker.protocol import (
+    Arg,
+    CaseChecked,
+    CaseJob,
+    CaseTimed,
+    EvaluateBaseline,
+    EvaluateKernel,
+    Fault,
+    JobDone,
+    Started,
+    TimingConfig,
+)
+from .results import CaseResult, EvaluationResult
+from .stats import TimingStats, geomean
+
+DEFAULT_SEED = 1
+FRESH_SEED = 2  # a new best is validated again on inputs from this seed
+TORCH_COMPILE_S = 300.0  # torch.compile's first call per shape (Inductor, Triton autotuning)
+CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
+
+
+class EvaluationAborted(RuntimeError):
+    """abort() was called: the GPU work in flight was killed on purpose ("stop now")."""
+
+
+class Evaluator:
+    def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
+                 kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None,
+                 worker_log: Optional[Path] = None, reference_timeout_s: float = REFERENCE_TIMEOUT_S):
+        self.workload, self.timing, self.ordinal = workload, timing, device
+        self.reference_timeout_s = reference_timeout_s  # reference.py's limit per case (agent/reference_run.py)
+        self.worker_log = worker_log
+        self.kernel_timeout_s = kernel_timeout_s
+        self.on_event = on_event or (lambda event: None)
+        self._worker: Optional[WorkerProcess] = None
+        self.restarts = 0
+        self._aborted = False
+        self._validate_s: dict[str, float] = {}  # last validation wall time per case
+        self._setup_s = 0.0  # extra allowance while a baseline compiles (torch.compile)
+
+    # -- worker lifecycle -------------------------------------------------
+    def worker(self) -> WorkerProcess:
+        if self._worker is None or not self._worker.alive:
+            if self._worker is not None:
+                self._worker.kill()
+                self.restarts += 1
+            self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log)
+        return self._worker
+
+    @property
+    def facts(self) -> dict:
+        return self.worker().ready.facts
+
+    @property
+    def ceilings(self) -> Optional[Ceilings]:
+        """This GPU's measured ceilings (the worker probes once per GPU), else datasheet leads."""
+        return self.worker().ready.ceilings or load_ceilings(self.facts)
+
+    def abort(self) -> None:
+        """Kill the GPU work in flight, from any thread; the call waiting on it raises
+        EvaluationAborted (nothing is recorded as a crash). The next call restarts the worker."""
+        self._aborted = True
+        worker = self._worker
+        if worker is not None:
+            worker.kill_process()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- jobs -------------------------------------------------------------
+    def _case_job(self, case: Case, seed: int, launch: Optional[Launch]) -> CaseJob:
+        w = self.workload
+        args, scalars = [], {}
+        for p in w.params:
+            if isinstance(p, ArrayParam):
+                args.append(Arg(array=p.name))
+            else:
+                kind, value = p.arg(case)
+                args.append(Arg(kind=kind, value=value))
+                scalars[p.name] = value
+        rtol = {p.name: case_rtol(w, case, p.dtype) for p in w.outputs}
+        return CaseJob(case.name, tuple(array_jobs(w, case)), tuple(args),
+                       str(ensure_reference(w, case, seed, self.reference_timeout_s)), rtol, case.timed, launch, scalars)
+
+    def _resolve_launch(self, candidate: Candidate, case: Case) -> tuple[Optional[Launch], str]:
+        try:
+            launch = candidate.rule_for(case).resolve(candidate.launch_env(case))
+        except ValueError as e:  # ExprError, or a malformed `// knob` declaration
+            return None, f"launch rule for case '{case.name}': {e}"
+        problem = launch.problems()
+        facts = self.facts
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        if not problem and threads > facts["max_threads_per_block"]:
+            problem = f"block {launch.block} has {threads} threads, the GPU allows {facts['max_threads_per_block']}"
+        if not problem and launch.shared > facts["smem_per_block_optin"]:
+            problem = f"{launch.shared} B dynamic shared memory, the GPU allows {facts['smem_per_block_optin']}"
+        return launch, (f"case '{case.name}': {problem}" if problem else "")
+
+    # -- evaluation -------------------------------------------------------
+    def compile(self, candidate: Candidate) -> CompiledKernel:
+        """NVRTC, then the CUBIN audit: a kernel that keeps state between launches is refused."""
+        compiled = compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
+                                  candidate.compile_options(), filename=f"{candidate.name}.cu",
+                                  allow_fast_math=self.workload.tolerance.allow_fast_math)
+        refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
+        if refusal:
+            return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
+        return compiled
+
+    def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
+                 time_cases: bool = True) -> EvaluationResult:
+        t_start = time.perf_counter()
+        compiled = self.compile(candidate)
+        self.on_event(compiled)
+        result = EvaluationResult(candidate.name, "pending", compiled, seed=seed)
+        result.wall_ms["compile"] = (time.perf_counter() - t_start) * 1e3
+        if not compiled.ok:
+            result.status, result.detail = "compile_failed", compiled.log
+            return _finish(result, t_start)
+        jobs = []
+        for case in self.workload.cases:
+            launch, problem = self._resolve_launch(candidate, case)
+            result.cases.append(CaseResult(case.name, case.role, launch=launch))
+            if problem:
+                result.status, result.detail = "launch_invalid", problem
+                result.cases[-1].status = "launch_invalid"
+                return _finish(result, t_start)
+            jobs.append(self._case_job(case, seed, launch))
+        request = EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing,
+                                 revalidate, time_cases)
+        self._run(request, result)
+        self._gate_floor(result)
+        return _finish(result, t_start)
+
+    def baseline_kinds(self) -> list[str]:
+        """The baselines this workload has and this machine can run (PyTorch's need torch)."""
+        from ..worker.torch_baseline import torch_available
+        kinds = self.workload.baseline.kinds()
+        return kinds if torch_available() else [k for k in kinds if not k.startswith("torch")]
+
+    def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
+        """A library on the same cases, timed by the same loop in the same worker: the
+        workload's own baseline by default, or `kind` (one of baseline_kinds()); None if
+        there is none to run."""
+        kind = kind or self.workload.baseline.primary
+        if kind not in self.baseline_kinds():
+            return None
+        b = self.workload.baseline
+        t_start = time.perf_counter()
+        result = EvaluationResult(kind, "pending", None, seed=seed)
+        jobs = []
+        # torch.compile recompiles for every shape: it runs on the performance cases only.
+        cases = [c for c in self.workload.cases if c.timed or kind != "torch_compile"]
+        for case in cases:
+            result.cases.append(CaseResult(case.name, case.role))
+            jobs.append(self._case_job(case, seed, None))
+        # torch.compile compiles on each case's first (validation) call: allow for it.
+        self._setup_s = TORCH_COMPILE_S if kind == "torch_compile" else 0.0
+        try:
+            self._run(EvaluateBaseline(kind, b.bind, tuple(jobs), seed, self.timing, str(b.torch or "")), result)
+        finally:
+            self._setup_s = 0.0
+        return _finish(result, t_start)
+
+    def _deadline(self, step: Optional[Started]) -> float:
+        """Seconds to wait for the worker's next reply, given the step it announced last
+        (None: it is setting a case up, drawing inputs and uploading, and no kernel runs)."""
+        if step is None:
+            return CASE_SETUP_S
+        if step.phase == "time":
+            # At least 1 + 10 launches run however slow the kernel, each with a check behind it.
+            per_launch = self._validate_s.get(step.case, 0.0)
+            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 \
+                + (11 + self.timing.repetitions) * per_launch
+        return self.kernel_timeout_s + self._setup_s
+
+    def _run(self, request, result: EvaluationResult) -> None:
+        """Send one request and fold the worker's replies into `result`."""
+        if self._aborted:  # "stop now" arrived between two evaluations
+            self._aborted = False
+            raise EvaluationAborted("stopped by the user")
+        worker = self.worker()
+        worker.send(request)
+        step: Optional[Started] = None  # what the worker announced and has not answered yet
+        last_case = request.jobs[0].case if request.jobs else ""
+        while True:
+            deadline = self._deadline(step)
+            try:
+                reply = worker.recv(deadline)
+            except (WorkerTimeout, WorkerDied) as e:
+                if self._aborted:
+                    self._aborted = False
+                    worker.kill()
+                    raise EvaluationAborted("stopped by the user") from None
+                case, phase = (step.case, step.phase) if step else (last_case, "setup")
+                if isinstance(e, WorkerDied):
+                    self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
+                    return
+                worker.kill()
+                what = "the kernel was killed (infinite loop or far too slow?)" if step else \
+                    "the worker was killed while setting the case up"
+                self._mark(result, case, "timeout", f"case '{case}' ({phase}): no answer within {deadline:.0f} s; {what}")
+                return
+            self.on_event(reply)
+            if isinstance(reply, JobDone):
+                return
+            if isinstance(reply, Started):
+                step, last_case = reply, reply.case
+                continue
+            step = None
+            if isinstance(reply, CaseChecked):
+                self._fold_check(result, reply)
+            elif isinstance(reply, CaseTimed):
+                c = result.case(reply.case)
+                c.timing, c.time_ms, c.clocks_mhz = TimingStats.of(reply.samples_ms), reply.elapsed_ms, reply.clocks_mhz
+            elif isinstance(reply, Fault):
+                status = "launch_invalid" if reply.name in RECOVERABLE else "crashed"
+                self._mark(result, reply.case or last_case, status,
+                           f"case '{reply.case}' ({reply.phase}): {reply.name}: {reply.text}")
+                if reply.fatal:
+                    worker.kill()
+                    return
+
+    def _fold_check(self, result: EvaluationResult, reply: CaseChecked) -> None:
+        if not any(c.case == reply.case for c in result.cases):  # the sweep found another case's data changed
+            self._mark(result, reply.case, reply.check.status, reply.check.detail)
+            return
+        c = result.case(reply.case)
+        if reply.phase == "validate":
+            c.check, c.validate_ms = reply.check, reply.elapsed_ms
+            self._validate_s[reply.case] = reply.elapsed_ms / 1e3
+            c.status = reply.check.status
+            c.detail = c.detail or reply.check.detail
+            return
+        if reply.phase == "revalidate":
+            c.recheck = reply.check
+        if reply.check.status == "ok" or c.status != "ok":
+            return
+        # After the validation passed: wrong after the timing loop, in a timed launch, or found by the sweep.
+        c.status = "unstable" if reply.check.status == "wrong_answer" else reply.check.status
+        c.detail = reply.check.detail if reply.phase != "revalidate" else \
+            "correct before the timing loop, wrong after it:\n" + reply.check.detail
+
+    def _gate_floor(self, result: EvaluationResult) -> None:
+        """A median faster than the speed-of-light floor is a hole in the harness, not a
+        result: the case fails as ``below_floor``. Cold timing only (a hot L2 can beat
+        the DRAM floor honestly); workloads without [metrics] have no floor."""
+        ceilings = self.ceilings if self.timing.cold_l2 else None
+        if ceilings is None:
+            return
+        for c in result.cases:
+            if c.status != "ok" or c.timing is None:
+                continue
+            floor = case_floor(self.workload, self.workload.case(c.case), ceilings, c.timing.median_ms)
+            if floor is not None and floor.suspect:
+                c.status = "below_floor"
+                c.detail = (f"median {c.timing.median_ms:.4f} ms is {floor.pct_of_floor:.0%} of the speed-of-light "
+                            f"floor ({floor.floor_ms:.4f} ms, {floor.bound}-bound, {ceilings.source}): faster than "
+                            "the hardware allows, so the timing or the validation was gamed; never a result")
+
+    @staticmethod
+    def _mark(result: EvaluationResult, case: str, status: str, detail: str) -> None:
+        for c in result.cases:
+            if c.case == case:
+                c.status, c.detail = status, detail
+        if result.status in ("pending", "ok"):
+            result.status, result.detail = status, detail
+
+
+def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
+    """Overall status (the first failing case's), detail and score."""
+    if result.status == "pending":
+        failed = [c for c in result.cases if c.status != "ok"]
+        if failed:
+            result.status = failed[0].status if failed[0].status != "pending" else "crashed"
+            result.detail = f"case '{failed[0].case}': {failed[0].detail}"
+        else:
+            result.status = "ok"
+    timed = [c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing]
+    if result.status == "ok" and timed and len(timed) == sum(c.role == "performance" for c in result.cases):
+        result.score_ms = geomean(timed)
+    result.wall_ms["validate"] = sum(c.validate_ms for c in result.cases)
+    result.wall_ms["time"] = sum(c.time_ms for c in result.cases)
+    result.wall_ms["total"] = (time.perf_counter() - t_start) * 1e3
+    return result

@@ -1,0 +1,92 @@
+"""What an attempt was and what it scored: plain pydantic records (the proposer's
+candidate, each case's outcome and profile, the attempt, the best). The loop
+checkpoints them; tracking, profiling and the proposers read them."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, Field
+
+from ..spec.candidate import Candidate
+from ..spec.expr import Expr
+from ..spec.workload import LaunchRule
+
+
+class CandidateSpec(BaseModel):
+    """A proposed kernel as data: CUDA source and launch arithmetic, never Python."""
+
+    name: str
+    source: str
+    entry: str
+    grid: list[str] = Field(min_length=1, max_length=3)
+    block: list[str] = Field(min_length=1, max_length=3)
+    shared: str = "0"
+    options: list[str] = []
+    defines: dict[str, int] = {}
+    rationale: str = ""
+    proposer: str = ""
+
+    def to_candidate(self) -> Candidate:
+        """Raises ExprError if the launch arithmetic is not whitelisted."""
+        pad = lambda dims: tuple(Expr.parse(d) for d in (list(dims) + ["1"] * 3)[:3])
+        return Candidate(self.source, self.entry, LaunchRule(pad(self.grid), pad(self.block), Expr.parse(self.shared)),
+                         tuple(self.options), dict(self.defines), self.name)
+
+    @staticmethod
+    def from_candidate(c: Candidate, proposer: str, rationale: str = "") -> "CandidateSpec":
+        r = c.launch
+        return CandidateSpec(name=c.name, source=c.source, entry=c.entry, grid=[str(e) for e in r.grid],
+                             block=[str(e) for e in r.block], shared=str(r.shared), options=list(c.options),
+                             defines=dict(c.defines), rationale=rationale, proposer=proposer)
+
+
+class CaseOutcome(BaseModel):
+    case: str
+    role: str
+    status: str
+    max_rel_error: Optional[float] = None
+    median_ms: Optional[float] = None
+    cv: Optional[float] = None
+    pct_of_floor: Optional[float] = None  # the case's FLOP/byte floor over its median; 1.0 = at the limit
+    suspect: bool = False  # faster than the floor: a timing or validation hole until proven otherwise
+    clocks_mhz: list[int] = []  # SM, memory before timing; SM, memory after (NVML; empty without it)
+
+
+class CaseProfile(BaseModel):
+    """Nsight Compute's view of one launch on one case (--use-nsight)."""
+
+    case: str
+    summary: str  # one line: throughput, DRAM bytes, hit rates, occupancy and its limiter, stalls
+    findings: list[str] = []  # what the numbers suggest ("memory bound: ...")
+    metrics: dict[str, float] = {}
+
+
+class Attempt(BaseModel):
+    """One iteration's outcome, compact enough to go back to the proposer."""
+
+    iteration: int
+    name: str
+    proposer: str
+    status: str  # an evaluation status, or proposal_invalid
+    score_ms: Optional[float] = None
+    detail: str = ""  # the failure, verbatim (compile log, mismatch report, crash)
+    defines: dict[str, int] = {}
+    cases: list[CaseOutcome] = []
+    new_best: bool = False
+    tokens: int = 0
+    cost_usd: float = 0.0
+    profile: list[CaseProfile] = []
+    sources: list[str] = []  # guidance cited in the prompt (--nvidia-research)
+
+    @property
+    def suspect(self) -> bool:
+        return any(c.suspect for c in self.cases)
+
+
+class Best(BaseModel):
+    spec: CandidateSpec
+    score_ms: float
+    cases: list[CaseOutcome]
+    iteration: int
+    profile: list[CaseProfile] = []

@@ -1,0 +1,69 @@
+"""What an evaluation says: per case and for the candidate as a whole.
+
+Expected failures are typed statuses, not exceptions: they flow back to the
+proposer as data. Statuses, roughly in the order they are met:
+
+- ``compile_failed``: NVRTC rejected the source (the log is the detail);
+- ``launch_invalid``: the launch rule gave an impossible configuration, or the
+  driver refused it (too many threads, registers or shared memory);
+- ``crashed``: the kernel faulted (e.g. CUDA_ERROR_ILLEGAL_ADDRESS); the worker
+  was restarted;
+- ``timeout``: the kernel ran past the deadline; the worker was killed;
+- ``out_of_bounds``: it wrote into a guard band around a buffer;
+- ``input_modified``: it changed an input (this case's or, found by the sweep
+  after the candidate, any resident case's);
+- ``reference_modified``: the reference on the GPU changed: a write far outside
+  the kernel's buffers;
+- ``wrong_answer``: outputs outside the tolerance, or never written;
+- ``unstable``: right at first, wrong in a timed launch or after the timing loop;
+- ``below_floor``: a median faster than the speed-of-light floor, a timing or
+  validation hole, never a result;
+- ``ok``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..runtime.compiler import CompiledKernel
+from ..spec.workload import Launch
+from ..worker.protocol import CaseCheck
+from .stats import TimingStats
+
+FAILURES = ("compile_failed", "launch_invalid", "crashed", "timeout", "out_of_bounds",
+            "input_modified", "reference_modified", "wrong_answer", "unstable", "below_floor")
+
+
+@dataclass
+class CaseResult:
+    case: str
+    role: str
+    status: str = "pending"
+    launch: Optional[Launch] = None
+    check: Optional[CaseCheck] = None
+    recheck: Optional[CaseCheck] = None  # after timing
+    timing: Optional[TimingStats] = None
+    detail: str = ""
+    validate_ms: float = 0.0
+    time_ms: float = 0.0
+    clocks_mhz: tuple[int, ...] = ()  # SM, memory before timing; SM, memory after (NVML)
+
+
+@dataclass
+class EvaluationResult:
+    candidate: str
+    status: str
+    compiled: Optional[CompiledKernel]
+    cases: list[CaseResult] = field(default_factory=list)
+    score_ms: Optional[float] = None  # geomean of performance medians
+    detail: str = ""  # the first failure, verbatim, for the proposer
+    seed: int = 0
+    wall_ms: dict[str, float] = field(default_factory=dict)  # compile / validate / time / total
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def case(self, name: str) -> CaseResult:
+        return next(c for c in self.cases if c.case == name)

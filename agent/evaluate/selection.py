@@ -1,0 +1,54 @@
+"""Who is the best: a challenger replaces the best only when it is faster by more
+than the measured noise, and only after passing on fresh inputs.
+
+- score < 0.97 x best: a clear win;
+- 0.97 x best <= score < best: close; both are re-timed, interleaved
+  (best, challenger, best, challenger), and the challenger wins only if its
+  median re-timed score is below 0.995 x the best's (measured repeat CV of a
+  median is ~0.1% on the H200, benchmarks/harness.py);
+- a winner must then validate on inputs from another seed (FRESH_SEED).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Optional
+
+from ..spec.candidate import Candidate
+from .evaluator import FRESH_SEED
+
+CLEAR_WIN = 0.97
+CONFIRM = 0.995
+ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    note: str
+    status: str = "ok"  # wrong_answer when the fresh-seed check fails
+    detail: str = ""
+
+
+def challenge(evaluator, challenger: Candidate, score_ms: float, best: Optional[Candidate],
+              best_score_ms: Optional[float]) -> Verdict:
+    if best is not None and best_score_ms is not None:
+        ratio = score_ms / best_score_ms
+        if ratio >= 1.0:
+            return Verdict(False, f"{ratio:.3f}x the best's time")
+        if ratio >= CLEAR_WIN:
+            mine, theirs = [], []
+            for _ in range(ROUNDS):
+                theirs.append(evaluator.evaluate(best, revalidate=False).score_ms)
+                mine.append(evaluator.evaluate(challenger, revalidate=False).score_ms)
+            if None in mine or None in theirs:
+                return Verdict(False, "re-timing failed")
+            m, t = statistics.median(mine), statistics.median(theirs)
+            if m >= CONFIRM * t:
+                return Verdict(False, f"within noise on re-timing ({m:.4f} vs {t:.4f} ms)")
+    fresh = evaluator.evaluate(challenger, seed=FRESH_SEED, time_cases=False, revalidate=False)
+    if not fresh.ok:
+        return Verdict(False, f"failed on fresh inputs (seed {FRESH_SEED})", fresh.status,
+                       f"passed on seed 1 but not on fresh inputs (seed {FRESH_SEED}): {fresh.detail}")
+    return Verdict(True, "new best")

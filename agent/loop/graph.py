@@ -1,0 +1,310 @@
+"""The loop as a LangGraph StateGraph:
+
+    plan -> propose -> compile -> validate -> benchmark -> reflect -> propose ... -> END
+
+A failure at compile or validate goes straight to reflect, which switches the
+next proposal to repair mode; every attempt, repairs included, counts against
+the budget held in state. Nodes reach the GPU, the proposer and the tracker
+through the run's context; they stream typed events (agent.events) for any
+front end and leave their results in the checkpointed state.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from ..evaluate.records import Attempt, Best, CandidateSpec, CaseOutcome
+from ..evaluate.results import EvaluationResult
+from ..evaluate.selection import challenge
+from ..evaluate.stats import TimingStats
+from ..profiling.nsight import Nsight
+from ..profiling.profiler import ProfilerUnavailable
+from ..proposers.base import ProposalContext, ProposalError, Proposer, SearchExhausted
+from ..spec.candidate import Candidate
+from ..spec.expr import ExprError
+from ..spec.speed_of_light import Ceilings, case_floor
+from ..spec.workload import Workload
+from ..worker.footprint import check_memory
+from ..worker.protocol import CaseChecked, CaseTimed
+from . import events
+from .limits import Limits, Spent, stop_reason
+from .session_control import SessionControl
+from .state import LoopState
+
+NODES = ("plan", "propose", "compile", "validate", "benchmark", "profile", "reflect")
+
+
+@dataclass
+class LoopContext:
+    workload: Workload
+    evaluator: Any  # agent.evaluator.Evaluator or a test double with the same methods
+    proposer: Proposer
+    control: SessionControl
+    tracker: Any  # agent.tracking.Tracker
+    profiler: Optional[Nsight] = None  # --use-nsight
+    archive: Optional[Path] = None  # where each attempt's kernel is kept (the session's attempts/ folder)
+    run_started: float = field(default_factory=time.time)  # this stream() call's start: paused time never counts
+
+
+def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ceilings]) -> list[CaseOutcome]:
+    out = []
+    for c in result.cases:
+        floor = (case_floor(workload, workload.case(c.case), ceilings, c.timing.median_ms)
+                 if ceilings and c.timing else None)
+        out.append(CaseOutcome(case=c.case, role=c.role, status=c.status,
+                               max_rel_error=c.check.max_rel_error if c.check else None,
+                               median_ms=c.timing.median_ms if c.timing else None,
+                               cv=c.timing.cv if c.timing else None,
+                               pct_of_floor=floor.pct_of_floor if floor else None,
+                               suspect=bool(floor and floor.suspect), clocks_mhz=list(c.clocks_mhz)))
+    return out
+
+
+def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
+    """Forward the worker's per-case replies as they arrive."""
+    write = runtime.stream_writer
+    def on_event(reply):
+        if isinstance(reply, CaseChecked):
+            write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error))
+        elif isinstance(reply, CaseTimed):
+            write(events.CaseFinished(iteration, reply.case, "time", "ok", None, TimingStats.of(reply.samples_ms).median_ms))
+    runtime.context.evaluator.on_event = on_event
+
+
+def _apply_budget(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    """Budget and limit changes asked for since the last step (running or paused)."""
+    update: dict = {}
+    control = runtime.context.control
+    changes = control.take_limits()
+    if changes:
+        limits = state.get("limits", Limits()).merged(changes)
+        runtime.stream_writer(events.LimitsChanged(limits.text()))
+        update["limits"] = limits
+    new = control.take_budget()
+    if new is not None and new != state["budget"]:
+        runtime.stream_writer(events.BudgetChanged(state["budget"], new))
+        runtime.context.tracker.log_budget(new)
+        update["budget"] = new
+    return update
+
+
+def _stop_reason(state: LoopState, update: dict, iteration: int) -> Optional[str]:
+    best = update.get("best", state.get("best"))
+    return stop_reason(iteration, update.get("budget", state["budget"]), update.get("limits", state.get("limits")),
+                       update.get("spent", state.get("spent")), best.iteration if best else 0)
+
+
+def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    ctx = runtime.context
+    runtime.stream_writer(events.NodeStarted("plan", 0))
+    ev, w = ctx.evaluator, ctx.workload
+    facts = ev.facts
+    check_memory(w, gpu_bytes=facts.get("total_memory"), host=False)  # every case fits this GPU, or one line
+    _stream_cases(runtime, 0)
+    baseline, baseline_score = {}, None
+    b = ev.baseline()
+    if b is not None and b.ok:
+        baseline = {c.case: c.timing.median_ms for c in b.cases if c.timing}
+        baseline_score = b.score_ms
+    ceilings = ev.ceilings
+    floors = {c.name: f.floor_ms for c in w.cases if c.timed and (f := case_floor(w, c, ceilings)) is not None} if ceilings else {}
+    runtime.stream_writer(events.Planned(facts.get("name", "?"), baseline, baseline_score, floors,
+                                         ceilings.source if ceilings else ""))
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
+    r = ev.evaluate(spec.to_candidate())
+    start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) if r.ok else None
+    if start:
+        runtime.stream_writer(events.NewBest(0, spec.name, start.score_ms,
+                                             baseline_score / start.score_ms if baseline_score else None))
+    ctx.tracker.log_plan(facts, baseline, baseline_score, start, r)
+    return {"facts": facts, "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
+            "best": start, "iteration": state.get("iteration", 0), "history": state.get("history", []),
+            "mode": "optimise", "finished": None}
+
+
+def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    ctx = runtime.context
+    update = _apply_budget(state, runtime)
+    reason = _stop_reason(state, update, state["iteration"])
+    if reason:  # e.g. the budget lowered to what is already done: no more attempts
+        return {**update, "finished": reason}
+    iteration = state["iteration"] + 1
+    started = time.time()
+    runtime.stream_writer(events.NodeStarted("propose", iteration))
+    history = state.get("history", [])
+    pctx = ProposalContext(ctx.workload, state.get("facts", {}), iteration, state.get("mode", "optimise"), history,
+                           state.get("best"), history[-1] if history else None, state.get("baseline", {}),
+                           lambda: ctx.control.stopping_now)
+    try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step
+        proposal = ctx.proposer.propose(pctx)
+    except SearchExhausted as e:
+        return {**update, "pending": None, "finished": f"tuner's search space ({e})"}
+    except ProposalError as e:
+        attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status="proposal_invalid",
+                          detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
+        return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
+    spec = proposal.spec
+    if proposal.notice:
+        runtime.stream_writer(events.Notice(proposal.notice))
+    runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
+                                                   spec.rationale, spec.source, proposal.tokens))
+    attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
+                      status="pending", defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
+                      sources=list(proposal.sources))
+    return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
+
+
+def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    attempt, spec = state["attempt"], state["pending"]
+    runtime.stream_writer(events.NodeStarted("compile", attempt.iteration))
+    try:
+        candidate = spec.to_candidate()
+    except (ExprError, ValueError) as e:
+        return {"attempt": attempt.model_copy(update={"status": "launch_invalid", "detail": f"launch rule: {e}"})}
+    compiled = runtime.context.evaluator.compile(candidate)
+    runtime.stream_writer(events.CompileFinished(attempt.iteration, compiled.ok, compiled.compile_ms,
+                                                 compiled.resources.text(), compiled.log))
+    if not compiled.ok:
+        return {"attempt": attempt.model_copy(update={"status": "compile_failed", "detail": compiled.log})}
+    return {"attempt": attempt.model_copy(update={"status": "compiled"})}
+
+
+def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    attempt = state["attempt"]
+    runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
+    _stream_cases(runtime, attempt.iteration)
+    r = runtime.context.evaluator.evaluate(state["pending"].to_candidate(), time_cases=False, revalidate=False)
+    status = "validated" if r.ok else r.status
+    cases = outcomes(r, runtime.context.workload, None)  # untimed: no floor to compare with
+    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases})}
+
+
+def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    attempt = state["attempt"]
+    runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
+    _stream_cases(runtime, attempt.iteration)
+    ev = runtime.context.evaluator
+    r = ev.evaluate(state["pending"].to_candidate())
+    cases = outcomes(r, runtime.context.workload, ev.ceilings)
+    detail = r.detail
+    suspects = [f"{c.case} at {c.pct_of_floor:.0%} of its floor" for c in cases if c.suspect]
+    if suspects:  # reflect's fresh-seed revalidation still decides; the flag stays on the record
+        detail = (detail + "\n" if detail else "") + "SUSPECT, faster than physically possible: " + ", ".join(suspects)
+    return {"attempt": attempt.model_copy(update={"status": r.status, "detail": detail, "score_ms": r.score_ms,
+                                                  "cases": cases})}
+
+
+def profile(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    """--use-nsight: Nsight Compute on each performance case of a candidate that passed.
+    A profiler that cannot run says so once and the session goes on without it."""
+    ctx, attempt = runtime.context, state["attempt"]
+    runtime.stream_writer(events.NodeStarted("profile", attempt.iteration))
+    cases = [c.name for c in ctx.workload.cases if c.timed]
+    try:
+        ceilings = ctx.evaluator.ceilings
+        profiles = ctx.profiler.profile(state["pending"], cases, tag=f"attempt-{attempt.iteration:03d}",
+                                        **({"bandwidth_gbs": ceilings.bandwidth_gbs} if ceilings else {}))
+    except ProfilerUnavailable as e:
+        if not e.transient:
+            ctx.profiler = None
+        runtime.stream_writer(events.Notice(f"nsight: {e}" + ("" if e.transient else "; profiling is off for this session")))
+        return {}
+    findings = tuple(dict.fromkeys(f for p in profiles for f in p.findings))
+    runtime.stream_writer(events.Profiled(attempt.iteration, tuple(f"{p.case}: {p.summary}" for p in profiles), findings))
+    return {"attempt": attempt.model_copy(update={"profile": profiles})}
+
+
+def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    ctx = runtime.context
+    attempt: Attempt = state["attempt"]
+    runtime.stream_writer(events.NodeStarted("reflect", attempt.iteration))
+    best: Optional[Best] = state.get("best")
+    update: dict = {}
+    if attempt.status == "ok" and attempt.score_ms is not None:
+        verdict = challenge(ctx.evaluator, state["pending"].to_candidate(), attempt.score_ms,
+                            best.spec.to_candidate() if best else None, best.score_ms if best else None)
+        if verdict.accepted:
+            attempt = attempt.model_copy(update={"new_best": True})
+            best = Best(spec=state["pending"], score_ms=attempt.score_ms, cases=attempt.cases,
+                        iteration=attempt.iteration, profile=attempt.profile)
+            update["best"] = best
+            base = state.get("baseline_score_ms")
+            runtime.stream_writer(events.NewBest(attempt.iteration, attempt.name, best.score_ms,
+                                                 base / best.score_ms if base else None))
+        elif verdict.status != "ok":
+            detail = "\n".join(d for d in (verdict.detail, attempt.detail) if d)  # keeps a SUSPECT note
+            attempt = attempt.model_copy(update={"status": verdict.status, "detail": detail, "score_ms": None})
+    runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
+                                                 attempt.detail))
+    ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
+    if ctx.archive is not None and state.get("pending") is not None:
+        archive_attempt(ctx.archive, attempt, state["pending"])
+    update.update(_apply_budget(state, runtime))
+    spent = state.get("spent", Spent())
+    # Since the attempt began, or since this run began if it was paused or stopped mid-attempt.
+    started = max(state.get("attempt_started", time.time()), ctx.run_started)
+    update["spent"] = Spent(elapsed_s=spent.elapsed_s + max(0.0, time.time() - started),
+                            tokens=spent.tokens + attempt.tokens, cost_usd=spent.cost_usd + attempt.cost_usd)
+    finished = _stop_reason(state, update, attempt.iteration)
+    return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
+            "iteration": attempt.iteration, "mode": "optimise" if attempt.status == "ok" else "repair",
+            "finished": finished}
+
+
+def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None:
+    """attempts/NNN/kernel.cu and candidate.json: what `warpsmith diff` compares."""
+    d = folder / f"{attempt.iteration:03d}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "kernel.cu").write_text(spec.source)
+    (d / "candidate.json").write_text(spec.model_dump_json(indent=2))
+
+
+def _after(ok_status: str, next_node: str):
+    def route(state: LoopState) -> str:
+        return next_node if state["attempt"].status == ok_status else "reflect"
+    return route
+
+
+def _after_propose(state: LoopState) -> str:
+    if state.get("finished"):
+        return END
+    return _after("pending", "compile")(state)
+
+
+def _after_benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> str:
+    profiling = runtime.context.profiler is not None
+    return "profile" if profiling and state["attempt"].status == "ok" else "reflect"
+
+
+def _after_reflect(state: LoopState) -> str:
+    return END if state.get("finished") else "propose"
+
+
+def _after_plan(state: LoopState) -> str:
+    return END if state["iteration"] >= state["budget"] else "propose"
+
+
+def build_graph() -> StateGraph:
+    g = StateGraph(LoopState, context_schema=LoopContext)
+    g.add_node("plan", plan)
+    g.add_node("propose", propose)
+    g.add_node("compile", compile_node)
+    g.add_node("validate", validate)
+    g.add_node("benchmark", benchmark)
+    g.add_node("profile", profile)
+    g.add_node("reflect", reflect)
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", _after_plan, ["propose", END])
+    g.add_conditional_edges("propose", _after_propose, ["compile", "reflect", END])
+    g.add_conditional_edges("compile", _after("compiled", "validate"), ["validate", "reflect"])
+    g.add_conditional_edges("validate", _after("validated", "benchmark"), ["benchmark", "reflect"])
+    g.add_conditional_edges("benchmark", _after_benchmark, ["profile", "reflect"])
+    g.add_edge("profile", "reflect")
+    g.add_conditional_edges("reflect", _after_reflect, ["propose", END])
+    return g

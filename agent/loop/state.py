@@ -1,0 +1,34 @@
+"""The loop's state, as LangGraph checkpoints it: the records of evaluate.records plus
+the budget, limits and spending, so a session survives a crash and resumes from its last step."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, TypedDict
+
+from ..evaluate.records import Attempt, Best, CandidateSpec
+from .legacy_names import LEGACY_TYPES
+from .limits import Limits, Spent
+
+
+class LoopState(TypedDict, total=False):
+    iteration: int  # attempts made so far (repairs count)
+    budget: int
+    mode: Literal["optimise", "repair"]
+    pending: Optional[CandidateSpec]
+    attempt: Optional[Attempt]  # the one in flight
+    history: list[Attempt]
+    best: Optional[Best]
+    start: Optional[Best]  # the starting kernel, for the report
+    baseline: dict[str, float]  # case -> baseline median ms
+    baseline_score_ms: Optional[float]
+    facts: dict
+    finished: Optional[str]  # why the session ended
+    limits: Limits  # time, tokens, dollars, patience (the iteration budget is `budget`)
+    spent: Spent
+    attempt_started: float  # time.time() when the attempt in flight was proposed
+
+
+# what the checkpointer may rebuild: today's records, and the names stored before the
+# split into subpackages (see legacy_names)
+STATE_TYPES = [("agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
+    [("agent.loop.limits", n) for n in ("Limits", "Spent")] + LEGACY_TYPES

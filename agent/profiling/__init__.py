@@ -1,0 +1,1 @@
+"""Nsight Compute: a candidate profiled in its own process, parsed into typed records and findings."""

@@ -1,0 +1,120 @@
+"""Seeded case data: the inputs a kernel sees and the reference outputs it must match.
+
+Inputs are drawn once per (case, seed) from a fixed generator, uniformly from the
+parameter's range and never zero (zeros hide unwritten outputs and wrong
+indexing). The reference runs the user's NumPy function in float64, in its own process with
+a time limit (agent/reference_run.py), and is cached on disk under the workload's
+digest, so a 4096^3 product is computed once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..runtime.cache_dir import cache_root
+from .reference_run import REFERENCE_TIMEOUT_S, run_reference
+from .workload import Case, Workload, name_problem
+
+# Bump when the way inputs are drawn changes: it invalidates cached references.
+GENERATOR_VERSION = 1
+
+
+class ReferenceFailed(ValueError):
+    """The workload's reference.py raised, hung, or returned something unusable."""
+
+
+@dataclass(frozen=True)
+class ArrayJob:
+    """One array parameter of one case, resolved: what the GPU side needs."""
+
+    name: str
+    role: str
+    dtype: str
+    shape: tuple[int, ...]
+    low: float
+    high: float
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+
+
+def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
+    return [ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low, p.high)
+            for p in workload.arrays]
+
+
+def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
+    """Deterministic in (case, parameter, seed, GENERATOR_VERSION)."""
+    key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
+    rng = np.random.default_rng(key)
+    dtype = np.dtype(job.dtype)
+    if dtype.kind == "f":
+        x = rng.uniform(job.low, job.high, size=job.shape).astype(dtype)
+        # Replace exact zeros (after rounding to dtype) by the range's midpoint or high end.
+        fallback = (job.low + job.high) / 2 or job.high
+        x[x == 0] = fallback
+        return x
+    lo, hi = int(np.ceil(job.low)), int(np.floor(job.high))
+    x = rng.integers(lo, hi + 1, size=job.shape, dtype=dtype)
+    x[x == 0] = hi if hi != 0 else lo
+    return x
+
+
+def generate_inputs(workload: Workload, case: Case, seed: int) -> dict[str, np.ndarray]:
+    return {j.name: generate_input(j, case.name, seed) for j in array_jobs(workload, case) if j.role == "input"}
+
+
+def load_reference_function(path: Path) -> Callable:
+    spec = importlib.util.spec_from_file_location(f"warpsmith_reference_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, "reference", None)
+    if not callable(fn):
+        raise ReferenceFailed(f"{path.name}: defines no function `reference(...)`")
+    return fn
+
+
+def compute_reference(workload: Workload, case: Case, seed: int,
+                      timeout_s: float = REFERENCE_TIMEOUT_S) -> dict[str, np.ndarray]:
+    """Run the user's reference on float64 copies of the inputs, in its own process
+    with a time limit (agent/reference_run.py); raises ReferenceFailed (one line)."""
+    with tempfile.TemporaryDirectory(prefix="warpsmith-reference-") as tmp:
+        out = Path(tmp) / "reference.npz"
+        run_reference(workload, case, seed, out, timeout_s)
+        return load_reference(out)
+
+
+def reference_path(workload: Workload, case: Case, seed: int) -> Path:
+    for name in (workload.name, case.name):  # checked by the spec parser; a path is built from them here
+        if name_problem(name):
+            raise ValueError(f"reference cache: {name_problem(name)}")
+    return cache_root() / "references" / f"{workload.name}-{workload.digest}-g{GENERATOR_VERSION}" / f"{case.name}-seed{seed}.npz"
+
+
+def ensure_reference(workload: Workload, case: Case, seed: int, timeout_s: float = REFERENCE_TIMEOUT_S) -> Path:
+    """Compute and cache the reference outputs unless already on disk; returns the file."""
+    path = reference_path(workload, case, seed)
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+    try:
+        run_reference(workload, case, seed, tmp, timeout_s)
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def load_reference(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}

@@ -1,0 +1,153 @@
+"""reference.py (the user's code) runs in its own process, with a time limit.
+
+The parent sends one JSON job on stdin (reference file, case, sizes, seed, the
+arrays); the child dies with its parent, draws the case's inputs itself, runs
+``reference(**inputs, **sizes)`` in float64, checks what came back (count, shape,
+NaN/inf) and writes the outputs to an ``.npz``; its last stdout line is one JSON
+object, ``{"ok": true}`` or ``{"error": "one line"}``. A child that does not answer
+within the limit is killed with its process group, and the error says how to
+raise the limit. The child gets no secret in its environment.
+
+    python -m agent.reference_run  < job.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..runtime.parent_watch import python_module, with_package_root
+
+REFERENCE_TIMEOUT_S = 300.0  # per case; `--reference-timeout` on check, eval, run, resume and bench
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+def child_env() -> dict[str, str]:
+    """The parent's environment without API keys, tokens or secrets; agent importable."""
+    return with_package_root({k: v for k, v in os.environ.items() if not SECRET.search(k)})
+
+
+def run_reference(workload, case, seed: int, out: Path, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
+    """Run the workload's reference on `case` in a child process; the outputs land in
+    `out` (an .npz path). Raises ReferenceFailed with one line: it raised, it returned
+    something unusable, it did not return within `timeout_s`, or its process died."""
+    from .inputs import ReferenceFailed, array_jobs
+    name = workload.reference_path.name
+    job = {"parent": os.getpid(), "reference": str(workload.reference_path.resolve()), "case": case.name,
+           "sizes": case.sizes, "seed": seed, "out": str(out),
+           "arrays": [dataclasses.asdict(j) for j in array_jobs(workload, case)],
+           "allow_nonfinite": [p.name for p in workload.outputs if p.allow_nonfinite]}
+    proc = subprocess.Popen(python_module("agent.spec.reference_run"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                            cwd=workload.directory, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(json.dumps(job), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise ReferenceFailed(f"{name} did not return within {timeout_s:g} s for case '{case.name}' "
+                              "(raise --reference-timeout or make it faster)") from None
+    except BaseException:  # Ctrl-C, SIGTERM's exception: the child goes too
+        _kill(proc)
+        raise
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        answer = {}
+    if answer.get("ok") and proc.returncode == 0:
+        return
+    if "error" in answer:
+        raise ReferenceFailed(answer["error"])
+    how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+    last = (stderr.strip().splitlines() or [""])[-1][:300]
+    raise ReferenceFailed(f"{name}: its process ended ({how}) for case '{case.name}' without an answer"
+                          + (f": {last}" if last else ""))
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the child's own children too
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:500]
+
+
+def compute(job: dict) -> dict[str, np.ndarray]:
+    """In the child: draw the inputs, run the reference, check and convert its outputs."""
+    from .inputs import ArrayJob, ReferenceFailed, generate_input, load_reference_function
+    path, case = Path(job["reference"]), job["case"]
+    arrays = [ArrayJob(**{**a, "shape": tuple(a["shape"])}) for a in job["arrays"]]
+    inputs = {a.name: generate_input(a, case, job["seed"]) for a in arrays if a.role == "input"}
+    upcast = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in inputs.items()}
+    del inputs
+    try:
+        result = load_reference_function(path)(**upcast, **job["sizes"])
+    except ReferenceFailed:
+        raise
+    except Exception as e:  # the user's code: one line, not its traceback
+        raise ReferenceFailed(f"{path.name}: reference raised {type(e).__name__}: {_one_line(e)} "
+                              f"(case '{case}')") from None
+    outputs = [a for a in arrays if a.role == "output"]
+    if isinstance(result, dict):
+        values = [result.get(a.name) for a in outputs]
+    elif isinstance(result, (tuple, list)):
+        values = list(result)
+    else:
+        values = [result]
+    if len(values) != len(outputs) or any(v is None for v in values):
+        raise ReferenceFailed(f"{path.name}: reference returned {len(values)} value(s) "
+                              f"for outputs {', '.join(a.name for a in outputs)}")
+    refs = {}
+    for a, v in zip(outputs, values):
+        v = np.asarray(v)
+        if v.shape != a.shape:
+            raise ReferenceFailed(f"{path.name}: output {a.name} for case '{case}' "
+                                  f"has shape {v.shape}, the spec says {a.shape}")
+        is_float = np.dtype(a.dtype).kind == "f"
+        try:
+            ref = np.ascontiguousarray(v, dtype=np.float64 if is_float else a.dtype)
+        except (TypeError, ValueError) as e:
+            raise ReferenceFailed(f"{path.name}: output {a.name} for case '{case}' is not numeric "
+                                  f"({_one_line(e)})") from None
+        bad = ~np.isfinite(ref) if is_float else None
+        if bad is not None and bad.any() and a.name not in job["allow_nonfinite"]:
+            first = [int(i) for i in np.unravel_index(int(np.argmax(bad)), ref.shape)]
+            raise ReferenceFailed(f"{path.name}: output {a.name} for case '{case}' has {int(bad.sum())} NaN/inf "
+                                  f"value(s), the first at {first} (an unwritten output would match it; declare "
+                                  "allow_nonfinite = true on the output if that is intended)")
+        refs[a.name] = ref
+    return refs
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    from ..runtime.parent_watch import exit_with_parent
+    exit_with_parent(job["parent"])
+    answer_to = sys.stdout
+    sys.stdout = sys.stderr  # the reference's prints must not look like the answer
+    from .inputs import ReferenceFailed
+    try:
+        np.savez(job["out"], **compute(job))
+        answer = {"ok": True}
+    except ReferenceFailed as e:
+        answer = {"error": _one_line(e)}
+    except MemoryError:
+        answer = {"error": f"{Path(job['reference']).name}: out of host memory for case '{job['case']}'"}
+    print(json.dumps(answer), file=answer_to, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""Workload specs: a directory with ``workload.toml`` and ``reference.py``.
+
+The TOML names the kernel's parameters in order (arrays with dtype and shape,
+scalars with a value), the cases with their role and sizes, the tolerance and
+precision policy, the baseline, FLOP/byte formulas and the kernels that ship with
+the workload. Every expression is checked against every case at load time, so a
+broken spec fails here, with one line naming the file, the key and the problem,
+before any GPU work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import stat
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ..runtime.compile_policy import check_options, define_options
+from .expr import Expr, ExprError
+from .kernel_source import Knob, parse_knobs
+
+ARRAY_ROLES = ("input", "output")
+CASE_ROLES = ("correctness", "performance")
+ARRAY_DTYPES = ("float32", "float64", "int32", "int64")
+SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
+REFERENCE_STATUSES = ("", "drafted", "reviewed")
+DRAFT_MARKER = ".warpsmith-drafted"  # beside workload.toml while a model's reference is not reviewed
+BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "torch")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characters, no leading . or -
+MAX_RTOL = 0.1  # a tolerance above 10 % judges nothing: a typo, not a policy
+MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can get through
+ARRAY_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+FLOAT32_MAX = 3.4028234663852886e38
+SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
+                     "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
+
+
+def name_problem(name: str) -> Optional[str]:
+    """Why `name` cannot name a workload, case or kernel (it builds paths: the session
+    folder, the reference cache, the MLflow experiment), or None."""
+    if NAME_PATTERN.fullmatch(name):
+        return None
+    return (f"'{name[:80]}{'...' if len(name) > 80 else ''}' must be 1 to 64 letters, digits, '.', '_' or '-', "
+            "not starting with '.' or '-'")
+
+
+class SpecError(ValueError):
+    """A workload file that is wrong; the message is one line: file, key, problem."""
+
+    def __init__(self, path: Path | str, key: str, problem: str):
+        super().__init__(f"{path}: {key}: {problem}")
+        self.path, self.key, self.problem = str(path), key, problem
+
+
+@dataclass(frozen=True)
+class ArrayParam:
+    name: str
+    role: str  # input | output
+    dtype: str
+    shape: tuple[Expr, ...]
+    low: float = -1.0  # inputs are drawn uniformly from [low, high], never 0
+    high: float = 1.0
+    allow_nonfinite: bool = False  # outputs: the reference may hold NaN or inf (else refused)
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    name: str
+    dtype: str
+    value: Expr
+
+    role = "scalar"
+
+    def arg(self, case: "Case") -> tuple[str, int | float]:
+        """(launch kind, value) of this scalar for a case: ("i32", 4096), ("f32", 1e-5)."""
+        kind = SCALAR_DTYPES[self.dtype]
+        return kind, self.value.evaluate_int(case.sizes) if kind[0] == "i" else float(self.value.evaluate(case.sizes))
+
+
+Param = ArrayParam | ScalarParam
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    role: str
+    sizes: dict[str, int]
+
+    @property
+    def timed(self) -> bool:
+        return self.role == "performance"
+
+
+@dataclass(frozen=True)
+class LaunchRule:
+    """Grid, block and dynamic shared memory as expressions of sizes and knobs."""
+
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    shared: Expr = Expr.parse(0)
+
+    def resolve(self, env: dict[str, int]) -> "Launch":
+        grid = tuple(e.evaluate_int(env) for e in self.grid)
+        block = tuple(e.evaluate_int(env) for e in self.block)
+        return Launch(grid, block, self.shared.evaluate_int(env))
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+
+    def problems(self) -> Optional[str]:
+        """A reason this launch cannot be valid on any GPU, or None."""
+        if any(v < 1 for v in self.grid + self.block):
+            return f"grid {self.grid} / block {self.block} has a dimension below 1"
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if threads > 1024:
+            return f"block {self.block} has {threads} threads, more than 1024"
+        if self.shared < 0:
+            return f"dynamic shared memory {self.shared} is negative"
+        return None
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel that ships with the workload (starting kernel, tunable kernels)."""
+
+    name: str
+    path: Path
+    entry: str
+    launch: LaunchRule
+    options: tuple[str, ...] = ()
+    defines: dict[str, int] = field(default_factory=dict)
+
+    def source(self) -> str:
+        return self.path.read_text()
+
+    def knobs(self) -> dict[str, Knob]:
+        return parse_knobs(self.source())
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: Optional[float]  # None: default from dtype and reduction length
+    allow_tf32: bool
+    reduction: Optional[Expr]  # reduction length, e.g. K for GEMM
+    # Compile options that lower precision (--use_fast_math, -ftz=true, -prec-div=false,
+    # -prec-sqrt=false): a key of its own, not allow_tf32 (TF32 relaxes matmul inputs;
+    # fast math relaxes division, sqrt, transcendentals and denormals). The tolerance
+    # itself does not change: a fast-math kernel must still pass it. agent/compile_policy.py
+    allow_fast_math: bool = False
+
+
+@dataclass(frozen=True)
+class Baseline:
+    kind: str  # none | cublas_sgemm | cublas_sgemm_bias_relu | torch (the loop's baseline: PyTorch eager)
+    bind: dict[str, str]  # baseline operand -> workload parameter (a -> A, m -> M, ...)
+    torch: Optional[Path] = None  # PyTorch baseline file: eager and torch.compile, where PyTorch is installed
+
+    @property
+    def primary(self) -> Optional[str]:
+        """The baseline the loop compares with."""
+        return {"none": None, "torch": "torch_eager"}.get(self.kind, self.kind)
+
+    def kinds(self) -> list[str]:
+        """Every baseline this workload can be compared with, the loop's first."""
+        extra = ["torch_eager", "torch_compile"] if self.torch else []
+        return list(dict.fromkeys(([self.primary] if self.primary else []) + extra))
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    directory: Path
+    description: str
+    params: tuple[Param, ...]
+    cases: tuple[Case, ...]
+    tolerance: Tolerance
+    baseline: Baseline
+    flops: Optional[Expr]
+    bytes: Optional[Expr]
+    kernels: dict[str, KernelSpec]
+    start: str
+    reference_path: Path
+    digest: str  # hash of the spec and the reference: keys the reference cache
+    # "" (written by hand), "drafted" (by a model, not yet trusted) or "reviewed"
+    # (the user agreed and an independent second draft matched it): agent/drafting.py
+    reference_status: str = ""
+
+    @property
+    def arrays(self) -> list[ArrayParam]:
+        return [p for p in self.params if isinstance(p, ArrayParam)]
+
+    @property
+    def inputs(self) -> list[ArrayParam]:
+        return [p for p in self.arrays if p.role == "input"]
+
+    @property
+    def outputs(self) -> list[ArrayParam]:
+        return [p for p in self.arrays if p.role == "output"]
+
+    @property
+    def start_kernel(self) -> KernelSpec:
+        return self.kernels[self.start]
+
+    def timing_only(self, names: list[str] | tuple[str, ...]) -> "Workload":
+        """This workload with only `names` among its performance cases timed and
+        scored (`run --cases`: tune for the shapes you ship). The other performance
+        cases are still validated, like correctness cases. Raises ValueError naming
+        the performance cases when a name is not one of them."""
+        if not names:
+            return self
+        timed = [c.name for c in self.cases if c.timed]
+        unknown = [n for n in names if n not in timed]
+        if unknown:
+            raise ValueError(f"--cases: {', '.join(unknown)} is not a performance case of {self.name} "
+                             f"(those are: {', '.join(timed)})")
+        return replace(self, cases=tuple(c if not c.timed or c.name in names else replace(c, role="correctness")
+                                         for c in self.cases))
+
+    def case(self, name: str) -> Case:
+        for c in self.cases:
+            if c.name == name:
+                return c
+        raise KeyError(f"no case '{name}' in workload {self.name}")
+
+    def shape(self, param: ArrayParam, case: Case) -> tuple[int, ...]:
+        return tuple(e.evaluate_int(case.sizes) for e in param.shape)
+
+    def signature(self) -> str:
+        """The kernel's parameter list as C, for people and models."""
+        ctype = {"float32": "float", "float64": "double", "float16": "__half", "int32": "int",
+                 "int64": "long long"}
+        parts = []
+        for p in self.params:
+            if isinstance(p, ArrayParam):
+                const = "const " if p.role == "input" else ""
+                dims = " x ".join(str(e) for e in p.shape)
+                parts.append(f"{const}{ctype[p.dtype]}* {p.name} /* [{dims}] {p.role} */")
+            else:
+                parts.append(f"{ctype[p.dtype]} {p.name} /* = {p.value} */")
+        return ", ".join(parts)
+
+
+def scalar_problem(dtype: str, value: int | float) -> Optional[str]:
+    """Why `value` cannot be passed as a scalar of `dtype`, or None."""
+    if dtype in SCALAR_RANGES:
+        lo, hi = SCALAR_RANGES[dtype]
+        return None if lo <= value <= hi else f"{value} is outside {dtype}'s range [{lo}, {hi}]"
+    if not math.isfinite(value):
+        return f"{value} is not finite"
+    if dtype == "float32" and abs(value) > FLOAT32_MAX:
+        return f"{value:g} is outside float32's range (+-{FLOAT32_MAX:.7g})"
+    return None
+
+
+def load_workload(directory: Path | str) -> Workload:
+    """Parse and check a workload directory; raises SpecError (one line)."""
+    directory = Path(directory)
+    path = directory / "workload.toml" if directory.is_dir() else directory
+    directory = path.parent
+    if not path.is_file():
+        raise SpecError(path, "workload.toml", "not found: a workload is a directory holding "
+                        "workload.toml and reference.py")
+    raw = path.read_bytes()
+    try:
+        doc = tomllib.loads(raw.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(path, "(syntax)", str(e)) from None
+    return _Parser(path, directory, doc, raw).parse()
+
+
+class _Parser:
+    def __init__(self, path: Path, directory: Path, doc: dict, raw: bytes):
+        self.path, self.dir, self.doc, self.raw = path, directory, doc, raw
+
+    def fail(self, key: str, problem: str) -> SpecError:
+        return SpecError(self.path, key, problem)
+
+    def get(self, table: dict, key: str, where: str, kind: type | tuple, default: Any = ...) -> Any:
+        if key not in table:
+            if default is ...:
+                raise self.fail(f"{where}{key}", "missing")
+            return default
+        value = table[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(f"{where}{key}", f"expected {names}, got {value!r}")
+        return value
+
+    def known(self, table: dict, where: str, allowed: set[str]) -> None:
+        """Unknown keys are typos until proven otherwise."""
+        for key in table:
+            if key not in allowed:
+                raise self.fail(f"{where}{key}", f"unknown key (expected one of {', '.join(sorted(allowed))})")
+
+    def name(self, table: dict, where: str) -> str:
+        """table["name"], checked before it builds any path."""
+        value = self.get(table, "name", where, str)
+        problem = name_problem(value)
+        if problem:
+            raise self.fail(where + "name", problem)
+        return value
+
+    def file(self, relative: str, key: str) -> Path:
+        """A file the spec names: a regular file inside the workload directory once
+        symlinks are resolved (a spec cannot make warpsmith read ../../secret)."""
+        path = self.dir / relative
+        root, real = self.dir.resolve(), path.resolve()
+        if not real.is_relative_to(root):
+            raise self.fail(key, f"'{relative}' resolves to {real}, outside the workload directory {root}")
+        try:
+            mode = real.stat().st_mode
+        except OSError:
+            raise self.fail(key, f"{path.name} not found beside workload.toml") from None
+        if not stat.S_ISREG(mode):
+            raise self.fail(key, f"'{relative}' is not a regular file")
+        return path
+
+    def expr(self, value: Any, key: str) -> Expr:
+        try:
+            return Expr.parse(value)
+        except ExprError as e:
+            raise self.fail(key, str(e)) from None
+
+    def parse(self) -> Workload:
+        self.known(self.doc, "", {"workload", "params", "cases", "tolerance", "metrics", "baseline", "start", "kernels"})
+        top = self.get(self.doc, "workload", "", dict)
+        self.known(top, "workload.", {"name", "description", "reference", "reduction", "reference_status"})
+        status = self.get(top, "reference_status", "workload.", str, "")
+        if status not in REFERENCE_STATUSES:
+            raise self.fail("workload.reference_status", f"'{status}' must be drafted or reviewed (or absent)")
+        if (self.dir / DRAFT_MARKER).exists():  # written by warpsmith, not by the model: the TOML cannot undo it
+            status = "drafted"
+        name = self.name(top, "workload.")
+        description = self.get(top, "description", "workload.", str)
+        reference = self.file(self.get(top, "reference", "workload.", str, "reference.py"), "workload.reference")
+        params = self.parse_params()
+        cases = self.parse_cases()
+        tolerance = self.parse_tolerance(top)
+        metrics = self.get(self.doc, "metrics", "", dict, {})
+        self.known(metrics, "metrics.", {"flops", "bytes"})
+        flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
+        nbytes = self.expr(metrics["bytes"], "metrics.bytes") if "bytes" in metrics else None
+        kernels = self.parse_kernels(tolerance.allow_fast_math)
+        start = self.get(self.get(self.doc, "start", "", dict, {}), "kernel", "start.", str,
+                         next(iter(kernels), ""))
+        if start not in kernels:
+            raise self.fail("start.kernel", f"'{start}' is not one of the [kernels.*] tables "
+                            f"({', '.join(kernels) or 'none defined'})")
+        baseline = self.parse_baseline(params)
+        digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
+        w = Workload(name, self.dir, description.strip(), params, cases, tolerance, baseline, flops,
+                     nbytes, kernels, start, reference, digest, status)
+        self.check_against_cases(w)
+        return w
+
+    def parse_params(self) -> tuple[Param, ...]:
+        items = self.get(self.doc, "params", "", list)
+        params: list[Param] = []
+        seen = set()
+        for i, p in enumerate(items):
+            where = f"params[{i}]."
+            if not isinstance(p, dict):
+                raise self.fail(f"params[{i}]", "each parameter is a table")
+            self.known(p, where, {"name", "role", "dtype", "shape", "range", "value", "allow_nonfinite"})
+            name = self.name(p, where)
+            if not name.isidentifier() or name in seen:
+                raise self.fail(where + "name", f"'{name}' is not a unique identifier")
+            seen.add(name)
+            role = self.get(p, "role", where, str)
+            dtype = self.get(p, "dtype", where, str)
+            if role == "scalar":
+                if dtype not in SCALAR_DTYPES:
+                    raise self.fail(where + "dtype", f"scalar dtype must be one of {', '.join(SCALAR_DTYPES)}")
+                params.append(ScalarParam(name, dtype, self.expr(self.get(p, "value", where, (str, int, float)), where + "value")))
+                continue
+            if role not in ARRAY_ROLES:
+                raise self.fail(where + "role", f"'{role}' must be input, output or scalar")
+            if dtype not in ARRAY_DTYPES:
+                raise self.fail(where + "dtype", f"'{dtype}' must be one of {', '.join(ARRAY_DTYPES)}")
+            shape = self.get(p, "shape", where, list)
+            if not shape:
+                raise self.fail(where + "shape", "needs at least one dimension")
+            bounds = self.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else [-1.0, 1.0]
+            if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool)
+                                           and math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
+                raise self.fail(where + "range", f"expected finite [low, high] with low < high, got {bounds!r}")
+            low, high = bounds
+            if dtype.startswith("int"):
+                info = {"int32": 2**31, "int64": 2**63}[dtype]
+                lo, hi = math.ceil(low), math.floor(high)
+                if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
+                    raise self.fail(where + "range", f"holds no non-zero {dtype} value (inputs are never zero)")
+            nonfinite = self.get(p, "allow_nonfinite", where, bool, False)
+            if nonfinite and (role != "output" or not dtype.startswith("float")):
+                raise self.fail(where + "allow_nonfinite", "only a float output's reference may hold NaN or inf")
+            params.append(ArrayParam(name, role, dtype,
+                                     tuple(self.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
+                                     float(low), float(high), nonfinite))
+        if not any(isinstance(p, ArrayParam) and p.role == "output" for p in params):
+            raise self.fail("params", "no parameter has role = \"output\"")
+        return tuple(params)
+
+    def parse_cases(self) -> tuple[Case, ...]:
+        items = self.get(self.doc, "cases", "", list)
+        cases, seen = [], set()
+        for i, c in enumerate(items):
+            where = f"cases[{i}]."
+            if not isinstance(c, dict):
+                raise self.fail(f"cases[{i}]", "each case is a table")
+            self.known(c, where, {"name", "role", "sizes"})
+            name = self.name(c, where)
+            if name in seen:
+                raise self.fail(where + "name", f"'{name}' is used twice")
+            seen.add(name)
+            role = self.get(c, "role", where, str)
+            if role not in CASE_ROLES:
+                raise self.fail(where + "role", f"'{role}' must be correctness or performance")
+            sizes = self.get(c, "sizes", where, dict)
+            for k, v in sizes.items():
+                if not k.isidentifier():
+                    raise self.fail(f"{where}sizes", f"'{k}' is not an identifier")
+                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                    raise self.fail(f"{where}sizes.{k}", f"expected a positive integer, got {v!r}")
+            cases.append(Case(name, role, dict(sizes)))
+        if not any(c.role == "performance" for c in cases):
+            raise self.fail("cases", "no case has role = \"performance\": nothing would be timed")
+        return tuple(cases)
+
+    def parse_tolerance(self, top: dict) -> Tolerance:
+        t = self.get(self.doc, "tolerance", "", dict, {})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math"})
+        rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
+        if rtol is not None and not 0 < rtol <= MAX_RTOL:  # NaN and inf fail here too
+            raise self.fail("tolerance.rtol", f"{rtol!r} must be finite, > 0 and <= {MAX_RTOL}")
+        allow = self.get(t, "allow_tf32", "tolerance.", bool, False)
+        fast_math = self.get(t, "allow_fast_math", "tolerance.", bool, False)
+        reduction = top.get("reduction")
+        return Tolerance(None if rtol is None else float(rtol), allow,
+                         self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math)
+
+    def parse_kernels(self, allow_fast_math: bool) -> dict[str, KernelSpec]:
+        table = self.get(self.doc, "kernels", "", dict)
+        kernels = {}
+        for name, k in table.items():
+            where = f"kernels.{name}."
+            if not isinstance(k, dict):
+                raise self.fail(f"kernels.{name}", "expected a table")
+            if name_problem(name):
+                raise self.fail(f"kernels.{name[:80]}", f"kernel name {name_problem(name)}")
+            self.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines"})
+            src = self.file(self.get(k, "source", where, str), where + "source")
+            grid = self.get(k, "grid", where, list)
+            block = self.get(k, "block", where, list)
+            for key, dims in (("grid", grid), ("block", block)):
+                if not 1 <= len(dims) <= 3:
+                    raise self.fail(where + key, "expected 1 to 3 dimensions")
+            rule = LaunchRule(
+                tuple(self.expr(g, f"{where}grid[{i}]") for i, g in enumerate(grid + [1] * (3 - len(grid)))),
+                tuple(self.expr(b, f"{where}block[{i}]") for i, b in enumerate(block + [1] * (3 - len(block)))),
+                self.expr(self.get(k, "shared", where, (int, str), 0), where + "shared"))
+            options = self.get(k, "options", where, list, [])
+            defines = self.get(k, "defines", where, dict, {})
+            for name, value in defines.items():
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise self.fail(f"{where}defines.{name}", f"expected an integer, got {value!r}")
+            refusal = check_options([str(o) for o in options] + define_options(defines), allow_fast_math)
+            if refusal:
+                raise self.fail(where + "options", refusal)
+            spec = KernelSpec(name, src, self.get(k, "entry", where, str), rule,
+                              tuple(str(o) for o in options), {str(a): int(b) for a, b in defines.items()})
+            try:
+                spec.knobs()
+            except ValueError as e:
+                raise self.fail(where + "source", str(e)) from None
+            kernels[name] = spec
+        if not kernels:
+            raise self.fail("kernels", "no kernel defined: add a [kernels.NAME] table")
+        return kernels
+
+    def parse_baseline(self, params: tuple[Param, ...]) -> Baseline:
+        b = self.get(self.doc, "baseline", "", dict, {"kind": "none"})
+        kind = self.get(b, "kind", "baseline.", str)
+        if kind not in BASELINES:
+            raise self.fail("baseline.kind", f"'{kind}' must be one of {', '.join(BASELINES)}")
+        torch = None
+        if "torch" in b:
+            torch = self.file(self.get(b, "torch", "baseline.", str), "baseline.torch")
+        elif kind == "torch":
+            raise self.fail("baseline.torch", "kind = \"torch\" needs torch = \"FILE.py\" defining baseline(**inputs, **sizes)")
+        bind = {k: v for k, v in b.items() if k not in ("kind", "torch")}
+        names = {p.name for p in params}
+        needed = BASELINE_OPERANDS.get(kind, ())
+        for operand in needed:
+            if not isinstance(bind.get(operand), str) or bind.get(operand) not in names:
+                raise self.fail(f"baseline.{operand}", f"must name a parameter (one of {', '.join(sorted(names))})")
+        return Baseline(kind, bind, torch)
+
+    def check_against_cases(self, w: Workload) -> None:
+        """Evaluate every expression for every case so errors surface now."""
+        for case in w.cases:
+            def check(expr: Expr, key: str, integer: bool = True) -> None:
+                try:
+                    value = expr.evaluate_int(case.sizes) if integer else expr.evaluate(case.sizes)
+                except ExprError as e:
+                    raise self.fail(key, f"for case '{case.name}': {e}") from None
+                if integer and value < 1 and key.startswith("params"):
+                    raise self.fail(key, f"for case '{case.name}': dimension {value} < 1")
+            for j, p in enumerate(w.params):
+                if isinstance(p, ArrayParam):
+                    for d, e in enumerate(p.shape):
+                        check(e, f"params[{j}].shape[{d}]")
+                    nbytes = math.prod(w.shape(p, case)) * ARRAY_ITEMSIZE[p.dtype]  # exact: Python ints
+                    if nbytes > MAX_ARRAY_BYTES:
+                        raise self.fail(f"params[{j}].shape", f"for case '{case.name}': {p.name} would be "
+                                        f"{nbytes} bytes, more than any machine ({MAX_ARRAY_BYTES})")
+                else:
+                    check(p.value, f"params[{j}].value", integer=p.dtype.startswith("int"))
+                    try:
+                        problem = scalar_problem(p.dtype, p.arg(case)[1])
+                    except OverflowError:
+                        problem = f"{p.value} overflows {p.dtype}"
+                    if problem:
+                        raise self.fail(f"params[{j}].value", f"for case '{case.name}': {p.name} = {problem}")
+            for key, e in (("metrics.flops", w.flops), ("metrics.bytes", w.bytes),
+                           ("workload.reduction", w.tolerance.reduction)):
+                if e is not None:
+                    check(e, key, integer=False)
+            for kname, k in w.kernels.items():
+                knob_env = {**{n: kn.default for n, kn in k.knobs().items()}, **k.defines}
+                env = {**case.sizes, **knob_env}
+                try:
+                    launch = k.launch.resolve(env)
+                except ExprError as e:
+                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {e}") from None
+                if launch.problems():
+                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {launch.problems()}")

@@ -1,0 +1,151 @@
+"""One case's data on the GPU, kept for the whole session: every array between two
+guard bands, and the reference on the device.
+
+Layout of each array buffer: ``[guard | data | guard]``. Guards hold a sentinel
+word; a write outside ``data`` changes them. Outputs are poisoned before every
+launch with a word from :class:`agent.poison.Poisons`, so an unwritten element
+fails. Inputs and references are checked against keyed checksums taken right
+after their upload, before any candidate ran: a kernel that writes into them,
+however far from its own buffers, is caught and the data restored from the host.
+The references are allocated first, then a moat, then the arrays a kernel is
+given, then another moat, so an overrun far past an output's guard band lands in a
+moat (checked like a guard band) or in unmapped memory (a fault), not in a
+reference. Allocation order is what the driver usually follows, not a promise:
+the checksums are what catch a write that lands elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..spec.inputs import ArrayJob, generate_input, load_reference
+from .poison import Poisons
+from .protocol import CaseJob
+
+GUARD_WORD = 0xDEADBEEF
+MOAT_BYTES = 8 << 20  # sentinel-filled memory around the arrays: a far overrun lands there or faults
+
+
+def guard_bytes(nbytes: int) -> int:
+    """Wide enough to catch a tile's overrun, 256-aligned so data keeps its alignment."""
+    g = max(4096, min(nbytes, 1 << 20))
+    return (g + 255) // 256 * 256
+
+
+@dataclass
+class DeviceArray:
+    job: ArrayJob
+    buffer: object  # _runner.Buffer
+    guard: int
+    host: np.ndarray | None = None  # inputs: the values uploaded
+    checksum: int = 0  # inputs: of the data as uploaded
+    ref: object | None = None  # outputs: reference on the device
+    ref_host: np.ndarray | None = None
+    ref_device: np.ndarray | None = None  # the reference as uploaded (float64 or the output's integer dtype)
+    ref_checksum: int = 0
+    ref_scale: float = 0.0
+    dirty: bool = False  # an input a kernel modified: re-upload before the next launch
+
+    @property
+    def ptr(self) -> int:
+        return self.buffer.ptr + self.guard
+
+    @property
+    def nbytes(self) -> int:
+        return self.job.nbytes
+
+
+class CaseBuffers:
+    def __init__(self, device, job: CaseJob, seed: int, checks):
+        self.job, self.checks = job, checks
+        self.arrays: dict[str, DeviceArray] = {}
+        refs = load_reference(job.reference)
+        device_refs = {}  # output name -> (reference as computed, as uploaded, its device buffer)
+        for a in job.arrays:  # references first, then a moat, then what kernels are given
+            if a.role == "output":
+                ref = refs[a.name]
+                uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
+                buf = device.alloc(uploaded.nbytes)
+                buf.upload(uploaded)
+                device_refs[a.name] = (ref, uploaded, buf)
+        self.moats = [device.alloc(MOAT_BYTES)]
+        for a in job.arrays:
+            g = guard_bytes(a.nbytes)
+            buf = device.alloc(a.nbytes + 2 * g)
+            arr = DeviceArray(a, buf, g)
+            if a.role == "input":
+                arr.host = generate_input(a, job.case, seed)
+                buf.upload(arr.host, g)
+                arr.checksum = checks.checksum(arr.ptr, a.nbytes)
+            else:
+                arr.ref_host, arr.ref_device, arr.ref = device_refs[a.name]
+                arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
+                ref = arr.ref_host
+                arr.ref_scale = float(np.sqrt(np.mean(np.square(ref, dtype=np.float64)))) if ref.dtype.kind == "f" else 0.0
+            self.arrays[a.name] = arr
+        self.moats.append(device.alloc(MOAT_BYTES))
+        for moat in self.moats:
+            moat.fill_u32(GUARD_WORD, 0, MOAT_BYTES)
+
+    def outputs(self) -> list[DeviceArray]:
+        return [a for a in self.arrays.values() if a.job.role == "output"]
+
+    def inputs(self) -> list[DeviceArray]:
+        return [a for a in self.arrays.values() if a.job.role == "input"]
+
+    def prepare(self, poisons: Poisons) -> None:
+        """Re-arm the guards, restore modified inputs and poison every output."""
+        for a in self.arrays.values():
+            # Always re-armed: the last candidate may have written into them.
+            a.buffer.fill_u32(GUARD_WORD, 0, a.guard)
+            a.buffer.fill_u32(GUARD_WORD, a.guard + a.nbytes, a.guard)  # dtypes are 4 or 8 bytes wide
+        self.restore()
+        self.poison(poisons, synchronous=True)
+
+    def poison(self, poisons: Poisons, synchronous: bool = False) -> None:
+        """Fill every output with this fill's poison word; asynchronous inside timing loops."""
+        poisons.next_fill()
+        for a in self.outputs():
+            fill = a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async
+            fill(poisons.word(a.job.dtype), a.guard, a.nbytes)
+
+    def modified_inputs(self) -> list[str]:
+        """Inputs whose contents differ from their upload (marked for restoring)."""
+        changed = []
+        for a in self.inputs():
+            if self.checks.checksum(a.ptr, a.nbytes) != a.checksum:
+                a.dirty = True
+                changed.append(a.job.name)
+        return changed
+
+    def modified_references(self) -> list[str]:
+        changed = []
+        for a in self.outputs():
+            if self.checks.checksum(a.ref.ptr, a.ref_device.nbytes) != a.ref_checksum:
+                a.dirty = True
+                changed.append(a.job.name)
+        return changed
+
+    def restore(self) -> None:
+        """Upload again whatever a kernel changed (inputs, references)."""
+        for a in self.arrays.values():
+            if a.dirty:
+                if a.job.role == "input":
+                    a.buffer.upload(a.host, a.guard)
+                else:
+                    a.ref.upload(a.ref_device)
+                a.dirty = False
+
+    def kernel_args(self) -> list[tuple[str, object]]:
+        args = []
+        for arg in self.job.args:
+            args.append(("ptr", self.arrays[arg.array].ptr) if arg.array else (arg.kind, arg.value))
+        return args
+
+    def download(self, name: str) -> np.ndarray:
+        a = self.arrays[name]
+        out = np.empty(a.job.shape, dtype=a.job.dtype)
+        a.buffer.download(out, a.guard)
+        return out

@@ -1,0 +1,92 @@
+"""The GPU's own ceilings, measured once per GPU (by UUID) in the worker and cached.
+
+Two kernels, timed by the runner's own loop (events, warm-up):
+- copy: 1 GiB read + 1 GiB written with 16-byte loads, far past the L2, so the
+  figure is what a memory-bound kernel can really reach (a copy, not the
+  datasheet's peak);
+- fma: independent fp32 FMA chains in every thread of a full grid, so the figure
+  is the fp32 rate at the clocks the card runs now (TF32 and tensor cores are off
+  in warpsmith's numbers, so this is the compute ceiling that applies).
+The best of a few launch shapes is kept: a ceiling is a best case.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+
+from ..runtime.compiler import compile_kernel
+from ..spec.speed_of_light import Ceilings, save_ceilings
+
+PROBE_SOURCE = r"""
+extern "C" __global__ void ws_copy(const float4* __restrict__ src, float4* __restrict__ dst, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
+
+#define CHAINS 8
+extern "C" __global__ void ws_fma(float* out, int iters, float a, float b) {
+  float x[CHAINS];
+#pragma unroll
+  for (int c = 0; c < CHAINS; ++c) x[c] = threadIdx.x + c;
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) x[c] = fmaf(x[c], a, b);
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int c = 0; c < CHAINS; ++c) s += x[c];
+  if (s == 1234.5f) out[0] = s;  // keeps the chains alive; never true for these a, b
+}
+"""
+COPY_BYTES = 1 << 30
+FMA_CHAINS, FMA_ITERS, FMA_THREADS = 8, 8192, 256
+
+
+def _median_ms(device, fn, grid, block, args) -> float:
+    from ..runtime import native
+    settings = native._runner.TimingSettings(warmup=3, repetitions=20, flush_l2=False, max_total_ms=400.0)
+    return statistics.median(device.time(fn, grid, (block, 1, 1), 0, args, settings).samples_ms)
+
+
+def measure_ceilings(device, facts: dict) -> Ceilings:
+    """Measure copy bandwidth and the fp32 FMA rate on an open runner device."""
+    module = {}
+    for entry in ("ws_copy", "ws_fma"):
+        compiled = compile_kernel(PROBE_SOURCE, entry, facts["arch"])
+        if not compiled.ok:
+            raise RuntimeError(f"ceiling probe {entry} did not compile: {compiled.error}")
+        module[entry] = device.load_module(compiled.cubin).function(compiled.symbol)
+    sms = facts["sm_count"]
+
+    src, dst = device.alloc(COPY_BYTES), device.alloc(COPY_BYTES)
+    src.fill_u32(0x3F800000, 0, COPY_BYTES)
+    n16 = COPY_BYTES // 16
+    copy_ms = min(_median_ms(device, module["ws_copy"], (blocks, 1, 1), 256, [("ptr", src.ptr), ("ptr", dst.ptr), ("i64", n16)])
+                  for blocks in (sms * 8, sms * 32, (n16 + 255) // 256))
+    del src, dst
+
+    out = device.alloc(4)
+    fma_ms, threads = float("inf"), 0
+    for per_sm in (8, 16):
+        blocks = sms * per_sm
+        ms = _median_ms(device, module["ws_fma"], (blocks, 1, 1), FMA_THREADS,
+                        [("ptr", out.ptr), ("i32", FMA_ITERS), ("f32", 0.999), ("f32", 0.001)])
+        if ms < fma_ms:
+            fma_ms, threads = ms, blocks * FMA_THREADS
+    flops = 2.0 * threads * FMA_ITERS * FMA_CHAINS
+    when = datetime.date.today().isoformat()
+    return Ceilings(bandwidth_gbs=round(2 * COPY_BYTES / (copy_ms * 1e-3) / 1e9, 1),
+                    fp32_tflops=round(flops / (fma_ms * 1e-3) / 1e12, 2),
+                    source=f"measured on this GPU {when}")
+
+
+def ensure_ceilings(device, facts: dict) -> Ceilings:
+    """The cached ceilings of this GPU, measured now if there are none yet (about a second)."""
+    from ..spec.speed_of_light import load_ceilings
+    cached = load_ceilings(facts)
+    if cached is not None and cached.source != "datasheet":
+        return cached
+    ceilings = measure_ceilings(device, facts)
+    save_ceilings(facts, ceilings)
+    return ceilings

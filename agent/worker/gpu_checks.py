@@ -1,0 +1,169 @@
+"""The checks that run on the GPU after every launch: output against the float64
+reference, guard bands against their sentinel, inputs and references against the
+keyed checksums taken when they were uploaded.
+
+They run on the GPU because a 4096 x 4096 comparison in NumPy costs ~200 ms and
+the evaluation of a whole candidate has a budget of one second. Only when a check
+fails is the output downloaded and the detailed report built on the CPU
+(:mod:`agent.mismatch`). The comparison is the one :mod:`agent.tolerance`
+defines; a GPU test checks both agree.
+"""
+
+from __future__ import annotations
+
+import secrets
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..runtime import compiler
+
+SOURCE = r"""
+typedef unsigned long long u64;
+
+__device__ void ws_max_double(u64* slot, double v) {
+  // Non-negative doubles order like their bit patterns.
+  atomicMax(slot, (u64)__double_as_longlong(v));
+}
+
+#define WS_CHECK_CLOSE(NAME, T)                                                       \
+extern "C" __global__ void NAME(const T* out, const double* ref, u64 n, double scale, \
+                                double rtol, u64* stats) {                            \
+  double max_rel = 0.0, max_abs = 0.0;                                                \
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
+       i += (u64)gridDim.x * blockDim.x) {                                            \
+    double o = (double)out[i], r = ref[i];                                            \
+    if (isnan(o) && isnan(r)) continue;                                               \
+    double diff = fabs(o - r);                                                        \
+    double rel = diff / (fabs(r) + scale + 1e-300);                                   \
+    if (!(rel <= rtol)) {                                                             \
+      atomicAdd(&stats[0], 1ull);                                                     \
+      atomicMin(&stats[3], i);                                                        \
+      if (isnan(o)) atomicAdd(&stats[4], 1ull);                                       \
+    }                                                                                 \
+    if (isfinite(rel) && rel > max_rel) max_rel = rel;                                \
+    if (isfinite(diff) && diff > max_abs) max_abs = diff;                             \
+  }                                                                                   \
+  ws_max_double(&stats[1], max_rel);                                                  \
+  ws_max_double(&stats[2], max_abs);                                                  \
+}
+
+WS_CHECK_CLOSE(ws_check_close_f32, float)
+WS_CHECK_CLOSE(ws_check_close_f64, double)
+
+extern "C" __global__ void ws_count_differ(const unsigned* a, const unsigned* b, u64 n, u64* count) {
+  u64 local = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    local += a[i] != b[i];
+  if (local) atomicAdd(count, local);
+}
+
+// A keyed checksum: a secret key (never a kernel's argument) makes a change that
+// keeps the sum unchanged unfindable. The sum of mixed words is order-free, so the
+// blocks add into one slot.
+__device__ u64 ws_mix(u64 x) {
+  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27; x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+extern "C" __global__ void ws_checksum(const unsigned* a, u64 n, u64 key, u64* sum) {
+  u64 local = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    local += ws_mix(key ^ (i * 0x9E3779B97F4A7C15ull) ^ a[i]);
+  atomicAdd(sum, local);
+}
+
+extern "C" __global__ void ws_count_not(const unsigned* a, unsigned value, u64 n, u64* count) {
+  u64 local = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    local += a[i] != value;
+  if (local) atomicAdd(count, local);
+}
+"""
+
+STATS_WORDS = 8
+NO_INDEX = 0xFFFFFFFFFFFFFFFF
+CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64"}
+
+
+def _signed(value: int) -> int:
+    """A u64 as the i64 launch argument with the same bits."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+@dataclass(frozen=True)
+class CloseStats:
+    mismatches: int
+    max_rel_error: float
+    max_abs_error: float
+    first_bad: int  # flat index, or -1
+    unwritten: int
+
+
+class GpuChecks:
+    """The checker kernels, compiled once per worker, and a small stats buffer."""
+
+    def __init__(self, device, arch: str):
+        self.device = device
+        compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
+        if not compiled.ok:
+            raise RuntimeError(f"warpsmith's own checker kernels failed to compile:\n{compiled.log}")
+        module = device.load_module(compiled.cubin)
+        self._module = module
+        self._fn = {name: module.function(name) for name in
+                    ("ws_check_close_f32", "ws_check_close_f64", "ws_count_differ", "ws_count_not",
+                     "ws_checksum")}
+        self._stats = device.alloc(STATS_WORDS * 8)
+        self._grid = max(1, device.facts.sm_count) * 4
+        self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
+
+    def _reset(self) -> None:
+        init = np.zeros(STATS_WORDS, dtype=np.uint64)
+        init[3] = NO_INDEX
+        self._stats.upload(init)
+
+    def _read(self) -> np.ndarray:
+        out = np.empty(STATS_WORDS, dtype=np.uint64)
+        self._stats.download(out)
+        return out
+
+    def _run(self, name: str, args: list) -> np.ndarray:
+        self._reset()
+        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
+        self.device.synchronize()
+        return self._read()
+
+    def enqueue_output_check(self, dtype: str, out_ptr: int, ref_ptr: int, nbytes: int, scale: float,
+                             rtol: float, stats_ptr: int) -> None:
+        """Enqueue the output check without waiting: its mismatch count lands in
+        stats_ptr[0] (zeroed by the caller). Floats by tolerance, integers exactly."""
+        if dtype in CLOSE_KERNELS:
+            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // np.dtype(dtype).itemsize),
+                    ("f64", scale), ("f64", rtol), ("ptr", stats_ptr)]
+            name = CLOSE_KERNELS[dtype]
+        else:
+            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), ("ptr", stats_ptr)]
+            name = "ws_count_differ"
+        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
+
+    def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale: float, rtol: float) -> CloseStats:
+        s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("f64", scale),
+                                             ("f64", rtol), ("ptr", self._stats.ptr)])
+        as_double = lambda bits: struct.unpack("<d", struct.pack("<Q", int(bits)))[0]
+        return CloseStats(int(s[0]), as_double(s[1]), as_double(s[2]),
+                          -1 if int(s[3]) == NO_INDEX else int(s[3]), int(s[4]))
+
+    def count_differ(self, a_ptr: int, b_ptr: int, nbytes: int) -> int:
+        return int(self._run("ws_count_differ", [("ptr", a_ptr), ("ptr", b_ptr), ("i64", nbytes // 4),
+                                                 ("ptr", self._stats.ptr)])[0])
+
+    def checksum(self, ptr: int, nbytes: int) -> int:
+        """Keyed sum of the 4-byte words at ptr; equal sums mean unchanged contents."""
+        return int(self._run("ws_checksum", [("ptr", ptr), ("i64", nbytes // 4), ("i64", _signed(self._key)),
+                                             ("ptr", self._stats.ptr)])[0])
+
+    def count_not(self, ptr: int, value: int, nbytes: int) -> int:
+        return int(self._run("ws_count_not", [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
+                                              ("i64", nbytes // 4), ("ptr", self._stats.ptr)])[0])

@@ -1,0 +1,320 @@
+"""The GPU worker process: owns the CUDA context, the case buffers and the checks.
+
+A kernel that faults kills the context, and a kernel that hangs never returns;
+both cost only this process. The evaluator kills and restarts it and the
+session goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Optional
+
+import numpy as np
+
+from ..runtime import native
+from ..runtime.parent_watch import exit_with_parent
+from .case_buffers import GUARD_WORD, CaseBuffers
+from .ceilings_probe import ensure_ceilings
+from .clocks import Clocks
+from .gpu_checks import GpuChecks
+from .mismatch import build_report
+from .poison import Poisons
+from .protocol import (
+    CaseCheck,
+    CaseChecked,
+    CaseJob,
+    CaseTimed,
+    EvaluateBaseline,
+    EvaluateKernel,
+    Fault,
+    JobDone,
+    Shutdown,
+    Started,
+    TimingConfig,
+    WorkerReady,
+)
+from .timed_checks import TimedChecks
+
+# Launch-time refusals: the context survives them, so the worker does too.
+RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+               "CUDA_ERROR_NOT_FOUND", "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+               "CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_OUT_OF_MEMORY"}
+
+BIAS_RELU_SOURCE = r"""
+extern "C" __global__ void ws_bias_relu(float* c, const float* __restrict__ bias, long long count, int n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x)
+    c[i] = fmaxf(c[i] + bias[i % n], 0.f);
+}
+"""
+
+
+class GpuWorker:
+    def __init__(self, ordinal: int):
+        self.device = native.open_device(ordinal)
+        self.checks = GpuChecks(self.device, self.device.facts.arch)
+        self.cases: dict[tuple[str, int, str], CaseBuffers] = {}
+        self._cublas = None
+        self._bias_relu = None
+        self.clocks = Clocks(self.device.facts.uuid)
+        self._torch: dict[tuple[str, str], object] = {}  # (kind, source) -> TorchBaseline
+        self.poisons = Poisons()
+        self.phase, self.case = "start", ""
+
+    def facts(self) -> dict:
+        f = self.device.facts
+        facts = {k: getattr(f, k) for k in dir(f) if not k.startswith("_")}
+        facts["nvrtc"] = "{}.{}".format(*native.nvrtc_version())
+        facts["driver"] = f"{f.driver_version // 1000}.{f.driver_version % 1000 // 10}"
+        return facts
+
+    def buffers(self, job: CaseJob, seed: int) -> CaseBuffers:
+        key = (job.case, seed, job.reference)
+        if key not in self.cases:
+            self.cases[key] = CaseBuffers(self.device, job, seed, self.checks)
+        return self.cases[key]
+
+    def check(self, bufs: CaseBuffers) -> CaseCheck:
+        """Guards, inputs and references, then outputs: the first kind of failure found wins."""
+        return self.integrity(bufs) or self.check_outputs(bufs)
+
+    def integrity(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
+        """What a kernel must leave alone: the guard bands, its inputs, the reference."""
+        self.device.synchronize()
+        overruns = [f"{a.job.name} ({side})" for a in bufs.arrays.values()
+                    for side, off in (("before", 0), ("after", a.guard + a.nbytes))
+                    if self.checks.count_not(a.buffer.ptr + off, GUARD_WORD, a.guard)]
+        if overruns:
+            return CaseCheck("out_of_bounds", detail="writes outside the buffers of " + ", ".join(overruns)
+                             + ": check bounds on the last partial tile")
+        return self.moat_breach(bufs) or _tampering(bufs)
+
+    def moat_breach(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
+        """Megabytes away from any buffer: a stray pointer, not a partial tile. Re-armed once seen."""
+        if not any(self.checks.count_not(m.ptr, GUARD_WORD, m.nbytes) for m in bufs.moats):
+            return None
+        for m in bufs.moats:
+            m.fill_u32(GUARD_WORD, 0, m.nbytes)
+        return CaseCheck("out_of_bounds", detail=f"case '{bufs.job.case}': writes megabytes away from every "
+                         "buffer (into the sentinel memory around them): a wrong pointer or index")
+
+    def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
+        worst_abs = worst_rel = 0.0
+        bad_total, reports = 0, []
+        for a in bufs.outputs():
+            rtol = bufs.job.rtol[a.job.name]
+            if a.job.dtype in ("float32", "float64"):
+                s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.ref_scale, rtol)
+                bad, worst_abs, worst_rel = s.mismatches, max(worst_abs, s.max_abs_error), max(worst_rel, s.max_rel_error)
+            else:
+                bad = self.checks.count_differ(a.ptr, a.ref.ptr, a.nbytes)
+            if bad:
+                bad_total += bad
+                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol))
+        if reports:
+            return CaseCheck("wrong_answer", worst_abs, worst_rel, bad_total,
+                             "\n".join(r.text() for r in reports), tuple(reports))
+        return CaseCheck("ok", worst_abs, worst_rel)
+
+    def run_kernel(self, req: EvaluateKernel, send) -> None:
+        module = self.device.load_module(req.cubin)
+        fn = module.function(req.symbol)
+
+        def validate(job: CaseJob, phase: str) -> CaseCheck:
+            self.phase, self.case = phase, job.case
+            t0 = time.perf_counter()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare(self.poisons)
+            send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
+            l = job.launch
+            self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
+            result = self.check(bufs)
+            send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
+            return result
+
+        def timed(job: CaseJob) -> bool:
+            self.phase, self.case = "time", job.case
+            t0, before = time.perf_counter(), self.clocks.read()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare(self.poisons)
+            judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions)
+            send(Started(job.case, "time"))
+            l = job.launch
+            timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
+                                      before=judge.before, after=judge.after)
+            send(self.case_timed(job.case, timing, t0, before))
+            verdict = self.integrity(bufs) or judge.verdict(len(timing.samples_ms))
+            if verdict is not None:
+                send(CaseChecked(job.case, "time", verdict, (time.perf_counter() - t0) * 1e3))
+            return verdict is None
+
+        def steps() -> None:
+            if not all([validate(job, "validate").status == "ok" for job in req.jobs]) or not req.time_cases:
+                return
+            if not all([timed(job) for job in req.jobs if job.timed]):
+                return
+            if req.revalidate:
+                for job in req.jobs:
+                    validate(job, "revalidate")
+
+        steps()
+        # After every way out but a CUDA error: a faulted context is dead, and the worker restarts anyway.
+        self.sweep(send)
+
+    def sweep(self, send) -> None:
+        """After a candidate: every resident case's inputs and references as uploaded.
+        A kernel may write far past its own buffers; whatever it changed is reported
+        against it and restored before the next candidate."""
+        self.phase, self.case = "integrity", ""
+        self.device.synchronize()
+        for bufs in self.cases.values():
+            self.case = bufs.job.case
+            found = self.moat_breach(bufs) or _tampering(bufs)
+            if found is not None:
+                send(CaseChecked(bufs.job.case, "integrity", found, 0.0))
+            bufs.restore()
+
+    def cublas(self):
+        if self._cublas is None:
+            self._cublas = native._runner.Cublas(self.device, native.cublas_candidates())
+        return self._cublas
+
+    def bias_relu(self):
+        """C = max(C + bias[col], 0), grid-stride: the epilogue an unfused cuBLAS user launches."""
+        if self._bias_relu is None:
+            from ..runtime.compiler import compile_kernel
+            compiled = compile_kernel(BIAS_RELU_SOURCE, "ws_bias_relu", self.device.facts.arch)
+            if not compiled.ok:
+                raise RuntimeError(f"bias+ReLU epilogue did not compile: {compiled.error}\n{compiled.log}")
+            self._bias_relu = self.device.load_module(compiled.cubin).function(compiled.symbol)
+        return self._bias_relu
+
+    def run_baseline(self, req: EvaluateBaseline, send) -> None:
+        """Every library baseline through one loop: validate each case like a kernel, then time it."""
+        if req.kind in ("torch_eager", "torch_compile"):
+            calls = self._torch_calls(req)
+        elif req.kind in ("cublas_sgemm", "cublas_sgemm_bias_relu"):
+            calls = self._cublas_calls(req)
+        else:
+            raise ValueError(f"unknown baseline {req.kind}")
+        for job in req.jobs:
+            self.phase, self.case = "validate", job.case
+            t0 = time.perf_counter()
+            bufs = self.buffers(job, req.seed)
+            bufs.prepare(self.poisons)
+            run, time_it = calls(job, bufs)
+            send(Started(job.case, "validate"))
+            run()
+            send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
+            if job.timed:
+                self.phase = "time"
+                t0, before = time.perf_counter(), self.clocks.read()
+                send(Started(job.case, "time"))
+                # The same poisoned outputs before every timed call as a candidate gets.
+                poison = lambda index: bufs.poison(self.poisons)
+                send(self.case_timed(job.case, time_it(_settings(req.timing), poison), t0, before))
+
+    def _cublas_calls(self, req: EvaluateBaseline):
+        """Per case: (one call that fills the outputs, the timing of it) for cuBLAS [+ epilogue]."""
+        blas, b = self.cublas(), req.bind
+        epilogue = self.bias_relu() if req.kind == "cublas_sgemm_bias_relu" else None
+
+        def calls(job: CaseJob, bufs: CaseBuffers):
+            ptr = lambda name: bufs.arrays[name].ptr
+            m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
+            operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
+            if epilogue is None:
+                return (lambda: blas.sgemm(self.device, *operands),
+                        lambda settings, before: blas.time_sgemm(self.device, *operands, settings, before=before))
+            # The library's GEMM, then the epilogue as its own launch: what a user without fusion gets.
+            count = m * n
+            epi_args = [("ptr", ptr(b["c"])), ("ptr", ptr(b["bias"])), ("i64", count), ("i32", n)]
+            grid = (min((count + 255) // 256, 65535 * 16), 1, 1)
+            run = lambda: (blas.sgemm(self.device, *operands), self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args))
+            return run, lambda settings, before: self.device.time_callable(run, settings, before=before)
+        return calls
+
+    def _torch_calls(self, req: EvaluateBaseline):
+        """Per case: (one call copied into the outputs, the timing of one eager/compiled call)."""
+        from .torch_baseline import TorchBaseline
+        key = (req.kind, req.torch_source)
+        if key not in self._torch:
+            self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile")
+        tb = self._torch[key]
+        return lambda job, bufs: (lambda: tb.run_into_outputs(bufs, job.scalars),
+                                  lambda settings, before: self.device.time_callable(tb.timer(bufs, job.scalars),
+                                                                                     settings, before=before))
+
+    def case_timed(self, case: str, timing, t0: float, before) -> CaseTimed:
+        """The samples, with the clocks read before and after them."""
+        after = self.clocks.read()
+        clocks = tuple(before) + tuple(after) if before and after else ()
+        return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
+
+
+def _tampering(bufs: CaseBuffers) -> Optional[CaseCheck]:
+    """Inputs or references that no longer match their checksums (marked for restoring)."""
+    inputs, references = bufs.modified_inputs(), bufs.modified_references()
+    if references:
+        return CaseCheck("reference_modified", detail=f"case '{bufs.job.case}': the reference of "
+                         + ", ".join(references) + " was overwritten: a kernel wrote far outside its buffers")
+    if inputs:
+        return CaseCheck("input_modified", detail=f"case '{bufs.job.case}': the kernel modified its inputs: "
+                         + ", ".join(inputs))
+    return None
+
+
+def _settings(t: TimingConfig):
+    return native._runner.TimingSettings(warmup=t.warmup, repetitions=t.repetitions, flush_l2=t.cold_l2,
+                                         max_total_ms=t.max_total_ms)
+
+
+def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:
+    """Entry point of the worker process. With a log path, its stdout and stderr
+    (driver messages, warnings) go there instead of the terminal an app draws on.
+    It dies with its parent (`parent_pid`), even inside a hung kernel."""
+    exit_with_parent(parent_pid)
+    if log_path:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    try:
+        worker = GpuWorker(ordinal)
+        facts = worker.facts()
+    except Exception as e:  # no GPU, no driver, bad NVRTC: say so and stop
+        conn.send(Fault("", "start", getattr(e, "name", type(e).__name__), str(getattr(e, "text", e)), True))
+        return
+    try:
+        ceilings = ensure_ceilings(worker.device, facts)
+    except Exception as e:  # the % of floor falls back to datasheet figures; evaluation goes on
+        print(f"warpsmith: ceiling probe failed: {getattr(e, 'name', type(e).__name__)}: {e}", flush=True)
+        ceilings = None
+    conn.send(WorkerReady(facts, native.nvrtc_version(), ceilings))
+    while True:
+        try:
+            req = conn.recv()
+        except EOFError:
+            return
+        if isinstance(req, Shutdown):
+            return
+        try:
+            if isinstance(req, EvaluateKernel):
+                worker.run_kernel(req, conn.send)
+            elif isinstance(req, EvaluateBaseline):
+                worker.run_baseline(req, conn.send)
+            conn.send(JobDone())
+        except native.CudaError as e:
+            fatal = e.name not in RECOVERABLE
+            conn.send(Fault(worker.case, worker.phase, e.name, e.text, fatal))
+            if fatal:
+                conn.close()
+                os._exit(3)  # skip destructors: the context is dead
+            conn.send(JobDone())
+        except Exception as e:
+            conn.send(Fault(worker.case, worker.phase, type(e).__name__,
+                            f"{e}\n{traceback.format_exc(limit=4)}", True))
+            conn.close()
+            os._exit(4)

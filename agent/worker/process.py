@@ -1,0 +1,105 @@
+"""The evaluator's handle on its GPU worker: start, talk with deadlines, kill."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from .gpu_side import worker_main
+from .protocol import Fault, Reply, Shutdown, WorkerReady
+
+
+class GpuUnavailable(RuntimeError):
+    """The worker could not open the GPU (no driver, no device, NVRTC mismatch)."""
+
+
+class WorkerTimeout(RuntimeError):
+    pass
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+class WorkerProcess:
+    """A spawned process running :func:`agent.worker.worker_main` (spawn, not fork:
+    a forked CUDA context is unusable)."""
+
+    def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0, log_path: Optional[Path] = None):
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None,
+                                                           os.getpid()), daemon=True, name="warpsmith-gpu-worker")
+        # A full-screen app replaces sys.stderr with an object without a real file
+        # descriptor; multiprocessing hands stderr's descriptor to its helper process
+        # and fails on it ("bad value(s) in fds_to_keep"). Start with the real one.
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        try:
+            self._proc.start()
+        finally:
+            sys.stdout, sys.stderr = saved
+        child.close()
+        try:
+            reply = self.recv(start_timeout_s)
+        except (WorkerTimeout, WorkerDied) as e:
+            self.kill()
+            raise GpuUnavailable(f"the GPU worker did not start: {e}") from None
+        if isinstance(reply, Fault):
+            self.kill()
+            raise GpuUnavailable(f"{reply.name}: {reply.text}")
+        assert isinstance(reply, WorkerReady)
+        self.ready: WorkerReady = reply
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def send(self, message) -> None:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerDied(f"pipe to the worker broke: {e}") from None
+
+    def recv(self, timeout_s: float) -> Reply:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerTimeout(f"no answer within {timeout_s:.0f} s")
+            try:
+                if self._conn.poll(min(left, 0.5)):
+                    return self._conn.recv()
+            except (EOFError, OSError):
+                raise WorkerDied(self._death()) from None
+            if not self._proc.is_alive() and not self._conn.poll(0):
+                raise WorkerDied(self._death())
+
+    def _death(self) -> str:
+        self._proc.join(timeout=5)
+        return f"the worker exited with code {self._proc.exitcode}"
+
+    def kill_process(self) -> None:
+        """SIGKILL only, safe from another thread: the thread reading the pipe sees
+        EOF and the pipe is closed by its owner."""
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    def kill(self) -> None:
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(timeout=30)
+        self._conn.close()
+
+    def close(self) -> None:
+        try:
+            self.send(Shutdown())
+            self._proc.join(timeout=10)
+        except WorkerDied:
+            pass
+        self.kill()

@@ -1,0 +1,137 @@
+"""Messages between the evaluator and its GPU worker process (pickled over a pipe).
+
+Requests go in; the worker answers with a stream of replies ending in ``JobDone``,
+or dies. Before each launch step it announces itself (``Started``), so the parent's
+deadline follows what the worker says it is doing, not a copy of its order. A ``Fault`` that is fatal (the CUDA context is dead) is the worker's last
+word before it exits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from ..spec.inputs import ArrayJob
+from ..spec.speed_of_light import Ceilings
+from ..spec.workload import Launch
+from .mismatch import MismatchReport
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 10
+    repetitions: int = 100
+    cold_l2: bool = True
+    # Measured time per case: a kernel slower than max_total_ms / repetitions gets
+    # fewer launches (never fewer than 10; the count is reported). Keeps a whole
+    # evaluation near a second without changing the median of a stable kernel.
+    max_total_ms: float = 300.0
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One kernel parameter in order: an array by name, or a scalar by (kind, value)."""
+
+    array: Optional[str] = None
+    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64
+    value: Union[int, float] = 0
+
+
+@dataclass(frozen=True)
+class CaseJob:
+    case: str
+    arrays: tuple[ArrayJob, ...]
+    args: tuple[Arg, ...]
+    reference: str  # path of the cached reference (.npz)
+    rtol: dict[str, float]  # per output
+    timed: bool
+    launch: Optional[Launch] = None  # kernel jobs only
+    scalars: dict[str, Union[int, float]] = field(default_factory=dict)  # by name, for baselines
+
+
+@dataclass(frozen=True)
+class EvaluateKernel:
+    cubin: bytes
+    symbol: str
+    jobs: tuple[CaseJob, ...]
+    seed: int
+    timing: TimingConfig
+    revalidate: bool = True  # validate again after timing
+    time_cases: bool = True
+
+
+@dataclass(frozen=True)
+class EvaluateBaseline:
+    kind: str  # cublas_sgemm | torch_eager | torch_compile
+    bind: dict[str, str]
+    jobs: tuple[CaseJob, ...]
+    seed: int
+    timing: TimingConfig
+    torch_source: str = ""  # the workload's PyTorch baseline file (torch kinds)
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    """Validation of one case after one launch."""
+
+    status: str  # ok | wrong_answer | out_of_bounds | input_modified
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatches: int = 0
+    detail: str = ""  # for the proposer: the mismatch report, the guard or input finding
+    reports: tuple[MismatchReport, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerReady:
+    facts: dict
+    nvrtc: tuple[int, int]
+    ceilings: Optional[Ceilings] = None  # measured on this GPU (cached by UUID); None if the probe failed
+
+
+@dataclass(frozen=True)
+class Started:
+    """The worker is done setting a case up and launches now: from here the
+    kernel's own deadline runs, not the setup allowance."""
+
+    case: str
+    phase: str  # validate | time | revalidate
+
+
+@dataclass(frozen=True)
+class CaseChecked:
+    case: str
+    phase: str  # validate | time (a timed launch's outputs) | revalidate | integrity (the sweep after a candidate)
+    check: CaseCheck
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class CaseTimed:
+    case: str
+    samples_ms: tuple[float, ...]
+    warmup_mean_ms: float
+    elapsed_ms: float
+    clocks_mhz: tuple[int, ...] = ()  # SM, memory before timing; SM, memory after (NVML; empty without it)
+
+
+@dataclass(frozen=True)
+class Fault:
+    case: str
+    phase: str
+    name: str  # CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS
+    text: str
+    fatal: bool  # the worker is exiting: its context is unusable
+
+
+@dataclass(frozen=True)
+class JobDone:
+    pass
+
+
+Reply = Union[WorkerReady, Started, CaseChecked, CaseTimed, Fault, JobDone]

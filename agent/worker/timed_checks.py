@@ -1,0 +1,55 @@
+"""Every timed launch is judged: poisoned outputs before it, a check after it.
+
+A kernel that computes only when it finds poison, only on some launches, or only
+while it is not timed would otherwise be timed doing nothing. The runner's timing
+loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
+measured one, both outside the launch's event pair (so neither enters a sample).
+``before`` fills the outputs with the next poison word; ``after`` enqueues the
+output check into launch i's own slot of a stats buffer. Nothing waits inside the
+loop: the slots are read once it is over.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .case_buffers import CaseBuffers
+from .gpu_checks import STATS_WORDS, GpuChecks
+from .poison import Poisons
+from .protocol import CaseCheck
+
+
+class TimedChecks:
+    def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int):
+        self.checks, self.bufs, self.poisons = checks, bufs, poisons
+        self.outputs = bufs.outputs()
+        self.slot_bytes = STATS_WORDS * 8
+        self.count = max(1, repetitions) * len(self.outputs)
+        self.slots = device.alloc(self.count * self.slot_bytes)
+        self.slots.fill_u32(0, 0, self.count * self.slot_bytes)
+
+    def before(self, index: int) -> None:
+        self.bufs.poison(self.poisons)
+
+    def after(self, index: int) -> None:
+        for j, a in enumerate(self.outputs):
+            slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
+            self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.ref_scale,
+                                             self.bufs.job.rtol[a.job.name], slot)
+
+    def verdict(self, measured: int) -> Optional[CaseCheck]:
+        """None when every measured launch's outputs passed; else the first failure."""
+        stats = np.empty(self.count * STATS_WORDS, dtype=np.uint64)
+        self.slots.download(stats)
+        mismatches = stats[::STATS_WORDS][: measured * len(self.outputs)].reshape(measured, len(self.outputs))
+        bad = np.flatnonzero(mismatches.sum(axis=1))
+        if not len(bad):
+            return None
+        first = int(bad[0])
+        names = ", ".join(f"{a.job.name}: {int(n)} mismatches" for a, n in zip(self.outputs, mismatches[first]) if n)
+        return CaseCheck("unstable", mismatches=int(mismatches[first].sum()),
+                         detail=f"{len(bad)} of {measured} timed launches gave wrong outputs, the first "
+                                f"launch #{first + 1} ({names}); every timed launch starts from poisoned outputs "
+                                "and is checked: the kernel must compute every element on every launch")

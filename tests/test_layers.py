@@ -1,0 +1,101 @@
+"""The layers depend downward only: tui -> agent -> the native runner, and inside agent
+cli -> loop -> {proposers, profiling, tracking, drafting} -> evaluate -> worker -> spec -> runtime.
+Every module's imports (lazy ones inside functions too) are read with ast; no GPU, no import."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Lower rank = lower layer. A module may import its own subpackage or any lower rank;
+# subpackages of one rank are siblings and import neither each other nor anything above.
+RANK = {
+    "runtime": 0,  # the facade over the native runner, NVRTC in its process, child-process plumbing
+    "spec": 1,  # workloads, expressions, candidates, tolerances, inputs and references
+    "worker": 2,  # the GPU process and its protocol
+    "evaluate": 3,  # the evaluator, results, statistics, the records of an attempt
+    "proposers": 4, "profiling": 4, "tracking": 4, "drafting": 4,
+    "loop": 5,  # LangGraph: graph, state, session
+    "cli": 6,
+}
+# (importer, imported) pairs allowed although upward, each with its reason. Keep it short.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The absolute names of the modules `path` imports."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for a in node.names:  # `from . import native` imports a module
+                sub = f"{module}.{a.name}"
+                is_module = (ROOT / Path(*sub.split("."))).with_suffix(".py").is_file() or \
+                    (ROOT / Path(*sub.split("."))).is_dir()
+                found.add(sub if is_module else module)
+    return found
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "tui":
+        return "tui"
+    if parts[0] != "agent":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in RANK else "agent"  # agent/__init__, agent._runner
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted((ROOT / "agent").rglob("*.py")):
+        importer = _module_name(path)
+        mine = _layer(importer)
+        for imported in sorted(_imports(path)):
+            theirs = _layer(imported)
+            if _upward(mine, theirs) and (mine, theirs) not in ALLOWED:
+                bad.append(f"{importer} imports {imported} ({mine} -> {theirs})")
+    return bad
+
+
+def _upward(mine: str, theirs: str | None) -> bool:
+    if theirs is None or theirs == mine or theirs == "agent":
+        return False
+    return theirs == "tui" or mine == "agent" or RANK[theirs] >= RANK[mine]
+
+
+def test_every_subpackage_has_a_rank():
+    """Each folder under agent/ is a package with a place in the order (a new one must say where it sits)."""
+    folders = {p.name for p in (ROOT / "agent").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    packages = {f for f in folders if (ROOT / "agent" / f / "__init__.py").is_file()}
+    assert packages == set(RANK), f"ranked: {sorted(RANK)}, found: {sorted(packages)}"
+    assert not [p.name for p in (ROOT / "agent").glob("*.py") if p.name != "__init__.py"], "agent/ holds only packages"
+
+
+def test_agent_imports_only_downward():
+    """No module under agent/ imports tui or a subpackage at its own rank or above (cli > loop > ... > runtime)."""
+    assert _violations() == []
+
+
+def test_the_checker_sees_upward_imports():
+    """The checker is not vacuous: spec -> loop, worker -> evaluate, siblings and agent -> tui are refused."""
+    imports = _imports(ROOT / "agent" / "loop" / "graph.py")
+    assert "agent.loop.events" in imports and "agent.evaluate.records" in imports  # relative imports resolved
+    upward = [("agent.spec.workload", "agent.loop.session"), ("agent.worker.gpu_side", "agent.evaluate.stats"),
+              ("agent.tracking.tracker", "agent.proposers.base"), ("agent.cli.commands", "tui.app")]
+    assert all(_upward(_layer(a), _layer(b)) for a, b in upward)
+    assert not _upward(_layer("agent.loop.graph"), _layer("agent.spec.expr"))

@@ -1,0 +1,40 @@
+"""Sessions stored before agent/ was re-housed into subpackages (their checkpoints name
+`agent.loop_state.Best`, `agent.limits.Spent`...) still load and resume."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from evaluator_double import EvaluatorDouble
+from workload_factory import make_sgemm_workload
+
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.tune import TuneProposer
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
+
+FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
+
+
+def test_session_stored_before_the_rehouse_resumes(tmp_path):
+    """The fixture (2 tune attempts, written by the flat layout) reads back its best and resumes for one more."""
+    workload = load_workload(make_sgemm_workload(tmp_path / "w"))
+    store = tmp_path / "store"
+    directory = session_dir(store, "before-rehouse")
+    shutil.copytree(FIXTURE, directory)
+    info = SessionInfo.load(directory)
+    info.workload = str(workload.directory)
+    tracker = Tracker(store)
+    info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "tune", "budget": 3})
+    session = Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(info.seed), tracker)
+    before = session.state
+    assert before["iteration"] == 2 and before["best"].score_ms == 1.375
+    assert before["spent"].elapsed_s >= 0
+    session.set_budget(3)
+    seen = []
+    assert session.run(seen.append) == "finished", seen
+    tracker.end("FINISHED")
+    after = session.state
+    assert [a.iteration for a in after["history"]] == [1, 2, 3]
+    assert after["best"].score_ms <= 1.375
