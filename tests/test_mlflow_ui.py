@@ -13,14 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from test_loop import open_session, workload  # noqa: F401  (fixture)
 
 from agent.tracking.mlflow_ui import EXPERIMENT_KIND
-from test_loop import open_session, workload  # noqa: F401  (fixture)
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 

@@ -29,7 +29,6 @@ from ..evaluate.records import Attempt, Best, CandidateSpec
 from .mlflow_ui import EXPERIMENT_KIND, telemetry_off_by_default
 
 
-
 def _quiet() -> None:
     # mlflow configures its loggers when imported, so this runs after the import.
     for name in ("mlflow", "alembic"):
