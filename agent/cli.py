@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_new import add_new_commands
     add_loop_commands(sub)
     add_new_commands(sub)
+    from .cli_help import show_defaults
+    show_defaults(p)
     return p
 
 
