@@ -133,7 +133,9 @@ def _tracker(args):
     return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
 
 
-def _open(info, directory: Path, args, proposer=None):
+def _open(info, directory: Path, args, proposer=None, gpu_first: bool = False):
+    """gpu_first: start the GPU worker before the tracker or checkpoint exists; without
+    a usable GPU nothing is left behind (agent/gpu_first.py)."""
     from .evaluator import Evaluator
     from .session import Session
     from .worker_protocol import TimingConfig
@@ -141,6 +143,9 @@ def _open(info, directory: Path, args, proposer=None):
     evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
                           worker_log=directory / "worker.log",
                           reference_timeout_s=getattr(args, "reference_timeout", REFERENCE_TIMEOUT_S))
+    if gpu_first:
+        from .gpu_first import start_worker_first
+        start_worker_first(evaluator, directory)
     return Session(info, directory, workload, evaluator, proposer or _proposer(info), _tracker(args))
 
 
@@ -172,8 +177,9 @@ def _drive(session, args) -> int:
     except (KeyboardInterrupt, EvaluationAborted, ModelCallAborted):
         status = "stopped"
     except GpuUnavailable as e:
-        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
-        status = "failed"
+        from .gpu_first import no_gpu_line
+        print(no_gpu_line(e), file=sys.stderr)
+        status = "no_gpu"
     except ProposerUnavailable as e:
         status = "stopped"
         print(f"warpsmith: error: {e}.", file=sys.stderr)
@@ -182,7 +188,7 @@ def _drive(session, args) -> int:
         print(f"warpsmith: error: {type(e).__name__}: {e}. The checkpoint is kept: "
               f"warpsmith resume {session.info.id}", file=sys.stderr)
     finally:
-        finish_session(session, status)
+        finish_session(session, "failed" if status == "no_gpu" else status)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if status == "stopped":
@@ -191,7 +197,7 @@ def _drive(session, args) -> int:
         best = (session.dir / "best" / "report.md")
         print(best.read_text() if best.is_file() else "no candidate passed validation", file=out)
         print(f"session {session.info.id}: best kernel in {session.dir / 'best'}", file=out)
-    return {"finished": 0, "stopped": 130, "paused": 0}.get(status, 1)
+    return {"finished": 0, "stopped": 130, "paused": 0, "no_gpu": 3}.get(status, 1)
 
 
 def _sigterm_stops(session):
@@ -221,6 +227,7 @@ def finish_session(session, status: str) -> None:
 
 def cmd_run(args) -> int:
     from .model_client import ModelUnavailable
+    from .worker_process import GpuUnavailable
     from .proposers.llm import ProposerUnavailable
     workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
     from .drafting import refuse_drafted
@@ -237,6 +244,10 @@ def cmd_run(args) -> int:
     except (ProposerUnavailable, ModelUnavailable, ValueError) as e:  # no key, no server, a broken price table
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
+    except GpuUnavailable as e:  # before any session folder or MLflow run
+        from .gpu_first import NO_GPU_EXIT, no_gpu_line
+        print(no_gpu_line(e), file=sys.stderr)
+        return NO_GPU_EXIT
     return _drive(session, args)
 
 
@@ -258,8 +269,7 @@ def start_session(args, workload, proposer: str):
         print(f"warpsmith: warning: --cost-budget cannot stop this session: model '{info.model}' has no price here "
               "(a local server, or not in the price table); add it to prices.toml or use --token-budget", file=sys.stderr)
     directory = session_dir(args.store, info.id)
-    directory.mkdir(parents=True, exist_ok=True)
-    session = _open(info, directory, args, chosen)
+    session = _open(info, directory, args, chosen, gpu_first=True)  # raises GpuUnavailable, leaving nothing
     run_id = session.tracker.start(workload.name, info.id, {
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,

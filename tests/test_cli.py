@@ -63,20 +63,35 @@ def test_doctor_reports_key_presence_never_its_value(monkeypatch, capsys):
         assert code == 1 and "GPU            none usable" in out
 
 
-def test_run_without_gpu_fails_cleanly_and_is_listed(tmp_path, capsys):
-    """`run` with no GPU: exit 1, one clear line, the MLflow run marked FAILED and listed by `runs`."""
+def _skip_with_a_gpu():
     from agent import native
     try:
         native.open_device()
         pytest.skip("a GPU is present")
     except native.CudaError:
         pass
+
+
+@pytest.mark.parametrize("command", [["run", "--proposer", "tune", "--budget", "2", "--headless"],
+                                     ["bench", "--budget", "2"], ["bench", "--budget", "0"]])
+def test_no_gpu_is_exit_3_one_line_and_nothing_left_behind(tmp_path, capsys, command):
+    """run and bench with no GPU: exit 3 (as eval), one line, and no session folder, MLflow run or store."""
+    _skip_with_a_gpu()
     store = tmp_path / "store"
-    assert main(["run", str(SGEMM), "--proposer", "tune", "--budget", "2", "--headless", "--store", str(store)]) == 1
-    assert "no usable GPU" in capsys.readouterr().err
-    assert main(["runs", "--store", str(store)]) == 0
-    out = capsys.readouterr().out
-    assert "sgemm" in out and "tune" in out and "FAILED" in out
+    assert main([command[0], str(SGEMM), *command[1:], "--store", str(store)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no usable GPU" in err and "warpsmith doctor" in err
+    assert not store.exists()
+
+
+def test_help_shows_defaults(capsys):
+    """run --help names the default model, budget and store; bench and eval theirs."""
+    for argv, shown in ((["run", "--help"], ["default: gpt-5-mini", "(default: 30)", "mlruns"]),
+                        (["bench", "--help"], ["(default: 40)"]), (["eval", "--help"], ["repetitions REPETITIONS default: 100"])):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = " ".join(capsys.readouterr().out.split())
+        assert all(s in out for s in shown), (argv, out)
 
 
 def test_run_with_broken_workload_fails_before_any_session(tmp_path, capsys):
