@@ -69,7 +69,7 @@ def add_loop_commands(sub) -> None:
     d.add_argument("--store", type=Path, default=Path("mlruns"))
 
     ls = sub.add_parser("runs", help="list past sessions from MLflow")
-    ls.add_argument("workload", nargs="?")
+    ls.add_argument("workload", nargs="?", help="only this workload's sessions: its name, directory or workload.toml")
     ls.add_argument("--store", type=Path, default=Path("mlruns"))
     ls.add_argument("--tracking-uri")
     ls.add_argument("--attempts", metavar="SESSION", help="list this session's attempts (its child runs) instead")
@@ -339,7 +339,7 @@ def cmd_runs(args) -> int:
     import datetime
     from .tracking import Tracker, session_runs
     client = Tracker(args.store, args.tracking_uri).client
-    runs = session_runs(client, args.workload)
+    runs = session_runs(client, _workload_name(args.workload))
     if args.attempts:
         return _print_attempts(client, [r for r in runs if r.info.run_name == args.attempts], args.attempts)
     print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
@@ -352,6 +352,13 @@ def cmd_runs(args) -> int:
         print(f"{when:<17}{r.info.run_name:<44}{r.data.params.get('proposer', '?'):<9}"
               f"{best_text:>10}{speed_text:>9}  {r.info.status}")
     return 0
+
+
+def _workload_name(given: str | None) -> str | None:
+    """`runs` takes a workload's name, its directory or its workload.toml (read for the name)."""
+    if given and Path(given).exists():
+        return load_workload(given).name
+    return given
 
 
 def _print_attempts(client, parents: list, session: str) -> int:

@@ -149,3 +149,16 @@ def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
                                        "check --base-url or start the server\n")
     assert SessionInfo.load(directory).status == "paused"
+
+
+def test_runs_takes_a_workload_directory_or_its_toml(tmp_path, capsys):
+    """`runs examples/sgemm` (or its workload.toml) lists the sgemm sessions, as `runs sgemm` does."""
+    from agent.tracking import Tracker
+    store = tmp_path / "store"
+    Tracker(store).start("sgemm", "sgemm-s1", {"proposer": "tune"})
+    Tracker(store).start("other", "other-s1", {"proposer": "tune"})
+    listed = []
+    for given in ("sgemm", str(SGEMM), str(SGEMM / "workload.toml")):
+        assert main(["runs", given, "--store", str(store)]) == 0
+        listed.append(capsys.readouterr().out)
+    assert all("sgemm-s1" in out and "other-s1" not in out for out in listed), listed
