@@ -220,6 +220,9 @@ def cmd_eval(args) -> int:
                        reference_timeout_s=args.reference_timeout) as ev:
             facts, ceilings = ev.facts, ev.ceilings
             check_memory(workload, gpu_bytes=facts.get("total_memory"), host=False)
+            if not args.no_baseline:
+                from .torch_baseline import note_torch_missing
+                note_torch_missing([workload])
             result = ev.evaluate(candidate, seed=args.seed)
             baseline = None if args.no_baseline else ev.baseline(seed=args.seed)
     except GpuUnavailable as e:

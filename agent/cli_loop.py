@@ -248,6 +248,8 @@ def cmd_run(args) -> int:
         from .gpu_first import NO_GPU_EXIT, no_gpu_line
         print(no_gpu_line(e), file=sys.stderr)
         return NO_GPU_EXIT
+    from .torch_baseline import note_torch_missing
+    note_torch_missing([workload])
     return _drive(session, args)
 
 

@@ -162,3 +162,39 @@ def test_runs_takes_a_workload_directory_or_its_toml(tmp_path, capsys):
         assert main(["runs", given, "--store", str(store)]) == 0
         listed.append(capsys.readouterr().out)
     assert all("sgemm-s1" in out and "other-s1" not in out for out in listed), listed
+
+
+def test_missing_torch_is_one_line_naming_the_lost_baselines(monkeypatch, capsys):
+    """eval of a workload with PyTorch baselines, torch not importable: one line saying which
+    baselines are left out and `pip install torch`, then the usual table (GPU stand-in)."""
+    from agent import torch_baseline
+    from evaluator_double import EvaluatorDouble
+
+    class EvaluatorInCli(EvaluatorDouble):
+        def __init__(self, workload, *args, **kwargs):
+            super().__init__(workload)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+    monkeypatch.setattr(torch_baseline, "torch_available", lambda: False)
+    monkeypatch.setattr("agent.evaluator.Evaluator", EvaluatorInCli)
+    assert main(["eval", str(SGEMM)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "PyTorch" in line]
+    assert notes == ["warpsmith: note: PyTorch is not installed, so the PyTorch eager and torch.compile baselines "
+                     "are left out; `pip install torch` adds them"]
+    assert main(["eval", str(SGEMM), "--no-baseline"]) == 0
+    assert "PyTorch" not in capsys.readouterr().err
+
+
+def test_missing_torch_line_says_when_nothing_is_left_to_compare(monkeypatch):
+    """A workload whose only baseline is PyTorch's is named: it has no baseline without torch."""
+    from agent import torch_baseline
+    from agent.workload import load_workload
+    monkeypatch.setattr(torch_baseline, "torch_available", lambda: False)
+    line = torch_baseline.torch_missing_line([load_workload(SGEMM.parent / "rowsum")])
+    assert "rowsum then has no baseline to compare with" in line and "pip install torch" in line
+    monkeypatch.setattr(torch_baseline, "torch_available", lambda: True)
+    assert torch_baseline.torch_missing_line([load_workload(SGEMM)]) is None
