@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator_double import EvaluatorDouble, knob_score
+from evaluator_double import EvaluatorDouble, Gate, knob_score
 from workload_factory import make_sgemm_workload
 
 from agent.loop.session import Session, SessionInfo, session_dir
@@ -16,7 +16,8 @@ from tui.app import WarpsmithApp
 from tui.screens.runs import RunsSource
 
 
-def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float = 0.05) -> Session:
+def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float = 0.05,
+                 gate: Gate | None = None) -> Session:
     workload = load_workload(make_sgemm_workload(tmp / "w")) if not (tmp / "w").exists() else load_workload(tmp / "w")
     store = tmp / "store"
     tracker = Tracker(store)
@@ -29,7 +30,8 @@ def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float 
         info = SessionInfo(session_id, str(workload.directory), "tune", budget)
         info.mlflow_run_id = tracker.start(workload.name, session_id, {"proposer": "tune", "budget": budget})
         info.save(directory)
-    evaluator = EvaluatorDouble(workload, score=lambda d: knob_score(d) if d else 3.0, delay_s=delay_s)
+    evaluator = EvaluatorDouble(workload, score=lambda d: knob_score(d) if d else 3.0, delay_s=delay_s,
+                                gate=gate)
     return Session(info, directory, workload, evaluator, TuneProposer(0), tracker)
 
 

@@ -8,6 +8,8 @@ Evaluator runs in tests/test_gpu_evaluation.py on a GPU.
 
 from __future__ import annotations
 
+import threading
+
 from agent.evaluate.results import CaseResult, EvaluationResult
 from agent.evaluate.stats import TimingStats
 from agent.runtime.compiler import compile_kernel
@@ -26,15 +28,30 @@ def knob_score(defines: dict) -> float:
     return 1.0 + abs(bm - 128) / 256 + abs(bn - 128) / 256 + abs(bk - 16) / 64 + (8 - tm) / 32 + (8 - tn) / 32
 
 
+class Gate:
+    """A test's hand on the GPU stand-in: evaluate() calls after the first `free` ones
+    wait (abortable, like real GPU work) until the test calls release(), so the test
+    knows exactly which evaluation is in flight when it presses a key."""
+
+    def __init__(self, free: int = 0):
+        self.free = free
+        self.held = threading.Event()  # set once an evaluation waits here
+        self.opened = threading.Event()
+
+    def release(self) -> None:
+        self.opened.set()
+
+
 class EvaluatorDouble:
     def __init__(self, workload: Workload, fail: dict[str, str] | None = None, score=knob_score,
                  fresh_fail: set[str] | None = None, raise_at: int | None = None,
-                 interrupt_at: int | None = None, delay_s: float = 0.0):
+                 interrupt_at: int | None = None, delay_s: float = 0.0, gate: Gate | None = None):
         self.workload, self.fail, self.score = workload, fail or {}, score
         self.fresh_fail = fresh_fail or set()
         self.raise_at = raise_at  # simulate a crash of the whole process at this evaluate() call
         self.interrupt_at = interrupt_at  # simulate Ctrl-C arriving during this evaluate() call
-        self.delay_s = delay_s  # GPU work takes time: lets a test press keys mid-run
+        self.delay_s = delay_s  # GPU work takes time (for tests that measure time, not for synchronisation)
+        self.gate = gate
         self.aborted = False
         self.calls: list[tuple[str, int, bool]] = []
         self.on_event = lambda event: None
@@ -55,7 +72,10 @@ class EvaluatorDouble:
         self.calls.append((candidate.name, seed, time_cases))
         import time
         deadline = time.monotonic() + self.delay_s
-        while time.monotonic() < deadline:
+        held = self.gate is not None and len(self.calls) > self.gate.free
+        if held:
+            self.gate.held.set()
+        while time.monotonic() < deadline or (held and not self.gate.opened.is_set()):
             if self.aborted:
                 self.aborted = False
                 from agent.evaluate.evaluator import EvaluationAborted

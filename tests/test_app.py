@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from app_factory import make_app, make_session, wait_for
+from evaluator_double import Gate
 from mlflow.tracking import MlflowClient
 
 from tui.screens.budget import BudgetScreen
@@ -27,11 +28,13 @@ async def test_run_to_the_end_fills_the_screen(tmp_path):
 
 async def test_pause_stops_at_the_next_step_and_resume_continues(tmp_path):
     """p pauses at a step boundary (the graph really stops), p again resumes to the budget."""
-    app = make_app(tmp_path, 6, delay_s=0.2)
+    gate = Gate(free=1)  # the second evaluation is in flight when p is pressed
+    app = make_app(tmp_path, 6, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await wait_for(pilot, gate.held.is_set)
         await pilot.press("p")
         assert app.view.state in ("pausing", "paused")
+        gate.release()
         await wait_for(pilot, lambda: app.view.state == "paused")
         stopped_at = app.session.state["iteration"]
         calls = len(app.session.evaluator.calls)
@@ -45,12 +48,16 @@ async def test_pause_stops_at_the_next_step_and_resume_continues(tmp_path):
 
 async def test_budget_change_while_running_ends_at_the_new_budget(tmp_path):
     """b opens the budget dialog; 2 + Enter while running ends the run at 2 iterations."""
-    app = make_app(tmp_path, 20, delay_s=0.5)  # slow GPU work: the dialog is answered within iteration 1 or 2
+    gate = Gate()  # iteration 1's GPU work is in flight until the dialog has been answered
+    app = make_app(tmp_path, 20, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.state == "running" and app.view.node == "propose")
+        await wait_for(pilot, gate.held.is_set)
         await pilot.press("b")
         assert isinstance(app.screen, BudgetScreen)
         await pilot.press("2", "enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, BudgetScreen))
+        assert app.view.state == "running" and len(app.session.evaluator.calls) == 1
+        gate.release()
         await wait_for(pilot, lambda: app.view.state == "finished")
         assert app.session.state["iteration"] == 2 and app.view.budget == 2
 
@@ -58,9 +65,10 @@ async def test_budget_change_while_running_ends_at_the_new_budget(tmp_path):
 async def test_stop_now_leaves_a_resumable_checkpoint_and_a_killed_run(tmp_path):
     """x kills the GPU work in flight; the session is stopped, resumable, its MLflow run KILLED."""
     from agent.cli.loop_commands import finish_session
-    app = make_app(tmp_path, 8, delay_s=0.3)
+    gate = Gate(free=1)  # never released: x must kill the second evaluation in flight
+    app = make_app(tmp_path, 8, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await wait_for(pilot, gate.held.is_set)
         await pilot.press("x")
         await wait_for(pilot, lambda: app.view.state == "stopped")
         done = app.session.state["iteration"]
@@ -73,19 +81,22 @@ async def test_stop_now_leaves_a_resumable_checkpoint_and_a_killed_run(tmp_path)
 
 async def test_stop_after_step(tmp_path):
     """s stops at the next step boundary without killing anything."""
-    app = make_app(tmp_path, 8, delay_s=0.2)
+    gate = Gate(free=1)
+    app = make_app(tmp_path, 8, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await wait_for(pilot, gate.held.is_set)
         await pilot.press("s")
+        gate.release()
         await wait_for(pilot, lambda: app.view.state == "stopped")
         assert app.session.state["iteration"] < 8 and app.ended == ["stopped"]
 
 
 async def test_quit_asks_while_running(tmp_path):
     """q during a run asks first; 'keep running' keeps it running."""
-    app = make_app(tmp_path, 20, delay_s=0.2)
+    gate = Gate()  # the run is held in iteration 1 while the question is asked
+    app = make_app(tmp_path, 20, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.state == "running")
+        await wait_for(pilot, gate.held.is_set)
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmQuit)
         await pilot.press("escape")
@@ -99,9 +110,10 @@ async def test_sigterm_stops_the_run_and_closes_the_app(tmp_path):
     checkpoint, the run's end recorded as stopped, and the app exits on its own."""
     import os
     import signal
-    app = make_app(tmp_path, 20, delay_s=0.3)
+    gate = Gate(free=1)  # never released: SIGTERM must kill the second evaluation in flight
+    app = make_app(tmp_path, 20, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.iteration >= 1)
+        await wait_for(pilot, gate.held.is_set)
         os.kill(os.getpid(), signal.SIGTERM)
         await wait_for(pilot, lambda: app.return_value is not None)
     assert app.return_value == "stopped" and app.ended == ["stopped"] and app.session.state["iteration"] < 20
@@ -138,10 +150,13 @@ async def test_command_palette_offers_the_controls(tmp_path):
     app = make_app(tmp_path, 2, delay_s=0.0)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.state == "finished")
+        from textual.command import CommandList, CommandPalette
         await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"iteration budget")
-        await pilot.pause(0.5)
+        hits = app.screen.query_one(CommandList)  # the search runs in a worker: wait for its hit
+        await wait_for(pilot, lambda: any("budget" in str(hits.get_option_at_index(i).prompt).lower()
+                                          for i in range(hits.option_count)) and hits.highlighted is not None)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, BudgetScreen), 10)
 
@@ -185,12 +200,15 @@ async def test_compile_log_and_model_text_with_brackets_render(tmp_path):
 async def test_budget_dialog_sets_patience_while_running(tmp_path):
     """The budget dialog's patience field, set while running, ends the run by patience."""
     from textual.widgets import Input
-    app = make_app(tmp_path, 20, delay_s=0.3)
+    gate = Gate()  # iteration 1 is in flight until the dialog has been applied
+    app = make_app(tmp_path, 20, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: app.view.state == "running" and app.view.node == "propose")
+        await wait_for(pilot, gate.held.is_set)
         await pilot.press("b")
         app.screen.query_one("#limit-patience", Input).value = "1"
         await pilot.click("#apply")
+        await wait_for(pilot, lambda: not isinstance(app.screen, BudgetScreen))
+        gate.release()
         await wait_for(pilot, lambda: app.view.state == "finished", 60)
         st = app.session.state
         assert st["limits"].patience == 1 and st["finished"].startswith("patience")

@@ -63,20 +63,35 @@ def test_doctor_reports_key_presence_never_its_value(monkeypatch, capsys):
         assert code == 1 and "GPU            none usable" in out
 
 
-def test_run_without_gpu_fails_cleanly_and_is_listed(tmp_path, capsys):
-    """`run` with no GPU: exit 1, one clear line, the MLflow run marked FAILED and listed by `runs`."""
+def _skip_with_a_gpu():
     from agent.runtime import native
     try:
         native.open_device()
         pytest.skip("a GPU is present")
     except native.CudaError:
         pass
+
+
+@pytest.mark.parametrize("command", [["run", "--proposer", "tune", "--budget", "2", "--headless"],
+                                     ["bench", "--budget", "2"], ["bench", "--budget", "0"]])
+def test_no_gpu_is_exit_3_one_line_and_nothing_left_behind(tmp_path, capsys, command):
+    """run and bench with no GPU: exit 3 (as eval), one line, and no session folder, MLflow run or store."""
+    _skip_with_a_gpu()
     store = tmp_path / "store"
-    assert main(["run", str(SGEMM), "--proposer", "tune", "--budget", "2", "--headless", "--store", str(store)]) == 1
-    assert "no usable GPU" in capsys.readouterr().err
-    assert main(["runs", "--store", str(store)]) == 0
-    out = capsys.readouterr().out
-    assert "sgemm" in out and "tune" in out and "FAILED" in out
+    assert main([command[0], str(SGEMM), *command[1:], "--store", str(store)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no usable GPU" in err and "warpsmith doctor" in err
+    assert not store.exists()
+
+
+def test_help_shows_defaults(capsys):
+    """run --help names the default model, budget and store; bench and eval theirs."""
+    for argv, shown in ((["run", "--help"], ["default: gpt-5-mini", "(default: 30)", "mlruns"]),
+                        (["bench", "--help"], ["(default: 40)"]), (["eval", "--help"], ["repetitions REPETITIONS default: 100"])):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = " ".join(capsys.readouterr().out.split())
+        assert all(s in out for s in shown), (argv, out)
 
 
 def test_run_with_broken_workload_fails_before_any_session(tmp_path, capsys):
@@ -135,3 +150,53 @@ def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
                                        "check --base-url or start the server\n")
     assert SessionInfo.load(directory).status == "paused"
+
+
+def test_runs_takes_a_workload_directory_or_its_toml(tmp_path, capsys):
+    """`runs examples/sgemm` (or its workload.toml) lists the sgemm sessions, as `runs sgemm` does."""
+    from agent.tracking.tracker import Tracker
+    store = tmp_path / "store"
+    Tracker(store).start("sgemm", "sgemm-s1", {"proposer": "tune"})
+    Tracker(store).start("other", "other-s1", {"proposer": "tune"})
+    listed = []
+    for given in ("sgemm", str(SGEMM), str(SGEMM / "workload.toml")):
+        assert main(["runs", given, "--store", str(store)]) == 0
+        listed.append(capsys.readouterr().out)
+    assert all("sgemm-s1" in out and "other-s1" not in out for out in listed), listed
+
+
+def test_missing_torch_is_one_line_naming_the_lost_baselines(monkeypatch, capsys):
+    """eval of a workload with PyTorch baselines, torch not importable: one line saying which
+    baselines are left out and `pip install torch`, then the usual table (GPU stand-in)."""
+    from evaluator_double import EvaluatorDouble
+
+    from agent.worker import torch_baseline
+
+    class EvaluatorInCli(EvaluatorDouble):
+        def __init__(self, workload, *args, **kwargs):
+            super().__init__(workload)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+    monkeypatch.setattr(torch_baseline, "torch_available", lambda: False)
+    monkeypatch.setattr("agent.evaluate.evaluator.Evaluator", EvaluatorInCli)
+    assert main(["eval", str(SGEMM)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "PyTorch" in line]
+    assert notes == ["warpsmith: note: PyTorch is not installed, so the PyTorch eager and torch.compile baselines "
+                     "are left out; `pip install torch` adds them"]
+    assert main(["eval", str(SGEMM), "--no-baseline"]) == 0
+    assert "PyTorch" not in capsys.readouterr().err
+
+
+def test_missing_torch_line_says_when_nothing_is_left_to_compare(monkeypatch):
+    """A workload whose only baseline is PyTorch's is named: it has no baseline without torch."""
+    from agent.spec.workload import load_workload
+    from agent.worker import torch_baseline
+    monkeypatch.setattr(torch_baseline, "torch_available", lambda: False)
+    line = torch_baseline.torch_missing_line([load_workload(SGEMM.parent / "rowsum")])
+    assert "rowsum then has no baseline to compare with" in line and "pip install torch" in line
+    monkeypatch.setattr(torch_baseline, "torch_available", lambda: True)
+    assert torch_baseline.torch_missing_line([load_workload(SGEMM)]) is None

@@ -133,8 +133,8 @@ def test_case_footprint_counts_what_the_harness_adds(tmp_path):
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     case = w.case("odd-97x83x61")
     a, b, c = 97 * 61, 61 * 83, 97 * 83
-    guard = lambda n: (max(4096, min(n, 1 << 20)) + 255) // 256 * 256  # agent/case_buffers.py
-    moats = 2 * (8 << 20)  # agent/case_buffers.py MOAT_BYTES, before and after the arrays
+    guard = lambda n: (max(4096, min(n, 1 << 20)) + 255) // 256 * 256  # agent/worker/case_buffers.py
+    moats = 2 * (8 << 20)  # agent/worker/case_buffers.py MOAT_BYTES, before and after the arrays
     assert case_footprint(w, case, "gpu") == 4 * (a + b) + (4 + 8) * c + 2 * sum(guard(4 * n) for n in (a, b, c)) + moats
     assert case_footprint(w, case, "host") == (4 + 8) * (a + b) + 2 * 8 * c
 

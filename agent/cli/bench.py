@@ -148,12 +148,20 @@ def _bench(args) -> int:
     if args.cases and args.budget <= 0:
         print("warpsmith: warning: --cases only steers the tuner, and --budget 0 runs none; every case is timed",
               file=sys.stderr)
-    results = []
+    results, noted = [], False
+    from ..worker.torch_baseline import note_torch_missing
+
+    def note_once():  # once the GPU is known to be there: not a second line beside "no usable GPU"
+        nonlocal noted
+        if not noted:
+            note_torch_missing(workloads)
+            noted = True
     for w in workloads:
         best_spec, session_id, iterations, wall = None, "-", 0, 0.0
         if args.budget > 0:
             t0 = time.monotonic()
             session = start_session(args, w, "tune")
+            note_once()
             session_id = session.info.id
             code = _drive(session, args)
             wall = time.monotonic() - t0
@@ -166,6 +174,7 @@ def _bench(args) -> int:
         with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
                        reference_timeout_s=args.reference_timeout) as ev:
             check_memory(w, gpu_bytes=ev.facts.get("total_memory"), host=False)
+            note_once()
             results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
                                    tuple(args.cases) if args.budget > 0 else ()))
     if args.json:

@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .new import add_new_commands
     add_loop_commands(sub)
     add_new_commands(sub)
+    from .help import show_defaults
+    show_defaults(p)
     return p
 
 
@@ -218,6 +220,9 @@ def cmd_eval(args) -> int:
                        reference_timeout_s=args.reference_timeout) as ev:
             facts, ceilings = ev.facts, ev.ceilings
             check_memory(workload, gpu_bytes=facts.get("total_memory"), host=False)
+            if not args.no_baseline:
+                from ..worker.torch_baseline import note_torch_missing
+                note_torch_missing([workload])
             result = ev.evaluate(candidate, seed=args.seed)
             baseline = None if args.no_baseline else ev.baseline(seed=args.seed)
     except GpuUnavailable as e:

@@ -67,7 +67,7 @@ def add_loop_commands(sub) -> None:
     d.add_argument("--store", type=Path, default=Path("mlruns"))
 
     ls = sub.add_parser("runs", help="list past sessions from MLflow")
-    ls.add_argument("workload", nargs="?")
+    ls.add_argument("workload", nargs="?", help="only this workload's sessions: its name, directory or workload.toml")
     ls.add_argument("--store", type=Path, default=Path("mlruns"))
     ls.add_argument("--tracking-uri")
     ls.add_argument("--attempts", metavar="SESSION", help="list this session's attempts (its child runs) instead")
@@ -133,7 +133,9 @@ def _tracker(args):
     return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
 
 
-def _open(info, directory: Path, args, proposer=None):
+def _open(info, directory: Path, args, proposer=None, gpu_first: bool = False):
+    """gpu_first: start the GPU worker before the tracker or checkpoint exists; without
+    a usable GPU nothing is left behind (agent/cli/gpu_first.py)."""
     from ..evaluate.evaluator import Evaluator
     from ..loop.session import Session
     from ..worker.protocol import TimingConfig
@@ -141,6 +143,9 @@ def _open(info, directory: Path, args, proposer=None):
     evaluator = Evaluator(workload, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
                           worker_log=directory / "worker.log",
                           reference_timeout_s=getattr(args, "reference_timeout", REFERENCE_TIMEOUT_S))
+    if gpu_first:
+        from .gpu_first import start_worker_first
+        start_worker_first(evaluator, directory)
     return Session(info, directory, workload, evaluator, proposer or _proposer(info), _tracker(args))
 
 
@@ -172,8 +177,9 @@ def _drive(session, args) -> int:
     except (KeyboardInterrupt, EvaluationAborted, ModelCallAborted):
         status = "stopped"
     except GpuUnavailable as e:
-        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
-        status = "failed"
+        from .gpu_first import no_gpu_line
+        print(no_gpu_line(e), file=sys.stderr)
+        status = "no_gpu"
     except ProposerUnavailable as e:
         status = "stopped"
         print(f"warpsmith: error: {e}.", file=sys.stderr)
@@ -182,7 +188,7 @@ def _drive(session, args) -> int:
         print(f"warpsmith: error: {type(e).__name__}: {e}. The checkpoint is kept: "
               f"warpsmith resume {session.info.id}", file=sys.stderr)
     finally:
-        finish_session(session, status)
+        finish_session(session, "failed" if status == "no_gpu" else status)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if status == "stopped":
@@ -191,7 +197,7 @@ def _drive(session, args) -> int:
         best = (session.dir / "best" / "report.md")
         print(best.read_text() if best.is_file() else "no candidate passed validation", file=out)
         print(f"session {session.info.id}: best kernel in {session.dir / 'best'}", file=out)
-    return {"finished": 0, "stopped": 130, "paused": 0}.get(status, 1)
+    return {"finished": 0, "stopped": 130, "paused": 0, "no_gpu": 3}.get(status, 1)
 
 
 def _sigterm_stops(session):
@@ -222,6 +228,7 @@ def finish_session(session, status: str) -> None:
 def cmd_run(args) -> int:
     from ..proposers.llm import ProposerUnavailable
     from ..proposers.model_client import ModelUnavailable
+    from ..worker.process import GpuUnavailable
     workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
     from ..drafting.drafting import refuse_drafted
     if refuse_drafted(workload):
@@ -237,6 +244,12 @@ def cmd_run(args) -> int:
     except (ProposerUnavailable, ModelUnavailable, ValueError) as e:  # no key, no server, a broken price table
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
+    except GpuUnavailable as e:  # before any session folder or MLflow run
+        from .gpu_first import NO_GPU_EXIT, no_gpu_line
+        print(no_gpu_line(e), file=sys.stderr)
+        return NO_GPU_EXIT
+    from ..worker.torch_baseline import note_torch_missing
+    note_torch_missing([workload])
     return _drive(session, args)
 
 
@@ -258,8 +271,7 @@ def start_session(args, workload, proposer: str):
         print(f"warpsmith: warning: --cost-budget cannot stop this session: model '{info.model}' has no price here "
               "(a local server, or not in the price table); add it to prices.toml or use --token-budget", file=sys.stderr)
     directory = session_dir(args.store, info.id)
-    directory.mkdir(parents=True, exist_ok=True)
-    session = _open(info, directory, args, chosen)
+    session = _open(info, directory, args, chosen, gpu_first=True)  # raises GpuUnavailable, leaving nothing
     run_id = session.tracker.start(workload.name, info.id, {
         "workload": workload.name, "workload_digest": workload.digest, "proposer": proposer, "model": info.model,
         "reasoning_effort": info.reasoning_effort, "budget": info.budget, "seed": info.seed,
@@ -330,7 +342,7 @@ def cmd_runs(args) -> int:
 
     from ..tracking.tracker import Tracker, session_runs
     client = Tracker(args.store, args.tracking_uri).client
-    runs = session_runs(client, args.workload)
+    runs = session_runs(client, _workload_name(args.workload))
     if args.attempts:
         return _print_attempts(client, [r for r in runs if r.info.run_name == args.attempts], args.attempts)
     print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
@@ -343,6 +355,13 @@ def cmd_runs(args) -> int:
         print(f"{when:<17}{r.info.run_name:<44}{r.data.params.get('proposer', '?'):<9}"
               f"{best_text:>10}{speed_text:>9}  {r.info.status}")
     return 0
+
+
+def _workload_name(given: str | None) -> str | None:
+    """`runs` takes a workload's name, its directory or its workload.toml (read for the name)."""
+    if given and Path(given).exists():
+        return load_workload(given).name
+    return given
 
 
 def _print_attempts(client, parents: list, session: str) -> int:

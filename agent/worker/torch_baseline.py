@@ -88,3 +88,28 @@ class TorchBaseline:
             with torch.cuda.stream(stream):
                 fn(**inputs, **sizes)
         return once
+
+
+KIND_NAMES = {"torch_eager": "PyTorch eager", "torch_compile": "torch.compile"}
+
+
+def torch_missing_line(workloads) -> str | None:
+    """One line for eval/run/bench when a workload declares PyTorch baselines and torch
+    is not importable: what it costs and how to add them; None when nothing is lost."""
+    if torch_available():
+        return None
+    lost = list(dict.fromkeys(k for w in workloads for k in w.baseline.kinds() if k in KIND_NAMES))
+    if not lost:
+        return None
+    bare = [w.name for w in workloads if w.baseline.primary in KIND_NAMES]
+    cost = f"; {', '.join(bare)} then {'has' if len(bare) == 1 else 'have'} no baseline to compare with" if bare else ""
+    return (f"warpsmith: note: PyTorch is not installed, so the {' and '.join(KIND_NAMES[k] for k in lost)} "
+            f"baselines are left out{cost}; `pip install torch` adds them")
+
+
+def note_torch_missing(workloads) -> None:
+    """Print torch_missing_line once, on stderr (called once the GPU is known to be there)."""
+    import sys
+    line = torch_missing_line(workloads)
+    if line:
+        print(line, file=sys.stderr)

@@ -1,0 +1,29 @@
+"""A new session asks for the GPU before anything of it is kept: no usable GPU
+leaves no session folder, no MLflow run, nothing in the store."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+NO_GPU_EXIT = 3  # eval, run, bench, resume: the same code for "no usable GPU"
+
+
+def no_gpu_line(error: Exception) -> str:
+    return f"warpsmith: error: no usable GPU: {error}. `warpsmith doctor` says what is missing."
+
+
+def start_worker_first(evaluator, directory: Path) -> None:
+    """Start `evaluator`'s GPU worker (its log goes in `directory`); if it raises
+    (GpuUnavailable, ...), remove every folder this call created, then re-raise."""
+    created = None if directory.exists() else directory  # the topmost folder made here
+    while created is not None and not created.parent.exists():
+        created = created.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        evaluator.worker()
+    except BaseException:
+        evaluator.close()
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
