@@ -3,6 +3,8 @@
 import os
 
 import pytest
+
+from package_env import child_env
 from workload_factory import SGEMM, make_sgemm_workload
 
 from agent.cli.commands import main
@@ -124,9 +126,9 @@ def test_run_llm_with_unreachable_server_is_one_line_before_any_session(tmp_path
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     root = Path(__file__).resolve().parents[1]
     store = tmp_path / "store"
-    done = subprocess.run([sys.executable, "-m", "tui", "run", str(make_sgemm_workload(tmp_path / "w")), "--proposer",
+    done = subprocess.run([sys.executable, "-P", "-m", "tui", "run", str(make_sgemm_workload(tmp_path / "w")), "--proposer",
                            "llm", "--base-url", url, "--headless", "--store", str(store)], capture_output=True,
-                          text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root), "OPENAI_API_KEY": "sk-x"},
+                          text=True, cwd=root, env=child_env(OPENAI_API_KEY="sk-x"),
                           timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "

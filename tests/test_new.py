@@ -6,6 +6,8 @@ agreeing independent second draft, and `run` refuses a draft."""
 from __future__ import annotations
 
 import pytest
+
+from package_env import child_env
 from openai_server_double import OpenAIServerDouble
 
 from agent.cli.commands import main
@@ -209,8 +211,8 @@ def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
         write_draft(d, WorkloadDraft(**draft()))
     args = ["new", "Add two vectors", str(d)] if command == "new" else ["review", str(d)]
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "tui", *args, "--base-url", url, "--yes"], capture_output=True,
-                          text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    done = subprocess.run([sys.executable, "-P", "-m", "tui", *args, "--base-url", url, "--yes"], capture_output=True,
+                          text=True, cwd=root, env=child_env(), timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
                            "check --base-url or start the server\n")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from package_env import child_env
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -88,7 +90,7 @@ def test_gpu_worker_dies_with_a_sigkilled_warpsmith(tmp_path):
     """The real WorkerProcess spawn path, its worker hung (a GPU double that never returns): SIGKILL
     the process that started it and no child of it survives (worker, multiprocessing's helper)."""
     marker = tmp_path / "worker.pid"
-    env = {**os.environ, "HUNG_WORKER_MARKER": str(marker), "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
+    env = child_env(HERE, HUNG_WORKER_MARKER=str(marker))
     parent = subprocess.Popen([sys.executable, str(HERE / "hung_worker_double.py")], env=env)
     try:
         _wait_for(marker.exists, "the worker never started")
@@ -116,11 +118,11 @@ def test_reference_check_dies_with_a_sigkilled_warpsmith(tmp_path):
     w = make_sgemm_workload(tmp_path / "w")
     (w / "reference.py").write_text(SLEEPING_REFERENCE)
     marker = tmp_path / "reference.pid"
-    env = {**os.environ, "REFERENCE_MARKER": str(marker), "PYTHONPATH": str(ROOT)}
+    env = child_env(REFERENCE_MARKER=str(marker))
     parent = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; "
                                "from agent.drafting.drafting import compare_references; "
                                "compare_references(Path(sys.argv[1]), Path(sys.argv[1]) / 'reference.py')", str(w)],
-                              env=env, cwd=ROOT)
+                              env=env, cwd=tmp_path)
     try:
         _wait_for(marker.exists, "the reference never ran")
         _gone_after_sigkill(parent, {int(marker.read_text())})
@@ -136,8 +138,8 @@ def test_a_child_under_another_tool_watches_warpsmith_itself(tmp_path):
                              "'-c', 'from agent.runtime.parent_watch import exit_with_warpsmith; import os, time; "
                              "exit_with_warpsmith(0.05); print(os.getpid(), flush=True); time.sleep(600)']); "
                              "time.sleep(600)"],
-                            env={**os.environ, "WARPSMITH_PID": str(warpsmith.pid), "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                            env=child_env(WARPSMITH_PID=str(warpsmith.pid)),
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         child = int(tool.stdout.readline())
         assert _alive(child)

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from package_env import child_env
 from workload_factory import ROOT, make_sgemm_workload
 
 from agent.cli.commands import main
@@ -174,9 +176,9 @@ def test_hung_reference_is_killed_in_time(tmp_path):
     d = make_sgemm_workload(tmp_path / "w")
     pids = tmp_path / "pids"
     _reference(d, f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n    time.sleep(10**6)\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env()
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", "import sys; from agent.cli.commands import main; sys.exit(main(sys.argv[1:]))",
+    done = subprocess.run([sys.executable, "-P", "-c", "import sys; from agent.cli.commands import main; sys.exit(main(sys.argv[1:]))",
                            "check", str(d), "--reference-timeout", "2"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 2
