@@ -3,7 +3,6 @@
 import os
 
 import pytest
-
 from package_env import child_env
 from workload_factory import SGEMM, make_sgemm_workload
 

@@ -6,9 +6,8 @@ agreeing independent second draft, and `run` refuses a draft."""
 from __future__ import annotations
 
 import pytest
-
-from package_env import child_env
 from openai_server_double import OpenAIServerDouble
+from package_env import child_env
 
 from agent.cli.commands import main
 from agent.spec.workload import load_workload
@@ -196,7 +195,6 @@ def test_the_format_example_shown_to_the_model_is_a_valid_workload(tmp_path):
 def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
     """`new` / `review` with a --base-url nobody listens on: exit 2, one line with the URL, no
     traceback, no key."""
-    import os
     import socket
     import subprocess
     import sys

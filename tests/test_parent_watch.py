@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from package_env import child_env
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from package_env import child_env
 from workload_factory import ROOT, make_sgemm_workload
 
