@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from agent.evaluate.results import CaseResult, EvaluationResult
+from agent.evaluate.results import CaseResult, EvaluationResult, Status
 from agent.evaluate.stats import TimingStats
 from agent.runtime.compiler import compile_kernel
 from agent.spec.speed_of_light import Ceilings
@@ -87,26 +87,26 @@ class EvaluatorDouble:
             raise RuntimeError("EvaluatorDouble: simulated crash of the session process")
         compiled = self.compile(candidate)
         if not compiled.ok:
-            return EvaluationResult(candidate.name, "compile_failed", compiled, detail=compiled.log)
-        status = next((s for key, s in self.fail.items() if key in candidate.name), "ok")
+            return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log)
+        status = Status(next((s for key, s in self.fail.items() if key in candidate.name), "ok"))
         if seed != 1 and any(key in candidate.name for key in self.fresh_fail):
-            status = "wrong_answer"
+            status = Status.WRONG_ANSWER
         score = self.score(candidate.knob_values())
         cases = []
         for c in self.workload.cases:
             r = CaseResult(c.case if hasattr(c, "case") else c.name, c.role, status,
-                           check=CaseCheck(status, 1e-7, 1e-7, 0 if status == "ok" else 3,
-                                           "" if status == "ok" else "output C: 3 wrong\npattern: only rows >= 64 wrong"))
+                           check=CaseCheck(status, 1e-7, 1e-7, 0 if status == Status.OK else 3,
+                                           "" if status == Status.OK else "output C: 3 wrong\npattern: only rows >= 64 wrong"))
             self.on_event(CaseChecked(r.case, "validate", r.check, 0.0))  # as the real worker streams them
-            if status == "ok" and c.timed and time_cases:
+            if status == Status.OK and c.timed and time_cases:
                 samples = [score] * 9 + [score * 1.01]
                 r.timing = TimingStats.of(samples)
                 self.on_event(CaseTimed(r.case, tuple(samples), score, 0.0))
             cases.append(r)
         result = EvaluationResult(candidate.name, status, compiled, cases, seed=seed,
-                                  detail="" if status == "ok" else f"case '{cases[0].case}': {cases[0].check.detail}")
+                                  detail="" if status == Status.OK else f"case '{cases[0].case}': {cases[0].check.detail}")
         perf = [c.timing.median_ms for c in cases if c.timing]
-        if status == "ok" and time_cases and perf:
+        if status == Status.OK and time_cases and perf:
             from agent.evaluate.stats import geomean
             result.score_ms = geomean(perf)
         return result
@@ -117,9 +117,9 @@ class EvaluatorDouble:
     def baseline(self, seed: int = 1, kind: str | None = None):
         """cuBLAS at 0.5 ms per case; the PyTorch stand-in at 0.6 ms."""
         ms = 0.6 if kind == "torch_eager" else 0.5
-        cases = [CaseResult(c.name, c.role, "ok", check=CaseCheck("ok"),
+        cases = [CaseResult(c.name, c.role, Status.OK, check=CaseCheck(Status.OK),
                             timing=TimingStats.of([ms] * 10) if c.timed else None) for c in self.workload.cases]
-        return EvaluationResult(kind or "cublas_sgemm", "ok", None, cases, score_ms=ms)
+        return EvaluationResult(kind or "cublas_sgemm", Status.OK, None, cases, score_ms=ms)
 
     def close(self):
         self.closed = True

@@ -9,6 +9,7 @@ from pathlib import Path
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
+from agent.evaluate.results import Progress, Status
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
@@ -31,6 +32,11 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     before = session.state
     assert before["iteration"] == 2 and before["best"].score_ms == 1.375
     assert before["spent"].elapsed_s >= 0
+    # statuses stored as text before the Status enum read back as its members, and compare equal
+    stored = [a.status for a in before["history"]] + [c.status for c in before["best"].cases]
+    assert stored and all(isinstance(s, (Status, Progress)) for s in stored), stored
+    assert before["best"].cases[0].status == Status.OK and before["best"].cases[0].status == "ok"
+    assert Status.OK in [a.status for a in before["history"]]
     session.set_budget(3)
     seen = []
     assert session.run(seen.append) == "finished", seen

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from agent.evaluate.results import Status
 from agent.loop import events
 from agent.loop.limits import Limits
 
@@ -78,11 +79,11 @@ class RunView:
                 if e.phase == "time":
                     row.median_ms = e.median_ms
                 else:
-                    row.status = e.status if e.phase == "validate" or e.status != "ok" else row.status
+                    row.status = e.status if e.phase == "validate" or e.status != Status.OK else row.status
                     row.max_rel_error = e.max_rel_error
         elif isinstance(e, events.AttemptFinished):
             self.iteration, self.last_status = e.iteration, e.status
-            if e.status != "ok" and e.detail:
+            if e.status != Status.OK and e.detail:
                 self.detail = e.detail
             score = f"{e.score_ms:.4f} ms" if e.score_ms else "-"
             self.log.append(f"#{e.iteration} {e.status} {score}")

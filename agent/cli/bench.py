@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..evaluate.results import Status
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload, load_workload
 
@@ -110,7 +111,7 @@ def render(bench: WorkloadBench) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     scores = ", ".join(f"{e.name} {e.score_ms:.4f}" for e in bench.entries if e.score_ms)
     lines.append(f"score (geomean ms): {scores}")
-    failed = [f"{e.name}: {e.status} {e.detail}" for e in bench.entries if e.status not in ("ok", "unavailable")]
+    failed = [f"{e.name}: {e.status} {e.detail}" for e in bench.entries if e.status not in (Status.OK, "unavailable")]
     lines += [f"not ok: {f}" for f in failed]
     return "\n".join(lines)
 

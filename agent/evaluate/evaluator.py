@@ -45,7 +45,7 @@ from ..worker.protocol import (
     Started,
     TimingConfig,
 )
-from .results import CaseResult, EvaluationResult
+from .results import CaseResult, EvaluationResult, Progress, Status
 from .stats import TimingStats, geomean
 
 DEFAULT_SEED = 1
@@ -155,18 +155,18 @@ class Evaluator:
         t_start = time.perf_counter()
         compiled = self.compile(candidate)
         self.on_event(compiled)
-        result = EvaluationResult(candidate.name, "pending", compiled, seed=seed)
+        result = EvaluationResult(candidate.name, Progress.PENDING, compiled, seed=seed)
         result.wall_ms["compile"] = (time.perf_counter() - t_start) * 1e3
         if not compiled.ok:
-            result.status, result.detail = "compile_failed", compiled.log
+            result.status, result.detail = Status.COMPILE_FAILED, compiled.log
             return _finish(result, t_start)
         jobs = []
         for case in self.workload.cases:
             launch, problem = self._resolve_launch(candidate, case)
             result.cases.append(CaseResult(case.name, case.role, launch=launch))
             if problem:
-                result.status, result.detail = "launch_invalid", problem
-                result.cases[-1].status = "launch_invalid"
+                result.status, result.detail = Status.LAUNCH_INVALID, problem
+                result.cases[-1].status = Status.LAUNCH_INVALID
                 return _finish(result, t_start)
             jobs.append(self._case_job(case, seed, launch))
         request = EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing,
@@ -190,7 +190,7 @@ class Evaluator:
             return None
         b = self.workload.baseline
         t_start = time.perf_counter()
-        result = EvaluationResult(kind, "pending", None, seed=seed)
+        result = EvaluationResult(kind, Progress.PENDING, None, seed=seed)
         jobs = []
         # torch.compile recompiles for every shape: it runs on the performance cases only.
         cases = [c for c in self.workload.cases if c.timed or kind != "torch_compile"]
@@ -237,12 +237,12 @@ class Evaluator:
                     raise EvaluationAborted("stopped by the user") from None
                 case, phase = (step.case, step.phase) if step else (last_case, "setup")
                 if isinstance(e, WorkerDied):
-                    self._mark(result, case, "crashed", f"case '{case}' ({phase}): {e}")
+                    self._mark(result, case, Status.CRASHED, f"case '{case}' ({phase}): {e}")
                     return
                 worker.kill()
                 what = "the kernel was killed (infinite loop or far too slow?)" if step else \
                     "the worker was killed while setting the case up"
-                self._mark(result, case, "timeout", f"case '{case}' ({phase}): no answer within {deadline:.0f} s; {what}")
+                self._mark(result, case, Status.TIMEOUT, f"case '{case}' ({phase}): no answer within {deadline:.0f} s; {what}")
                 return
             self.on_event(reply)
             if isinstance(reply, JobDone):
@@ -257,7 +257,7 @@ class Evaluator:
                 c = result.case(reply.case)
                 c.timing, c.time_ms, c.clocks_mhz = TimingStats.of(reply.samples_ms), reply.elapsed_ms, reply.clocks_mhz
             elif isinstance(reply, Fault):
-                status = "launch_invalid" if reply.name in RECOVERABLE else "crashed"
+                status = Status.LAUNCH_INVALID if reply.name in RECOVERABLE else Status.CRASHED
                 self._mark(result, reply.case or last_case, status,
                            f"case '{reply.case}' ({reply.phase}): {reply.name}: {reply.text}")
                 if reply.fatal:
@@ -277,10 +277,10 @@ class Evaluator:
             return
         if reply.phase == "revalidate":
             c.recheck = reply.check
-        if reply.check.status == "ok" or c.status != "ok":
+        if reply.check.status == Status.OK or c.status != Status.OK:
             return
         # After the validation passed: wrong after the timing loop, in a timed launch, or found by the sweep.
-        c.status = "unstable" if reply.check.status == "wrong_answer" else reply.check.status
+        c.status = Status.UNSTABLE if reply.check.status == Status.WRONG_ANSWER else reply.check.status
         c.detail = reply.check.detail if reply.phase != "revalidate" else \
             "correct before the timing loop, wrong after it:\n" + reply.check.detail
 
@@ -292,35 +292,35 @@ class Evaluator:
         if ceilings is None:
             return
         for c in result.cases:
-            if c.status != "ok" or c.timing is None:
+            if c.status != Status.OK or c.timing is None:
                 continue
             floor = case_floor(self.workload, self.workload.case(c.case), ceilings, c.timing.median_ms)
             if floor is not None and floor.suspect:
-                c.status = "below_floor"
+                c.status = Status.BELOW_FLOOR
                 c.detail = (f"median {c.timing.median_ms:.4f} ms is {floor.pct_of_floor:.0%} of the speed-of-light "
                             f"floor ({floor.floor_ms:.4f} ms, {floor.bound}-bound, {ceilings.source}): faster than "
                             "the hardware allows, so the timing or the validation was gamed; never a result")
 
     @staticmethod
-    def _mark(result: EvaluationResult, case: str, status: str, detail: str) -> None:
+    def _mark(result: EvaluationResult, case: str, status: Status, detail: str) -> None:
         for c in result.cases:
             if c.case == case:
                 c.status, c.detail = status, detail
-        if result.status in ("pending", "ok"):
+        if result.status in (Progress.PENDING, Status.OK):
             result.status, result.detail = status, detail
 
 
 def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
     """Overall status (the first failing case's), detail and score."""
-    if result.status == "pending":
-        failed = [c for c in result.cases if c.status != "ok"]
+    if result.status == Progress.PENDING:
+        failed = [c for c in result.cases if c.status != Status.OK]
         if failed:
-            result.status = failed[0].status if failed[0].status != "pending" else "crashed"
+            result.status = failed[0].status if failed[0].status != Progress.PENDING else Status.CRASHED
             result.detail = f"case '{failed[0].case}': {failed[0].detail}"
         else:
-            result.status = "ok"
+            result.status = Status.OK
     timed = [c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing]
-    if result.status == "ok" and timed and len(timed) == sum(c.role == "performance" for c in result.cases):
+    if result.status == Status.OK and timed and len(timed) == sum(c.role == "performance" for c in result.cases):
         result.score_ms = geomean(timed)
     result.wall_ms["validate"] = sum(c.validate_ms for c in result.cases)
     result.wall_ms["time"] = sum(c.time_ms for c in result.cases)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from ..spec.candidate import Candidate
 from ..spec.expr import Expr
 from ..spec.workload import LaunchRule
+from ..worker.status import Progress, Status
 
 
 class CandidateSpec(BaseModel):
@@ -44,7 +45,7 @@ class CandidateSpec(BaseModel):
 class CaseOutcome(BaseModel):
     case: str
     role: str
-    status: str
+    status: Status | Progress
     max_rel_error: Optional[float] = None
     median_ms: Optional[float] = None
     cv: Optional[float] = None
@@ -68,7 +69,7 @@ class Attempt(BaseModel):
     iteration: int
     name: str
     proposer: str
-    status: str  # an evaluation status, or proposal_invalid
+    status: Status | Progress  # a verdict (proposal_invalid too), or how far it got (pending, compiled, validated)
     score_ms: Optional[float] = None
     detail: str = ""  # the failure, verbatim (compile log, mismatch report, crash)
     defines: dict[str, int] = {}

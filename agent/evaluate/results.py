@@ -19,6 +19,9 @@ proposer as data. Statuses, roughly in the order they are met:
 - ``below_floor``: a median faster than the speed-of-light floor, a timing or
   validation hole, never a result;
 - ``ok``.
+
+They are the members of ``Status`` (a ``StrEnum``: each member is its text); a case
+or a candidate not judged yet is ``Progress.PENDING``.
 """
 
 from __future__ import annotations
@@ -29,17 +32,17 @@ from typing import Optional
 from ..runtime.compiler import CompiledKernel
 from ..spec.workload import Launch
 from ..worker.protocol import CaseCheck
+from ..worker.status import FAILURES, Progress, Status
 from .stats import TimingStats
 
-FAILURES = ("compile_failed", "launch_invalid", "crashed", "timeout", "out_of_bounds",
-            "input_modified", "reference_modified", "wrong_answer", "unstable", "below_floor")
+__all__ = ["FAILURES", "Progress", "Status", "CaseResult", "EvaluationResult"]
 
 
 @dataclass
 class CaseResult:
     case: str
     role: str
-    status: str = "pending"
+    status: Status | Progress = Progress.PENDING
     launch: Optional[Launch] = None
     check: Optional[CaseCheck] = None
     recheck: Optional[CaseCheck] = None  # after timing
@@ -53,7 +56,7 @@ class CaseResult:
 @dataclass
 class EvaluationResult:
     candidate: str
-    status: str
+    status: Status | Progress
     compiled: Optional[CompiledKernel]
     cases: list[CaseResult] = field(default_factory=list)
     score_ms: Optional[float] = None  # geomean of performance medians
@@ -63,7 +66,7 @@ class EvaluationResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
     def case(self, name: str) -> CaseResult:
         return next(c for c in self.cases if c.case == name)

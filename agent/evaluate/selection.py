@@ -17,6 +17,7 @@ from typing import Optional
 
 from ..spec.candidate import Candidate
 from .evaluator import FRESH_SEED
+from .results import Status
 
 CLEAR_WIN = 0.97
 CONFIRM = 0.995
@@ -27,7 +28,7 @@ ROUNDS = 2
 class Verdict:
     accepted: bool
     note: str
-    status: str = "ok"  # wrong_answer when the fresh-seed check fails
+    status: Status = Status.OK  # the failure on fresh inputs (e.g. wrong_answer) when refused
     detail: str = ""
 
 

@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from ..evaluate.records import Attempt, Best, CandidateSpec, CaseOutcome
-from ..evaluate.results import EvaluationResult
+from ..evaluate.results import EvaluationResult, Progress, Status
 from ..evaluate.selection import challenge
 from ..evaluate.stats import TimingStats
 from ..profiling.nsight import Nsight
@@ -73,7 +73,7 @@ def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
         if isinstance(reply, CaseChecked):
             write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error))
         elif isinstance(reply, CaseTimed):
-            write(events.CaseFinished(iteration, reply.case, "time", "ok", None, TimingStats.of(reply.samples_ms).median_ms))
+            write(events.CaseFinished(iteration, reply.case, "time", Status.OK, None, TimingStats.of(reply.samples_ms).median_ms))
     runtime.context.evaluator.on_event = on_event
 
 
@@ -146,7 +146,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     except SearchExhausted as e:
         return {**update, "pending": None, "finished": f"tuner's search space ({e})"}
     except ProposalError as e:
-        attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status="proposal_invalid",
+        attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status=Status.PROPOSAL_INVALID,
                           detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
         return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
     spec = proposal.spec
@@ -155,7 +155,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
                                                    spec.rationale, spec.source, proposal.tokens))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
-                      status="pending", defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
+                      status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources))
     return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
 
@@ -166,13 +166,13 @@ def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     try:
         candidate = spec.to_candidate()
     except (ExprError, ValueError) as e:
-        return {"attempt": attempt.model_copy(update={"status": "launch_invalid", "detail": f"launch rule: {e}"})}
+        return {"attempt": attempt.model_copy(update={"status": Status.LAUNCH_INVALID, "detail": f"launch rule: {e}"})}
     compiled = runtime.context.evaluator.compile(candidate)
     runtime.stream_writer(events.CompileFinished(attempt.iteration, compiled.ok, compiled.compile_ms,
                                                  compiled.resources.text(), compiled.log))
     if not compiled.ok:
-        return {"attempt": attempt.model_copy(update={"status": "compile_failed", "detail": compiled.log})}
-    return {"attempt": attempt.model_copy(update={"status": "compiled"})}
+        return {"attempt": attempt.model_copy(update={"status": Status.COMPILE_FAILED, "detail": compiled.log})}
+    return {"attempt": attempt.model_copy(update={"status": Progress.COMPILED})}
 
 
 def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -180,7 +180,7 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
     r = runtime.context.evaluator.evaluate(state["pending"].to_candidate(), time_cases=False, revalidate=False)
-    status = "validated" if r.ok else r.status
+    status = Progress.VALIDATED if r.ok else r.status
     cases = outcomes(r, runtime.context.workload, None)  # untimed: no floor to compare with
     return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases})}
 
@@ -226,7 +226,7 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("reflect", attempt.iteration))
     best: Optional[Best] = state.get("best")
     update: dict = {}
-    if attempt.status == "ok" and attempt.score_ms is not None:
+    if attempt.status == Status.OK and attempt.score_ms is not None:
         verdict = challenge(ctx.evaluator, state["pending"].to_candidate(), attempt.score_ms,
                             best.spec.to_candidate() if best else None, best.score_ms if best else None)
         if verdict.accepted:
@@ -237,7 +237,7 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
             base = state.get("baseline_score_ms")
             runtime.stream_writer(events.NewBest(attempt.iteration, attempt.name, best.score_ms,
                                                  base / best.score_ms if base else None))
-        elif verdict.status != "ok":
+        elif verdict.status != Status.OK:
             detail = "\n".join(d for d in (verdict.detail, attempt.detail) if d)  # keeps a SUSPECT note
             attempt = attempt.model_copy(update={"status": verdict.status, "detail": detail, "score_ms": None})
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
@@ -253,7 +253,7 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                             tokens=spent.tokens + attempt.tokens, cost_usd=spent.cost_usd + attempt.cost_usd)
     finished = _stop_reason(state, update, attempt.iteration)
     return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
-            "iteration": attempt.iteration, "mode": "optimise" if attempt.status == "ok" else "repair",
+            "iteration": attempt.iteration, "mode": "optimise" if attempt.status == Status.OK else "repair",
             "finished": finished}
 
 
@@ -265,21 +265,22 @@ def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None
     (d / "candidate.json").write_text(spec.model_dump_json(indent=2))
 
 
-def _after(ok_status: str, next_node: str):
+def _after(progress: Progress, next_node: str):
+    """Route on progress: on to `next_node` if the attempt got there, else (a verdict) to reflect."""
     def route(state: LoopState) -> str:
-        return next_node if state["attempt"].status == ok_status else "reflect"
+        return next_node if state["attempt"].status == progress else "reflect"
     return route
 
 
 def _after_propose(state: LoopState) -> str:
     if state.get("finished"):
         return END
-    return _after("pending", "compile")(state)
+    return _after(Progress.PENDING, "compile")(state)
 
 
 def _after_benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> str:
     profiling = runtime.context.profiler is not None
-    return "profile" if profiling and state["attempt"].status == "ok" else "reflect"
+    return "profile" if profiling and state["attempt"].status == Status.OK else "reflect"
 
 
 def _after_reflect(state: LoopState) -> str:
@@ -302,8 +303,8 @@ def build_graph() -> StateGraph:
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", _after_plan, ["propose", END])
     g.add_conditional_edges("propose", _after_propose, ["compile", "reflect", END])
-    g.add_conditional_edges("compile", _after("compiled", "validate"), ["validate", "reflect"])
-    g.add_conditional_edges("validate", _after("validated", "benchmark"), ["benchmark", "reflect"])
+    g.add_conditional_edges("compile", _after(Progress.COMPILED, "validate"), ["validate", "reflect"])
+    g.add_conditional_edges("validate", _after(Progress.VALIDATED, "benchmark"), ["benchmark", "reflect"])
     g.add_conditional_edges("benchmark", _after_benchmark, ["profile", "reflect"])
     g.add_edge("profile", "reflect")
     g.add_conditional_edges("reflect", _after_reflect, ["propose", END])

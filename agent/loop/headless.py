@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Optional, TextIO
 
+from ..evaluate.results import Status
 from . import events
 
 
@@ -33,7 +34,7 @@ class HeadlessProgress:
         elif isinstance(event, events.AttemptFinished):
             score = f"{event.score_ms:.4f} ms" if event.score_ms else "-"
             best = f"best {self.best:.4f} ms{self._vs()}" if self.best else "no valid kernel yet"
-            first = event.detail.strip().splitlines()[0][:100] if event.status != "ok" and event.detail.strip() else ""
+            first = event.detail.strip().splitlines()[0][:100] if event.status != Status.OK and event.detail.strip() else ""
             self._print(f"{self.bar(event.iteration)} {event.name[:48]:<48} {event.status:<15} {score:>11}  {best}"
                         + (f"\n      {first}" if first else ""))
         elif isinstance(event, events.Notice):

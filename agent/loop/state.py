@@ -31,4 +31,5 @@ class LoopState(TypedDict, total=False):
 # what the checkpointer may rebuild: today's records, and the names stored before the
 # split into subpackages (see legacy_names)
 STATE_TYPES = [("agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
-    [("agent.loop.limits", n) for n in ("Limits", "Spent")] + LEGACY_TYPES
+    [("agent.loop.limits", n) for n in ("Limits", "Spent")] + \
+    [("agent.worker.status", n) for n in ("Status", "Progress")] + LEGACY_TYPES

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict
 from typing import Optional
 
-from ..evaluate.results import EvaluationResult
+from ..evaluate.results import EvaluationResult, Status
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload
 
@@ -33,14 +33,14 @@ def render_table(workload: Workload, result: EvaluationResult, baseline: Optiona
     for c in result.cases:
         t = c.timing
         b = baseline.case(c.case) if baseline else None
-        bt = b.timing if b and b.status == "ok" else None
+        bt = b.timing if b and b.status == Status.OK else None
         rows.append([
             c.case, c.role[:4], c.status,
             _fmt(c.check.max_rel_error, ".2e") if c.check else "-",
             _fmt(t.median_ms if t else None), _fmt(t.min_ms if t else None), _fmt(t.p90_ms if t else None),
             _fmt(t.cv * 100 if t else None, ".2f"),
             throughput(workload, c.case, t.median_ms) if t else "",
-            _fmt(bt.median_ms if bt else None) if b is None or b.status == "ok" else b.status,
+            _fmt(bt.median_ms if bt else None) if b is None or b.status == Status.OK else b.status,
             f"{bt.median_ms / t.median_ms:.2f}x" if t and bt else "-",
             _floor_text(workload, c.case, t.median_ms, ceilings) if t else "-",
         ])

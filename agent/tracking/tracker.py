@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
+from ..evaluate.results import Status
 from .mlflow_ui import EXPERIMENT_KIND, telemetry_off_by_default
 
 
@@ -158,7 +159,7 @@ class Tracker:
         for p in attempt.profile:
             for key in ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "l2_hit_pct"):
                 case_metrics[f"ncu.{key}.{p.case}"] = p.metrics.get(key, 0.0)
-        own = {"ok": 1.0 if attempt.status == "ok" else 0.0, "tokens": float(attempt.tokens),
+        own = {"ok": 1.0 if attempt.status == Status.OK else 0.0, "tokens": float(attempt.tokens),
                "cost_usd": attempt.cost_usd, **case_metrics}
         if attempt.score_ms:
             own["score_ms"] = attempt.score_ms
@@ -204,7 +205,7 @@ class Tracker:
                               tags=[RunTag("warpsmith.parent_session", run)])
         for name, text in files.items():
             self.client.log_text(cid, text, name)
-        self.client.set_terminated(cid, "FINISHED" if params["status"] == "ok" else "FAILED")
+        self.client.set_terminated(cid, "FINISHED" if params["status"] == Status.OK else "FAILED")
 
     def log_budget(self, budget: int) -> None:
         if self.run_id:

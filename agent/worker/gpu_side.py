@@ -36,6 +36,7 @@ from .protocol import (
     TimingConfig,
     WorkerReady,
 )
+from .status import Status
 from .timed_checks import TimedChecks
 
 # Launch-time refusals: the context survives them, so the worker does too.
@@ -87,7 +88,7 @@ class GpuWorker:
                     for side, off in (("before", 0), ("after", a.guard + a.nbytes))
                     if self.checks.count_not(a.buffer.ptr + off, GUARD_WORD, a.guard)]
         if overruns:
-            return CaseCheck("out_of_bounds", detail="writes outside the buffers of " + ", ".join(overruns)
+            return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(overruns)
                              + ": check bounds on the last partial tile")
         return self.moat_breach(bufs) or _tampering(bufs)
 
@@ -97,7 +98,7 @@ class GpuWorker:
             return None
         for m in bufs.moats:
             m.fill_u32(GUARD_WORD, 0, m.nbytes)
-        return CaseCheck("out_of_bounds", detail=f"case '{bufs.job.case}': writes megabytes away from every "
+        return CaseCheck(Status.OUT_OF_BOUNDS, detail=f"case '{bufs.job.case}': writes megabytes away from every "
                          "buffer (into the sentinel memory around them): a wrong pointer or index")
 
     def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
@@ -114,9 +115,9 @@ class GpuWorker:
                 bad_total += bad
                 reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol))
         if reports:
-            return CaseCheck("wrong_answer", worst_abs, worst_rel, bad_total,
+            return CaseCheck(Status.WRONG_ANSWER, worst_abs, worst_rel, bad_total,
                              "\n".join(r.text() for r in reports), tuple(reports))
-        return CaseCheck("ok", worst_abs, worst_rel)
+        return CaseCheck(Status.OK, worst_abs, worst_rel)
 
     def run_kernel(self, req: EvaluateKernel, send) -> None:
         module = self.device.load_module(req.cubin)
@@ -151,7 +152,7 @@ class GpuWorker:
             return verdict is None
 
         def steps() -> None:
-            if not all([validate(job, "validate").status == "ok" for job in req.jobs]) or not req.time_cases:
+            if not all([validate(job, "validate").status == Status.OK for job in req.jobs]) or not req.time_cases:
                 return
             if not all([timed(job) for job in req.jobs if job.timed]):
                 return
@@ -258,10 +259,10 @@ def _tampering(bufs: CaseBuffers) -> Optional[CaseCheck]:
     """Inputs or references that no longer match their checksums (marked for restoring)."""
     inputs, references = bufs.modified_inputs(), bufs.modified_references()
     if references:
-        return CaseCheck("reference_modified", detail=f"case '{bufs.job.case}': the reference of "
+        return CaseCheck(Status.REFERENCE_MODIFIED, detail=f"case '{bufs.job.case}': the reference of "
                          + ", ".join(references) + " was overwritten: a kernel wrote far outside its buffers")
     if inputs:
-        return CaseCheck("input_modified", detail=f"case '{bufs.job.case}': the kernel modified its inputs: "
+        return CaseCheck(Status.INPUT_MODIFIED, detail=f"case '{bufs.job.case}': the kernel modified its inputs: "
                          + ", ".join(inputs))
     return None
 

@@ -15,6 +15,7 @@ from ..spec.inputs import ArrayJob
 from ..spec.speed_of_light import Ceilings
 from ..spec.workload import Launch
 from .mismatch import MismatchReport
+from .status import Status
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Shutdown:
 class CaseCheck:
     """Validation of one case after one launch."""
 
-    status: str  # ok | wrong_answer | out_of_bounds | input_modified
+    status: Status  # ok | wrong_answer | out_of_bounds | input_modified | reference_modified | unstable
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     mismatches: int = 0

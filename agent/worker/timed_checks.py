@@ -19,6 +19,7 @@ from .case_buffers import CaseBuffers
 from .gpu_checks import STATS_WORDS, GpuChecks
 from .poison import Poisons
 from .protocol import CaseCheck
+from .status import Status
 
 
 class TimedChecks:
@@ -49,7 +50,7 @@ class TimedChecks:
             return None
         first = int(bad[0])
         names = ", ".join(f"{a.job.name}: {int(n)} mismatches" for a, n in zip(self.outputs, mismatches[first]) if n)
-        return CaseCheck("unstable", mismatches=int(mismatches[first].sum()),
+        return CaseCheck(Status.UNSTABLE, mismatches=int(mismatches[first].sum()),
                          detail=f"{len(bad)} of {measured} timed launches gave wrong outputs, the first "
                                 f"launch #{first + 1} ({names}); every timed launch starts from poisoned outputs "
                                 "and is checked: the kernel must compute every element on every launch")

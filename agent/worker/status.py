@@ -1,0 +1,41 @@
+"""Statuses as types: the verdict on a case or a candidate, and the progress of an
+attempt through the graph, kept apart. Both are ``StrEnum``: a member *is* its text,
+so JSON, MLflow params, events and checkpoints read and write exactly the strings they
+always did ("ok", "wrong_answer", "pending"...), and a string read back from an old
+session compares equal to its member.
+
+They live here, under the worker, because the worker is the lowest layer that gives a
+verdict (a ``CaseCheck``); ``agent.evaluate.results`` re-exports them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """A verdict, roughly in the order it is met (see agent.evaluate.results)."""
+
+    OK = "ok"
+    COMPILE_FAILED = "compile_failed"
+    LAUNCH_INVALID = "launch_invalid"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    OUT_OF_BOUNDS = "out_of_bounds"
+    INPUT_MODIFIED = "input_modified"
+    REFERENCE_MODIFIED = "reference_modified"
+    WRONG_ANSWER = "wrong_answer"
+    UNSTABLE = "unstable"
+    BELOW_FLOOR = "below_floor"
+    PROPOSAL_INVALID = "proposal_invalid"  # the proposer's answer was not a candidate (an attempt's, never a case's)
+
+
+class Progress(StrEnum):
+    """Where an attempt or a case is before it has a verdict; the graph routes on these."""
+
+    PENDING = "pending"  # proposed, or a case not run yet
+    COMPILED = "compiled"
+    VALIDATED = "validated"
+
+
+# what an evaluation can end in, other than ok (the proposer's own failure is not the evaluator's)
+FAILURES: tuple[Status, ...] = tuple(s for s in Status if s not in (Status.OK, Status.PROPOSAL_INVALID))
