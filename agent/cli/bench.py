@@ -18,6 +18,7 @@ from typing import Optional
 from ..evaluate.results import Status
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload, load_workload
+from .errors import CliError
 
 
 @dataclass
@@ -121,8 +122,7 @@ def cmd_bench(args) -> int:
     try:
         return _bench(args)
     except GpuUnavailable as e:
-        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
-        return 3
+        raise CliError(f"no usable GPU: {e}. `warpsmith doctor` says what is missing.", 3)
 
 
 def _bench(args) -> int:
@@ -141,8 +141,7 @@ def _bench(args) -> int:
     except ValueError as e:
         refusals.append(str(e))
     if refusals:
-        print(f"warpsmith: error: {refusals[0]}", file=sys.stderr)
-        return 2
+        raise CliError(str(refusals[0]))
     from .check import preflight
     for w in workloads:  # memory and references of every workload, before any GPU work or session
         preflight(w, timeout_s=args.reference_timeout)

@@ -13,6 +13,7 @@ from ..drafting.drafting import refuse_drafted
 from ..spec.inputs import ReferenceFailed
 from ..spec.workload import SpecError, load_workload
 from .check import add_check_command, add_reference_timeout, preflight
+from .errors import CliError
 
 
 def _define(text: str) -> tuple[str, int]:
@@ -94,6 +95,9 @@ def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -
                     "ui": cli_loop.cmd_ui, "bench": cmd_bench,
                     "diff": cmd_diff, "new": cmd_new, "review": cmd_review, "check": cmd_check}
         return commands[args.command](args)
+    except CliError as e:  # raised anywhere below a command: printed here, once
+        print(f"warpsmith: error: {e}", file=sys.stderr)
+        return e.exit_code
     except (SpecError, ReferenceFailed) as e:  # bad input, found before any GPU work: one line
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
@@ -157,16 +161,14 @@ def cmd_compile(args) -> int:
     from ..runtime import native
     from ..runtime.compiler import compile_kernel, define_options
     if not args.file.is_file():
-        print(f"warpsmith: error: {args.file}: no such file", file=sys.stderr)
-        return 2
+        raise CliError(f"{args.file}: no such file")
     arch = args.arch
     if not arch:
         try:
             arch = native.open_device().facts.arch
         except (native.CudaError, RuntimeError) as e:
-            print(f"warpsmith: error: no GPU to take the architecture from ({getattr(e, 'name', e)}); "
-                  "give --arch, e.g. --arch sm_90", file=sys.stderr)
-            return 2
+            raise CliError(f"no GPU to take the architecture from ({getattr(e, 'name', e)}); "
+                           "give --arch, e.g. --arch sm_90") from None
     options = args.option + define_options(dict(args.defines))
     r = compile_kernel(args.file.read_text(), args.entry, arch, options, filename=args.file.name, use_cache=False,
                        allow_fast_math=args.allow_fast_math)
@@ -210,8 +212,7 @@ def cmd_eval(args) -> int:
     from ..worker.protocol import TimingConfig
     workload = load_workload(args.workload)
     if refuse_drafted(workload):
-        print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
-        return 2
+        raise CliError(str(refuse_drafted(workload)))
     candidate = _candidate(args, workload)  # spec and kernel checked before any GPU work
     preflight(workload, (args.seed,), args.reference_timeout)  # memory, references: still no GPU
     timing = TimingConfig(args.warmup, args.repetitions, not args.hot)
@@ -226,11 +227,9 @@ def cmd_eval(args) -> int:
             result = ev.evaluate(candidate, seed=args.seed)
             baseline = None if args.no_baseline else ev.baseline(seed=args.seed)
     except GpuUnavailable as e:
-        print(f"warpsmith: error: no usable GPU: {e}. `warpsmith doctor` says what is missing.", file=sys.stderr)
-        return 3
+        raise CliError(f"no usable GPU: {e}. `warpsmith doctor` says what is missing.", 3)
     except ReferenceFailed as e:
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     if args.json:
         print(json.dumps(to_json(workload, result, baseline, facts), default=str))
     else:

@@ -5,11 +5,11 @@ checkpoint and its attempts/ folder (so it works with tracking off)."""
 from __future__ import annotations
 
 import difflib
-import sys
 from pathlib import Path
 from typing import Optional
 
 from ..evaluate.records import Attempt
+from .errors import CliError
 
 
 def attempt_table(a: Attempt) -> list[str]:
@@ -35,15 +35,13 @@ def cmd_diff(args) -> int:
     try:
         info, state = stored_session(args.store, args.session)
     except FileNotFoundError as e:
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     history = {a.iteration: a for a in state.get("history", [])}
     best = state.get("best")
     b_it: Optional[int] = args.b if args.b is not None else (best.iteration if best else None)
     missing = [x for x in (args.a, b_it) if x not in history]
     if missing:
         what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"
-        print(f"warpsmith: error: no attempt {missing[0]} in {info.id} ({what})", file=sys.stderr)
-        return 2
+        raise CliError(f"no attempt {missing[0]} in {info.id} ({what})")
     print(render_diff(session_dir(args.store, info.id) / "attempts", history[args.a], history[b_it]))
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.workload import load_workload
 from .check import add_reference_timeout, preflight
+from .errors import CliError
 
 
 def add_loop_commands(sub) -> None:
@@ -232,8 +233,7 @@ def cmd_run(args) -> int:
     workload = load_workload(args.workload)  # a broken spec fails here, before any GPU work
     from ..drafting.drafting import refuse_drafted
     if refuse_drafted(workload):
-        print(f"warpsmith: error: {refuse_drafted(workload)}", file=sys.stderr)
-        return 2
+        raise CliError(str(refuse_drafted(workload)))
     preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
@@ -242,8 +242,7 @@ def cmd_run(args) -> int:
             check_reachable(args.base_url)
         session = start_session(args, workload, proposer)
     except (ProposerUnavailable, ModelUnavailable, ValueError) as e:  # no key, no server, a broken price table
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     except GpuUnavailable as e:  # before any session folder or MLflow run
         from .gpu_first import NO_GPU_EXIT, no_gpu_line
         print(no_gpu_line(e), file=sys.stderr)
@@ -314,8 +313,7 @@ def cmd_resume(args) -> int:
         _check_server(args)
         session = resume_session(args.session, args)
     except (FileNotFoundError, ProposerUnavailable, ModelUnavailable, ValueError) as e:  # ValueError: a broken price table, a spec
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     if args.budget is not None:
         session.set_budget(args.budget)
     if _limits(args):
@@ -368,9 +366,7 @@ def _print_attempts(client, parents: list, session: str) -> int:
     """One line per child run: what MLflow's compare view puts side by side."""
     from ..tracking.tracker import attempt_runs
     if not parents:
-        print(f"warpsmith: error: no MLflow run for session {session} in this store "
-              f"(warpsmith runs lists them)", file=sys.stderr)
-        return 2
+        raise CliError(f"no MLflow run for session {session} in this store (warpsmith runs lists them)")
     parent = parents[0]
     children = attempt_runs(client, parent.info.run_id)
     print(f"session {session}: parent run {parent.info.run_id} ({parent.info.status}), {len(children)} child runs")
@@ -389,11 +385,9 @@ def cmd_export(args) -> int:
     try:
         info, state = stored_session(args.store, args.session)
     except FileNotFoundError as e:
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     if not state.get("best"):
-        print("warpsmith: error: this session has no kernel that passed validation", file=sys.stderr)
-        return 1
+        raise CliError("this session has no kernel that passed validation", 1)
     write_best(args.dir, load_workload(info.workload), state["best"], state.get("start"), state.get("baseline", {}),
                state.get("baseline_score_ms"), state.get("facts", {}), loader=True)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")
@@ -401,5 +395,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from ..tracking.mlflow_ui import serve
-    return serve(args.store, args.host, args.port, args.workload)
+    from ..tracking.mlflow_ui import UiFailed, serve
+    try:
+        return serve(args.store, args.host, args.port, args.workload)
+    except UiFailed as e:
+        raise CliError(str(e)) from None

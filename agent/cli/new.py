@@ -8,6 +8,8 @@ import functools
 import sys
 from pathlib import Path
 
+from .errors import CliError
+
 
 def add_new_commands(sub) -> None:
     n = sub.add_parser("new", help="draft a workload from a sentence with a model, then review its reference")
@@ -49,8 +51,7 @@ def _model_errors_are_one_line(command):
         except openai.APIStatusError as e:
             line = (f"the model server at {url} refused the call ({e.status_code} {type(e).__name__}); "
                     "check OPENAI_API_KEY, --model and --base-url")
-        print(f"warpsmith: error: {line}", file=sys.stderr)
-        return 2
+        raise CliError(str(line))
     return run
 
 
@@ -74,13 +75,11 @@ def cmd_new(args) -> int:
     from ..drafting.drafting import WorkloadDraft, draft_workload
     from ..proposers.model_client import ModelUnavailable, structured_chat
     if (args.dir / "workload.toml").exists():
-        print(f"warpsmith: error: {args.dir} already holds a workload.toml; choose a new directory", file=sys.stderr)
-        return 2
+        raise CliError(f"{args.dir} already holds a workload.toml; choose a new directory")
     try:
         kwargs = _chat(args)
     except ModelUnavailable as e:
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     w = draft_workload(structured_chat(kwargs, WorkloadDraft), args.description, args.dir, args.repairs)
     print(f"drafted {w.name} in {args.dir}: {len(w.cases)} cases, kernels {', '.join(w.kernels)}")
     return _review(args, kwargs)
@@ -92,8 +91,7 @@ def cmd_review(args) -> int:
     try:
         kwargs = _chat(args)
     except ModelUnavailable as e:
-        print(f"warpsmith: error: {e}", file=sys.stderr)
-        return 2
+        raise CliError(str(e))
     return _review(args, kwargs)
 
 

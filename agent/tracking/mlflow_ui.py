@@ -32,9 +32,8 @@ def telemetry_off_by_default(env=os.environ) -> None:
     env.setdefault(TELEMETRY_VAR, "true")
 
 
-def _fail(message: str) -> int:
-    print(f"warpsmith: error: {message}", file=sys.stderr)
-    return 2
+class UiFailed(Exception):
+    """The UI cannot be served; the message is one line saying what to do."""
 
 
 def _experiments(client) -> list:
@@ -125,21 +124,21 @@ def _raise_terminated(signum, frame):
 def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> int:
     """Runs until Ctrl-C or SIGTERM; prints one line, the URL to open."""
     if not (importlib.util.find_spec("flask") and importlib.util.find_spec("mlflow.server")):
-        return _fail("the MLflow UI needs the full mlflow package (pip install the warpsmith package again)")
+        raise UiFailed("the MLflow UI needs the full mlflow package (pip install the warpsmith package again)")
     store = store.resolve()
     if not (store / "mlflow.db").is_file():
-        return _fail(f"no MLflow store at {store} (a session writes one: warpsmith run WORKLOAD)")
+        raise UiFailed(f"no MLflow store at {store} (a session writes one: warpsmith run WORKLOAD)")
     from .tracker import Tracker, tracking_uri
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base = f"http://{shown}:{port}"
     try:
         url, problem = _page(Tracker(store).client, base, target)
     except Exception as e:  # e.g. a store written by a newer mlflow than this one
-        return _fail(f"cannot read the MLflow store {store}: {str(e).splitlines()[0][:300]}")
+        raise UiFailed(f"cannot read the MLflow store {store}: {str(e).splitlines()[0][:300]}")
     if url is None:
-        return _fail(problem)
+        raise UiFailed(problem)
     if _port_taken(shown, port):
-        return _fail(f"port {port} is in use (choose another with --port)")
+        raise UiFailed(f"port {port} is in use (choose another with --port)")
     env = dict(os.environ)
     telemetry_off_by_default(env)
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")  # GenAI jobs: six idle workers
@@ -156,13 +155,13 @@ def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> in
         while not _answers(f"{base}/health"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-                return _fail("the MLflow server did not start" + (f" (exit {proc.returncode})" if
+                raise UiFailed("the MLflow server did not start" + (f" (exit {proc.returncode})" if
                              proc.returncode is not None else f" in {READY_TIMEOUT_S:g} s")
                              + f"; {log_path}:\n" + "\n".join(tail))
             time.sleep(0.2)
         print(url, flush=True)
         code = proc.wait()
-        return _fail(f"the MLflow server exited ({code}); see {log_path}")
+        raise UiFailed(f"the MLflow server exited ({code}); see {log_path}")
     except (KeyboardInterrupt, _Terminated):
         return 0
     finally:
