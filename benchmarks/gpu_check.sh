@@ -31,8 +31,8 @@ if [ "${WS_NSIGHT:-1}" != 0 ]; then
 fi
 
 if [ "${WS_PYTEST:-1}" != 0 ]; then
-  step "GPU tests"
-  python3 -m pytest -q -m gpu -p no:cacheprovider "$OLDPWD/tests" 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30
+  step "GPU tests, from the checkout's root as the README runs them"
+  (cd "$OLDPWD" && python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1) | tee "$OUT/pytest-gpu.txt" | tail -30
 fi
 
 if [ -n "${WS_SWEEP:-}" ]; then  # e.g. WS_SWEEP='"" MINB=1 BK=16,MINB=1'
@@ -84,8 +84,8 @@ fi
 
 if [ "${WS_NSIGHT_BUDGET:-4}" != 0 ]; then
   step "run sgemm --proposer tune --use-nsight --budget ${WS_NSIGHT_BUDGET:-4}"
-  warpsmith run "$OLDPWD/examples/sgemm" --proposer tune --use-nsight --budget "${WS_NSIGHT_BUDGET:-4}" --headless \
-    --store /tmp/warpsmith-nsight-store 2>&1 | tee "$OUT/run-nsight.txt"
+  (cd "$OLDPWD" && warpsmith run examples/sgemm --proposer tune --use-nsight --budget "${WS_NSIGHT_BUDGET:-4}" --headless \
+    --store /tmp/warpsmith-nsight-store 2>&1) | tee "$OUT/run-nsight.txt"
 fi
 
 if [ "${WS_BENCH:-0}" != 0 ]; then
@@ -115,7 +115,8 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
 [ -f "$OUT/loop-overhead.txt" ] && grep "per iteration" "$OUT/loop-overhead.txt"
 [ -f "$OUT/tui.txt" ] && tail -2 "$OUT/tui.txt"
-[ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score" "$OUT/run-tune.txt"
+[ -f "$OUT/run-tune.txt" ] && grep -E "^\| |wall time|Score|attempts" "$OUT/run-tune.txt"
+[ -f "$OUT/run-nsight.txt" ] && grep -E "ncu|profiled|attempts" "$OUT/run-nsight.txt" | tail -4
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
