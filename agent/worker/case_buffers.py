@@ -47,6 +47,7 @@ class DeviceArray:
     ref_checksum: int = 0
     ref_scale: float = 0.0
     dirty: bool = False  # an input a kernel modified: re-upload before the next launch
+    poison_word: int | None = None  # outputs: the word of the last fill, to tell unwritten elements in a report
 
     @property
     def ptr(self) -> int:
@@ -109,7 +110,8 @@ class CaseBuffers:
         poisons.next_fill()
         for a in self.outputs():
             fill = a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async
-            fill(poisons.word(a.job.dtype), a.guard, a.nbytes)
+            a.poison_word = poisons.word(a.job.dtype)
+            fill(a.poison_word, a.guard, a.nbytes)
 
     def modified_inputs(self) -> list[str]:
         """Inputs whose contents differ from their upload (marked for restoring)."""

@@ -113,7 +113,7 @@ class GpuWorker:
                 bad = self.checks.count_differ(a.ptr, a.ref.ptr, a.nbytes)
             if bad:
                 bad_total += bad
-                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol))
+                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol, a.poison_word))
         if reports:
             return CaseCheck(Status.WRONG_ANSWER, worst_abs, worst_rel, bad_total,
                              "\n".join(r.text() for r in reports), tuple(reports))

@@ -15,7 +15,7 @@ class MismatchReport:
     shape: tuple[int, ...]
     rtol: float
     mismatches: int
-    unwritten: int  # elements still holding the poison (NaN) after the launch
+    unwritten: int  # elements still holding the poison word of the fill before the launch
     max_abs_error: float
     max_rel_error: float  # |out - ref| / (|ref| + rms(ref))
     first: tuple[tuple[tuple[int, ...], float, float], ...]  # (index, got, expected)
@@ -38,11 +38,23 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
         return np.abs(out.astype(np.float64) - ref) / (np.abs(ref) + scale + np.finfo(np.float64).tiny)
 
 
-def build_report(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, limit: int = 8) -> MismatchReport:
+def still_poison(out: np.ndarray, word: int | None) -> np.ndarray:
+    """Elements whose bits are the fill's poison word (repeated across 8-byte elements),
+    whatever the word: NaN-shaped, huge finite or an integer."""
+    if word is None:
+        return np.zeros(out.shape, dtype=bool)
+    width = out.dtype.itemsize
+    pattern = np.frombuffer(np.uint32(word).tobytes() * (width // 4), dtype=f"u{width}")[0]
+    return np.ascontiguousarray(out).view(f"u{width}") == pattern
+
+
+def build_report(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, poison_word: int | None = None,
+                 limit: int = 8) -> MismatchReport:
     err = relative_error(out, ref)
     bad = ~(err <= rtol)  # NaN and inf count as bad
-    bad &= ~(np.isnan(ref) & np.isnan(out))
-    unwritten = int(np.count_nonzero(np.isnan(out) & ~np.isnan(ref)))
+    if out.dtype.kind == "f":
+        bad &= ~(np.isnan(ref) & np.isnan(out))
+    unwritten = int(np.count_nonzero(still_poison(out, poison_word) & bad))
     finite = err[np.isfinite(err)]
     abs_err = np.abs(out.astype(np.float64) - ref)
     idx = np.argwhere(bad)
@@ -61,9 +73,9 @@ def pattern_hint(bad: np.ndarray, unwritten: int) -> str:
         return "no mismatches"
     parts = []
     if unwritten == count:
-        parts.append("every wrong element was never written (still NaN poison)")
+        parts.append("every wrong element was never written (still the poison)")
     elif unwritten:
-        parts.append(f"{unwritten} wrong elements were never written (still NaN poison)")
+        parts.append(f"{unwritten} wrong elements were never written (still the poison)")
     if count == total:
         parts.append("every element is wrong")
         return "; ".join(parts)
