@@ -111,6 +111,12 @@ class EvaluatorDouble:
             result.score_ms = geomean(perf)
         return result
 
+    def validate(self, candidate, seed: int = 1) -> EvaluationResult:
+        return self.evaluate(candidate, seed, revalidate=False, time_cases=False)
+
+    def benchmark(self, candidate, seed: int = 1) -> EvaluationResult:
+        return self.evaluate(candidate, seed)
+
     def baseline_kinds(self):
         return ["cublas_sgemm", "torch_eager"]
 

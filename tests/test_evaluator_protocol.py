@@ -17,6 +17,7 @@ from agent.spec.speed_of_light import Ceilings
 from agent.spec.workload import LaunchRule, load_workload
 from agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
 from agent.worker.protocol import (
+    ATTEMPT,
     CaseCheck,
     CaseChecked,
     CaseTimed,
@@ -24,6 +25,7 @@ from agent.worker.protocol import (
     Fault,
     JobDone,
     Started,
+    Step,
     WorkerReady,
 )
 
@@ -233,3 +235,49 @@ def test_kernel_with_device_state_is_refused_before_the_gpu(workload):
     r = ev.evaluate(Candidate(source, "sgemm_naive", workload.kernels["naive"].launch, name="counter"))
     assert r.status == "compile_failed" and "ws_launches" in r.detail and "state between launches" in r.detail
     assert ev.doubles[0].sent == []
+
+
+def _split(run):
+    """full_run() as the two requests of an attempt: the validation, then time + revalidate."""
+    cut = next(i for i, r in enumerate(run) if isinstance(r, Started) and r.phase == "time")
+    return run[:cut] + [JobDone()], run[cut:]
+
+
+def test_an_attempt_validates_once_then_times_on_the_same_worker(workload):
+    """validate() then benchmark(): two requests to one worker, the second without a validation step;
+    the result keeps the first request's checks and gets the second's samples."""
+    first, second = _split(full_run())
+    ev = DoubleEvaluator(workload, first + second)
+    assert ev.validate(naive(workload)).status == "ok"
+    r = ev.benchmark(naive(workload))
+    sent = ev.doubles[0].sent
+    assert [req.steps for req in sent] == [(Step.VALIDATE,), (Step.TIME, Step.REVALIDATE)]
+    assert r.status == "ok" and r.score_ms == pytest.approx(1.0)
+    assert r.case("odd-97x83x61").check == OK and r.case("square-256").recheck == OK
+    assert len(ev.doubles) == 1
+
+
+def test_benchmark_of_another_kernel_or_after_a_restart_runs_the_whole_recipe(workload):
+    """No shortcut unless it is the very request validated last, on the worker that validated it."""
+    first, _ = _split(full_run())
+    ev = DoubleEvaluator(workload, first + full_run())
+    ev.validate(naive(workload))
+    eights = LaunchRule((Expr.parse("ceil_div(N, 8)"), Expr.parse("ceil_div(M, 8)"), Expr.parse(1)),
+                        (Expr.parse(8), Expr.parse(8), Expr.parse(1)))
+    other = Candidate(workload.kernels["naive"].source(), "sgemm_naive", eights, name="other")  # same CUBIN, other launch
+    assert ev.benchmark(other).status == "ok"
+    assert ev.doubles[0].sent[1].steps == ATTEMPT
+    ev = DoubleEvaluator(workload, first, full_run())
+    ev.validate(naive(workload))
+    ev._worker.kill()  # the worker died between the two halves (a resumed session starts a new one too)
+    assert ev.benchmark(naive(workload)).status == "ok"
+    assert ev.doubles[1].sent[0].steps == ATTEMPT
+
+
+def test_failed_validation_is_not_continued(workload):
+    """A validation that failed leaves nothing for benchmark() to continue."""
+    ev = DoubleEvaluator(workload, [Started("odd-97x83x61", "validate"),
+                                    CaseChecked("odd-97x83x61", "validate", WRONG, 1.0), JobDone()] + full_run())
+    assert ev.validate(naive(workload)).status == "wrong_answer"
+    ev.benchmark(naive(workload))
+    assert ev.doubles[0].sent[1].steps == ATTEMPT

@@ -75,6 +75,27 @@ def test_naive_kernel_passes_and_is_timed(evaluator, workload):
     assert r.case("odd-97x83x61").check.max_rel_error < 1e-5
 
 
+def test_an_attempt_loads_the_kernel_once_and_validates_each_case_once(evaluator, workload):
+    """validate() then benchmark(), as the loop runs an attempt: one module load, one validation
+    per case before timing, a revalidation after it, and the same verdict as evaluate()."""
+    from agent.worker.protocol import CaseChecked, Started
+    seen = []
+    evaluator.on_event = seen.append
+    try:
+        c = Candidate.from_spec(workload.kernels["tiled"], {"BM": 64, "BN": 64, "TM": 4, "TN": 4})
+        assert evaluator.validate(c).status == "ok"
+        r = evaluator.benchmark(c)
+    finally:
+        evaluator.on_event = lambda event: None
+    assert r.status == "ok" and r.score_ms > 0, r.detail
+    assert [e.phase for e in seen if isinstance(e, Started)].count("load") == 1
+    checks = [(e.case, e.phase) for e in seen if isinstance(e, CaseChecked)]
+    cases = [case.name for case in workload.cases]
+    assert sorted(case for case, phase in checks if phase == "validate") == sorted(cases)
+    assert sorted(case for case, phase in checks if phase == "revalidate") == sorted(cases)
+    assert r.case("square-256").timing.n == 50 and r.case("odd-97x83x61").check.status == "ok"
+
+
 def test_tiled_kernel_passes_with_other_knobs(evaluator, workload):
     """The register-tiled kernel is correct on odd sizes for a non-default tile."""
     c = Candidate.from_spec(workload.kernels["tiled"], {"BM": 128, "BN": 32, "TM": 8, "TN": 4})

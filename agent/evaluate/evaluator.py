@@ -1,7 +1,7 @@
 """Evaluation of a candidate against a workload, the DESIGN.md recipe:
 
 1. compile (NVRTC; errors go back verbatim);
-2. validate every case: seeded inputs, cached float64 reference, NaN-poisoned
+2. validate every case: seeded inputs, cached float64 reference, poisoned
    outputs, guard bands, inputs checked unchanged;
 3. time the performance cases (warm-up, then one event pair per launch, cold L2);
 4. validate again after timing (catches kernels that change behaviour);
@@ -12,12 +12,17 @@ Every judged and every timed launch starts from poisoned outputs and is checked
 (agent.poison, agent.timed_checks); after each candidate the worker checks every
 resident input and reference against its checksum.
 
+The loop runs an attempt as two requests to one worker, validate() then
+benchmark(): the CUBIN is loaded once and each case validated once before timing
+(agent.worker.protocol.Step). eval and bench send the whole recipe at once.
+
 GPU work happens in a worker process. A fault or a hang costs the worker, which
 is restarted on the next call; the candidate is ``crashed`` / ``timeout``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from pathlib import Path
@@ -34,6 +39,7 @@ from ..spec.workload import ArrayParam, Case, Launch, Workload
 from ..worker.gpu_side import RECOVERABLE
 from ..worker.process import WorkerDied, WorkerProcess, WorkerTimeout
 from ..worker.protocol import (
+    ATTEMPT,
     Arg,
     CaseChecked,
     CaseJob,
@@ -43,6 +49,7 @@ from ..worker.protocol import (
     Fault,
     JobDone,
     Started,
+    Step,
     TimingConfig,
 )
 from .results import CaseResult, EvaluationResult, Progress, Status
@@ -52,6 +59,15 @@ DEFAULT_SEED = 1
 FRESH_SEED = 2  # a new best is validated again on inputs from this seed
 TORCH_COMPILE_S = 300.0  # torch.compile's first call per shape (Inductor, Triton autotuning)
 CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
+
+
+@dataclasses.dataclass(frozen=True)
+class _Validated:
+    """What benchmark() needs to continue an attempt: the exact request validated, on which worker."""
+
+    request: EvaluateKernel
+    worker: object
+    result: EvaluationResult
 
 
 class EvaluationAborted(RuntimeError):
@@ -72,6 +88,7 @@ class Evaluator:
         self._aborted = False
         self._validate_s: dict[str, float] = {}  # last validation wall time per case
         self._setup_s = 0.0  # extra allowance while a baseline compiles (torch.compile)
+        self._validated: Optional[_Validated] = None  # the attempt validate() passed last
 
     # -- worker lifecycle -------------------------------------------------
     def worker(self) -> WorkerProcess:
@@ -152,14 +169,48 @@ class Evaluator:
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True) -> EvaluationResult:
+        """The whole recipe in one request (eval, bench, the selection's re-timing)."""
+        steps = (Step.VALIDATE,) + (((Step.TIME,) + ((Step.REVALIDATE,) if revalidate else ())) if time_cases else ())
         t_start = time.perf_counter()
+        result, request = self._request(candidate, seed, t_start)
+        return self._steps(result, request, steps, t_start)
+
+    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
+        """An attempt's first half: every case validated, nothing timed. A pass is kept
+        so that benchmark() continues this attempt instead of starting it again."""
+        t_start = time.perf_counter()
+        result, request = self._request(candidate, seed, t_start)
+        result = self._steps(result, request, (Step.VALIDATE,), t_start)
+        self._validated = _Validated(request, self._worker, copy.deepcopy(result)) if result.ok and request else None
+        return result
+
+    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
+        """An attempt's second half: time and revalidate the kernel validate() passed last,
+        on the worker that validated it, which still has it loaded (one request, no second
+        validation). Anything else (another kernel, a restarted worker, a resumed session)
+        gets the whole recipe."""
+        t_start = time.perf_counter()
+        result, request = self._request(candidate, seed, t_start)
+        v, self._validated = self._validated, None
+        if v is None or request is None or request != v.request or self._worker is not v.worker \
+                or not v.worker.alive:
+            return self._steps(result, request, ATTEMPT, t_start)
+        validated = copy.deepcopy(v.result)
+        validated.status, validated.compiled = Progress.PENDING, result.compiled
+        validated.wall_ms["compile"] = result.wall_ms["compile"]
+        return self._steps(validated, request, (Step.TIME, Step.REVALIDATE), t_start)
+
+    def _request(self, candidate: Candidate, seed: int,
+                 t_start: float) -> tuple[EvaluationResult, Optional[EvaluateKernel]]:
+        """Compile and resolve every case's launch: the request to send, or a result that
+        is already a verdict (compile_failed, launch_invalid) and no request."""
         compiled = self.compile(candidate)
         self.on_event(compiled)
         result = EvaluationResult(candidate.name, Progress.PENDING, compiled, seed=seed)
         result.wall_ms["compile"] = (time.perf_counter() - t_start) * 1e3
         if not compiled.ok:
             result.status, result.detail = Status.COMPILE_FAILED, compiled.log
-            return _finish(result, t_start)
+            return result, None
         jobs = []
         for case in self.workload.cases:
             launch, problem = self._resolve_launch(candidate, case)
@@ -167,12 +218,15 @@ class Evaluator:
             if problem:
                 result.status, result.detail = Status.LAUNCH_INVALID, problem
                 result.cases[-1].status = Status.LAUNCH_INVALID
-                return _finish(result, t_start)
+                return result, None
             jobs.append(self._case_job(case, seed, launch))
-        request = EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing,
-                                 revalidate, time_cases)
-        self._run(request, result)
-        self._gate_floor(result)
+        return result, EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing)
+
+    def _steps(self, result: EvaluationResult, request: Optional[EvaluateKernel], steps: tuple[Step, ...],
+               t_start: float) -> EvaluationResult:
+        if request is not None:
+            self._run(dataclasses.replace(request, steps=steps), result)
+            self._gate_floor(result)
         return _finish(result, t_start)
 
     def baseline_kinds(self) -> list[str]:
@@ -210,7 +264,7 @@ class Evaluator:
         (None: it is setting a case up, drawing inputs and uploading, and no kernel runs)."""
         if step is None:
             return CASE_SETUP_S
-        if step.phase == "time":
+        if step.phase == Step.TIME:
             # At least 1 + 10 launches run however slow the kernel, each with a check behind it.
             per_launch = self._validate_s.get(step.case, 0.0)
             return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 \

@@ -179,7 +179,7 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     attempt = state["attempt"]
     runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
-    r = runtime.context.evaluator.evaluate(state["pending"].to_candidate(), time_cases=False, revalidate=False)
+    r = runtime.context.evaluator.validate(state["pending"].to_candidate())
     status = Progress.VALIDATED if r.ok else r.status
     cases = outcomes(r, runtime.context.workload, None)  # untimed: no floor to compare with
     return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases})}
@@ -190,7 +190,7 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
     ev = runtime.context.evaluator
-    r = ev.evaluate(state["pending"].to_candidate())
+    r = ev.benchmark(state["pending"].to_candidate())  # continues what validate() began, on the same worker
     cases = outcomes(r, runtime.context.workload, ev.ceilings)
     detail = r.detail
     suspects = [f"{c.case} at {c.pct_of_floor:.0%} of its floor" for c in cases if c.suspect]

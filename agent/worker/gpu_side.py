@@ -33,6 +33,7 @@ from .protocol import (
     JobDone,
     Shutdown,
     Started,
+    Step,
     TimingConfig,
     WorkerReady,
 )
@@ -63,6 +64,7 @@ class GpuWorker:
         self._torch: dict[tuple[str, str], object] = {}  # (kind, source) -> TorchBaseline
         self.poisons = Poisons()
         self.phase, self.case = "start", ""
+        self._kernel: tuple[bytes, str, object, object] | None = None  # (cubin, symbol, module, function) loaded last
 
     def facts(self) -> dict:
         f = self.device.facts
@@ -119,9 +121,19 @@ class GpuWorker:
                              "\n".join(r.text() for r in reports), tuple(reports))
         return CaseCheck(Status.OK, worst_abs, worst_rel)
 
+    def kernel(self, cubin: bytes, symbol: str, send):
+        """The function of `cubin`, loaded once: the validate and the time requests of an
+        attempt carry the same CUBIN, and the second finds it loaded."""
+        if self._kernel is None or self._kernel[:2] != (cubin, symbol):
+            self.phase, self.case = Step.LOAD, ""
+            send(Started("", Step.LOAD))
+            self._kernel = None  # the old module is unloaded when its last reference goes
+            module = self.device.load_module(cubin)
+            self._kernel = (cubin, symbol, module, module.function(symbol))
+        return self._kernel[3]
+
     def run_kernel(self, req: EvaluateKernel, send) -> None:
-        module = self.device.load_module(req.cubin)
-        fn = module.function(req.symbol)
+        fn = self.kernel(req.cubin, req.symbol, send)
 
         def validate(job: CaseJob, phase: str) -> CaseCheck:
             self.phase, self.case = phase, job.case
@@ -136,29 +148,32 @@ class GpuWorker:
             return result
 
         def timed(job: CaseJob) -> bool:
-            self.phase, self.case = "time", job.case
+            self.phase, self.case = Step.TIME, job.case
             t0, before = time.perf_counter(), self.clocks.read()
             bufs = self.buffers(job, req.seed)
             bufs.prepare(self.poisons)
             judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions)
-            send(Started(job.case, "time"))
+            send(Started(job.case, Step.TIME))
             l = job.launch
             timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
                                       before=judge.before, after=judge.after)
             send(self.case_timed(job.case, timing, t0, before))
             verdict = self.integrity(bufs) or judge.verdict(len(timing.samples_ms))
             if verdict is not None:
-                send(CaseChecked(job.case, "time", verdict, (time.perf_counter() - t0) * 1e3))
+                send(CaseChecked(job.case, Step.TIME, verdict, (time.perf_counter() - t0) * 1e3))
             return verdict is None
 
         def steps() -> None:
-            if not all([validate(job, "validate").status == Status.OK for job in req.jobs]) or not req.time_cases:
+            # Each step runs on every case (a list, not a generator: no short cut), and a
+            # failure anywhere ends the request before the next step.
+            if Step.VALIDATE in req.steps and not all([validate(job, Step.VALIDATE).status == Status.OK
+                                                        for job in req.jobs]):
                 return
-            if not all([timed(job) for job in req.jobs if job.timed]):
+            if Step.TIME in req.steps and not all([timed(job) for job in req.jobs if job.timed]):
                 return
-            if req.revalidate:
+            if Step.REVALIDATE in req.steps:
                 for job in req.jobs:
-                    validate(job, "revalidate")
+                    validate(job, Step.REVALIDATE)
 
         steps()
         # After every way out but a CUDA error: a faulted context is dead, and the worker restarts anyway.

@@ -1,14 +1,18 @@
 """Messages between the evaluator and its GPU worker process (pickled over a pipe).
 
 Requests go in; the worker answers with a stream of replies ending in ``JobDone``,
-or dies. Before each launch step it announces itself (``Started``), so the parent's
-deadline follows what the worker says it is doing, not a copy of its order. A ``Fault`` that is fatal (the CUDA context is dead) is the worker's last
-word before it exits.
+or dies. A kernel request names the steps to run (``Step``): an attempt is
+validated by one request and timed and revalidated by the next, and the worker
+loads the CUBIN once for both (it keeps the last module loaded). Before each step
+on each case it announces itself (``Started``), so the parent's deadline follows
+what the worker says it is doing, not a copy of its order. A ``Fault`` that is
+fatal (the CUDA context is dead) is the worker's last word before it exits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Optional, Union
 
 from ..spec.inputs import ArrayJob
@@ -50,6 +54,18 @@ class CaseJob:
     scalars: dict[str, Union[int, float]] = field(default_factory=dict)  # by name, for baselines
 
 
+class Step(StrEnum):
+    """What the worker does with a kernel, in this order; each announced by ``Started``."""
+
+    LOAD = "load"  # the CUBIN into the context (only when it is not the module loaded last)
+    VALIDATE = "validate"  # every case once, judged; a failing case ends the request
+    TIME = "time"  # the performance cases, every timed launch checked
+    REVALIDATE = "revalidate"  # every case again after timing: behaviour that changes
+
+
+ATTEMPT = (Step.VALIDATE, Step.TIME, Step.REVALIDATE)
+
+
 @dataclass(frozen=True)
 class EvaluateKernel:
     cubin: bytes
@@ -57,8 +73,7 @@ class EvaluateKernel:
     jobs: tuple[CaseJob, ...]
     seed: int
     timing: TimingConfig
-    revalidate: bool = True  # validate again after timing
-    time_cases: bool = True
+    steps: tuple[Step, ...] = ATTEMPT  # TIME without VALIDATE: the parent validated this kernel already
 
 
 @dataclass(frozen=True)
@@ -100,8 +115,8 @@ class Started:
     """The worker is done setting a case up and launches now: from here the
     kernel's own deadline runs, not the setup allowance."""
 
-    case: str
-    phase: str  # validate | time | revalidate
+    case: str  # "" for LOAD
+    phase: str  # a Step's value
 
 
 @dataclass(frozen=True)
