@@ -6,6 +6,7 @@
 #include "cublas_baseline.hpp"
 #include "device.hpp"
 #include "nvrtc_compiler.hpp"
+#include "program.hpp"
 #include "timing.hpp"
 
 namespace py = pybind11;
@@ -145,6 +146,22 @@ void def_device(py::module_& m) {
       .def_property_readonly("stream_handle",
                              [](const Device& d) { return reinterpret_cast<uintptr_t>(d.stream()); },
                              "The runner's CUstream, for libraries that enqueue on it (torch.cuda.ExternalStream).")
+      .def("run",
+           [](std::shared_ptr<Device> d, Program& program) {
+             py::gil_scoped_release release;
+             program.enqueue(*d);
+           },
+           py::arg("program"), "Enqueue every step of a program once.")
+      .def("time_program",
+           [](std::shared_ptr<Device> d, Program& program, const TimingSettings& settings,
+              py::object before, py::object after) {
+             Around pre = around(before), post = around(after);
+             py::gil_scoped_release release;
+             // One event pair around the whole sequence: a program is timed as one unit.
+             return time_loop(*d, [&](CUstream) { program.enqueue(*d); }, settings, pre, post);
+           },
+           py::arg("program"), py::arg("settings"), py::arg("before") = py::none(),
+           py::arg("after") = py::none(), "Time a program under the recipe, like `time`.")
       .def("time_callable",
            [](std::shared_ptr<Device> d, py::function fn, const TimingSettings& settings,
               py::object before, py::object after) {
@@ -196,6 +213,22 @@ void def_memory(py::module_& m) {
       .def_readonly("info", &Function::info);
   py::class_<Module, std::shared_ptr<Module>>(m, "Module")
       .def("function", &Module::function, py::arg("name"), "Look up a kernel by its CUBIN symbol.");
+}
+
+void def_program(py::module_& m) {
+  py::class_<Program, std::shared_ptr<Program>>(m, "Program")
+      .def(py::init<>())
+      .def("add_launch",
+           [](Program& p, const Function& fn, std::array<unsigned, 3> grid,
+              std::array<unsigned, 3> block, unsigned shared,
+              const std::vector<std::pair<std::string, py::object>>& args) {
+             p.add_launch(fn, make_config(grid, block, shared), pack_args(args));
+           },
+           py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
+           "Append a launch; args as for Device.launch.")
+      .def("add_memset", &Program::add_memset_u32, py::arg("ptr"), py::arg("nbytes"),
+           py::arg("value"), "Append a fill of nbytes (a multiple of 4) with a 32-bit word.")
+      .def("__len__", &Program::size);
 }
 
 void def_timing(py::module_& m) {
@@ -253,6 +286,7 @@ PYBIND11_MODULE(_runner, m) {
   def_compiler(m);
   def_device(m);
   def_memory(m);
+  def_program(m);
   def_timing(m);
   def_cublas(m);
 }

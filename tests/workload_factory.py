@@ -22,16 +22,20 @@ sizes = { M = 256, N = 256, K = 256 }
 """
 
 
-def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: str = "allow_tf32 = false") -> Path:
-    """A copy of the sgemm example with small cases, its naive and tiled kernels (and
-    another tolerance if asked)."""
+def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: str = "allow_tf32 = false",
+                        kernels: tuple[str, ...] = ("naive", "tiled")) -> Path:
+    """A copy of the sgemm example with small cases, its naive and tiled kernels (or
+    those named), and another tolerance if asked."""
     directory.mkdir(parents=True, exist_ok=True)
     for path in [*SGEMM.glob("*.cu"), *SGEMM.glob("*.py")]:
         shutil.copy(path, directory / path.name)
     text = (SGEMM / "workload.toml").read_text()
     text = text.split("# Correctness:")[0] + cases
-    # The tests were written against the naive and tiled kernels: other shipped kernels stay out.
-    text = re.sub(r"\[kernels\.(?!naive\]|tiled\])\w+\]\n(?:[^\[\n].*\n|\n)*", "", text)
+    # The tests were written against the naive and tiled kernels: other shipped kernels stay out,
+    # with the steps of a program kernel.
+    kept = "|".join(kernels)
+    text = re.sub(rf"\[kernels\.(?!(?:{kept})\])\w+\]\n(?:[^\[\n].*\n|\n)*", "", text)
+    text = re.sub(rf"\[\[kernels\.(?!(?:{kept})\.)\w+\.steps\]\]\n(?:[^\[\n].*\n|\n)*", "", text)
     text = text.replace("allow_tf32 = false", tolerance)
     (directory / "workload.toml").write_text(text)
     return directory

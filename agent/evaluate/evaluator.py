@@ -32,10 +32,11 @@ from ..runtime.compiler import CompiledKernel, compile_kernel
 from ..runtime.cubin_audit import audit_cubin
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, ensure_reference
+from ..spec.launch import LaunchJob, ProgramJob
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
 from ..spec.tolerance import case_rtol
-from ..spec.workload import ArrayParam, Case, Launch, Workload
+from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, program_problem
 from ..worker.gpu_side import RECOVERABLE
 from ..worker.process import WorkerDied, WorkerProcess, WorkerTimeout
 from ..worker.protocol import (
@@ -147,14 +148,31 @@ class Evaluator:
             launch = candidate.rule_for(case).resolve(candidate.launch_env(case))
         except ValueError as e:  # ExprError, or a malformed `// knob` declaration
             return None, f"launch rule for case '{case.name}': {e}"
-        problem = launch.problems()
+        problem = launch.problems() or self._device_problem(launch)
+        return launch, (f"case '{case.name}': {problem}" if problem else "")
+
+    def _device_problem(self, launch: Launch) -> str:
         facts = self.facts
         threads = launch.block[0] * launch.block[1] * launch.block[2]
-        if not problem and threads > facts["max_threads_per_block"]:
-            problem = f"block {launch.block} has {threads} threads, the GPU allows {facts['max_threads_per_block']}"
-        if not problem and launch.shared > facts["smem_per_block_optin"]:
-            problem = f"{launch.shared} B dynamic shared memory, the GPU allows {facts['smem_per_block_optin']}"
-        return launch, (f"case '{case.name}': {problem}" if problem else "")
+        if threads > facts["max_threads_per_block"]:
+            return f"block {launch.block} has {threads} threads, the GPU allows {facts['max_threads_per_block']}"
+        if launch.shared > facts["smem_per_block_optin"]:
+            return f"{launch.shared} B dynamic shared memory, the GPU allows {facts['smem_per_block_optin']}"
+        return ""
+
+    def _resolve_program(self, candidate: Candidate, case: Case) -> tuple[Optional[ProgramJob], str]:
+        """A program's steps and workspace for `case`, or why it cannot run there."""
+        w, program = self.workload, candidate.program
+        problem = program_problem(w, program, case, candidate.launch_env(case))
+        if problem:
+            return None, f"program for case '{case.name}': {problem}"
+        job = program.resolve(candidate.launch_env(case),
+                              {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)})
+        for step in job.steps:
+            problem = self._device_problem(step.launch) if isinstance(step, LaunchJob) else ""
+            if problem:
+                return None, f"case '{case.name}': {step.entry}: {problem}"
+        return job, ""
 
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
@@ -213,13 +231,18 @@ class Evaluator:
             return result, None
         jobs = []
         for case in self.workload.cases:
-            launch, problem = self._resolve_launch(candidate, case)
+            program, launch, problem = None, None, ""
+            if candidate.program is not None:
+                program, problem = self._resolve_program(candidate, case)
+            else:
+                launch, problem = self._resolve_launch(candidate, case)
             result.cases.append(CaseResult(case.name, case.role, launch=launch))
             if problem:
                 result.status, result.detail = Status.LAUNCH_INVALID, problem
                 result.cases[-1].status = Status.LAUNCH_INVALID
                 return result, None
-            jobs.append(self._case_job(case, seed, launch))
+            job = self._case_job(case, seed, launch)
+            jobs.append(dataclasses.replace(job, program=program) if program else job)
         return result, EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing)
 
     def _steps(self, result: EvaluationResult, request: Optional[EvaluateKernel], steps: tuple[Step, ...],

@@ -4,13 +4,13 @@ checkpoints them; tracking, profiling and the proposers read them."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
 from ..spec.candidate import Candidate
 from ..spec.expr import Expr
-from ..spec.workload import LaunchRule
+from ..spec.launch import LaunchRule, Program
 from ..worker.status import Progress, Status
 
 
@@ -28,18 +28,24 @@ class CandidateSpec(BaseModel):
     rationale: str = ""
     proposer: str = ""
 
+    # A program (agent/spec/launch.py): {"workspace": [...], "steps": [...]}; grid/block/entry are then its first launch's
+    program: Optional[dict[str, Any]] = None
+
     def to_candidate(self) -> Candidate:
-        """Raises ExprError if the launch arithmetic is not whitelisted."""
+        """Raises ExprError (a ValueError) if the launch arithmetic is not whitelisted or the program is malformed."""
         pad = lambda dims: tuple(Expr.parse(d) for d in (list(dims) + ["1"] * 3)[:3])
+        program = Program.from_data(self.program.get("steps"), self.program.get("workspace", [])) \
+            if self.program is not None else None
         return Candidate(self.source, self.entry, LaunchRule(pad(self.grid), pad(self.block), Expr.parse(self.shared)),
-                         tuple(self.options), dict(self.defines), self.name)
+                         tuple(self.options), dict(self.defines), self.name, program=program)
 
     @staticmethod
     def from_candidate(c: Candidate, proposer: str, rationale: str = "") -> "CandidateSpec":
         r = c.launch
         return CandidateSpec(name=c.name, source=c.source, entry=c.entry, grid=[str(e) for e in r.grid],
                              block=[str(e) for e in r.block], shared=str(r.shared), options=list(c.options),
-                             defines=dict(c.defines), rationale=rationale, proposer=proposer)
+                             defines=dict(c.defines), rationale=rationale, proposer=proposer,
+                             program=c.program.to_data() if c.program else None)
 
 
 class CaseOutcome(BaseModel):

@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import _runner
 
 CudaError = _runner.CudaError
+Program = _runner.Program  # a sequence of launches and memsets, run and timed as one unit
 CUDA_MAJOR = 13
 
 

@@ -1,5 +1,6 @@
 """A candidate kernel: CUDA C++ source, entry, compile options, knob values and a
-launch rule (numbers or arithmetic over the case's sizes and the knobs)."""
+launch rule (numbers or arithmetic over the case's sizes and the knobs), or a
+program of several launches over workspace buffers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Optional
 
 from ..runtime.compiler import define_options
 from .kernel_source import parse_knobs
-from .workload import Case, KernelSpec, LaunchRule
+from .launch import LaunchRule, Program
+from .workload import Case, KernelSpec
 
 
 @dataclass(frozen=True)
@@ -21,11 +23,12 @@ class Candidate:
     name: str = "candidate"
     # A rule for particular cases, where one rule does not fit all sizes.
     case_launch: dict[str, LaunchRule] = field(default_factory=dict)
+    program: Optional[Program] = None  # several launches and workspace (agent/spec/launch.py); `launch` unused then
 
     @staticmethod
     def from_spec(spec: KernelSpec, defines: Optional[dict[str, int]] = None, source: Optional[str] = None) -> "Candidate":
         return Candidate(source if source is not None else spec.source(), spec.entry, spec.launch,
-                         spec.options, {**spec.defines, **(defines or {})}, spec.name)
+                         spec.options, {**spec.defines, **(defines or {})}, spec.name, program=spec.program)
 
     def knob_values(self) -> dict[str, int]:
         """Every knob's effective value: declared default, overridden by defines."""

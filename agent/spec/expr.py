@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping, Union
 
@@ -69,7 +69,7 @@ class Expr:
     """A parsed expression; ``Expr.parse("ceil_div(N, 16)").evaluate({"N": 100}) == 7``."""
 
     text: str
-    tree: ast.expr
+    tree: ast.expr = field(compare=False, repr=False)  # equal texts are equal expressions (ast nodes compare by identity)
 
     @staticmethod
     def parse(value: Union[str, int, float]) -> "Expr":

@@ -22,6 +22,9 @@ from typing import Any, Optional
 from ..runtime.compile_policy import check_options, define_options
 from .expr import Expr, ExprError
 from .kernel_source import Knob, parse_knobs
+from .launch import Launch, LaunchRule, Program
+
+__all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported from here by older code
 
 ARRAY_ROLES = ("input", "output")
 CASE_ROLES = ("correctness", "performance")
@@ -97,38 +100,6 @@ class Case:
 
 
 @dataclass(frozen=True)
-class LaunchRule:
-    """Grid, block and dynamic shared memory as expressions of sizes and knobs."""
-
-    grid: tuple[Expr, Expr, Expr]
-    block: tuple[Expr, Expr, Expr]
-    shared: Expr = Expr.parse(0)
-
-    def resolve(self, env: dict[str, int]) -> "Launch":
-        grid = tuple(e.evaluate_int(env) for e in self.grid)
-        block = tuple(e.evaluate_int(env) for e in self.block)
-        return Launch(grid, block, self.shared.evaluate_int(env))
-
-
-@dataclass(frozen=True)
-class Launch:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared: int
-
-    def problems(self) -> Optional[str]:
-        """A reason this launch cannot be valid on any GPU, or None."""
-        if any(v < 1 for v in self.grid + self.block):
-            return f"grid {self.grid} / block {self.block} has a dimension below 1"
-        threads = self.block[0] * self.block[1] * self.block[2]
-        if threads > 1024:
-            return f"block {self.block} has {threads} threads, more than 1024"
-        if self.shared < 0:
-            return f"dynamic shared memory {self.shared} is negative"
-        return None
-
-
-@dataclass(frozen=True)
 class KernelSpec:
     """A kernel that ships with the workload (starting kernel, tunable kernels)."""
 
@@ -138,6 +109,7 @@ class KernelSpec:
     launch: LaunchRule
     options: tuple[str, ...] = ()
     defines: dict[str, int] = field(default_factory=dict)
+    program: Optional[Program] = None  # several launches and workspace; `launch` is then its first launch's
 
     def source(self) -> str:
         return self.path.read_text()
@@ -259,6 +231,20 @@ def scalar_problem(dtype: str, value: int | float) -> Optional[str]:
     if dtype == "float32" and abs(value) > FLOAT32_MAX:
         return f"{value:g} is outside float32's range (+-{FLOAT32_MAX:.7g})"
     return None
+
+
+def program_problem(w: Workload, program: Program, case: Case, env: dict[str, int]) -> Optional[str]:
+    """Why `program` cannot run on `case` (names that do not resolve, a launch or a
+    workspace size that cannot be), or None."""
+    problem = program.problems({p.name: p.role for p in w.arrays}, {p.name for p in w.params if p.role == "scalar"})
+    if problem:
+        return problem
+    try:
+        job = program.resolve(env, {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)})
+    except ValueError as e:  # ExprError is a ValueError
+        return str(e)
+    return next((f"{s.entry}: {s.launch.problems()}" for s in job.steps
+                 if hasattr(s, "launch") and s.launch.problems()), None)
 
 
 def load_workload(directory: Path | str) -> Workload:
@@ -456,17 +442,31 @@ class _Parser:
                 raise self.fail(f"kernels.{name}", "expected a table")
             if name_problem(name):
                 raise self.fail(f"kernels.{name[:80]}", f"kernel name {name_problem(name)}")
-            self.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines"})
+            self.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines", "steps",
+                                  "workspace"})
             src = self.file(self.get(k, "source", where, str), where + "source")
-            grid = self.get(k, "grid", where, list)
-            block = self.get(k, "block", where, list)
-            for key, dims in (("grid", grid), ("block", block)):
-                if not 1 <= len(dims) <= 3:
-                    raise self.fail(where + key, "expected 1 to 3 dimensions")
-            rule = LaunchRule(
-                tuple(self.expr(g, f"{where}grid[{i}]") for i, g in enumerate(grid + [1] * (3 - len(grid)))),
-                tuple(self.expr(b, f"{where}block[{i}]") for i, b in enumerate(block + [1] * (3 - len(block)))),
-                self.expr(self.get(k, "shared", where, (int, str), 0), where + "shared"))
+            program = None
+            if "steps" in k:  # a program of several launches (agent/spec/launch.py)
+                for key in ("entry", "grid", "block", "shared"):
+                    if key in k:
+                        raise self.fail(where + key, "a kernel with `steps` gives entry, grid and block per step")
+                try:
+                    program = Program.from_data(k["steps"], k.get("workspace", []))
+                except (ValueError, ExprError) as e:
+                    raise self.fail(where[:-1], str(e)) from None
+                rule, entry = program.launches[0].launch, program.launches[0].entry
+            else:
+                if "workspace" in k:
+                    raise self.fail(where + "workspace", "workspace needs a program: give `steps`")
+                grid, block = self.get(k, "grid", where, list), self.get(k, "block", where, list)
+                for key, dims in (("grid", grid), ("block", block)):
+                    if not 1 <= len(dims) <= 3:
+                        raise self.fail(where + key, "expected 1 to 3 dimensions")
+                rule = LaunchRule(
+                    tuple(self.expr(g, f"{where}grid[{i}]") for i, g in enumerate(grid + [1] * (3 - len(grid)))),
+                    tuple(self.expr(b, f"{where}block[{i}]") for i, b in enumerate(block + [1] * (3 - len(block)))),
+                    self.expr(self.get(k, "shared", where, (int, str), 0), where + "shared"))
+                entry = self.get(k, "entry", where, str)
             options = self.get(k, "options", where, list, [])
             defines = self.get(k, "defines", where, dict, {})
             for name, value in defines.items():
@@ -475,8 +475,8 @@ class _Parser:
             refusal = check_options([str(o) for o in options] + define_options(defines), allow_fast_math)
             if refusal:
                 raise self.fail(where + "options", refusal)
-            spec = KernelSpec(name, src, self.get(k, "entry", where, str), rule,
-                              tuple(str(o) for o in options), {str(a): int(b) for a, b in defines.items()})
+            spec = KernelSpec(name, src, entry, rule, tuple(str(o) for o in options),
+                              {str(a): int(b) for a, b in defines.items()}, program)
             try:
                 spec.knobs()
             except ValueError as e:
@@ -537,9 +537,11 @@ class _Parser:
             for kname, k in w.kernels.items():
                 knob_env = {**{n: kn.default for n, kn in k.knobs().items()}, **k.defines}
                 env = {**case.sizes, **knob_env}
+                problem = program_problem(w, k.program, case, env) if k.program else None
                 try:
                     launch = k.launch.resolve(env)
                 except ExprError as e:
                     raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {e}") from None
-                if launch.problems():
-                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {launch.problems()}")
+                problem = problem or launch.problems()
+                if problem:
+                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {problem}")

@@ -22,6 +22,7 @@ from .clocks import Clocks
 from .gpu_checks import GpuChecks
 from .mismatch import build_report
 from .poison import Poisons
+from .program_run import ProgramRun
 from .protocol import (
     CaseCheck,
     CaseChecked,
@@ -65,6 +66,7 @@ class GpuWorker:
         self.poisons = Poisons()
         self.phase, self.case = "start", ""
         self._kernel: tuple[bytes, str, object, object] | None = None  # (cubin, symbol, module, function) loaded last
+        self._programs: dict[tuple, ProgramRun] = {}  # the loaded kernel's programs, per (case, seed, steps)
 
     def facts(self) -> dict:
         f = self.device.facts
@@ -127,10 +129,18 @@ class GpuWorker:
         if self._kernel is None or self._kernel[:2] != (cubin, symbol):
             self.phase, self.case = Step.LOAD, ""
             send(Started("", Step.LOAD))
-            self._kernel = None  # the old module is unloaded when its last reference goes
+            self._kernel, self._programs = None, {}  # the old module goes with its last reference
             module = self.device.load_module(cubin)
             self._kernel = (cubin, symbol, module, module.function(symbol))
         return self._kernel[3]
+
+    def program(self, job: CaseJob, seed: int, bufs: CaseBuffers) -> ProgramRun:
+        """The job's program on its buffers, built once while its kernel stays loaded."""
+        key = (job.case, seed, job.program)
+        if key not in self._programs:
+            module = self._kernel[2]
+            self._programs[key] = ProgramRun(self.device, bufs, job.program, module.function)
+        return self._programs[key]
 
     def run_kernel(self, req: EvaluateKernel, send) -> None:
         fn = self.kernel(req.cubin, req.symbol, send)
@@ -140,10 +150,16 @@ class GpuWorker:
             t0 = time.perf_counter()
             bufs = self.buffers(job, req.seed)
             bufs.prepare(self.poisons)
+            run = self.program(job, req.seed, bufs) if job.program else None
+            if run:
+                run.prepare(self.poisons)
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
-            l = job.launch
-            self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
-            result = self.check(bufs)
+            if run:
+                self.device.run(run.program)
+            else:
+                l = job.launch
+                self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
+            result = self.integrity(bufs) or (run and run.overrun(self.checks)) or self.check_outputs(bufs)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
             return result
 
@@ -153,12 +169,22 @@ class GpuWorker:
             bufs = self.buffers(job, req.seed)
             bufs.prepare(self.poisons)
             judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions)
+            run = self.program(job, req.seed, bufs) if job.program else None
             send(Started(job.case, Step.TIME))
-            l = job.launch
-            timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
-                                      before=judge.before, after=judge.after)
+            if run:
+                run.prepare(self.poisons)
+
+                def poison_all(index: int) -> None:  # outputs and workspace, before every launch of the sequence
+                    judge.before(index)
+                    run.init_workspace(self.poisons)
+                timing = self.device.time_program(run.program, _settings(req.timing), before=poison_all,
+                                                  after=judge.after)
+            else:
+                l = job.launch
+                timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
+                                          before=judge.before, after=judge.after)
             send(self.case_timed(job.case, timing, t0, before))
-            verdict = self.integrity(bufs) or judge.verdict(len(timing.samples_ms))
+            verdict = self.integrity(bufs) or (run and run.overrun(self.checks)) or judge.verdict(len(timing.samples_ms))
             if verdict is not None:
                 send(CaseChecked(job.case, Step.TIME, verdict, (time.perf_counter() - t0) * 1e3))
             return verdict is None

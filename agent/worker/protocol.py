@@ -16,8 +16,8 @@ from enum import StrEnum
 from typing import Optional, Union
 
 from ..spec.inputs import ArrayJob
+from ..spec.launch import Arg, Launch, ProgramJob
 from ..spec.speed_of_light import Ceilings
-from ..spec.workload import Launch
 from .mismatch import MismatchReport
 from .status import Status
 
@@ -34,15 +34,6 @@ class TimingConfig:
 
 
 @dataclass(frozen=True)
-class Arg:
-    """One kernel parameter in order: an array by name, or a scalar by (kind, value)."""
-
-    array: Optional[str] = None
-    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64
-    value: Union[int, float] = 0
-
-
-@dataclass(frozen=True)
 class CaseJob:
     case: str
     arrays: tuple[ArrayJob, ...]
@@ -52,6 +43,7 @@ class CaseJob:
     timed: bool
     launch: Optional[Launch] = None  # kernel jobs only
     scalars: dict[str, Union[int, float]] = field(default_factory=dict)  # by name, for baselines
+    program: Optional[ProgramJob] = None  # a program's steps and workspace, instead of `launch` and `args`
 
 
 class Step(StrEnum):

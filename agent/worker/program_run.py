@@ -1,0 +1,72 @@
+"""A candidate program on one case's buffers: its workspace, between guard bands,
+and the native sequence of launches and memsets, built once per (kernel, case).
+
+Workspace is re-initialised before every run, judged or timed: zeroed, or filled
+with a fresh poison word (agent.worker.poison) so that a program that reads
+workspace it never wrote fails. Its guard bands are checked like the arrays'.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from ..runtime import native
+from ..spec.launch import LaunchJob, ProgramJob
+from .case_buffers import GUARD_WORD, CaseBuffers, guard_bytes
+from .poison import Poisons
+from .protocol import CaseCheck
+from .status import Status
+
+
+class WorkspaceBuffer:
+    def __init__(self, device, name: str, dtype: str, nbytes: int, init: str):
+        self.name, self.dtype, self.nbytes, self.init = name, dtype, nbytes, init
+        self.guard = guard_bytes(nbytes)
+        self.buffer = device.alloc(nbytes + 2 * self.guard)
+
+    @property
+    def ptr(self) -> int:
+        return self.buffer.ptr + self.guard
+
+
+class ProgramRun:
+    def __init__(self, device, bufs: CaseBuffers, job: ProgramJob, function: Callable[[str], object]):
+        self.device, self.bufs = device, bufs
+        self.workspace = {w.name: WorkspaceBuffer(device, w.name, w.dtype, w.nbytes, w.init) for w in job.workspace}
+        self.program = native.Program()
+        for step in job.steps:
+            if isinstance(step, LaunchJob):
+                l = step.launch
+                self.program.add_launch(function(step.entry), l.grid, l.block, l.shared,
+                                        [("ptr", self._ptr(a.array)) if a.array else (a.kind, a.value)
+                                         for a in step.args])
+            else:
+                target = self.workspace.get(step.target)
+                nbytes = target.nbytes if target else bufs.arrays[step.target].nbytes
+                self.program.add_memset(self._ptr(step.target), nbytes, 0)
+
+    def _ptr(self, name: str) -> int:
+        return self.workspace[name].ptr if name in self.workspace else self.bufs.arrays[name].ptr
+
+    def prepare(self, poisons: Poisons) -> None:
+        """Guards re-armed, workspace initialised: before a judged run."""
+        for w in self.workspace.values():
+            w.buffer.fill_u32(GUARD_WORD, 0, w.guard)
+            w.buffer.fill_u32(GUARD_WORD, w.guard + w.nbytes, w.guard)
+        self.init_workspace(poisons, synchronous=True)
+
+    def init_workspace(self, poisons: Poisons, synchronous: bool = False) -> None:
+        """Zeroed or freshly poisoned; asynchronous inside timing loops (outside the events)."""
+        for w in self.workspace.values():
+            word = 0 if w.init == "zero" else poisons.word(w.dtype)
+            (w.buffer.fill_u32 if synchronous else w.buffer.fill_u32_async)(word, w.guard, w.nbytes)
+
+    def overrun(self, checks) -> Optional[CaseCheck]:
+        """A write past a workspace buffer's ends (the device is synchronised by the caller)."""
+        hits = [f"workspace {w.name} ({side})" for w in self.workspace.values()
+                for side, off in (("before", 0), ("after", w.guard + w.nbytes))
+                if checks.count_not(w.buffer.ptr + off, GUARD_WORD, w.guard)]
+        if not hits:
+            return None
+        return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(hits)
+                         + ": check the workspace size and the bounds of the last partial tile")

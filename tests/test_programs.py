@@ -1,0 +1,126 @@
+"""Candidates as programs: several launches over workspace buffers (agent/spec/launch.py),
+from the workload file to the request the worker gets. Compilation is real NVRTC; a
+scripted worker double stands in for the GPU (tests/test_gpu_programs.py runs them)."""
+
+from __future__ import annotations
+
+import pytest
+from test_evaluator_protocol import DoubleEvaluator, full_run
+from workload_factory import make_sgemm_workload
+
+from agent.evaluate.records import CandidateSpec
+from agent.runtime.compiler import compile_kernel
+from agent.spec.candidate import Candidate
+from agent.spec.launch import LaunchJob, MemsetStep, Program
+from agent.spec.workload import SpecError, load_workload
+
+SPLIT = {"workspace": [{"name": "partial", "dtype": "float32", "size": "SPLITK * M * N", "init": "poison"}],
+         "steps": [{"entry": "sgemm_splitk_partial", "grid": ["ceil_div(N, BN)", "ceil_div(M, BM)", "SPLITK"],
+                    "block": ["(BM / TM) * (BN / TN)"],
+                    "args": ["A", "B", "partial", "M", "N", "K", "i32:ceil_div(ceil_div(K, SPLITK), BK) * BK"]},
+                   {"entry": "sgemm_splitk_reduce", "grid": ["ceil_div(M * N, 256)"], "block": [256],
+                    "args": ["partial", "C", "i64:M * N", "i32:SPLITK"]}]}
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w", kernels=("naive", "splitk")))
+
+
+def test_split_k_program_resolves_per_case(workload):
+    """The shipped split-K kernel: two entries, a workspace sized per case, computed scalar arguments."""
+    c = Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 4, "BK": 16})
+    assert c.program.entries == ("sgemm_splitk_partial", "sgemm_splitk_reduce")
+    case = workload.case("odd-97x83x61")
+    scalars = {p.name: p.arg(case) for p in workload.params if p.role == "scalar"}
+    job = c.program.resolve(c.launch_env(case), scalars)
+    assert job.workspace[0].count == 4 * 97 * 83 and job.workspace[0].init == "poison"
+    partial, reduce = job.steps
+    assert partial.launch.grid == (2, 2, 4) and partial.args[-1].value == 16  # ceil(61/4)=16 -> 16
+    assert [a.array for a in partial.args[:3]] == ["A", "B", "partial"] and partial.args[3].value == 97
+    assert (reduce.args[2].kind, reduce.args[2].value) == ("i64", 97 * 83)
+
+
+def test_program_round_trips_through_the_candidate_record(workload):
+    """CandidateSpec (what sessions, MLflow and the model carry) keeps the whole program."""
+    c = Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 8})
+    spec = CandidateSpec.from_candidate(c, "tune")
+    again = CandidateSpec.model_validate_json(spec.model_dump_json()).to_candidate()
+    assert again.program == c.program and again.defines == c.defines
+    assert spec.program["steps"][1]["args"] == ["partial", "C", "i64:M * N", "i32:SPLITK"]
+
+
+def test_both_entries_compile_with_nvrtc(workload):
+    """One source, two extern "C" kernels, one CUBIN, for several knob settings."""
+    for defines in ({}, {"SPLITK": 1, "BM": 128, "TM": 8}, {"SPLITK": 64, "BK": 32}):
+        c = Candidate.from_spec(workload.kernels["splitk"], defines)
+        r = compile_kernel(c.source, c.entry, "sm_90", c.compile_options(), filename="splitk.cu")
+        assert r.ok, r.log
+        assert b"sgemm_splitk_reduce" in r.cubin and b"sgemm_splitk_partial" in r.cubin
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda d: d["steps"][0]["args"].__setitem__(2, "scratch"), "argument 'scratch' is not a parameter"),
+    (lambda d: d["steps"][0]["args"].__setitem__(6, "u8:K"), "must be one of i32, i64, f32, f64"),
+    (lambda d: d["steps"].insert(0, {"memset": "A"}), "memset 'A' is neither a workspace buffer nor an output"),
+    (lambda d: d["workspace"][0].__setitem__("name", "C"), "workspace 'C' has the name of a parameter"),
+    (lambda d: d["workspace"][0].__setitem__("init", "garbage"), "init: expected one of zero, poison"),
+    (lambda d: d["workspace"][0].__setitem__("size", "M - 1000"), "workspace 'partial'"),
+    (lambda d: d["steps"][1].__setitem__("block", [2048]), "2048 threads"),
+    (lambda d: d["steps"][1].__setitem__("grid", ["__import__('os')"]), "steps[1]"),
+])
+def test_broken_programs_are_refused_in_one_line(tmp_path, change, problem):
+    """A program that cannot run is a SpecError naming the kernel, at load time, before any GPU work."""
+    import copy
+    import json
+    data = copy.deepcopy(SPLIT)
+    change(data)
+    d = make_sgemm_workload(tmp_path / "w", kernels=("naive",))
+    text = (d / "workload.toml").read_text()
+    (d / "splitk.cu").write_text((make_sgemm_workload(tmp_path / "src", kernels=("splitk",)) / "splitk.cu").read_text())
+    steps = "".join(f"[[kernels.splitk.steps]]\n{_toml(s)}\n" for s in data["steps"])
+    ws = ", ".join("{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in w.items()) + " }" for w in data["workspace"])
+    (d / "workload.toml").write_text(text.replace("[[cases]]", "[kernels.splitk]\nsource = \"splitk.cu\"\n"
+                                                  f"workspace = [{ws}]\n\n{steps}\n[[cases]]", 1))
+    with pytest.raises(SpecError) as e:
+        load_workload(d)
+    assert "kernels.splitk" in str(e.value) and problem in str(e.value) and "\n" not in str(e.value)
+
+
+def _toml(table: dict) -> str:
+    import json
+    return "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items())
+
+
+def test_the_worker_gets_every_case_as_a_program(workload):
+    """Each case's job carries the resolved steps and workspace; the single-launch fields stay unused."""
+    ev = DoubleEvaluator(workload, full_run())
+    r = ev.evaluate(Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 2}))
+    assert r.status == "ok"
+    req = ev.doubles[0].sent[0]
+    assert all(j.program is not None and j.launch is None for j in req.jobs)
+    square = next(j for j in req.jobs if j.case == "square-256")
+    assert square.program.workspace[0].count == 2 * 256 * 256
+    assert [type(s) for s in square.program.steps] == [LaunchJob, LaunchJob]
+
+
+def test_a_step_over_the_gpu_limits_never_reaches_the_worker(workload):
+    """A program step whose block exceeds this GPU is launch_invalid, naming the entry; nothing sent."""
+    c = Candidate.from_spec(workload.kernels["splitk"])
+    data = c.program.to_data()
+    data["steps"][1]["shared"] = "300000"
+    bad = Candidate(c.source, c.entry, c.launch, c.options, c.defines, "bad",
+                    program=Program.from_data(data["steps"], data["workspace"]))
+    ev = DoubleEvaluator(workload, [])
+    r = ev.evaluate(bad)
+    assert r.status == "launch_invalid" and "sgemm_splitk_reduce" in r.detail and "300000 B" in r.detail
+    assert ev.doubles[0].sent == []
+
+
+def test_a_memset_step_reads_back(workload):
+    """A memset step is kept in order, in the record and in the resolved job."""
+    c = Candidate.from_spec(workload.kernels["splitk"])
+    data = c.program.to_data()
+    data["steps"].insert(0, {"memset": "partial"})
+    p = Program.from_data(data["steps"], data["workspace"])
+    assert p.steps[0] == MemsetStep("partial") and p.to_data()["steps"][0] == {"memset": "partial"}
