@@ -124,3 +124,38 @@ def test_a_memset_step_reads_back(workload):
     data["steps"].insert(0, {"memset": "partial"})
     p = Program.from_data(data["steps"], data["workspace"])
     assert p.steps[0] == MemsetStep("partial") and p.to_data()["steps"][0] == {"memset": "partial"}
+
+
+def test_the_model_can_propose_a_split_k_program(workload, monkeypatch):
+    """The llm proposer's schema carries a program: a scripted server's split-K answer becomes a
+    candidate whose every case reaches the worker as two launches over poisoned workspace."""
+    from openai_server_double import OpenAIServerDouble
+    from test_llm_proposer import ctx
+
+    from agent.proposers.llm import LlmProposer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
+    source = workload.kernels["splitk"].source()
+    steps = [{**SPLIT["steps"][0]}, {**SPLIT["steps"][1], "block": ["256"]}]  # the schema's strings
+    reply = {"rationale": "split K over 4 slices, then reduce", "source": source, "options": ["-DSPLITK=4"],
+             "workspace": SPLIT["workspace"], "steps": steps}
+    with OpenAIServerDouble([reply]) as server:
+        proposal = LlmProposer("m", None, server.base_url).propose(ctx(workload))
+    prompt = server.requests[0]["messages"][0]["content"]
+    assert "workspace" in prompt and "KIND:EXPR" in prompt
+    spec = proposal.spec
+    assert spec.entry == "sgemm_splitk_partial" and spec.program["steps"][1]["entry"] == "sgemm_splitk_reduce"
+    ev = DoubleEvaluator(workload, full_run())
+    r = ev.evaluate(spec.to_candidate())
+    assert r.status == "ok" and r.score_ms is not None
+    assert all(len(j.program.steps) == 2 for j in ev.doubles[0].sent[0].jobs)
+
+
+def test_a_program_naming_nothing_is_launch_invalid_with_the_reason(workload):
+    """A model's program whose argument names no buffer fails before the GPU, saying which."""
+    data = {**SPLIT, "steps": [{**SPLIT["steps"][0], "args": ["A", "B", "tmp", "M", "N", "K", "i32:K"]},
+                               SPLIT["steps"][1]]}
+    spec = CandidateSpec(name="m", source=workload.kernels["splitk"].source(), entry="sgemm_splitk_partial",
+                         grid=["1"], block=["1"], program=data)
+    ev = DoubleEvaluator(workload, [])
+    r = ev.evaluate(spec.to_candidate())
+    assert r.status == "launch_invalid" and "argument 'tmp'" in r.detail and ev.doubles[0].sent == []

@@ -28,19 +28,55 @@ class ProposerUnavailable(RuntimeError):
     """The model cannot be used at all (no key, rejected key, unknown model)."""
 
 
+class LlmWorkspace(BaseModel):
+    name: str = Field(description="identifier, used as a step argument")
+    dtype: str = Field(default="float32", description="float32 | float64 | int32 | int64")
+    size: str = Field(description="number of elements, an expression over sizes and knobs")
+    init: str = Field(default="poison", description="zero, or poison (unpredictable: write before you read)")
+
+
+class LlmStep(BaseModel):
+    """A launch (entry, grid, block, shared, args), or a memset (memset = a buffer to zero)."""
+
+    entry: str = Field(default="", description='extern "C" __global__ kernel of the source')
+    grid: list[str] = Field(default_factory=list, max_length=3)
+    block: list[str] = Field(default_factory=list, max_length=3)
+    shared: str = "0"
+    args: list[str] = Field(default_factory=list, description=(
+        "in the kernel's parameter order: parameter or workspace names, or KIND:EXPR (i32, i64, f32, f64) "
+        "for a computed scalar, e.g. i32:ceil_div(K, SPLITK)"))
+    memset: str = Field(default="", description="a workspace buffer or output to zero (then leave the rest empty)")
+
+    def data(self) -> dict:
+        if self.memset:
+            return {"memset": self.memset}
+        return {"entry": self.entry, "grid": self.grid, "block": self.block, "shared": self.shared, "args": self.args}
+
+
 class LlmCandidate(BaseModel):
     """The structured answer asked of the model."""
 
     rationale: str = Field(description="one or two sentences: what changed and why it is faster, or what was fixed")
     source: str = Field(description="complete CUDA C++ source of the kernel file")
-    entry: str = Field(description='the extern "C" __global__ entry name')
-    grid: list[str] = Field(description="1 to 3 launch expressions over sizes and knobs", min_length=1, max_length=3)
-    block: list[str] = Field(description="1 to 3 launch expressions over sizes and knobs", min_length=1, max_length=3)
+    entry: str = Field(default="", description='the extern "C" __global__ entry name (one launch)')
+    grid: list[str] = Field(default_factory=list, description="1 to 3 launch expressions over sizes and knobs",
+                            max_length=3)
+    block: list[str] = Field(default_factory=list, description="1 to 3 launch expressions over sizes and knobs",
+                             max_length=3)
     shared: str = Field(default="0", description="dynamic shared memory bytes, an expression")
     options: list[str] = Field(default_factory=list, description=(
         "extra NVRTC options, only: -DNAME[=VALUE], -maxrregcount=N, -lineinfo, -std=c++17|c++20, "
         "--extra-device-vectorization, -restrict, -fmad=, and where the workload allows fast math "
         "--use_fast_math, -ftz=true, -prec-div=false, -prec-sqrt=false; #include only CUDA headers by <name>"))
+    workspace: list[LlmWorkspace] = Field(default_factory=list, description="scratch buffers of a program")
+    steps: list[LlmStep] = Field(default_factory=list, description=(
+        "a program of several launches (split-K, a reduction and its finish...); empty for one launch of "
+        "entry/grid/block with the parameters in order"))
+
+    def program(self) -> Optional[dict]:
+        if not self.steps:
+            return None
+        return {"workspace": [w.model_dump() for w in self.workspace], "steps": [s.data() for s in self.steps]}
 
 
 class LlmProposer:
@@ -106,9 +142,14 @@ class LlmProposer:
             first = str(e).splitlines()[:3]
             raise ProposalError(f"the model's answer was not a valid candidate: {' '.join(first)[:500]}. "
                                 "Answer with the JSON schema's fields only.", used, cost) from None
-        spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=parsed.entry, grid=parsed.grid,
-                             block=parsed.block, shared=parsed.shared, options=parsed.options,
-                             rationale=parsed.rationale, proposer=self.name)
+        first = next((step for step in parsed.steps if not step.memset), None)
+        launch = first or parsed  # a program's record shows its first launch as the candidate's own
+        if not launch.grid or not launch.block:
+            raise ProposalError("the model's answer has no launch: give grid and block (or steps with one launch)",
+                                used, cost)
+        spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=launch.entry,
+                             grid=launch.grid, block=launch.block, shared=launch.shared, options=parsed.options,
+                             rationale=parsed.rationale, proposer=self.name, program=parsed.program())
         return Proposal(spec, used, sources, notice, cost)
 
     def _charge(self, call: Usage) -> float:

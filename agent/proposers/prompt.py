@@ -17,6 +17,7 @@ kernel's knobs: numbers, names, + - * / // %, ceil_div(a, b), round_up(a, b), mi
 Example: grid = ["ceil_div(N, BN)", "ceil_div(M, BM)"], block = ["(BM / TM) * (BN / TN)"].
 - Knobs a tuner may search are declared in the source as `// knob NAME: v1 v2 v3` followed by \
 `#ifndef NAME` / `#define NAME default` / `#endif`; launch expressions may use them.
+- A candidate may be a program instead of one launch: `steps`, in order, each a launch (entry, grid, block, shared, args) or a memset ({"memset": NAME} zeroes a workspace buffer or an output), over `workspace` buffers you declare (name, dtype, size in elements as an expression, init "zero" or "poison"; poison is unpredictable, so write before you read). args name the parameters or workspace buffers in the kernel's order, or give a computed scalar as KIND:EXPR (i32:ceil_div(K, SPLITK)). Every entry is `extern "C" __global__` in the one source. The whole sequence is validated and timed as one unit. Use it where one launch cannot fill the GPU (split-K for a long reduction, a multi-block row reduction and its finish).
 - Correct for every size: guard every load and store. Never write outside the outputs or into inputs.
 - Respect the precision policy: an fp32 workload that does not allow TF32 must accumulate in \
 fp32 (no tensor-core TF32, no reduced-precision tricks).
@@ -66,6 +67,7 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
         b = ctx.best
         parts += ["", f"# Best kernel so far: {b.spec.name} (score {_fmt(b.score_ms)}), entry {b.spec.entry}, "
                       f"grid {b.spec.grid}, block {b.spec.block}, shared {b.spec.shared}, defines {b.spec.defines}",
+                  *([f"It is a program: {b.spec.program}"] if b.spec.program else []),
                   "```cuda", b.spec.source.strip(), "```", "Per case (best vs baseline):"]
         for c in b.cases:
             if c.role == "performance":
