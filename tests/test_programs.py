@@ -4,6 +4,8 @@ scripted worker double stands in for the GPU (tests/test_gpu_programs.py runs th
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from test_evaluator_protocol import DoubleEvaluator, full_run
 from workload_factory import make_sgemm_workload
@@ -159,3 +161,23 @@ def test_a_program_naming_nothing_is_launch_invalid_with_the_reason(workload):
     ev = DoubleEvaluator(workload, [])
     r = ev.evaluate(spec.to_candidate())
     assert r.status == "launch_invalid" and "argument 'tmp'" in r.detail and ev.doubles[0].sent == []
+
+
+def test_diff_and_prompt_show_the_launch_sequence(workload, tmp_path):
+    """`warpsmith diff` puts a program's steps above its source, and the model sees them for the best."""
+    from test_llm_proposer import ctx
+
+    from agent.cli.diff import render_diff
+    from agent.evaluate.records import Attempt, Best
+    from agent.loop.graph import archive_attempt
+    from agent.proposers.prompt import user_message
+    single = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["naive"]), "tune")
+    split = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"]), "tune")
+    a, b = (Attempt(iteration=i, name=s.name, proposer="tune", status="ok") for i, s in ((1, single), (2, split)))
+    archive_attempt(tmp_path, a, single)
+    archive_attempt(tmp_path, b, split)
+    text = render_diff(tmp_path, a, b)
+    assert "+// step 2: sgemm_splitk_reduce<<<(ceil_div(M * N, 256), 1, 1), (256, 1, 1)>>>" in text
+    assert "+// workspace partial: float32[SPLITK * M * N], starts poisoned" in text
+    c = dataclasses.replace(ctx(workload), best=Best(spec=split, score_ms=1.0, cases=[], iteration=2))
+    assert "step 1: sgemm_splitk_partial<<<" in user_message(c)

@@ -21,13 +21,27 @@ def attempt_table(a: Attempt) -> list[str]:
 
 def render_diff(folder: Path, a: Attempt, b: Attempt) -> str:
     def source(x: Attempt) -> list[str]:
-        """What was compiled: the knob overrides (passed as -D) as #defines, then the file."""
+        """What was compiled and how it runs: a program's steps, the knob overrides (passed
+        as -D) as #defines, then the file."""
         path = folder / f"{x.iteration:03d}" / "kernel.cu"
         knobs = [f"#define {k} {v}  // -D{k}={v}\n" for k, v in sorted(x.defines.items())]
-        return knobs + (path.read_text().splitlines(True) if path.is_file() else ["// (kernel not archived)\n"])
+        return _program_lines(folder / f"{x.iteration:03d}" / "candidate.json") + knobs + \
+            (path.read_text().splitlines(True) if path.is_file() else ["// (kernel not archived)\n"])
     diff = "".join(difflib.unified_diff(source(a), source(b), f"attempt-{a.iteration:03d}/kernel.cu",
                                         f"attempt-{b.iteration:03d}/kernel.cu"))
     return "\n".join([*attempt_table(a), *attempt_table(b), "", diff or "(the same source and knobs)"])
+
+
+def _program_lines(candidate_json: Path) -> list[str]:
+    """// lines describing the attempt's program, if it was one (nothing for a single launch)."""
+    from ..evaluate.records import CandidateSpec
+    if not candidate_json.is_file():
+        return []
+    try:
+        program = CandidateSpec.model_validate_json(candidate_json.read_text()).to_candidate().program
+    except ValueError:  # an archived record this version cannot read: the source diff still stands
+        return []
+    return [f"// {line}\n" for line in program.describe()] if program else []
 
 
 def cmd_diff(args) -> int:

@@ -67,7 +67,7 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
         b = ctx.best
         parts += ["", f"# Best kernel so far: {b.spec.name} (score {_fmt(b.score_ms)}), entry {b.spec.entry}, "
                       f"grid {b.spec.grid}, block {b.spec.block}, shared {b.spec.shared}, defines {b.spec.defines}",
-                  *([f"It is a program: {b.spec.program}"] if b.spec.program else []),
+                  *(["It is a program:", *b.spec.to_candidate().program.describe()] if b.spec.program else []),
                   "```cuda", b.spec.source.strip(), "```", "Per case (best vs baseline):"]
         for c in b.cases:
             if c.role == "performance":

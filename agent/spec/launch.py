@@ -224,6 +224,20 @@ class Program:
         return {"workspace": [{"name": w.name, "dtype": w.dtype, "size": str(w.size), "init": w.init}
                               for w in self.workspace], "steps": steps}
 
+    def describe(self) -> list[str]:
+        """One line per workspace buffer and per step, as a CUDA programmer reads a launch sequence."""
+        lines = [f"workspace {w.name}: {w.dtype}[{w.size}], starts {'zeroed' if w.init == 'zero' else 'poisoned'}"
+                 for w in self.workspace]
+        for i, s in enumerate(self.steps, 1):
+            if isinstance(s, MemsetStep):
+                lines.append(f"step {i}: memset({s.target}, 0)")
+            else:
+                dims = lambda d: "(" + ", ".join(str(e) for e in d) + ")"
+                shared = f", {s.launch.shared}" if str(s.launch.shared) != "0" else ""
+                lines.append(f"step {i}: {s.entry}<<<{dims(s.launch.grid)}, {dims(s.launch.block)}{shared}>>>"
+                             f"({', '.join(a.text() for a in s.args)})")
+        return lines
+
     def problems(self, arrays: dict[str, str], scalars: set[str]) -> Optional[str]:
         """Names that do not resolve. `arrays`: array parameter name -> role; `scalars`: scalar names."""
         names = [w.name for w in self.workspace]
