@@ -45,7 +45,19 @@ for kernel in ${WS_KERNELS:-naive tiled}; do
   warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"
 done
 
-if [ -n "${WS_BEFORE:-}" ]; then
+if [ -n "${WS_BEFORE:-}" ] && [ -n "${WS_ATTEMPT_BUDGET:-}" ]; then
+  # The same tune session (the older tree's sgemm workload, so both see the same cases and
+  # kernels) with the older and the current package: seconds per attempt.
+  for side in before after; do
+    site=$([ $side = before ] && echo /tmp/before-site: || echo "")
+    step "attempt time ($side): run sgemm --proposer tune --budget $WS_ATTEMPT_BUDGET"
+    PYTHONPATH="$site${PYTHONPATH:-}" python3 -m tui run "$OLDPWD/$WS_BEFORE/examples/sgemm" --proposer tune \
+      --budget "$WS_ATTEMPT_BUDGET" --headless --no-tracking --store "/tmp/attempt-$side" 2>&1 | tail -3 \
+      | tee -a "$OUT/attempt-time.txt"
+  done
+fi
+
+if [ -n "${WS_BEFORE:-}" ] && [ -n "${WS_SPEED:-1}" ] && [ "${WS_SPEED:-1}" != 0 ]; then
   step "harness speed: the examples' medians before and after ($WS_BEFORE)"
   python3 "$OLDPWD/benchmarks/harness_speed.py" /tmp/before-site /tmp/no-such-site ${WS_SPEED_TARGETS:-} 2>&1 | tee "$OUT/speed.txt"
 fi
@@ -120,6 +132,7 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
+[ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time)\.txt$|\.svg$')
