@@ -19,6 +19,7 @@ from typing import Any, Optional
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from ..evaluate.dispatch import build_dispatch, update_winners
 from ..evaluate.records import Attempt, Best, CandidateSpec, CaseOutcome
 from ..evaluate.results import EvaluationResult, Progress, Status
 from ..evaluate.selection import challenge
@@ -123,9 +124,14 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         runtime.stream_writer(events.NewBest(0, spec.name, start.score_ms,
                                              baseline_score / start.score_ms if baseline_score else None))
     ctx.tracker.log_plan(facts, baseline, baseline_score, start, r)
+    winners = update_winners({}, 0, spec, _medians(start.cases)) if start else {}
     return {"facts": facts, "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
             "best": start, "iteration": state.get("iteration", 0), "history": state.get("history", []),
-            "mode": "optimise", "finished": None}
+            "mode": "optimise", "finished": None, "winners": winners}
+
+
+def _medians(cases: list[CaseOutcome]) -> dict[str, float]:
+    return {c.case: c.median_ms for c in cases if c.role == "performance" and c.median_ms}
 
 
 def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -240,6 +246,9 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         elif verdict.status != Status.OK:
             detail = "\n".join(d for d in (verdict.detail, attempt.detail) if d)  # keeps a SUSPECT note
             attempt = attempt.model_copy(update={"status": verdict.status, "detail": detail, "score_ms": None})
+    if attempt.status == Status.OK and attempt.score_ms is not None:  # per-case winners, for the dispatch
+        update["winners"] = update_winners(state.get("winners", {}), attempt.iteration, state["pending"],
+                                           _medians(attempt.cases))
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
                                                  attempt.detail))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
@@ -255,6 +264,22 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
             "iteration": attempt.iteration, "mode": "optimise" if attempt.status == Status.OK else "repair",
             "finished": finished}
+
+
+def conclude(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+    """At the end of a session: a variant per shape, when the per-case winners differ from
+    the best (agent/evaluate/dispatch.py); re-timed beside the best, so it costs a few
+    evaluations. The dispatch is kept (and reported) whether or not it pays."""
+    best, winners = state.get("best"), state.get("winners", {})
+    if best is None or not winners:
+        return {}
+    runtime.stream_writer(events.NodeStarted("conclude", state.get("iteration", 0)))
+    _stream_cases(runtime, state.get("iteration", 0))
+    dispatch = build_dispatch(runtime.context.evaluator, runtime.context.workload, winners, best.spec)
+    if dispatch is None:
+        return {}
+    runtime.stream_writer(events.Notice("variant per shape: " + dispatch.lines()[-1]))
+    return {"dispatch": dispatch}
 
 
 def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None:
@@ -274,7 +299,7 @@ def _after(progress: Progress, next_node: str):
 
 def _after_propose(state: LoopState) -> str:
     if state.get("finished"):
-        return END
+        return "conclude"
     return _after(Progress.PENDING, "compile")(state)
 
 
@@ -284,7 +309,7 @@ def _after_benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> str:
 
 
 def _after_reflect(state: LoopState) -> str:
-    return END if state.get("finished") else "propose"
+    return "conclude" if state.get("finished") else "propose"
 
 
 def _after_plan(state: LoopState) -> str:
@@ -300,12 +325,14 @@ def build_graph() -> StateGraph:
     g.add_node("benchmark", benchmark)
     g.add_node("profile", profile)
     g.add_node("reflect", reflect)
+    g.add_node("conclude", conclude)
     g.add_edge(START, "plan")
     g.add_conditional_edges("plan", _after_plan, ["propose", END])
-    g.add_conditional_edges("propose", _after_propose, ["compile", "reflect", END])
+    g.add_conditional_edges("propose", _after_propose, ["compile", "reflect", "conclude"])
     g.add_conditional_edges("compile", _after(Progress.COMPILED, "validate"), ["validate", "reflect"])
     g.add_conditional_edges("validate", _after(Progress.VALIDATED, "benchmark"), ["benchmark", "reflect"])
     g.add_conditional_edges("benchmark", _after_benchmark, ["profile", "reflect"])
     g.add_edge("profile", "reflect")
-    g.add_conditional_edges("reflect", _after_reflect, ["propose", END])
+    g.add_conditional_edges("reflect", _after_reflect, ["propose", "conclude"])
+    g.add_edge("conclude", END)
     return g

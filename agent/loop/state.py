@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, TypedDict
 
+from ..evaluate.dispatch import CaseWinner, Dispatch
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from .legacy_names import LEGACY_TYPES
 from .limits import Limits, Spent
@@ -26,10 +27,13 @@ class LoopState(TypedDict, total=False):
     limits: Limits  # time, tokens, dollars, patience (the iteration budget is `budget`)
     spent: Spent
     attempt_started: float  # time.time() when the attempt in flight was proposed
+    winners: dict[str, CaseWinner]  # performance case -> the fastest passing attempt on it
+    dispatch: Optional[Dispatch]  # a variant per shape, built when the session ends
 
 
 # what the checkpointer may rebuild: today's records, and the names stored before the
 # split into subpackages (see legacy_names)
 STATE_TYPES = [("agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
+    [("agent.evaluate.dispatch", n) for n in ("CaseWinner", "Dispatch", "DispatchEntry")] + \
     [("agent.loop.limits", n) for n in ("Limits", "Spent")] + \
     [("agent.worker.status", n) for n in ("Status", "Progress")] + LEGACY_TYPES

@@ -1,0 +1,96 @@
+"""A variant per shape (agent/evaluate/dispatch.py): per-case winners, re-timed beside the
+best single variant, fresh inputs for every variant, the rule for unseen shapes. A
+double stands in for the GPU evaluator, with per-case times per variant."""
+
+from __future__ import annotations
+
+import pytest
+from workload_factory import make_sgemm_workload
+
+from agent.evaluate.dispatch import build_dispatch, update_winners
+from agent.evaluate.records import CandidateSpec
+from agent.evaluate.results import CaseResult, EvaluationResult, Status
+from agent.evaluate.stats import TimingStats
+from agent.spec.candidate import Candidate
+from agent.spec.workload import load_workload
+
+CASES = """
+[[cases]]
+name = "odd-97x83x61"
+role = "correctness"
+sizes = { M = 97, N = 83, K = 61 }
+
+[[cases]]
+name = "square-1024"
+role = "performance"
+sizes = { M = 1024, N = 1024, K = 1024 }
+
+[[cases]]
+name = "long-k"
+role = "performance"
+sizes = { M = 256, N = 256, K = 131072 }
+"""
+
+
+class PerCaseEvaluatorDouble:
+    """Stands in for the GPU evaluator: `times[variant name][case]` ms; `fresh_fail` names fail seed 2."""
+
+    def __init__(self, workload, times, fresh_fail=(), fail=()):
+        self.workload, self.times, self.fresh_fail, self.fail = workload, times, set(fresh_fail), set(fail)
+        self.calls: list[tuple[str, int]] = []
+
+    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True):
+        self.calls.append((candidate.name, seed))
+        bad = candidate.name in self.fail or (seed != 1 and candidate.name in self.fresh_fail)
+        status = Status.WRONG_ANSWER if bad else Status.OK
+        cases = [CaseResult(c.name, c.role, status,
+                            timing=TimingStats.of([self.times[candidate.name][c.name]] * 5)
+                            if c.timed and time_cases and not bad else None) for c in self.workload.cases]
+        return EvaluationResult(candidate.name, status, None, cases, seed=seed)
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w", CASES, kernels=("naive", "tiled", "splitk")))
+
+
+def spec(workload, kernel, name, **defines):
+    c = Candidate.from_spec(workload.kernels[kernel], defines)
+    return CandidateSpec.from_candidate(c, "tune").model_copy(update={"name": name})
+
+
+def test_each_case_gets_its_fastest_variant_and_the_dispatch_is_judged_against_the_best(workload):
+    """Tiles win square-1024, split-K wins long-K: the dispatch pays against the best single variant."""
+    tiled, split = spec(workload, "tiled", "tiled"), spec(workload, "splitk", "split", SPLITK=32)
+    winners = update_winners({}, 1, tiled, {"square-1024": 0.10, "long-k": 2.0})
+    winners = update_winners(winners, 2, split, {"square-1024": 0.20, "long-k": 0.25})
+    ev = PerCaseEvaluatorDouble(workload, {"tiled": {"square-1024": 0.1, "long-k": 2.0},
+                                           "split": {"square-1024": 0.2, "long-k": 0.25}})
+    d = build_dispatch(ev, workload, winners, tiled)
+    assert [d.variants[e.variant].name for e in d.entries] == ["tiled", "split"]
+    assert d.score_ms == pytest.approx((0.1 * 0.25) ** 0.5) and d.single_score_ms == pytest.approx((0.1 * 2.0) ** 0.5)
+    assert d.pays and "pays" in d.lines()[-1]
+    assert ev.calls.count(("tiled", 1)) == 2 and ev.calls.count(("split", 1)) == 2 and ("split", 2) in ev.calls
+    assert d.variant_for({"M": 300, "N": 200, "K": 100000}).name == "split"
+    assert d.variant_for({"M": 2048, "N": 2048, "K": 2048}).name == "tiled"
+
+
+def test_a_variant_failing_on_fresh_inputs_is_dropped(workload):
+    """A per-case winner that fails on FRESH_SEED gives its case back to the best single variant."""
+    tiled, split = spec(workload, "tiled", "tiled"), spec(workload, "splitk", "split")
+    winners = update_winners(update_winners({}, 1, tiled, {"square-1024": 0.1, "long-k": 2.0}), 2, split,
+                             {"long-k": 0.25})
+    ev = PerCaseEvaluatorDouble(workload, {n: {"square-1024": 0.1, "long-k": 0.25 if n == "split" else 2.0}
+                                           for n in ("tiled", "split")}, fresh_fail={"split"})
+    d = build_dispatch(ev, workload, winners, tiled)
+    assert all(e.variant == 0 for e in d.entries) and not d.pays
+    assert d.dropped == ["split: wrong_answer on fresh inputs (seed 2)"]
+
+
+def test_no_dispatch_when_the_best_wins_every_case(workload):
+    """One variant for every case: nothing to dispatch, nothing re-evaluated."""
+    tiled = spec(workload, "tiled", "tiled")
+    ev = PerCaseEvaluatorDouble(workload, {})
+    assert build_dispatch(ev, workload, update_winners({}, 1, tiled, {"square-1024": 0.1, "long-k": 2.0}),
+                          tiled) is None
+    assert ev.calls == []
