@@ -129,6 +129,14 @@ def _proposer(info):
     return HybridProposer(llm, tuner)
 
 
+def _check_store(args) -> None:
+    """A store this mlflow cannot open is one line before any GPU work or session folder
+    (StoreUnreadable, printed by main)."""
+    if not args.no_tracking:
+        from ..tracking.store_schema import check_store
+        check_store(args.store, args.tracking_uri)
+
+
 def _tracker(args):
     from ..tracking.tracker import NullTracker, Tracker
     return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
@@ -234,6 +242,7 @@ def cmd_run(args) -> int:
     from ..drafting.drafting import refuse_drafted
     if refuse_drafted(workload):
         raise CliError(str(refuse_drafted(workload)))
+    _check_store(args)
     preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
@@ -309,6 +318,7 @@ def resume_session(session_id: str, args):
 def cmd_resume(args) -> int:
     from ..proposers.llm import ProposerUnavailable
     from ..proposers.model_client import ModelUnavailable
+    _check_store(args)
     try:
         _check_server(args)
         session = resume_session(args.session, args)
