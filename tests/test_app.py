@@ -213,3 +213,44 @@ async def test_budget_dialog_sets_patience_while_running(tmp_path):
         st = app.session.state
         assert st["limits"].patience == 1 and st["finished"].startswith("patience")
         assert any(line.startswith("limits: patience 1") for line in app.view.log)
+
+
+async def test_a_loop_event_redraws_only_what_it_changed(tmp_path, monkeypatch):
+    """Over an attempt's events (the candidate changes once, the best once) the code is
+    highlighted once and diffed twice, and the case table changes cells in its rows, never rebuilding them."""
+    from rich.syntax import Syntax
+
+    import tui.widgets.code_panel as code_panel
+    from agent.loop import events
+    from tui.widgets.status_bar import StatusBar
+    highlighted = []
+
+    class CountedSyntax(Syntax):  # the real highlighter, counted
+        def __init__(self, code, lexer, **kw):
+            highlighted.append(lexer)
+            super().__init__(code, lexer, **kw)
+    monkeypatch.setattr(code_panel, "Syntax", CountedSyntax)
+    app = make_app(tmp_path, 1, delay_s=0.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        table = app.query_one(CaseTable)
+        rows, cases = list(table.rows), list(app.view.cases)
+        timed = [name for name, row in app.view.cases.items() if row.role == "performance"]
+        source = app.view.source + "\n// the next candidate\n"
+        attempt = [events.NodeStarted("propose", 2), events.CandidateProposed(2, "next", "tune", "why", source),
+                   events.NodeStarted("compile", 2), events.CompileFinished(2, True, 0.0, "64 registers", ""),
+                   events.NodeStarted("validate", 2),
+                   *(events.CaseFinished(2, c, "validate", "ok", 1e-7) for c in cases),
+                   events.NodeStarted("benchmark", 2),
+                   *(events.CaseFinished(2, c, "time", "ok", None, 0.25) for c in timed),
+                   *(events.CaseFinished(2, c, "revalidate", "ok", 2e-7) for c in cases),
+                   events.NodeStarted("reflect", 2), events.AttemptFinished(2, "next", "ok", 0.25, ""),
+                   events.NewBest(2, "next", 0.25, 2.0), events.NodeFinished("reflect")]
+        highlighted.clear()
+        for event in attempt:
+            app.on_loop_event(event)
+        await pilot.pause()
+        assert len(attempt) >= 15 and highlighted.count("cuda") == 1 and highlighted.count("diff") == 2
+        assert list(table.rows) == rows  # the same rows, their cells changed in place
+        assert table.get_cell(timed[0], "best ms") == "0.2500" and table.get_cell(cases[0], "max err") == "2.00e-07"
+        assert app.query_one(StatusBar).header.best_ms == 0.25 and app.view.best_source == source

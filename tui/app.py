@@ -169,6 +169,8 @@ class WarpsmithApp(App):
             self.exit(status)
 
     def refresh_view(self) -> None:
+        """Hands every widget the view; each redraws only the part of it that changed
+        (reactive attributes), so a loop event costs what it changed, not a screen."""
         v = self.view
         self.query_one(StatusBar).show(v)
         self.query_one(GraphView).show(v)

@@ -130,7 +130,7 @@ def _bench(args) -> int:
     from ..loop.session import stored_session
     from ..worker.footprint import check_memory
     from ..worker.protocol import TimingConfig
-    from .loop_commands import _drive, start_session
+    from .loop_commands import _check_store, _drive, start_session
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
     from ..drafting.drafting import refuse_drafted
@@ -143,6 +143,7 @@ def _bench(args) -> int:
     if refusals:
         raise CliError(str(refusals[0]))
     from .check import preflight
+    _check_store(args)
     for w in workloads:  # memory and references of every workload, before any GPU work or session
         preflight(w, timeout_s=args.reference_timeout)
     if args.cases and args.budget <= 0:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..drafting.drafting import refuse_drafted
 from ..spec.inputs import ReferenceFailed
 from ..spec.workload import SpecError, load_workload
+from ..tracking.store_schema import StoreUnreadable
 from .check import add_check_command, add_reference_timeout, preflight
 from .errors import CliError
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -
     except CliError as e:  # raised anywhere below a command: printed here, once
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return e.exit_code
-    except (SpecError, ReferenceFailed) as e:  # bad input, found before any GPU work: one line
+    except (SpecError, ReferenceFailed, StoreUnreadable) as e:  # bad input, found before any GPU work: one line
         print(f"warpsmith: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -129,6 +129,14 @@ def _proposer(info):
     return HybridProposer(llm, tuner)
 
 
+def _check_store(args) -> None:
+    """A store this mlflow cannot open is one line before any GPU work or session folder
+    (StoreUnreadable, printed by main)."""
+    if not args.no_tracking:
+        from ..tracking.store_schema import check_store
+        check_store(args.store, args.tracking_uri)
+
+
 def _tracker(args):
     from ..tracking.tracker import NullTracker, Tracker
     return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
@@ -234,6 +242,7 @@ def cmd_run(args) -> int:
     from ..drafting.drafting import refuse_drafted
     if refuse_drafted(workload):
         raise CliError(str(refuse_drafted(workload)))
+    _check_store(args)
     preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
     try:
@@ -309,6 +318,7 @@ def resume_session(session_id: str, args):
 def cmd_resume(args) -> int:
     from ..proposers.llm import ProposerUnavailable
     from ..proposers.model_client import ModelUnavailable
+    _check_store(args)
     try:
         _check_server(args)
         session = resume_session(args.session, args)
@@ -338,20 +348,18 @@ def _check_server(args) -> None:
 def cmd_runs(args) -> int:
     import datetime
 
-    from ..tracking.tracker import Tracker, session_runs
+    from ..tracking.past_runs import past_runs
+    from ..tracking.tracker import Tracker
     client = Tracker(args.store, args.tracking_uri).client
-    runs = session_runs(client, _workload_name(args.workload))
+    runs = past_runs(client, _workload_name(args.workload))
     if args.attempts:
-        return _print_attempts(client, [r for r in runs if r.info.run_name == args.attempts], args.attempts)
+        return _print_attempts(client, [r for r in runs if r.session == args.attempts], args.attempts)
     print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
     for r in runs:
-        when = datetime.datetime.fromtimestamp(r.info.start_time / 1000).strftime("%Y-%m-%d %H:%M")
-        best = r.data.metrics.get("best_score_ms")
-        speed = r.data.metrics.get("best_speedup_vs_baseline")
-        best_text = "-" if best is None else f"{best:.4f}"
-        speed_text = "-" if speed is None else f"{speed:.2f}x"
-        print(f"{when:<17}{r.info.run_name:<44}{r.data.params.get('proposer', '?'):<9}"
-              f"{best_text:>10}{speed_text:>9}  {r.info.status}")
+        when = datetime.datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
+        best_text = "-" if r.best_ms is None else f"{r.best_ms:.4f}"
+        speed_text = "-" if r.speedup is None else f"{r.speedup:.2f}x"
+        print(f"{when:<17}{r.session:<44}{r.proposer:<9}{best_text:>10}{speed_text:>9}  {r.status}")
     return 0
 
 
@@ -364,18 +372,17 @@ def _workload_name(given: str | None) -> str | None:
 
 def _print_attempts(client, parents: list, session: str) -> int:
     """One line per child run: what MLflow's compare view puts side by side."""
-    from ..tracking.tracker import attempt_runs
+    from ..tracking.past_runs import past_attempts
     if not parents:
         raise CliError(f"no MLflow run for session {session} in this store (warpsmith runs lists them)")
     parent = parents[0]
-    children = attempt_runs(client, parent.info.run_id)
-    print(f"session {session}: parent run {parent.info.run_id} ({parent.info.status}), {len(children)} child runs")
+    attempts = past_attempts(client, parent)
+    print(f"session {session}: parent run {parent.run_id} ({parent.status}), {len(attempts)} child runs")
     print(f"{'#':>4}  {'child run':<34}{'status':<10}{'score ms':>10}  knobs")
-    for c in children:
-        score = c.data.metrics.get("score_ms")
-        knobs = " ".join(f"{k[5:]}={v}" for k, v in sorted(c.data.params.items()) if k.startswith("knob."))
-        print(f"{c.data.tags.get('warpsmith.iteration', '?'):>4}  {c.info.run_id:<34}{c.info.status:<10}"
-              f"{'-' if score is None else f'{score:.4f}':>10}  {knobs or '-'}")
+    for a in attempts:
+        score = "-" if a.score_ms is None else f"{a.score_ms:.4f}"
+        knobs = " ".join(f"{k}={v}" for k, v in a.knobs)
+        print(f"{'?' if a.iteration is None else a.iteration:>4}  {a.run_id:<34}{a.status:<10}{score:>10}  {knobs or '-'}")
     return 0
 
 

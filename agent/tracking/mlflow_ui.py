@@ -128,12 +128,15 @@ def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> in
     store = store.resolve()
     if not (store / "mlflow.db").is_file():
         raise UiFailed(f"no MLflow store at {store} (a session writes one: warpsmith run WORKLOAD)")
-    from .tracker import Tracker, tracking_uri
+    from .store_schema import StoreUnreadable, open_client
+    from .tracker import tracking_uri
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base = f"http://{shown}:{port}"
     try:
-        url, problem = _page(Tracker(store).client, base, target)
-    except Exception as e:  # e.g. a store written by a newer mlflow than this one
+        url, problem = _page(open_client(tracking_uri(store)), base, target)
+    except StoreUnreadable as e:  # written by another mlflow: what to do, in one line
+        raise UiFailed(str(e)) from None
+    except Exception as e:  # a damaged database, ...
         raise UiFailed(f"cannot read the MLflow store {store}: {str(e).splitlines()[0][:300]}")
     if url is None:
         raise UiFailed(problem)

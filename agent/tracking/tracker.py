@@ -17,7 +17,6 @@ the API key is never a parameter, tag or artifact.
 from __future__ import annotations
 
 import json
-import logging
 import queue
 import sys
 import threading
@@ -27,13 +26,8 @@ from typing import Optional
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..evaluate.results import Status
-from .mlflow_ui import EXPERIMENT_KIND, telemetry_off_by_default
-
-
-def _quiet() -> None:
-    # mlflow configures its loggers when imported, so this runs after the import.
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+from .mlflow_ui import EXPERIMENT_KIND
+from .store_schema import open_client
 
 
 def default_store() -> Path:
@@ -46,13 +40,10 @@ def tracking_uri(store: Path) -> str:
 
 class Tracker:
     def __init__(self, store: Path, uri: Optional[str] = None):
-        telemetry_off_by_default()
-        from mlflow.tracking import MlflowClient
-        _quiet()
         self.store = Path(store)
         self.store.mkdir(parents=True, exist_ok=True)
         self.uri = uri or tracking_uri(self.store)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = open_client(self.uri)  # raises StoreUnreadable: a store from another mlflow
         self.run_id: Optional[str] = None
         self.experiment_id: Optional[str] = None
         self.warnings = 0

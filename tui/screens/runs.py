@@ -4,7 +4,6 @@ report and best-score trend; resume it from here."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from rich.syntax import Syntax
@@ -14,53 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Markdown, Sparkline, Static
 
-from agent.tracking.tracker import session_runs
-
-
-@dataclass(frozen=True)
-class PastRun:
-    session: str
-    run_id: str
-    started: float  # epoch seconds
-    workload: str
-    proposer: str
-    best_ms: Optional[float]
-    speedup: Optional[float]
-    status: str
-
-
-class RunsSource:
-    """Reads sessions from an MLflow tracking store (agent.tracking.Tracker)."""
-
-    def __init__(self, tracker):
-        self.client = tracker.client
-
-    def runs(self) -> list[PastRun]:
-        out = []
-        for r in session_runs(self.client):
-            out.append(PastRun(r.info.run_name, r.info.run_id, r.info.start_time / 1000,
-                               r.data.tags.get("warpsmith.workload", "?"), r.data.params.get("proposer", "?"),
-                               r.data.metrics.get("best_score_ms"), r.data.metrics.get("best_speedup_vs_baseline"),
-                               r.info.status))
-        return out
-
-    def best_kernel(self, run: PastRun) -> str:
-        return self._text(run, "best/kernel.cu") or "// no kernel passed validation in this session"
-
-    def report(self, run: PastRun) -> str:
-        return self._text(run, "best/report.md") or "_no report_"
-
-    def trend(self, run: PastRun) -> list[float]:
-        return [m.value for m in sorted(self.client.get_metric_history(run.run_id, "best_score_ms"), key=lambda m: m.step)]
-
-    def _text(self, run: PastRun, path: str) -> str:
-        import tempfile
-        from pathlib import Path
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                return Path(self.client.download_artifacts(run.run_id, path, tmp)).read_text()
-        except Exception:  # no such artifact: the session found no valid kernel
-            return ""
+from agent.tracking.past_runs import PastRun, RunsSource
 
 
 def when(epoch: float) -> str:

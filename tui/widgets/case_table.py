@@ -1,11 +1,17 @@
 """Per case: role, status, max error, candidate / best / baseline median, speed-up,
-and how close the best is to the case's speed-of-light floor (floor: the floor over the best median, 100% = at the limit)."""
+and how close the best is to the case's speed-of-light floor (floor: the floor over the best median, 100% = at the limit).
+A finished case changes its own row's cells; the table is rebuilt only for another set of cases."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from agent.spec.speed_of_light import SUSPECT_MARGIN
 
-from ..run_view import RunView
+from ..run_view import CaseRow, RunView
 
 COLUMNS = ("case", "role", "status", "max err", "cand ms", "best ms", "base ms", "vs base", "floor")
 
@@ -14,16 +20,46 @@ def _ms(x):
     return "-" if x is None else f"{x:.4f}"
 
 
+@dataclass(frozen=True)
+class CaseLine:
+    """One row as shown: a cell per column."""
+
+    case: str
+    cells: tuple[str, ...]
+
+    @classmethod
+    def of(cls, r: CaseRow) -> CaseLine:
+        speed = f"{r.baseline_ms / r.best_ms:.2f}x" if r.baseline_ms and r.best_ms else "-"
+        pct = r.best_pct_of_floor
+        floor = "-" if pct is None else f"{pct:.0%}" + (" SUSPECT" if pct > 1 / SUSPECT_MARGIN else "")
+        return cls(r.case, (r.case, r.role[:4], r.status, "-" if r.max_rel_error is None else f"{r.max_rel_error:.2e}",
+                            _ms(r.median_ms), _ms(r.best_ms), _ms(r.baseline_ms), speed, floor))
+
+
 class CaseTable(DataTable):
+    lines: reactive[tuple[CaseLine, ...]] = reactive((), repaint=False)
+
     def on_mount(self) -> None:
         self.cursor_type = "none"
-        self.add_columns(*COLUMNS)
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+        self._rebuild(self.lines)  # any shown before the columns were there
 
     def show(self, v: RunView) -> None:
+        self.lines = tuple(CaseLine.of(r) for r in v.cases.values())
+
+    def watch_lines(self, old: tuple[CaseLine, ...], new: tuple[CaseLine, ...]) -> None:
+        if not self.columns:
+            return
+        if [line.case for line in old] != [line.case for line in new] or self.row_count != len(new):
+            self._rebuild(new)
+            return
+        for before, after in zip(old, new):
+            for column, was, now in zip(COLUMNS, before.cells, after.cells):
+                if was != now:
+                    self.update_cell(after.case, column, now, update_width=True)
+
+    def _rebuild(self, lines: tuple[CaseLine, ...]) -> None:
         self.clear()
-        for r in v.cases.values():
-            speed = f"{r.baseline_ms / r.best_ms:.2f}x" if r.baseline_ms and r.best_ms else "-"
-            pct = r.best_pct_of_floor
-            floor = "-" if pct is None else f"{pct:.0%}" + (" SUSPECT" if pct > 1 / SUSPECT_MARGIN else "")
-            self.add_row(r.case, r.role[:4], r.status, "-" if r.max_rel_error is None else f"{r.max_rel_error:.2e}",
-                         _ms(r.median_ms), _ms(r.best_ms), _ms(r.baseline_ms), speed, floor)
+        for line in lines:
+            self.add_row(*line.cells, key=line.case)

@@ -1,6 +1,12 @@
 """The header line: workload, proposer, GPU, iteration / budget, state, best."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ..run_view import RunView
@@ -9,14 +15,33 @@ STATE_STYLE = {"running": "bold green", "pausing": "bold yellow", "paused": "bol
                "stopping": "bold yellow", "finished": "bold cyan", "stopped": "bold red", "failed": "bold red"}
 
 
+@dataclass(frozen=True)
+class Header:
+    workload: str
+    proposer: str
+    gpu: str
+    iteration: int
+    budget: int
+    state: str
+    best_ms: Optional[float]
+    speedup: Optional[float]
+
+
 class StatusBar(Static):
+    header: reactive[Optional[Header]] = reactive(None, repaint=False)
+
     def show(self, v: RunView) -> None:
+        self.header = Header(v.workload, v.proposer, v.gpu, v.iteration, v.budget, v.state, v.best_ms, v.speedup)
+
+    def watch_header(self, h: Optional[Header]) -> None:
+        if h is None:
+            return
         t = Text()
-        t.append(f" {v.workload} ", "bold reverse")
-        t.append(f"  {v.proposer}  ·  {v.gpu}  ·  iteration {v.iteration} / {v.budget}  ·  ")
-        t.append(v.state, STATE_STYLE.get(v.state, "bold"))
-        if v.best_ms is not None:
-            t.append(f"  ·  best {v.best_ms:.4f} ms")
-            if v.speedup:
-                t.append(f" ({v.speedup:.2f}x baseline)", "bold")
+        t.append(f" {h.workload} ", "bold reverse")
+        t.append(f"  {h.proposer}  ·  {h.gpu}  ·  iteration {h.iteration} / {h.budget}  ·  ")
+        t.append(h.state, STATE_STYLE.get(h.state, "bold"))
+        if h.best_ms is not None:
+            t.append(f"  ·  best {h.best_ms:.4f} ms")
+            if h.speedup:
+                t.append(f" ({h.speedup:.2f}x baseline)", "bold")
         self.update(t)
