@@ -38,7 +38,7 @@ from .limits import Limits, Spent, stop_reason
 from .session_control import SessionControl
 from .state import LoopState
 
-NODES = ("plan", "propose", "compile", "validate", "benchmark", "profile", "reflect")
+NODES = ("plan", "propose", "compile", "validate", "benchmark", "profile", "reflect", "conclude")
 
 
 @dataclass
