@@ -103,3 +103,34 @@ def test_search_comes_back_for_the_neighbours_of_earlier_points():
                 break
         assert history[-1].score_ms == 0.5, f"seed {seed}: {why}"
         assert all(w.startswith("neighbour of the") for w in why[1:]), f"seed {seed}: {why}"
+
+
+def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_path):
+    """tiled is the best; every fourth proposal tunes split-K instead, scored on the case
+    furthest behind the baseline (long-K), and its own turns rank by that case only."""
+    from test_dispatch import CASES
+    from workload_factory import make_sgemm_workload
+
+    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from agent.spec.candidate import Candidate
+    w = load_workload(make_sgemm_workload(tmp_path / "w", CASES, kernels=("naive", "tiled", "splitk")))
+    tiled = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tiled"]), "tune")
+    best = Best(spec=tiled, score_ms=0.45, iteration=1, cases=[
+        CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=0.1),
+        CaseOutcome(case="long-k", role="performance", status="ok", median_ms=2.0)])
+    baseline = {"square-1024": 0.09, "long-k": 0.2}
+    tuner, history, kernels = TuneProposer(0), [], []
+    for i in range(1, 13):
+        ctx = ProposalContext(w, {}, i, "optimise", list(history), best, history[-1] if history else None, baseline)
+        spec = tuner.propose(ctx).spec
+        kernels.append(spec.name.split("@")[0])
+        split = spec.name.startswith("splitk")
+        long_k = 0.3 if split and spec.defines.get("SPLITK") == 64 else 1.0  # split-K pays on long-K only
+        history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
+                               defines=spec.defines,
+                               cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
+                                      CaseOutcome(case="long-k", role="performance", status="ok", median_ms=long_k)]))
+        if split:
+            assert "(searched for case long-k)" in spec.rationale
+    assert kernels == ["tiled", "tiled", "splitk", "tiled", "tiled", "tiled", "splitk", "tiled", "tiled", "tiled",
+                       "splitk", "tiled"]

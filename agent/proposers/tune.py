@@ -9,6 +9,14 @@ or do not compile (a kernel's `#error` guards against illegal or spilling knob
 combinations; NVRTC needs no GPU, and the CUBIN it caches is what the compile
 node then uses) are skipped without spending the budget. The state of the search is the
 session's history, so a resumed session continues where it stopped.
+
+Several tunable kernels (a workload shipping tiles and split-K): the kernel being
+improved (the best's, else the one with the most knobs) gets MAIN_TURNS proposals in
+a row, then each other kernel with knobs gets one. Those turns are scored on the
+focus case, the performance case where the best so far is furthest behind the
+baseline (or slowest against its own geomean without one), so a kernel that only
+pays on some shapes is searched where it pays; the session's dispatch
+(agent/evaluate/dispatch.py) then gives each case its fastest variant.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from ..evaluate.records import CandidateSpec
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
-from ..spec.workload import KernelSpec, Workload
+from ..spec.launch import LaunchJob
+from ..spec.workload import KernelSpec, ScalarParam, Workload, program_problem
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
+MAIN_TURNS = 3  # proposals for the kernel being improved before each other tunable kernel gets one
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 
@@ -44,15 +54,16 @@ class TuneProposer:
         # the neighbours of every scored point on each proposal.
         self._launchables: dict[tuple, bool] = {}
 
-    def base(self, ctx: ProposalContext) -> tuple[CandidateSpec, dict[str, Knob]]:
-        """What to tune: the best kernel if it declares knobs (an LLM's kernel
-        included), else the workload's kernel with the most knobs. Returned with
-        its knob values stripped, so every knob is free."""
-        if ctx.best and parse_knobs(ctx.best.spec.source) and not self.kernel:
+    def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
+        """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
+        LLM's kernel included), else the workload's kernel with the most knobs. Returned
+        with its knob values stripped, so every knob is free."""
+        kernel = kernel or self.kernel
+        if ctx.best and parse_knobs(ctx.best.spec.source) and not kernel:
             spec = ctx.best.spec
         else:
             kernels = ctx.workload.kernels
-            chosen: KernelSpec = kernels[self.kernel] if self.kernel else max(kernels.values(), key=lambda k: len(k.knobs()))
+            chosen: KernelSpec = kernels[kernel] if kernel else max(kernels.values(), key=lambda k: len(k.knobs()))
             spec = CandidateSpec.from_candidate(Candidate.from_spec(chosen), self.name)
         knobs = parse_knobs(spec.source)
         if not knobs:
@@ -61,11 +72,36 @@ class TuneProposer:
         return spec.model_copy(update={"name": spec.name.split("@")[0], "defines": fixed}), knobs
 
     def propose(self, ctx: ProposalContext) -> Proposal:
-        base, knobs = self.base(ctx)
+        other = self._other_turn(ctx)
+        if other is not None:
+            try:
+                return self._propose(ctx, *other)
+            except ProposalError:  # that kernel's space is used up or unreachable: back to the main one
+                pass
+        return self._propose(ctx)
+
+    def _other_turn(self, ctx: ProposalContext) -> Optional[tuple[str, str]]:
+        """(kernel, focus case) when this proposal is another tunable kernel's turn."""
+        if self.kernel:
+            return None
+        try:
+            main = self.base(ctx)[0].name.split("@")[0]
+        except ProposalError:
+            return None
+        others = [n for n, k in ctx.workload.kernels.items() if n != main and k.knobs()]
+        turn = ctx.iteration % (MAIN_TURNS + len(others)) - MAIN_TURNS
+        focus = _focus_case(ctx)
+        return (others[turn], focus) if others and turn >= 0 and focus else None
+
+    def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
+        base, knobs = self.base(ctx, kernel)
         prefix = f"{base.name}@{source_tag(base.source)}["
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
         tried = {_key(a.defines) for a in mine}
         scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
+        if focus:  # another kernel's turn: judged on the case it is searched for
+            scores = {_key(a.defines): m for a in mine if a.score_ms
+                      for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.get("arch")
         feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
@@ -81,8 +117,9 @@ class TuneProposer:
                                   f"cannot run here: {len(tried)} tried, {size - len(tried)} of {size} do not "
                                   f"launch on every case or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
+        why = _why(choice, scores) + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
-                                       "proposer": self.name, "rationale": _why(choice, scores)})
+                                       "proposer": self.name, "rationale": why})
         return Proposal(spec)
 
     def _next(self, knobs, fixed, scores, feasible, rng) -> Optional[dict[str, int]]:
@@ -133,17 +170,37 @@ class TuneProposer:
 
     @staticmethod
     def _launchable(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
-        """Static check against every case: block size a multiple of a warp's worth, <= 1024."""
+        """Static check against every case: every launch (each step of a program) at least a
+        warp and at most 1024 threads, and a program's names and workspace sizes resolve."""
         try:
             cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
             for case in workload.cases:
-                launch = cand.rule_for(case).resolve(cand.launch_env(case))
-                threads = launch.block[0] * launch.block[1] * launch.block[2]
-                if launch.problems() or threads < 32:
-                    return False
+                if cand.program is not None:
+                    if program_problem(workload, cand.program, case, cand.launch_env(case)):
+                        return False
+                    scalars = {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)}
+                    job = cand.program.resolve(cand.launch_env(case), scalars)
+                    launches = [s.launch for s in job.steps if isinstance(s, LaunchJob)]
+                else:
+                    launches = [cand.rule_for(case).resolve(cand.launch_env(case))]
+                for launch in launches:
+                    if launch.problems() or launch.block[0] * launch.block[1] * launch.block[2] < 32:
+                        return False
         except (ExprError, ValueError):
             return False
         return True
+
+
+def _focus_case(ctx: ProposalContext) -> Optional[str]:
+    """The performance case where the best is furthest behind: against the baseline where
+    there is one, else against the best's own geomean."""
+    if ctx.best is None:
+        return None
+    medians = {c.case: c.median_ms for c in ctx.best.cases if c.role == "performance" and c.median_ms}
+    if not medians:
+        return None
+    ref = {case: ctx.baseline.get(case) or ctx.best.score_ms for case in medians}
+    return max(medians, key=lambda case: medians[case] / ref[case])
 
 
 def _space_size(free: dict[str, Knob]) -> int:
