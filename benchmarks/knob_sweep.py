@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
@@ -24,7 +25,7 @@ def parse(setting: str) -> dict[str, int]:
 def main(workload_dir: str, kernel: str, *settings: str) -> None:
     w = load_workload(workload_dir)
     timed = [c.name for c in w.cases if c.timed]
-    with Evaluator(w, TimingConfig(), 0, 20.0) as ev:
+    with Evaluator(w, EvaluationOptions(TimingConfig(), kernel_timeout_s=20.0)) as ev:
         base = ev.baseline()
         base_ms = {c.case: c.timing.median_ms for c in base.cases if c.timing} if base and base.ok else {}
         print(f"{w.name}/{kernel} on {ev.facts.get('name', '?')}; baseline {w.baseline.primary}: "

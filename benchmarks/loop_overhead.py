@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 from agent.evaluate.results import CaseResult, EvaluationResult  # noqa: E402
 from agent.evaluate.stats import TimingStats  # noqa: E402
 from agent.loop import events  # noqa: E402
+from agent.loop.options import SearchOptions  # noqa: E402
 from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
 from agent.proposers.tune import TuneProposer  # noqa: E402
 from agent.runtime.compiler import CompiledKernel  # noqa: E402
@@ -70,7 +71,7 @@ def main() -> int:
     workload = load_workload(ROOT / "examples" / "sgemm")
     store = Path(tempfile.mkdtemp()) / "store"
     tracker = Tracker(store)
-    info = SessionInfo("overhead", str(workload.directory), "tune", iterations)
+    info = SessionInfo("overhead", str(workload.directory), SearchOptions(budget=iterations))
     info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "tune"})
     ev = InstantEvaluator(workload)
     session = Session(info, session_dir(store, info.id), workload, ev, TuneProposer(0), tracker)

@@ -6,16 +6,18 @@ GPU machine; saves an SVG screenshot of the final screen.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from agent.cli.loop_commands import _open, finish_session
+from agent.cli.sessions import open_session
+from agent.evaluate.options import EvaluationOptions
+from agent.loop.options import SearchOptions
 from agent.loop.session import SessionInfo, new_session_id, session_dir
 from agent.spec.workload import load_workload
+from agent.tracking.options import TrackingOptions
 from tui.app import WarpsmithApp
 from tui.screens.runs import RunsSource
 
@@ -35,17 +37,16 @@ def main() -> int:
     workload_dir, budget, out = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
     store = Path(tempfile.mkdtemp()) / "store"
     workload = load_workload(workload_dir)
-    info = SessionInfo(new_session_id(workload.name), str(workload_dir.resolve()), "tune", budget)
-    args = argparse.Namespace(store=store, tracking_uri=None, no_tracking=False, hot=False, timeout=10.0, device=0)
+    info = SessionInfo(new_session_id(workload.name), str(workload_dir.resolve()), SearchOptions(budget=budget))
     directory = session_dir(store, info.id)
     directory.mkdir(parents=True, exist_ok=True)
-    session = _open(info, directory, args)
+    session = open_session(info, directory, EvaluationOptions(), TrackingOptions(store))
     info.mlflow_run_id = session.tracker.start(workload.name, info.id, {"proposer": "tune", "budget": budget}) or ""
     info.save(directory)
-    app = WarpsmithApp(session, lambda s, status: s.tracker.end("FINISHED" if status == "finished" else "KILLED"),
-                       RunsSource(session.tracker))
+    app = WarpsmithApp(session, RunsSource(session.tracker))
     asyncio.run(drive(app, out))
-    finish_session(session, app.status or "stopped")
+    session.end(app.status or "stopped")  # the app ended it already unless it was left paused
+    session.close()
     if app.view.best_ms is not None:
         print(f"best {app.view.best_ms:.4f} ms ({(app.view.speedup or 0):.2f}x baseline); screenshot {out.name}")
     return 0 if app.status == "finished" else 1

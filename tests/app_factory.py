@@ -8,6 +8,7 @@ from pathlib import Path
 from evaluator_double import EvaluatorDouble, Gate, knob_score
 from workload_factory import make_sgemm_workload
 
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
@@ -27,7 +28,7 @@ def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float 
         tracker.reopen(info.mlflow_run_id)
     else:
         directory.mkdir(parents=True, exist_ok=True)
-        info = SessionInfo(session_id, str(workload.directory), "tune", budget)
+        info = SessionInfo(session_id, str(workload.directory), SearchOptions(budget=budget))
         info.mlflow_run_id = tracker.start(workload.name, session_id, {"proposer": "tune", "budget": budget})
         info.save(directory)
     evaluator = EvaluatorDouble(workload, score=lambda d: knob_score(d) if d else 3.0, delay_s=delay_s,
@@ -37,11 +38,7 @@ def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float 
 
 def make_app(tmp: Path, budget: int, **kw) -> WarpsmithApp:
     session = make_session(tmp, budget, **kw)
-    ended = []
-    app = WarpsmithApp(session, lambda s, status: ended.append(status), RunsSource(session.tracker),
-                       lambda sid: make_session(tmp, budget, sid, 0.0))
-    app.ended = ended
-    return app
+    return WarpsmithApp(session, RunsSource(session.tracker), lambda sid: make_session(tmp, budget, sid, 0.0))
 
 
 async def wait_for(pilot, condition, timeout_s: float = 60.0) -> None:

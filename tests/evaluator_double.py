@@ -45,10 +45,12 @@ class Gate:
 class EvaluatorDouble:
     def __init__(self, workload: Workload, fail: dict[str, str] | None = None, score=knob_score,
                  fresh_fail: set[str] | None = None, raise_at: int | None = None,
-                 interrupt_at: int | None = None, delay_s: float = 0.0, gate: Gate | None = None):
+                 interrupt_at: int | None = None, delay_s: float = 0.0, gate: Gate | None = None,
+                 error: Exception | None = None):
         self.workload, self.fail, self.score = workload, fail or {}, score
         self.fresh_fail = fresh_fail or set()
         self.raise_at = raise_at  # simulate a crash of the whole process at this evaluate() call
+        self.error = error  # what raise_at raises (default: a RuntimeError), e.g. GpuUnavailable
         self.interrupt_at = interrupt_at  # simulate Ctrl-C arriving during this evaluate() call
         self.delay_s = delay_s  # GPU work takes time (for tests that measure time, not for synchronisation)
         self.gate = gate
@@ -84,7 +86,7 @@ class EvaluatorDouble:
         if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
         if self.raise_at is not None and len(self.calls) >= self.raise_at:
-            raise RuntimeError("EvaluatorDouble: simulated crash of the session process")
+            raise self.error or RuntimeError("EvaluatorDouble: simulated crash of the session process")
         compiled = self.compile(candidate)
         if not compiled.ok:
             return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log)

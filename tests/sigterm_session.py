@@ -6,13 +6,14 @@ With BASE_URL the llm proposer asks the model server there (a stalled double).
 """
 
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 from evaluator_double import EvaluatorDouble
 
-from agent.cli.loop_commands import _drive
+from agent.cli.sessions import drive_session
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.choice import ProposerChoice
 from agent.proposers.llm import LlmProposer
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
@@ -22,13 +23,13 @@ from tui.cli import exit_promptly
 workload, store = load_workload(Path(sys.argv[1])), Path(sys.argv[2])
 base_url = sys.argv[3] if len(sys.argv) > 3 else ""
 proposer = LlmProposer("gpt-5-mini", None, base_url) if base_url else TuneProposer(0, kernel="tiled")
-info = SessionInfo("sig", str(workload.directory), proposer.name, 200, base_url=base_url)
+info = SessionInfo("sig", str(workload.directory), SearchOptions(ProposerChoice(proposer.name, base_url=base_url), 200))
 directory = session_dir(store, "sig")
 directory.mkdir(parents=True, exist_ok=True)
 tracker = Tracker(store)
 info.mlflow_run_id = tracker.start(workload.name, "sig", {"proposer": proposer.name})
 info.save(directory)
 session = Session(info, directory, workload, EvaluatorDouble(workload, delay_s=0.1), proposer, tracker)
-code = _drive(session, Namespace(headless=True))
+code = drive_session(session)
 exit_promptly()  # as the `warpsmith` command does
 sys.exit(code)

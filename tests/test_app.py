@@ -23,7 +23,7 @@ async def test_run_to_the_end_fills_the_screen(tmp_path):
         assert v.iteration == 3 and v.best_ms is not None and v.gpu.startswith("EvaluatorDouble")
         assert v.cases["square-256"].baseline_ms == pytest.approx(0.5)
         assert app.query_one(CaseTable).row_count == 2
-        assert len(v.trend) == 3 and app.ended == ["finished"]
+        assert len(v.trend) == 3 and app.session.ended == "finished"
 
 
 async def test_pause_stops_at_the_next_step_and_resume_continues(tmp_path):
@@ -64,7 +64,6 @@ async def test_budget_change_while_running_ends_at_the_new_budget(tmp_path):
 
 async def test_stop_now_leaves_a_resumable_checkpoint_and_a_killed_run(tmp_path):
     """x kills the GPU work in flight; the session is stopped, resumable, its MLflow run KILLED."""
-    from agent.cli.loop_commands import finish_session
     gate = Gate(free=1)  # never released: x must kill the second evaluation in flight
     app = make_app(tmp_path, 8, delay_s=0.0, gate=gate)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -72,7 +71,8 @@ async def test_stop_now_leaves_a_resumable_checkpoint_and_a_killed_run(tmp_path)
         await pilot.press("x")
         await wait_for(pilot, lambda: app.view.state == "stopped")
         done = app.session.state["iteration"]
-    finish_session(app.session, "stopped")
+    app.session.close()
+    assert app.session.ended == "stopped"
     assert MlflowClient(app.session.tracker.uri).get_run(app.session.info.mlflow_run_id).info.status == "KILLED"
     resumed = make_session(tmp_path, 8, delay_s=0.0)
     assert resumed.run() == "finished"
@@ -88,7 +88,7 @@ async def test_stop_after_step(tmp_path):
         await pilot.press("s")
         gate.release()
         await wait_for(pilot, lambda: app.view.state == "stopped")
-        assert app.session.state["iteration"] < 8 and app.ended == ["stopped"]
+        assert app.session.state["iteration"] < 8 and app.session.ended == "stopped"
 
 
 async def test_quit_asks_while_running(tmp_path):
@@ -116,7 +116,7 @@ async def test_sigterm_stops_the_run_and_closes_the_app(tmp_path):
         await wait_for(pilot, gate.held.is_set)
         os.kill(os.getpid(), signal.SIGTERM)
         await wait_for(pilot, lambda: app.return_value is not None)
-    assert app.return_value == "stopped" and app.ended == ["stopped"] and app.session.state["iteration"] < 20
+    assert app.return_value == "stopped" and app.session.ended == "stopped" and app.session.state["iteration"] < 20
     resumed = make_session(tmp_path, 20, delay_s=0.0)
     resumed.control.set_budget(app.session.state["iteration"] + 1)
     resumed.set_budget(app.session.state["iteration"] + 1)
@@ -128,7 +128,7 @@ async def test_past_runs_lists_sessions_and_resumes_one(tmp_path):
     first = make_session(tmp_path, 2, "older", delay_s=0.0)
     first.run()
     first.set_budget(3)
-    first.tracker.end("KILLED")
+    first.end("stopped")
     first.close()
     app = make_app(tmp_path, 1)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -164,18 +164,18 @@ async def test_command_palette_offers_the_controls(tmp_path):
 async def test_real_worker_starts_under_the_app(tmp_path):
     """The GPU worker process starts from inside the app (whose stderr is not a real
     file): without a GPU the run fails with the driver's message, not a spawn error."""
-    import argparse
-
     from workload_factory import make_sgemm_workload
 
-    from agent.cli.loop_commands import _open
+    from agent.cli.sessions import open_session
+    from agent.evaluate.options import EvaluationOptions
+    from agent.loop.options import SearchOptions
     from agent.loop.session import SessionInfo, session_dir
+    from agent.tracking.options import TrackingOptions
     from tui.app import WarpsmithApp
     w = make_sgemm_workload(tmp_path / "w")
-    args = argparse.Namespace(store=tmp_path / "store", tracking_uri=None, no_tracking=True, hot=False,
-                              timeout=10.0, device=0)
-    info = SessionInfo("real", str(w), "tune", 1)
-    session = _open(info, session_dir(args.store, "real"), args)
+    tracking = TrackingOptions(tmp_path / "store", enabled=False)
+    info = SessionInfo("real", str(w), SearchOptions(budget=1))
+    session = open_session(info, session_dir(tracking.store, "real"), EvaluationOptions(), tracking)
     app = WarpsmithApp(session)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.state in ("failed", "finished"))

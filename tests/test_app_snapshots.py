@@ -50,9 +50,7 @@ def test_past_runs_screen(snap_compare, tmp_path, monkeypatch):
     import agent.loop.session  # the report's running time is wall clock: fixed for a deterministic screen
     monkeypatch.setattr(agent.loop.session, "ended_text", lambda state: "ended by the budget; 2 attempts, 1 s running")
     older = make_session(tmp_path, 2, "older", delay_s=0.0)
-    older.run()
-    older.save_best()
-    older.tracker.end("FINISHED")
+    older.end(older.run())
     older.close()
     app = make_app(tmp_path, 1, delay_s=0.0)
     async def run_before(pilot):

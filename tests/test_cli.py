@@ -140,13 +140,16 @@ def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
     session left as it was."""
     import socket
 
+    from agent.loop.options import SearchOptions
     from agent.loop.session import SessionInfo, session_dir
+    from agent.proposers.choice import ProposerChoice
     with socket.socket() as s:  # a closed port: bound, then released
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     directory = session_dir(tmp_path / "store", "s1")
     directory.mkdir(parents=True)
-    SessionInfo("s1", str(make_sgemm_workload(tmp_path / "w")), "llm", 3, base_url=url, status="paused").save(directory)
+    SessionInfo("s1", str(make_sgemm_workload(tmp_path / "w")), SearchOptions(ProposerChoice("llm", base_url=url), 3),
+                status="paused").save(directory)
     assert main(["resume", "s1", "--store", str(tmp_path / "store"), "--headless", "--no-tracking"]) == 2
     assert capsys.readouterr().err == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
                                        "check --base-url or start the server\n")

@@ -20,6 +20,7 @@ import pytest
 from workload_factory import make_sgemm_workload
 
 from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
 from agent.spec.workload import LaunchRule, load_workload
@@ -83,7 +84,7 @@ def workload(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evaluator(workload):
-    with Evaluator(workload, TimingConfig(warmup=5, repetitions=50), kernel_timeout_s=5.0) as ev:
+    with Evaluator(workload, EvaluationOptions(TimingConfig(warmup=5, repetitions=50), kernel_timeout_s=5.0)) as ev:
         yield ev
 
 
@@ -154,7 +155,7 @@ def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
 
 def test_hang_on_first_launch_costs_the_kernel_timeout_not_the_setup_allowance(workload):
     """A kernel hanging on a case's very first launch is killed after --timeout, not 120 s later."""
-    with Evaluator(workload, TimingConfig(warmup=1, repetitions=5), kernel_timeout_s=5.0) as ev:
+    with Evaluator(workload, EvaluationOptions(TimingConfig(warmup=1, repetitions=5), kernel_timeout_s=5.0)) as ev:
         ev.worker()  # started apart: the worker's own start is not the point here
         t0 = time.monotonic()
         r = ev.evaluate(planted("infinite_loop"), seed=7)  # a seed no case was set up for

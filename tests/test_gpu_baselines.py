@@ -7,6 +7,7 @@ import pytest
 from workload_factory import ROOT, make_sgemm_workload
 
 from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
 from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
 from agent.worker.torch_baseline import torch_available
@@ -23,7 +24,7 @@ def sgemm(tmp_path_factory):
 @needs_torch
 @pytest.mark.parametrize("kind", ["torch_eager", "torch_compile"])
 def test_torch_baselines_pass_the_same_checks_and_are_timed(sgemm, kind):
-    with Evaluator(sgemm, TimingConfig(warmup=3, repetitions=20)) as ev:
+    with Evaluator(sgemm, EvaluationOptions(TimingConfig(warmup=3, repetitions=20))) as ev:
         assert kind in ev.baseline_kinds()
         r = ev.baseline(kind=kind)
     assert r.ok, r.detail
@@ -35,7 +36,7 @@ def test_torch_baselines_pass_the_same_checks_and_are_timed(sgemm, kind):
 @pytest.mark.skipif(not (ROOT / "examples" / "gemm_bias_relu").is_dir(), reason="needs examples/gemm_bias_relu")
 def test_cublas_plus_epilogue_baseline_matches_numpy(tmp_path):
     w = load_workload(ROOT / "examples" / "gemm_bias_relu")
-    with Evaluator(w, TimingConfig(warmup=3, repetitions=20)) as ev:
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=3, repetitions=20))) as ev:
         r = ev.baseline(kind="cublas_sgemm_bias_relu")
     assert r.ok, r.detail
     print({c.case: round(c.timing.median_ms, 4) for c in r.cases if c.timing})

@@ -7,6 +7,7 @@ import pytest
 from workload_factory import make_sgemm_workload
 
 from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
 from agent.spec.workload import LaunchRule, load_workload
@@ -56,7 +57,7 @@ def workload(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evaluator(workload):
-    with Evaluator(workload, TimingConfig(warmup=5, repetitions=50), kernel_timeout_s=5.0) as ev:
+    with Evaluator(workload, EvaluationOptions(TimingConfig(warmup=5, repetitions=50), kernel_timeout_s=5.0)) as ev:
         yield ev
 
 
@@ -127,7 +128,7 @@ def test_behaviour_change_after_repeated_launches_is_refused(evaluator):
 def test_tf32_passes_when_the_workload_allows_it(tmp_path):
     """The precision policy is the workload's: allow_tf32 = true accepts TF32-level error."""
     w = load_workload(make_sgemm_workload(tmp_path / "w", tolerance="allow_tf32 = true"))
-    with Evaluator(w, TimingConfig(warmup=1, repetitions=5)) as ev:
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=1, repetitions=5))) as ev:
         assert ev.evaluate(bad("tf32")).status == "ok"
 
 
@@ -164,7 +165,7 @@ def test_hot_and_cold_timing_both_work(workload):
     """Hot L2 (no flush) is never slower in median than cold for the same kernel."""
     medians = {}
     for cold in (True, False):
-        with Evaluator(workload, TimingConfig(warmup=5, repetitions=50, cold_l2=cold)) as ev:
+        with Evaluator(workload, EvaluationOptions(TimingConfig(warmup=5, repetitions=50, cold_l2=cold))) as ev:
             medians[cold] = ev.evaluate(naive(workload)).case("square-256").timing.median_ms
     assert medians[False] <= medians[True] * 1.05
 

@@ -11,6 +11,7 @@ from test_programs import SPLIT
 from workload_factory import make_sgemm_workload
 
 from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.launch import Program
 from agent.spec.workload import load_workload
@@ -26,7 +27,7 @@ def workload(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evaluator(workload):
-    with Evaluator(workload, TimingConfig(warmup=3, repetitions=30), kernel_timeout_s=5.0) as ev:
+    with Evaluator(workload, EvaluationOptions(TimingConfig(warmup=3, repetitions=30), kernel_timeout_s=5.0)) as ev:
         yield ev
 
 

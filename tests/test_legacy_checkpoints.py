@@ -28,7 +28,7 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     info.workload = str(workload.directory)
     tracker = Tracker(store)
     info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "tune", "budget": 3})
-    session = Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(info.seed), tracker)
+    session = Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(info.search.proposer.seed), tracker)
     before = session.state
     assert before["iteration"] == 2 and before["best"].score_ms == 1.375
     assert before["spent"].elapsed_s >= 0
@@ -39,8 +39,7 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     assert Status.OK in [a.status for a in before["history"]]
     session.set_budget(3)
     seen = []
-    assert session.run(seen.append) == "finished", seen
-    tracker.end("FINISHED")
+    assert session.end(session.run(seen.append)) == "finished", seen
     after = session.state
     assert [a.iteration for a in after["history"]] == [1, 2, 3]
     assert after["best"].score_ms <= 1.375

@@ -11,6 +11,8 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
+from agent.loop.limits import Limits
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
@@ -35,7 +37,7 @@ def workload(tmp_path):
 
 
 def session(tmp_path, workload, limits: dict, proposer=None, evaluator=None, budget=50):
-    info = SessionInfo("s1", str(workload.directory), "tune", budget, limits=limits)
+    info = SessionInfo("s1", str(workload.directory), SearchOptions(budget=budget, limits=Limits().merged(limits)))
     directory = session_dir(tmp_path / "store", "s1")
     directory.mkdir(parents=True, exist_ok=True)
     return Session(info, directory, workload, evaluator or EvaluatorDouble(workload),
@@ -44,7 +46,7 @@ def session(tmp_path, workload, limits: dict, proposer=None, evaluator=None, bud
 
 def test_token_budget(tmp_path, workload):
     s = session(tmp_path, workload, {"tokens": 2500}, ChargingProposerDouble(1000, 0.0))
-    assert s.run() == "finished"
+    assert s.end(s.run()) == "finished"
     assert s.state["iteration"] == 3 and s.state["finished"] == "token budget (3000 of 2500)"
     assert "ended by the token budget" in (s.dir / "best" / "report.md").read_text()
 
@@ -109,7 +111,7 @@ def test_exhausted_search_space_ends_the_session(tmp_path, workload):
     """Once the tuner has tried every configuration the session ends, naming why,
     instead of spending the rest of its budget on empty attempts."""
     s = session(tmp_path, workload, {}, budget=10_000)
-    assert s.run() == "finished"
+    assert s.end(s.run()) == "finished"
     history = s.state["history"]
     assert s.state["finished"].startswith("tuner's search space (every configuration of tiled's 5 knobs")
     assert len(history) == s.state["iteration"] < 10_000 and all(a.status != "proposal_invalid" for a in history)

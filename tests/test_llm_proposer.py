@@ -10,8 +10,10 @@ from openai_server_double import OpenAIServerDouble
 from workload_factory import SGEMM, make_sgemm_workload
 
 from agent.evaluate.records import Attempt
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.base import ProposalContext, ProposalError
+from agent.proposers.choice import ProposerChoice
 from agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
@@ -102,7 +104,7 @@ def test_rejected_key_ends_the_session_not_one_attempt(workload):
 def open_session(tmp_path, workload, proposer, budget):
     store = tmp_path / "store"
     tracker = Tracker(store)
-    info = SessionInfo("llm-session", str(workload.directory), "llm", budget, model="gpt-5-mini")
+    info = SessionInfo("llm-session", str(workload.directory), SearchOptions(ProposerChoice("llm", model="gpt-5-mini"), budget))
     info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "llm", "model": "gpt-5-mini"})
     # The naive start is slow; any knobbed kernel is faster, by its knob landscape.
     evaluator = EvaluatorDouble(workload, score=lambda d: knob_score(d) if d else 3.0)
@@ -115,8 +117,7 @@ def test_loop_with_llm_repairs_garbage_and_hands_knobs_to_the_tuner(tmp_path, wo
     with OpenAIServerDouble(["not json at all", TILED_ANSWER, answer()]) as server:
         llm = LlmProposer("gpt-5-mini", "medium", server.base_url)
         s = open_session(tmp_path, workload, HybridProposer(llm, TuneProposer(0), tune_steps=2), 6)
-        assert s.run() == "finished"
-        s.tracker.end("FINISHED")
+        assert s.end(s.run()) == "finished"
     h = s.state["history"]
     s.close()
     assert [a.status for a in h][:2] == ["proposal_invalid", "ok"]
@@ -185,7 +186,7 @@ def test_stop_now_abandons_the_model_call_in_flight(tmp_path, workload):
     print(f"stop-now to run() returning, model call in flight: {took:.2f} s")
     assert isinstance(raised[0], ModelCallAborted) and took < 10
     assert s.state["iteration"] == 0 and s.state["history"] == [] and s.proposer.calls == 0
-    s.tracker.end("KILLED")
+    s.end("stopped")
     s.close()
 
     info = SessionInfo.load(session_dir(tmp_path / "store", "llm-session"))

@@ -10,7 +10,9 @@ from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
 from agent.loop import events
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.choice import ProposerChoice
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
 from agent.tracking.tracker import Tracker
@@ -23,7 +25,7 @@ def workload(tmp_path):
 
 def open_session(tmp_path, workload, budget, evaluator=None, session_id="s1", seed=0):
     store = tmp_path / "store"
-    info = SessionInfo(session_id, str(workload.directory), "tune", budget, seed)
+    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=seed), budget))
     tracker = Tracker(store)
     directory = session_dir(store, session_id)
     directory.mkdir(parents=True, exist_ok=True)
@@ -40,8 +42,7 @@ def test_tune_session_runs_to_budget_and_improves(tmp_path, workload):
     """Eight tune iterations: eight attempts, a best better than the start, run FINISHED in MLflow."""
     s = open_session(tmp_path, workload, 8)
     seen = []
-    assert s.run(seen.append) == "finished"
-    s.tracker.end("FINISHED")
+    assert s.end(s.run(seen.append)) == "finished"  # the end records the best kernel and the run's status
     st = s.state
     assert st["iteration"] == 8 and len(st["history"]) == 8 and st["finished"] == "budget"
     assert st["best"].score_ms < knob_score({}) - 0.05  # better than the defaults
@@ -134,8 +135,7 @@ def test_api_key_is_never_stored(tmp_path, workload, monkeypatch):
     secret = "sk-warpsmith-test-secret-7f3a9c"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     s = open_session(tmp_path, workload, 3)
-    s.run()
-    s.tracker.end("FINISHED")
+    s.end(s.run())
     s.close()
     for path in (tmp_path / "store").rglob("*"):
         if path.is_file():
@@ -155,11 +155,9 @@ def test_close_challenger_is_retimed_interleaved(tmp_path, workload):
 
 def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, workload, capsys):
     """Ctrl-C mid-node: exit 130, MLflow run KILLED, best kernel saved, and the session resumes to its budget."""
-    import argparse
-
-    from agent.cli.loop_commands import _drive
+    from agent.cli.sessions import drive_session
     s = open_session(tmp_path, workload, 6, evaluator=EvaluatorDouble(workload, interrupt_at=8))
-    assert _drive(s, argparse.Namespace()) == 130
+    assert drive_session(s) == 130
     assert "Resume with: warpsmith resume s1" in capsys.readouterr().err
     assert MlflowClient(s.tracker.uri).get_run(s.info.mlflow_run_id).info.status == "KILLED"
     assert (s.dir / "best" / "kernel.cu").is_file()
@@ -167,7 +165,7 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, workload, capsys):
     resumed = open_session(tmp_path, workload, 6)
     assert resumed.run() == "finished"
     assert [a.iteration for a in resumed.state["history"]] == list(range(1, 7))
-    resumed.tracker.end("FINISHED")
+    resumed.end("finished")
     assert MlflowClient(s.tracker.uri).get_run(s.info.mlflow_run_id).info.status == "FINISHED"
 
 

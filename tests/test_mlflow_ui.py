@@ -78,7 +78,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
 def test_ui_shows_the_session_and_its_attempts_then_stops_on_ctrl_c(tmp_path, workload):
     s = open_session(tmp_path, workload, 2, session_id="sgemm-uitest-7f3a")
-    s.tracker.end_session(s.run())
+    s.end(s.run())
     store, port = tmp_path / "store", _free_port()
     client = MlflowClient(s.tracker.uri)
     exp = client.get_experiment(s.tracker.experiment_id)

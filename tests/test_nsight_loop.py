@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
 from agent.loop import events
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.base import ProposalContext
 from agent.proposers.prompt import latest_findings, user_message
@@ -42,7 +43,7 @@ def ncu_on_path(tmp_path, monkeypatch):
 
 def session(tmp_path, workload, budget, evaluator=None, nsight=True):
     store = tmp_path / "store"
-    info = SessionInfo("s1", str(workload.directory), "tune", budget, nsight=nsight)
+    info = SessionInfo("s1", str(workload.directory), SearchOptions(budget=budget, nsight=nsight))
     tracker = Tracker(store)
     directory = session_dir(store, "s1")
     directory.mkdir(parents=True, exist_ok=True)

@@ -55,21 +55,22 @@ def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):
 
 def test_resume_after_the_price_table_moved_warns_and_goes_on(tmp_path, monkeypatch, capsys):
     """`run --prices FILE` then the file is moved: resume is one warning, not a dead session."""
-    import argparse
-
-    from agent.cli.loop_commands import resume_session
+    from agent.cli.sessions import resume_session
+    from agent.evaluate.options import EvaluationOptions
+    from agent.loop.options import SearchOptions
     from agent.loop.session import SessionInfo, session_dir
+    from agent.proposers.choice import ProposerChoice
+    from agent.tracking.options import TrackingOptions
     monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
     w = make_sgemm_workload(tmp_path / "w")
     store = tmp_path / "store"
     directory = session_dir(store, "s1")
     directory.mkdir(parents=True)
-    SessionInfo("s1", str(w), "llm", 3, model="gpt-5-mini", base_url="http://127.0.0.1:9/v1",
-                prices=str(tmp_path / "gone.toml")).save(directory)
-    args = argparse.Namespace(store=store, tracking_uri=None, no_tracking=True, hot=False, timeout=10.0, device=0)
-    session = resume_session("s1", args)
+    choice = ProposerChoice("llm", model="gpt-5-mini", base_url="http://127.0.0.1:9/v1", prices=str(tmp_path / "gone.toml"))
+    SessionInfo("s1", str(w), SearchOptions(choice, 3)).save(directory)
+    session = resume_session("s1", EvaluationOptions(), TrackingOptions(store, enabled=False))
     try:
         assert f"price table {tmp_path / 'gone.toml'} is gone; using the default prices" in capsys.readouterr().err
-        assert session.info.prices == ""
+        assert session.info.search.proposer.prices == ""
     finally:
         session.close()

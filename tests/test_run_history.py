@@ -35,7 +35,7 @@ def test_child_run_per_attempt_with_params_metrics_and_kernel(tmp_path, workload
 
 def test_runs_lists_a_sessions_child_runs(tmp_path, workload, capsys):
     s = open_session(tmp_path, workload, 3)
-    s.tracker.end_session(s.run())  # what the CLI does when the loop returns
+    s.end(s.run())
     assert main(["runs", "--store", str(tmp_path / "store"), "--attempts", "s1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"session s1: parent run {s.info.mlflow_run_id} (FINISHED), 3 child runs"
@@ -61,14 +61,14 @@ def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
         assert a.status == "ok" and len(a.cases) == len(workload.cases)
         assert [c.case for c in a.cases if c.median_ms] == [focus]
     # Resuming reopens the workload from session.json: the focus must survive that.
-    import argparse
-
-    from agent.cli.loop_commands import resume_session
+    from agent.cli.sessions import resume_session
+    from agent.evaluate.options import EvaluationOptions
+    from agent.loop.options import SearchOptions
     from agent.loop.session import session_dir
+    from agent.tracking.options import TrackingOptions
     session_dir(store, "s2").mkdir(parents=True)
-    SessionInfo("s2", str(workload.directory), "tune", 2, cases=[focus]).save(session_dir(store, "s2"))
-    args = argparse.Namespace(store=store, tracking_uri=None, no_tracking=True, hot=False, timeout=10.0, device=0)
-    resumed = resume_session("s2", args)
+    SessionInfo("s2", str(workload.directory), SearchOptions(budget=2, cases=(focus,))).save(session_dir(store, "s2"))
+    resumed = resume_session("s2", EvaluationOptions(), TrackingOptions(store, enabled=False))
     try:
         assert [c.name for c in resumed.evaluator.workload.cases if c.timed] == [focus]
         assert len(resumed.evaluator.workload.cases) == len(workload.cases)
@@ -111,6 +111,6 @@ def test_tracking_store_broken_mid_session_is_a_warning(tmp_path, workload, caps
     (tmp_path / "store" / "artifacts").write_text("not a folder")  # ... and cannot come back
     s.control.set_budget(4)
     s.set_budget(4)
-    assert s.run() == "finished" and s.state["iteration"] == 4
+    assert s.end(s.run()) == "finished" and s.state["iteration"] == 4
     assert "warpsmith: warning: MLflow log_attempt failed" in capsys.readouterr().err
     assert (s.dir / "best" / "kernel.cu").is_file()

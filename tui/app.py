@@ -14,10 +14,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, RichLog
 
-from agent.evaluate.evaluator import EvaluationAborted
-from agent.loop.limits import Limits
-from agent.proposers.model_client import ModelCallAborted
-
 from .run_view import CaseRow, RunView
 from .screens.budget import BudgetChange, BudgetScreen
 from .screens.confirm import ConfirmQuit
@@ -43,12 +39,12 @@ class WarpsmithApp(App):
         ("q", "quit", "Quit"),
     ]
 
-    def __init__(self, session, on_end: Optional[Callable[[object, str], None]] = None,
-                 runs_source: Optional[RunsSource] = None, resume: Optional[Callable[[str], object]] = None):
-        """session: an agent.session.Session; on_end(session, status) closes its MLflow run;
-        resume(session_id) opens another session (from the past-runs screen)."""
+    def __init__(self, session, runs_source: Optional[RunsSource] = None,
+                 resume: Optional[Callable[[str], object]] = None):
+        """session: an agent.loop.session.Session, ended here (Session.end) when its run ends
+        or it is left paused; resume(session_id) opens another session (from the past-runs screen)."""
         super().__init__()
-        self.session, self.on_end, self.runs_source, self.resume_factory = session, on_end, runs_source, resume
+        self.session, self.runs_source, self.resume_factory = session, runs_source, resume
         self.view = self._view_for(session)
         self.status: Optional[str] = None  # what session.run() returned last
         self.error = ""  # why the last run failed, if it did
@@ -59,11 +55,12 @@ class WarpsmithApp(App):
     @staticmethod
     def _view_for(session) -> RunView:
         w = session.workload
-        proposer = session.info.proposer + (f" · {session.info.model}" if session.info.model else "")
-        view = RunView(w.name, proposer, budget=session.info.budget)
+        search = session.info.search
+        proposer = search.proposer.kind + (f" · {search.proposer.model}" if search.proposer.model else "")
+        view = RunView(w.name, proposer, budget=search.budget)
         view.cases = {c.name: CaseRow(c.name, c.role) for c in w.cases}
         state = session.state
-        view.limits = state.get("limits") or Limits().merged(session.info.limits)
+        view.limits = state.get("limits") or search.limits
         if state:  # a resumed session: show where it stands
             view.iteration, view.budget = state.get("iteration", 0), state.get("budget", view.budget)
             best = state.get("best")
@@ -114,8 +111,8 @@ class WarpsmithApp(App):
             self._quit_when_done = True
             self.action_stop_now()
         else:
-            if self.view.state == "paused" and self.on_end:
-                self.on_end(self.session, "stopped")
+            if self.view.state == "paused":
+                self.session.end("stopped")
             self.exit(self.status)
 
     def get_system_commands(self, screen):
@@ -135,19 +132,9 @@ class WarpsmithApp(App):
 
     @work(thread=True, exclusive=True, group="loop")
     def _run_session(self) -> None:
-        session = self.session
-        try:
-            status = session.run(lambda e: self.call_from_thread(self.on_loop_event, e))
-            error = ""
-        except (EvaluationAborted, ModelCallAborted):
-            status, error = "stopped", ""
-        except Exception as e:  # no GPU, a rejected API key...: say so, keep what was found
-            status, error = "failed", f"{type(e).__name__}: {e}"
-            if type(e).__name__ == "ProposerUnavailable":
-                status = "stopped"
-        if status != "finished":
-            session.save_best()
-        self.call_from_thread(self.loop_ended, status, error)
+        # no GPU, a rejected API key...: an Ending with its error, said in loop_ended
+        ending = self.session.run_to_end(lambda e: self.call_from_thread(self.on_loop_event, e))
+        self.call_from_thread(self.loop_ended, ending.status, ending.text)
 
     def on_loop_event(self, event) -> None:
         before = len(self.view.log)
@@ -162,8 +149,8 @@ class WarpsmithApp(App):
         self.view.state = {"paused": "paused", "finished": "finished", "stopped": "stopped"}.get(status, "failed")
         if error:
             self.notify(error, title="the run stopped", severity="error", timeout=30, markup=False)
-        if status in ("finished", "stopped", "failed") and self.on_end:
-            self.on_end(self.session, status)
+        if status in ("finished", "stopped", "failed"):  # paused is not an end: p runs it again
+            self.session.end(status)
         self.refresh_view()
         if self._quit_when_done:
             self.exit(status)
@@ -185,7 +172,7 @@ class WarpsmithApp(App):
     # -- controls -------------------------------------------------------------
     def action_pause(self) -> None:
         if self.view.state == "running":
-            self.session.control.request("pause")
+            self.session.pause()
             self.view.state = "pausing"  # until the graph reaches the next step boundary
         elif self.view.state == "paused":
             self.start_loop()
@@ -210,7 +197,7 @@ class WarpsmithApp(App):
 
     def action_stop_after_step(self) -> None:
         if self.active:
-            self.session.control.request("stop")
+            self.session.stop_after_step()
             self.view.state = "stopping"
             self.refresh_view()
 
@@ -237,8 +224,8 @@ class WarpsmithApp(App):
         except Exception as e:  # moved workload, missing session, no API key...
             self.notify(f"cannot resume {session_id}: {type(e).__name__}: {e}", severity="error", markup=False)
             return
-        if self.view.state == "paused" and self.on_end:
-            self.on_end(self.session, "stopped")  # left behind: its MLflow run must not stay RUNNING
+        if self.view.state == "paused":
+            self.session.end("stopped")  # left behind: its MLflow run must not stay RUNNING
         self.session = session
         self.view = self._view_for(self.session)
         self.pop_screen()
@@ -246,8 +233,8 @@ class WarpsmithApp(App):
 
     async def action_quit(self) -> None:
         if not self.active:
-            if self.view.state == "paused" and self.on_end:
-                self.on_end(self.session, "stopped")
+            if self.view.state == "paused":
+                self.session.end("stopped")
             self.exit(self.status)
             return
         def decide(yes: Optional[bool]) -> None:

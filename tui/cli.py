@@ -6,34 +6,29 @@ from __future__ import annotations
 import sys
 
 
-def run_app(session, args) -> str:
-    """Run `session` in the app; returns its status. `session` is closed by the
-    caller; sessions resumed from the past-runs screen are closed here, after the
-    app exits (the app may still show them until then)."""
-    from agent.cli.loop_commands import finish_session, resume_session
+def run_app(session, options) -> str:
+    """Run `session` in the app; returns how it ended. The app ends every session it
+    runs (Session.end); the caller closes `session`. Sessions resumed from the
+    past-runs screen are closed here, after the app exits (it may show them until then)."""
+    from agent.cli.sessions import resume_session
 
     from .app import WarpsmithApp
     from .screens.runs import RunsSource
     tracker = session.tracker
     source = RunsSource(tracker) if getattr(tracker, "client", None) is not None else None
-    statuses: dict[int, str] = {}
     opened = []
 
-    def on_end(ended, status: str) -> None:
-        # The MLflow status is made true at once; files and processes are closed at exit.
-        statuses[id(ended)] = status
-        ended.tracker.end_session(status)
-
     def resume(session_id: str):
-        resumed = resume_session(session_id, args)
+        resumed = resume_session(session_id, options.evaluation, options.tracking)
         opened.append(resumed)
         return resumed
 
-    app = WarpsmithApp(session, on_end, source, resume)
+    app = WarpsmithApp(session, source, resume)
     app.run()
     for other in opened:
-        finish_session(other, statuses.get(id(other)) or (app.status if other is app.session else None) or "stopped")
-    return statuses.get(id(session)) or (app.status if app.session is session else None) or "stopped"
+        other.end("stopped")  # records nothing when the app ended it already
+        other.close()
+    return session.ended or app.status or "stopped"
 
 
 def review_in_app(workload, question: str) -> bool:

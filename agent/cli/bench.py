@@ -129,8 +129,8 @@ def _bench(args) -> int:
     from ..evaluate.evaluator import Evaluator
     from ..loop.session import stored_session
     from ..worker.footprint import check_memory
-    from ..worker.protocol import TimingConfig
-    from .loop_commands import _check_store, _drive, start_session
+    from .options import bench_options
+    from .sessions import drive_session, start_session
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
     from ..drafting.drafting import refuse_drafted
@@ -142,8 +142,10 @@ def _bench(args) -> int:
         refusals.append(str(e))
     if refusals:
         raise CliError(str(refusals[0]))
+    from ..tracking.options import check_readable
     from .check import preflight
-    _check_store(args)
+    options = bench_options(args)
+    check_readable(options.tracking)
     for w in workloads:  # memory and references of every workload, before any GPU work or session
         preflight(w, timeout_s=args.reference_timeout)
     if args.cases and args.budget <= 0:
@@ -157,23 +159,24 @@ def _bench(args) -> int:
         if not noted:
             note_torch_missing(workloads)
             noted = True
+    # With --json stdout carries only the JSON: progress and reports go to stderr.
+    out = sys.stderr if args.json else sys.stdout
     for w in workloads:
         best_spec, session_id, iterations, wall = None, "-", 0, 0.0
-        if args.budget > 0:
+        if options.search.budget > 0:
             t0 = time.monotonic()
-            session = start_session(args, w, "tune")
+            session = start_session(options, w, out)
             note_once()
             session_id = session.info.id
-            code = _drive(session, args)
+            code = drive_session(session, options, out=out)
             wall = time.monotonic() - t0
             if code != 0:  # failed (no GPU, ...) or stopped (Ctrl-C, SIGTERM): said so already
                 return code
-            state = stored_session(args.store, session_id)[1]
+            state = stored_session(options.tracking.store, session_id)[1]
             best = state.get("best")
             best_spec = best.spec if best else None
             iterations = state.get("iteration", 0)
-        with Evaluator(w, TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
-                       reference_timeout_s=args.reference_timeout) as ev:
+        with Evaluator(w, options.evaluation) as ev:
             check_memory(w, gpu_bytes=ev.facts.get("total_memory"), host=False)
             note_once()
             results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),

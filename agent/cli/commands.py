@@ -79,9 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -> int:
-    """front_end(session, args) -> status runs a session in a full-screen app; the
-    `warpsmith` command (tui.cli) passes the Textual app. Without one, or with
-    --headless, sessions print a progress bar."""
+    """front_end(session, options) -> status runs a session in a full-screen app and
+    ends it there; the `warpsmith` command (tui.cli) passes the Textual app. Without
+    one, or with --headless, sessions print a progress bar."""
     args = build_parser().parse_args(argv)
     args.front_end = front_end
     args.review_front_end = review_front_end  # review(workload, question) -> bool, in a terminal
@@ -211,6 +211,7 @@ def cmd_eval(args) -> int:
     from ..worker.footprint import check_memory
     from ..worker.process import GpuUnavailable
     from ..worker.protocol import TimingConfig
+    from .options import evaluation_options
     workload = load_workload(args.workload)
     if refuse_drafted(workload):
         raise CliError(str(refuse_drafted(workload)))
@@ -218,8 +219,7 @@ def cmd_eval(args) -> int:
     preflight(workload, (args.seed,), args.reference_timeout)  # memory, references: still no GPU
     timing = TimingConfig(args.warmup, args.repetitions, not args.hot)
     try:
-        with Evaluator(workload, timing, args.device, args.timeout,
-                       reference_timeout_s=args.reference_timeout) as ev:
+        with Evaluator(workload, evaluation_options(args, timing)) as ev:
             facts, ceilings = ev.facts, ev.ceilings
             check_memory(workload, gpu_bytes=facts.get("total_memory"), host=False)
             if not args.no_baseline:

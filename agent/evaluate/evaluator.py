@@ -33,7 +33,6 @@ from ..runtime.cubin_audit import audit_cubin
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, ensure_reference
 from ..spec.launch import LaunchJob, ProgramJob
-from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
 from ..spec.tolerance import case_rtol
 from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, program_problem
@@ -53,6 +52,7 @@ from ..worker.protocol import (
     Step,
     TimingConfig,
 )
+from .options import EvaluationOptions
 from .results import CaseResult, EvaluationResult, Progress, Status
 from .stats import TimingStats, geomean
 
@@ -76,13 +76,14 @@ class EvaluationAborted(RuntimeError):
 
 
 class Evaluator:
-    def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
-                 kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None,
-                 worker_log: Optional[Path] = None, reference_timeout_s: float = REFERENCE_TIMEOUT_S):
-        self.workload, self.timing, self.ordinal = workload, timing, device
-        self.reference_timeout_s = reference_timeout_s  # reference.py's limit per case (agent/reference_run.py)
+    def __init__(self, workload: Workload, options: EvaluationOptions = EvaluationOptions(),
+                 on_event: Optional[Callable[[object], None]] = None, worker_log: Optional[Path] = None):
+        self.workload = workload
+        self.timing: TimingConfig = options.timing
+        self.ordinal = options.device
+        self.reference_timeout_s = options.reference_timeout_s  # reference.py's limit per case (agent/reference_run.py)
         self.worker_log = worker_log
-        self.kernel_timeout_s = kernel_timeout_s
+        self.kernel_timeout_s = options.kernel_timeout_s
         self.on_event = on_event or (lambda event: None)
         self._worker: Optional[WorkerProcess] = None
         self.restarts = 0

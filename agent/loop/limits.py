@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class Limits(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a value: options and checkpoints share it
+
     time_s: Optional[float] = None  # wall time spent running (paused time does not count)
     tokens: Optional[int] = None  # model tokens, all kinds
     cost_usd: Optional[float] = None  # model dollars, from the price table
@@ -28,6 +30,10 @@ class Limits(BaseModel):
         parts = [f"time {self.time_s:.0f} s" if self.time_s else "", f"tokens {self.tokens}" if self.tokens else "",
                  f"cost ${self.cost_usd:.2f}" if self.cost_usd else "", f"patience {self.patience}" if self.patience else ""]
         return ", ".join(p for p in parts if p) or "none"
+
+    def given(self) -> dict:
+        """The limits that are set, by field (session.json and MLflow keep only those)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class Spent(BaseModel):

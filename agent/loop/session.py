@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -20,43 +21,37 @@ from langgraph.errors import GraphDrained
 from ..profiling.nsight import Nsight
 from ..spec.workload import Workload
 from ..tracking.best_kernel import write_best
-from .events import NodeFinished
+from .events import NodeFinished, SessionFinished
 from .graph import LoopContext, build_graph
 from .legacy_names import register as register_legacy_names
 from .limits import Limits, Spent
+from .options import SearchOptions
 from .session_control import SessionControl
 from .state import STATE_TYPES, LoopState
 
 
 @dataclass
 class SessionInfo:
-    """session.json: what `resume` needs to rebuild the session. No secrets."""
+    """session.json: what `resume` needs to rebuild the session. No secrets. Its options
+    are a frozen record; status and run id change as the session lives."""
 
     id: str
     workload: str  # directory
-    proposer: str
-    budget: int
-    seed: int = 0
-    kernel: str = ""  # the workload kernel the tuner searches ("" = the one with most knobs)
-    model: str = ""
-    reasoning_effort: str = ""
-    base_url: str = ""
-    research: bool = False  # --nvidia-research
-    web_search: bool = False  # --web-search (with --nvidia-research)
-    nsight: bool = False  # --use-nsight
-    limits: dict = field(default_factory=dict)  # the limits it started with (time_s, tokens, cost_usd, patience)
-    prices: str = ""  # --prices FILE
-    cases: list = field(default_factory=list)  # --cases: the performance cases timed ([] = all)
+    search: SearchOptions = SearchOptions()
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed
     created: float = field(default_factory=time.time)
 
     def save(self, directory: Path) -> None:
-        (directory / "session.json").write_text(json.dumps(self.__dict__, indent=2))
+        data = {"id": self.id, "workload": self.workload, **self.search.stored(),
+                "mlflow_run_id": self.mlflow_run_id, "status": self.status, "created": self.created}
+        (directory / "session.json").write_text(json.dumps(data, indent=2))
 
     @staticmethod
     def load(directory: Path) -> "SessionInfo":
-        return SessionInfo(**json.loads((directory / "session.json").read_text()))
+        data = json.loads((directory / "session.json").read_text())
+        return SessionInfo(data["id"], data["workload"], SearchOptions.from_stored(data), data.get("mlflow_run_id", ""),
+                           data.get("status", "stopped"), data.get("created", 0.0))
 
 
 def new_session_id(workload: str) -> str:
@@ -86,13 +81,19 @@ def graph_config(session_id: str) -> dict:
     return {"configurable": {"thread_id": session_id}, "recursion_limit": 1_000_000}
 
 
-def stored_session(store: Path, session_id: str) -> tuple["SessionInfo", LoopState]:
-    """A stored session's info and last checkpointed state, read only.
-    Raises FileNotFoundError (one line) if there is no such session."""
+def stored_info(store: Path, session_id: str) -> SessionInfo:
+    """A stored session's session.json. Raises FileNotFoundError (one line) if there is no such session."""
     directory = session_dir(store, session_id)
     if not (directory / "session.json").is_file():
         raise FileNotFoundError(f"no session '{session_id}' under {store}/sessions")
-    info = SessionInfo.load(directory)
+    return SessionInfo.load(directory)
+
+
+def stored_session(store: Path, session_id: str) -> tuple["SessionInfo", LoopState]:
+    """A stored session's info and last checkpointed state, read only.
+    Raises FileNotFoundError (one line) if there is no such session."""
+    info = stored_info(store, session_id)
+    directory = session_dir(store, session_id)
     conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
     try:
         return info, open_graph(directory, conn).get_state(graph_config(info.id)).values
@@ -109,6 +110,12 @@ def ended_text(state: LoopState) -> str:
 
 
 class Session:
+    """One lifecycle for every front end (`run`, `resume`, `bench`, the app): build it
+    (agent/cli/sessions.py starts or resumes one), run_to_end() as often as it pauses,
+    stop it from any thread with pause(), stop_after_step() or stop_now(), then end()
+    records how it ended, exactly once, and close() releases the GPU worker and the
+    checkpoint."""
+
     def __init__(self, info: SessionInfo, directory: Path, workload: Workload, evaluator, proposer, tracker,
                  control: Optional[SessionControl] = None):
         self.info, self.dir, self.workload = info, directory, workload
@@ -118,6 +125,8 @@ class Session:
         self._conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
         self.graph = open_graph(directory, self._conn)
         self.config = graph_config(info.id)
+        self._ended: Optional[str] = None
+        self._end_lock = threading.Lock()  # the app's thread and the CLI may both try to end it
 
     @property
     def state(self) -> LoopState:
@@ -135,7 +144,7 @@ class Session:
             self.graph.update_state(self.config, {"budget": budget, "finished": None}, as_node="reflect")
         else:
             self.graph.update_state(self.config, {"budget": budget})
-        self.info.budget = budget
+        self.info.search = replace(self.info.search, budget=budget)
         self.info.save(self.dir)
 
     def set_limits(self, **changes) -> None:
@@ -150,6 +159,15 @@ class Session:
         else:
             self.graph.update_state(self.config, update)
 
+    # -- stopping, from any thread -------------------------------------------
+    def pause(self) -> None:
+        """Pause at the next step boundary: run() returns "paused"; run it again to go on."""
+        self.control.request("pause")
+
+    def stop_after_step(self) -> None:
+        """Stop at the next step boundary: run() returns "stopped"."""
+        self.control.request("stop")
+
     def stop_now(self) -> None:
         """"Stop now" (the app's `x`, SIGTERM), from any thread or a signal handler: the
         GPU work in flight is killed and a model call in flight abandoned; run() then
@@ -158,25 +176,43 @@ class Session:
         self.control.stop_now()
         self.evaluator.abort()
 
+    # -- running ----------------------------------------------------------------
+    def run_to_end(self, on_event: Callable[[object], None] = lambda e: None) -> Ending:
+        """run(), and however it stops, the way it ended: stopped (Ctrl-C, stop now, a
+        model that cannot be used), failed (no GPU, reference.py raising, a dead worker
+        pipe...) or what run() returned. Records nothing: end() does."""
+        from ..evaluate.evaluator import EvaluationAborted
+        from ..proposers.llm import ProposerUnavailable
+        from ..proposers.model_client import ModelCallAborted
+        try:
+            return Ending(self.run(on_event))
+        except (KeyboardInterrupt, EvaluationAborted, ModelCallAborted):
+            return Ending("stopped")
+        except ProposerUnavailable as e:  # a rejected key: resumable once it is fixed
+            return Ending("stopped", e)
+        except Exception as e:
+            return Ending("failed", e)
+
     def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
         """Run (or continue) until the budget is spent or a pause/stop is requested.
-        Returns the session's status: finished, paused or stopped. When it returns,
-        everything it logged is in MLflow."""
+        Returns finished, paused or stopped. When it returns, everything it logged is in
+        MLflow."""
         try:
             return self._run(on_event)
         finally:
             self.tracker.flush()
 
     def _run(self, on_event: Callable[[object], None]) -> str:
-        profiler = Nsight(self.workload.directory, self.dir / "profiles") if self.info.nsight else None
+        search = self.info.search
+        profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
         ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler,
                           self.dir / "attempts")
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
-        inputs = {"iteration": 0, "budget": self.info.budget, "history": [],
-                  "limits": Limits().merged(self.info.limits), "spent": Spent()} if fresh else None
+        inputs = {"iteration": 0, "budget": search.budget, "history": [],
+                  "limits": search.limits, "spent": Spent()} if fresh else None
         if not fresh and not snapshot.next:
-            return self._finish("finished", on_event)  # nothing left to do
+            return self._finished(on_event)  # nothing left to do
         run_control = self.control.new_run()
         self.info.status = "running"
         self.info.save(self.dir)
@@ -190,21 +226,38 @@ class Session:
                         on_event(NodeFinished(node))
         except GraphDrained as e:
             self.control.clear()
-            status = "paused" if e.reason == "pause" else "stopped"
-            self.save_best()
-            self.info.status = status
+            if e.reason != "pause":
+                return "stopped"
+            self.save_best()  # a pause is not an end, and the process may not come back
+            self.info.status = "paused"
             self.info.save(self.dir)
-            return status
-        return self._finish("finished", on_event)
+            return "paused"
+        return self._finished(on_event)
 
-    def _finish(self, status: str, on_event) -> str:
-        from .events import SessionFinished
-        self.save_best()
+    def _finished(self, on_event) -> str:
+        best = self.state.get("best")
+        on_event(SessionFinished(self.state.get("finished") or "finished", best.score_ms if best else None))
+        return "finished"
+
+    # -- the end ------------------------------------------------------------------
+    def end(self, status: str) -> str:
+        """Record how the session ended (finished, stopped, failed): its status in
+        session.json, the best kernel (folder and MLflow), the MLflow run's status.
+        Once: a later call records nothing and returns the first status."""
+        with self._end_lock:
+            if self._ended is not None:
+                return self._ended
+            self._ended = status
         self.info.status = status
         self.info.save(self.dir)
-        best = self.state.get("best")
-        on_event(SessionFinished(self.state.get("finished") or status, best.score_ms if best else None))
+        self.save_best()
+        self.tracker.end_session(status)
         return status
+
+    @property
+    def ended(self) -> Optional[str]:
+        """How the session ended, once end() has recorded it."""
+        return self._ended
 
     def save_best(self) -> Optional[dict]:
         s = self.state
@@ -217,4 +270,24 @@ class Session:
         return files
 
     def close(self) -> None:
+        """Release the GPU worker and the checkpoint (the end, if any, is recorded already)."""
+        self.evaluator.close()
         self._conn.close()
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How run_to_end() stopped: a status for end(), and the exception behind a stop or
+    failure nobody asked for (None when it ended as asked)."""
+
+    status: str  # finished | paused | stopped | failed
+    error: Optional[BaseException] = None
+
+    @property
+    def no_gpu(self) -> bool:
+        from ..worker.process import GpuUnavailable
+        return isinstance(self.error, GpuUnavailable)
+
+    @property
+    def text(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}" if self.error is not None else ""

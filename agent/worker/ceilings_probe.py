@@ -43,10 +43,10 @@ COPY_BYTES = 1 << 30
 FMA_CHAINS, FMA_ITERS, FMA_THREADS = 8, 8192, 256
 
 
-def _median_ms(device, fn, grid, block, args) -> float:
+def _median_ms(device, fn, grid, block, kernel_args) -> float:
     from ..runtime import native
     settings = native._runner.TimingSettings(warmup=3, repetitions=20, flush_l2=False, max_total_ms=400.0)
-    return statistics.median(device.time(fn, grid, (block, 1, 1), 0, args, settings).samples_ms)
+    return statistics.median(device.time(fn, grid, (block, 1, 1), 0, kernel_args, settings).samples_ms)
 
 
 def measure_ceilings(device, facts: dict) -> Ceilings:

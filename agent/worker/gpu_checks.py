@@ -129,9 +129,9 @@ class GpuChecks:
         self._stats.download(out)
         return out
 
-    def _run(self, name: str, args: list) -> np.ndarray:
+    def _run(self, name: str, kernel_args: list) -> np.ndarray:
         self._reset()
-        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
+        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, kernel_args)
         self.device.synchronize()
         return self._read()
 

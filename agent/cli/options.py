@@ -1,0 +1,56 @@
+"""argparse stops here: each session command's arguments become one SessionOptions
+(agent/loop/options.py), and nothing below the CLI sees a Namespace. A new flag is
+added to its parser and read once here, into the record it belongs to."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ..evaluate.options import EvaluationOptions
+from ..loop.limits import Limits
+from ..loop.options import SearchOptions, SessionOptions
+from ..proposers.choice import ProposerChoice
+from ..tracking.options import TrackingOptions
+from ..worker.protocol import TimingConfig
+
+LIMIT_FLAGS = {"time_budget": "time_s", "token_budget": "tokens", "cost_budget": "cost_usd", "patience": "patience"}
+
+
+def limit_changes(args) -> dict:
+    """The limit flags given, by Limits field (0 removes a limit)."""
+    return {field: getattr(args, flag) for flag, field in LIMIT_FLAGS.items() if getattr(args, flag) is not None}
+
+
+def evaluation_options(args, timing: Optional[TimingConfig] = None) -> EvaluationOptions:
+    """--hot, --device, --timeout, --reference-timeout; eval gives its own timing."""
+    return EvaluationOptions(timing or TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
+                             args.reference_timeout)
+
+
+def tracking_options(args, trace: bool = False) -> TrackingOptions:
+    return TrackingOptions(args.store, args.tracking_uri, not args.no_tracking, trace)
+
+
+def run_options(args) -> SessionOptions:
+    """`run`: without --proposer, llm when OPENAI_API_KEY or --base-url is set, else tune."""
+    kind = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
+    llm = kind == "llm"
+    choice = ProposerChoice(kind, args.seed, args.kernel or "", args.model if llm else "",
+                            args.reasoning_effort if llm else "", args.base_url, args.nvidia_research,
+                            args.web_search, str(args.prices.resolve()) if args.prices else "")
+    search = SearchOptions(choice, args.budget, Limits().merged(limit_changes(args)), args.use_nsight, tuple(args.cases))
+    return SessionOptions(search, evaluation_options(args), tracking_options(args, trace=args.trace and llm))
+
+
+def bench_options(args) -> SessionOptions:
+    """`bench`: a tune session per workload (the same search for each)."""
+    search = SearchOptions(ProposerChoice("tune", args.seed, args.kernel or ""), args.budget,
+                           Limits().merged(limit_changes(args)), cases=tuple(args.cases))
+    return SessionOptions(search, evaluation_options(args), tracking_options(args))
+
+
+def resume_options(args, stored: SearchOptions) -> SessionOptions:
+    """`resume`: the session's stored search (--budget and the limit flags change its
+    checkpoint, not what it started with), this command's evaluation and tracking."""
+    return SessionOptions(stored, evaluation_options(args), tracking_options(args))

@@ -1,0 +1,47 @@
+"""A session's options as records, built from the command line in one place
+(agent/cli/options.py); nothing below the CLI sees argparse.
+
+SearchOptions is what a session searches with; session.json keeps it, in the flat
+form sessions have always been stored in, so `resume` (of sessions stored before
+these records too) builds the same session. SessionOptions adds how this command
+evaluates and tracks: given again by every command, never stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ..evaluate.options import EvaluationOptions
+from ..proposers.choice import ProposerChoice
+from ..tracking.options import TrackingOptions
+from .limits import Limits
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    proposer: ProposerChoice = ProposerChoice()
+    budget: int = 30  # iterations (repairs count)
+    limits: Limits = Limits()  # the limits it started with; a run may change them in its checkpoint
+    nsight: bool = False  # --use-nsight
+    cases: tuple[str, ...] = ()  # --cases: the performance cases timed (() = all)
+
+    def stored(self) -> dict:
+        """session.json's flat form: the proposer's kind under "proposer", its other
+        fields beside budget, limits (those set), nsight and cases."""
+        choice = {f.name: getattr(self.proposer, f.name) for f in fields(ProposerChoice) if f.name != "kind"}
+        return {"proposer": self.proposer.kind, "budget": self.budget, **choice, "nsight": self.nsight,
+                "limits": self.limits.given(), "cases": list(self.cases)}
+
+    @staticmethod
+    def from_stored(data: dict) -> "SearchOptions":
+        """The inverse of stored(); a key a session stored before it existed takes its default."""
+        choice = {f.name: data[f.name] for f in fields(ProposerChoice) if f.name in data and f.name != "kind"}
+        return SearchOptions(ProposerChoice(kind=data.get("proposer", "tune"), **choice),
+                             budget=data.get("budget", SearchOptions.budget), limits=Limits().merged(data.get("limits") or {}),
+                             nsight=data.get("nsight", False), cases=tuple(data.get("cases") or ()))
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    search: SearchOptions  # what a new session searches with (a resumed one keeps its own)
+    evaluation: EvaluationOptions = EvaluationOptions()
+    tracking: TrackingOptions = TrackingOptions()

@@ -1,0 +1,29 @@
+"""Where a command keeps its sessions and MLflow runs, and the tracker it opens for them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class TrackingOptions:
+    store: Path = Path("mlruns")  # --store: session folders (STORE/sessions/ID) and the MLflow store
+    uri: Optional[str] = None  # --tracking-uri: another MLflow tracking server
+    enabled: bool = True  # --no-tracking: False
+    trace: bool = False  # --trace: an llm session's model calls traced in MLflow
+
+
+def open_tracker(options: TrackingOptions):
+    """The MLflow tracker the options ask for, or one that records nothing."""
+    from .tracker import NullTracker, Tracker
+    return Tracker(options.store, options.uri) if options.enabled else NullTracker()
+
+
+def check_readable(options: TrackingOptions) -> None:
+    """Before any GPU work or session folder: StoreUnreadable if the store exists and
+    this mlflow cannot open it (agent/tracking/store_schema.py)."""
+    if options.enabled:
+        from .store_schema import check_store
+        check_store(options.store, options.uri)
