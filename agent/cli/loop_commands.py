@@ -9,7 +9,7 @@ from ..spec.workload import load_workload
 from ..tracking.options import check_readable
 from .check import add_reference_timeout, preflight
 from .errors import CliError
-from .options import limit_changes, resume_options, run_options
+from .options import limit_changes, resume_options, run_options, tracking_options
 from .sessions import drive_session, resume_session, start_session
 
 
@@ -138,8 +138,8 @@ def cmd_resume(args) -> int:
     from ..proposers.llm import ProposerUnavailable
     from ..proposers.model_client import ModelUnavailable, check_reachable
     try:
+        check_readable(tracking_options(args))  # a store this mlflow cannot open: said first
         options = resume_options(args, stored_info(args.store, args.session).search)
-        check_readable(options.tracking)
         choice = options.search.proposer
         if choice.kind == "llm" and choice.base_url:  # one line now, not an error after minutes of GPU set-up
             check_reachable(choice.base_url)
