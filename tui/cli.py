@@ -11,11 +11,12 @@ def run_app(session, args) -> str:
     caller; sessions resumed from the past-runs screen are closed here, after the
     app exits (the app may still show them until then)."""
     from agent.cli.loop_commands import finish_session, resume_session
+    from agent.tracking.tracker import Tracker
 
     from .app import WarpsmithApp
     from .screens.runs import RunsSource
     tracker = session.tracker
-    source = RunsSource(tracker) if getattr(tracker, "client", None) is not None else None
+    source = RunsSource(tracker) if isinstance(tracker, Tracker) else None  # past runs are MLflow's
     statuses: dict[int, str] = {}
     opened = []
 

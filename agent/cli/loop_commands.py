@@ -7,11 +7,16 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..runtime.device_facts import DeviceFacts
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.workload import load_workload
 from .check import add_reference_timeout, preflight
 from .errors import CliError
+
+if TYPE_CHECKING:
+    from ..tracking.session_tracker import SessionTracker
 
 
 def add_loop_commands(sub) -> None:
@@ -129,8 +134,9 @@ def _proposer(info):
     return HybridProposer(llm, tuner)
 
 
-def _tracker(args):
-    from ..tracking.tracker import NullTracker, Tracker
+def _tracker(args) -> SessionTracker:
+    from ..tracking.session_tracker import NullTracker
+    from ..tracking.tracker import Tracker
     return NullTracker() if args.no_tracking else Tracker(args.store, args.tracking_uri)
 
 
@@ -281,7 +287,9 @@ def start_session(args, workload, proposer: str):
     info.save(directory)
     if getattr(args, "trace", False) and proposer == "llm" and run_id:
         from ..tracking.tracing import enable_tracing
-        enable_tracing(session.tracker.uri, workload.name)
+        from ..tracking.tracker import Tracker
+        if isinstance(session.tracker, Tracker):  # traces go to the MLflow store (a run_id means one)
+            enable_tracing(session.tracker.uri, workload.name)
     print(f"session {info.id} ({proposer}, budget {info.budget})", file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return session
 
@@ -389,7 +397,7 @@ def cmd_export(args) -> int:
     if not state.get("best"):
         raise CliError("this session has no kernel that passed validation", 1)
     write_best(args.dir, load_workload(info.workload), state["best"], state.get("start"), state.get("baseline", {}),
-               state.get("baseline_score_ms"), state.get("facts", {}), loader=True)
+               state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), loader=True)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")
     return 0
 

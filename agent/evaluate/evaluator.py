@@ -25,6 +25,7 @@ from typing import Callable, Optional
 
 from ..runtime.compiler import CompiledKernel, compile_kernel
 from ..runtime.cubin_audit import audit_cubin
+from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, ensure_reference
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
@@ -45,6 +46,7 @@ from ..worker.protocol import (
     Started,
     TimingConfig,
 )
+from .backend import EvaluationBackend
 from .results import CaseResult, EvaluationResult, Progress, Status
 from .stats import TimingStats, geomean
 
@@ -58,7 +60,7 @@ class EvaluationAborted(RuntimeError):
     """abort() was called: the GPU work in flight was killed on purpose ("stop now")."""
 
 
-class Evaluator:
+class Evaluator(EvaluationBackend):
     def __init__(self, workload: Workload, timing: TimingConfig = TimingConfig(), device: int = 0,
                  kernel_timeout_s: float = 10.0, on_event: Optional[Callable[[object], None]] = None,
                  worker_log: Optional[Path] = None, reference_timeout_s: float = REFERENCE_TIMEOUT_S):
@@ -83,7 +85,7 @@ class Evaluator:
         return self._worker
 
     @property
-    def facts(self) -> dict:
+    def facts(self) -> DeviceFacts:
         return self.worker().ready.facts
 
     @property
@@ -217,7 +219,7 @@ class Evaluator:
                 + (11 + self.timing.repetitions) * per_launch
         return self.kernel_timeout_s + self._setup_s
 
-    def _run(self, request, result: EvaluationResult) -> None:
+    def _run(self, request: EvaluateKernel | EvaluateBaseline, result: EvaluationResult) -> None:
         """Send one request and fold the worker's replies into `result`."""
         if self._aborted:  # "stop now" arrived between two evaluations
             self._aborted = False

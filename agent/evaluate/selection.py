@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..spec.candidate import Candidate
+from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .results import Status
 
@@ -32,7 +33,7 @@ class Verdict:
     detail: str = ""
 
 
-def challenge(evaluator, challenger: Candidate, score_ms: float, best: Optional[Candidate],
+def challenge(evaluator: EvaluationBackend, challenger: Candidate, score_ms: float, best: Optional[Candidate],
               best_score_ms: Optional[float]) -> Verdict:
     if best is not None and best_score_ms is not None:
         ratio = score_ms / best_score_ms

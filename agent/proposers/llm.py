@@ -72,7 +72,7 @@ class LlmProposer:
         if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
             from .research import guidance, retrieve, workload_kind
             w = ctx.workload
-            found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
+            found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.arch or "sm_90",
                              w.description, findings=latest_findings(ctx))
             notes, sources = guidance(found), tuple(n.cite() for n in found)
             if self.web is not None and self.web.text:
@@ -124,8 +124,7 @@ class LlmProposer:
         from .web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
         w, f = ctx.workload, ctx.facts
         try:
-            client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.get("arch", "sm_90"),
-                                                                            f.get("name", "GPU"))
+            client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.arch or "sm_90", f.name or "GPU")
             self.web = invoke_abortable(lambda: search_nvidia_docs(client, self.model, text), ctx.stopping)
         except WebResearchUnavailable as e:
             self.web = WebGuidance("")  # asked once: not again this session

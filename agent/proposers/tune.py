@@ -67,7 +67,7 @@ class TuneProposer:
         tried = {_key(a.defines) for a in mine}
         scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
-        arch = ctx.facts.get("arch")
+        arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
                               and (arch is None or self._compiles_ok(base, d, arch,
                                                                      ctx.workload.tolerance.allow_fast_math)))

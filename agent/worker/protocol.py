@@ -9,8 +9,9 @@ word before it exits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
+from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ArrayJob
 from ..spec.speed_of_light import Ceilings
 from ..spec.workload import Launch
@@ -90,9 +91,17 @@ class CaseCheck:
 
 @dataclass(frozen=True)
 class WorkerReady:
-    facts: dict
+    facts: DeviceFacts
     nvrtc: tuple[int, int]
     ceilings: Optional[Ceilings] = None  # measured on this GPU (cached by UUID); None if the probe failed
+
+    # On the pipe the facts stay the plain dict they always were (DeviceFacts.to_dict).
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "facts": self.facts.to_dict()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in {**state, "facts": DeviceFacts.from_dict(state["facts"])}.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)

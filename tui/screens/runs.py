@@ -14,7 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Markdown, Sparkline, Static
 
-from agent.tracking.tracker import session_runs
+from agent.tracking.tracker import Tracker, session_runs
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class PastRun:
 class RunsSource:
     """Reads sessions from an MLflow tracking store (agent.tracking.Tracker)."""
 
-    def __init__(self, tracker):
+    def __init__(self, tracker: Tracker):
         self.client = tracker.client
 
     def runs(self) -> list[PastRun]:
