@@ -158,7 +158,8 @@ def _doctor_ceilings(device, facts: DeviceFacts, line, again: bool) -> None:
 
 def cmd_compile(args) -> int:
     from ..runtime import native
-    from ..runtime.compiler import compile_kernel, define_options
+    from ..runtime.compile_policy import define_options
+    from ..runtime.compiler import compile_kernel
     if not args.file.is_file():
         raise CliError(f"{args.file}: no such file")
     arch = args.arch

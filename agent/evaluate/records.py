@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from ..spec.candidate import Candidate
 from ..spec.expr import Expr
-from ..spec.workload import LaunchRule
+from ..spec.workload import LaunchRule, xyz
 from ..worker.status import Progress, Status
 
 
@@ -30,7 +30,8 @@ class CandidateSpec(BaseModel):
 
     def to_candidate(self) -> Candidate:
         """Raises ExprError if the launch arithmetic is not whitelisted."""
-        pad = lambda dims: tuple(Expr.parse(d) for d in (list(dims) + ["1"] * 3)[:3])
+        def pad(dims: list[str]) -> tuple[Expr, Expr, Expr]:
+            return xyz([Expr.parse(d) for d in (dims + ["1"] * 3)[:3]])
         return Candidate(self.source, self.entry, LaunchRule(pad(self.grid), pad(self.block), Expr.parse(self.shared)),
                          tuple(self.options), dict(self.defines), self.name)
 

@@ -28,7 +28,7 @@ import os
 import struct
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
     from .native import CompileResult
@@ -36,13 +36,13 @@ if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
 _LENGTH = struct.Struct(">Q")
 
 
-def write_message(stream: BinaryIO, message: dict[str, Any]) -> None:
+def write_message(stream: IO[bytes], message: dict[str, Any]) -> None:
     body = json.dumps(message).encode()
     stream.write(_LENGTH.pack(len(body)) + body)
     stream.flush()
 
 
-def read_message(stream: BinaryIO) -> Optional[dict[str, Any]]:
+def read_message(stream: IO[bytes]) -> Optional[dict[str, Any]]:
     """The next message, or None at end of input."""
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..runtime.compiler import define_options
+from ..runtime.compile_policy import define_options
 from .kernel_source import parse_knobs
 from .workload import Case, KernelSpec, LaunchRule
 
