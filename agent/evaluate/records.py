@@ -15,7 +15,10 @@ from ..worker.status import Progress, Status
 
 
 class CandidateSpec(BaseModel):
-    """A proposed kernel as data: CUDA source and launch arithmetic, never Python."""
+    """A proposed kernel as data: CUDA source and launch arithmetic as text, never Python;
+    what checkpoints, MLflow and the proposers hold. Evaluation takes the parsed form,
+    ``Candidate`` (agent/spec/candidate.py, which says why there are two). Per-case launch
+    rules (``Candidate.case_launch``) are not stored yet: nothing proposes them."""
 
     name: str
     source: str
@@ -44,6 +47,12 @@ class CandidateSpec(BaseModel):
 
 
 class CaseOutcome(BaseModel):
+    """One case of an attempt as the session keeps it: the figures the proposer, the report
+    and MLflow read, plus where it stands against the speed-of-light floor. Distilled from
+    the evaluator's ``CaseResult`` (agent/evaluate/results.py), which stays apart: that one
+    is filled in reply by reply and holds every timing sample and mismatch report, too
+    much to checkpoint for each attempt of a session."""
+
     case: str
     role: str
     status: Status | Progress

@@ -29,7 +29,9 @@ class ProposerUnavailable(RuntimeError):
 
 
 class LlmCandidate(BaseModel):
-    """The structured answer asked of the model."""
+    """The structured answer asked of the model. Not ``CandidateSpec``: its field
+    descriptions are the model's instructions, and it leaves out what the model does not
+    choose (the name, the knob values, the proposer); ``propose`` builds the spec from it."""
 
     rationale: str = Field(description="one or two sentences: what changed and why it is faster, or what was fixed")
     source: str = Field(description="complete CUDA C++ source of the kernel file")

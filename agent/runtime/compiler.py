@@ -47,6 +47,10 @@ class Resources:
 
 @dataclass(frozen=True)
 class CompiledKernel:
+    """A compile's outcome in the parent: the runner's ``CompileResult`` as the compile
+    process sent it back (JSON, never pickle: that process ran a model's source), or as
+    the CUBIN cache kept it, with the ptxas report parsed."""
+
     ok: bool
     arch: str
     entry: str

@@ -13,6 +13,13 @@ from .workload import Case, KernelSpec, LaunchRule
 
 @dataclass(frozen=True)
 class Candidate:
+    """A kernel ready to judge: its launch arithmetic parsed (and so checked against the
+    whitelist), options as the compiler takes them. Its twin ``CandidateSpec``
+    (agent/evaluate/records.py) is the same kernel as text, the form a model answers in
+    and a checkpoint stores, with who proposed it and why; it stays apart because the
+    stored form must not change when parsing does, and spec/ cannot import evaluate/.
+    ``CandidateSpec.to_candidate`` parses it, ``from_candidate`` writes it back."""
+
     source: str
     entry: str
     launch: LaunchRule

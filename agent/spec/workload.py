@@ -119,6 +119,8 @@ def xyz(dims: Sequence[T]) -> tuple[T, T, T]:
 
 @dataclass(frozen=True)
 class Launch:
+    """A launch rule resolved for one case: numbers, as the driver takes them."""
+
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared: int

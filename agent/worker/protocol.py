@@ -21,6 +21,10 @@ from .status import Status
 
 @dataclass(frozen=True)
 class TimingConfig:
+    """The timing recipe as the evaluator asks for it. The worker turns it into the
+    runner's ``TimingSettings`` (gpu_side._settings); this twin exists because a message
+    on the pipe must pickle, and the runner's objects do not."""
+
     warmup: int = 10
     repetitions: int = 100
     cold_l2: bool = True
