@@ -14,7 +14,7 @@ from workload_factory import make_sgemm_workload
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
-from agent.tracking.tracker import NullTracker
+from agent.tracking.session_tracker import NullTracker
 
 
 class ChargingProposerDouble:
