@@ -79,7 +79,7 @@ def torch_median(cubin: bytes, symbol: str, case, launch, reps: int = 100) -> fl
 def main() -> int:
     workload = load_workload(ROOT / "examples" / "sgemm")
     with Evaluator(workload) as ev:
-        print(f"GPU: {ev.facts['name']}, flush buffer {2 * ev.facts['l2_bytes'] >> 20} MiB")
+        print(f"GPU: {ev.facts.name}, flush buffer {2 * ev.facts.l2_bytes >> 20} MiB")
         rows = per_candidate(ev, workload)
         print("\n1. per candidate, ms (7 cases validated twice, 3 timed: 100 reps or 300 ms, cold L2)")
         print(f"{'candidate':<36}{'status':<8}{'nvrtc':>7}{'compile':>9}{'validate':>10}{'time':>9}{'total':>9}{'score':>10}")

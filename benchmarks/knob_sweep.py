@@ -28,7 +28,7 @@ def main(workload_dir: str, kernel: str, *settings: str) -> None:
     with Evaluator(w, EvaluationOptions(TimingConfig(), kernel_timeout_s=20.0)) as ev:
         base = ev.baseline()
         base_ms = {c.case: c.timing.median_ms for c in base.cases if c.timing} if base and base.ok else {}
-        print(f"{w.name}/{kernel} on {ev.facts.get('name', '?')}; baseline {w.baseline.primary}: "
+        print(f"{w.name}/{kernel} on {ev.facts.name or '?'}; baseline {w.baseline.primary}: "
               + ", ".join(f"{n} {base_ms[n]:.4f} ms" for n in timed if n in base_ms), flush=True)
         print("setting | " + " | ".join(timed) + " | geomean vs baseline")
         for setting in settings or ("",):

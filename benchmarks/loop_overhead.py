@@ -25,6 +25,7 @@ from agent.loop.options import SearchOptions  # noqa: E402
 from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
 from agent.proposers.tune import TuneProposer  # noqa: E402
 from agent.runtime.compiler import CompiledKernel  # noqa: E402
+from agent.runtime.device_facts import DeviceFacts  # noqa: E402
 from agent.spec.workload import load_workload  # noqa: E402
 from agent.tracking.tracker import Tracker  # noqa: E402
 from agent.worker.protocol import CaseCheck  # noqa: E402
@@ -33,7 +34,8 @@ from agent.worker.protocol import CaseCheck  # noqa: E402
 class InstantEvaluator:
     """Stands in for the GPU evaluator: answers at once, so only loop overhead is timed."""
 
-    facts = {"name": "instant", "arch": "sm_90"}
+    facts = DeviceFacts(name="instant", arch="sm_90")
+    ceilings = None
 
     def __init__(self, workload):
         self.workload, self.on_event, self.seconds = workload, None, 0.0

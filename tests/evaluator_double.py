@@ -13,12 +13,13 @@ import threading
 from agent.evaluate.results import CaseResult, EvaluationResult, Status
 from agent.evaluate.stats import TimingStats
 from agent.runtime.compiler import compile_kernel
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.speed_of_light import Ceilings
 from agent.spec.workload import Workload
-from agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed
+from agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed, TimingConfig
 
-FACTS = {"name": "EvaluatorDouble (no GPU)", "arch": "sm_90", "sm_count": 132, "max_threads_per_block": 1024,
-         "smem_per_block_optin": 232448, "l2_bytes": 60 << 20}
+FACTS = DeviceFacts(name="EvaluatorDouble (no GPU)", arch="sm_90", sm_count=132, max_threads_per_block=1024,
+                    smem_per_block_optin=232448, l2_bytes=60 << 20)
 
 
 def knob_score(defines: dict) -> float:
@@ -57,6 +58,7 @@ class EvaluatorDouble:
         self.aborted = False
         self.calls: list[tuple[str, int, bool]] = []
         self.on_event = lambda event: None
+        self.timing = TimingConfig()
         self.facts = FACTS
         self.ceilings = Ceilings(4000.0, 50.0, "EvaluatorDouble's made-up ceilings")
         self.closed = False

@@ -11,6 +11,7 @@ import pytest
 from workload_factory import make_sgemm_workload
 
 from agent.evaluate.evaluator import Evaluator
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
 from agent.spec.speed_of_light import Ceilings
@@ -29,8 +30,8 @@ from agent.worker.protocol import (
     WorkerReady,
 )
 
-FACTS = {"name": "scripted double", "arch": "sm_90", "max_threads_per_block": 1024,
-         "smem_per_block_optin": 232448, "sm_count": 132, "l2_bytes": 60 << 20}
+FACTS = DeviceFacts(name="scripted double", arch="sm_90", max_threads_per_block=1024,
+                    smem_per_block_optin=232448, sm_count=132, l2_bytes=60 << 20)
 OK = CaseCheck("ok", 1e-7, 2e-7)
 WRONG = CaseCheck("wrong_answer", 1.0, 1.0, 5, "output C: 5 wrong\npattern: only rows >= 64 wrong")
 

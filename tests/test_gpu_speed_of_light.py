@@ -27,8 +27,8 @@ def test_worker_measures_ceilings_near_the_datasheet(workload):
     with Evaluator(workload) as ev:
         c, f = ev.ceilings, ev.facts
     assert c.source.startswith("measured")
-    assert 0.5 * f["peak_bandwidth_gbs"] < c.bandwidth_gbs <= 1.0 * f["peak_bandwidth_gbs"]
-    fma_peak = f["sm_count"] * 128 * 2 * f["sm_clock_khz"] * 1e3 / 1e12
+    assert 0.5 * f.peak_bandwidth_gbs < c.bandwidth_gbs <= 1.0 * f.peak_bandwidth_gbs
+    fma_peak = f.sm_count * 128 * 2 * f.sm_clock_khz * 1e3 / 1e12
     assert 0.25 * fma_peak < c.fp32_tflops < 1.1 * fma_peak
     print(f"ceilings: {c}")
 

@@ -12,6 +12,7 @@ from workload_factory import make_sgemm_workload
 from agent.evaluate.results import Progress, Status
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 from agent.tracking.tracker import Tracker
 
@@ -37,6 +38,8 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     assert stored and all(isinstance(s, (Status, Progress)) for s in stored), stored
     assert before["best"].cases[0].status == Status.OK and before["best"].cases[0].status == "ok"
     assert Status.OK in [a.status for a in before["history"]]
+    facts = DeviceFacts.from_dict(before["facts"])  # stored as a dict by the double, with six facts
+    assert (facts.name, facts.sm_count, facts.total_memory) == ("EvaluatorDouble (no GPU)", 132, 0)
     session.set_budget(3)
     seen = []
     assert session.end(session.run(seen.append)) == "finished", seen

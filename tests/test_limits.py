@@ -16,7 +16,7 @@ from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import load_workload
-from agent.tracking.tracker import NullTracker
+from agent.tracking.session_tracker import NullTracker
 
 
 class ChargingProposerDouble:

@@ -16,6 +16,7 @@ from agent.proposers.base import ProposalContext, ProposalError
 from agent.proposers.choice import ProposerChoice
 from agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
 from agent.proposers.tune import TuneProposer
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 from agent.tracking.tracker import Tracker
 
@@ -44,7 +45,7 @@ def key(monkeypatch):
 
 
 def ctx(workload, iteration=1, mode="optimise", history=(), last=None):
-    return ProposalContext(workload, {"name": "H200", "arch": "sm_90", "sm_count": 132}, iteration, mode,
+    return ProposalContext(workload, DeviceFacts(name="H200", arch="sm_90", sm_count=132), iteration, mode,
                            list(history), None, last, {})
 
 

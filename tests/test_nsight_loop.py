@@ -18,6 +18,7 @@ from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.base import ProposalContext
 from agent.proposers.prompt import latest_findings, user_message
 from agent.proposers.tune import TuneProposer
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 from agent.tracking.tracker import Tracker
 
@@ -68,7 +69,7 @@ def test_profiles_reach_the_state_the_prompt_and_mlflow(tmp_path, workload, ncu_
     assert started[:7] == ["plan", "propose", "compile", "validate", "benchmark", "profile", "reflect"]
     assert (s.dir / "profiles" / "attempt-001.ncu.csv").is_file()
 
-    ctx = ProposalContext(workload, {}, 4, "optimise", st["history"], st["best"], st["history"][-1])
+    ctx = ProposalContext(workload, DeviceFacts(), 4, "optimise", st["history"], st["best"], st["history"][-1])
     text = user_message(ctx)
     assert "# Nsight Compute on the best kernel" in text and "127 regs/thread" in text
     assert latest_findings(ctx) and "What it suggests: " in text

@@ -11,6 +11,7 @@ from workload_factory import make_sgemm_workload
 from agent.proposers.base import ProposalContext
 from agent.proposers.llm import LlmProposer
 from agent.proposers.pricing import DEFAULT_PRICES, FREE, Price, PriceTable, Usage, load_prices, price_for
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 
 
@@ -45,7 +46,7 @@ def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):
     """Two calls of 1000 input + 200 output tokens at $2 / $8 per million: $0.0072 in all."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
-    ctx = ProposalContext(w, {"arch": "sm_90"}, 1, "optimise", [], None, None, {})
+    ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None, {})
     with OpenAIServerDouble([answer(), answer()]) as server:
         p = LlmProposer("m", None, server.base_url, prices=PriceTable({}, {"m": Price(2.0, 1.0, 8.0)}))
         first, second = p.propose(ctx), p.propose(ctx)

@@ -3,6 +3,7 @@
 import pytest
 from workload_factory import SGEMM
 
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.speed_of_light import Ceilings, case_floor, load_ceilings, save_ceilings
 from agent.spec.workload import load_workload
 
@@ -28,11 +29,11 @@ def test_faster_than_the_floor_is_suspect():
 
 def test_ceilings_cache_by_gpu_and_datasheet_fallback():
     """Measured ceilings are cached per GPU UUID; an H200 without them gets the datasheet lead."""
-    facts = {"name": "NVIDIA H200", "uuid": "GPU-test-0000"}
+    facts = DeviceFacts(name="NVIDIA H200", uuid="GPU-test-0000")
     assert load_ceilings(facts).source == "datasheet"
     save_ceilings(facts, Ceilings(4310.0, 61.5, "measured"))
     assert load_ceilings(facts) == Ceilings(4310.0, 61.5, "measured")
-    assert load_ceilings({"name": "Some GPU", "uuid": "x"}) is None
+    assert load_ceilings(DeviceFacts(name="Some GPU", uuid="x")) is None
 
 
 def test_eval_table_shows_percent_of_floor_and_its_source():

@@ -11,6 +11,7 @@ from workload_factory import make_sgemm_workload
 
 from agent.proposers.base import ProposalContext
 from agent.proposers.llm import LlmProposer
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 from agent.tracking.tracing import enable_tracing
 from agent.tracking.tracker import Tracker
@@ -24,7 +25,7 @@ def test_model_calls_become_traces(tmp_path, monkeypatch):
         w = load_workload(make_sgemm_workload(tmp_path / "w"))
         with OpenAIServerDouble([answer()]) as server:
             LlmProposer("m", None, server.base_url).propose(
-                ProposalContext(w, {"arch": "sm_90"}, 1, "optimise", [], None, None, {}))
+                ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None, {}))
         mlflow.flush_trace_async_logging() if hasattr(mlflow, "flush_trace_async_logging") else None
         traces = mlflow.search_traces(locations=[mlflow.get_experiment_by_name("sgemm").experiment_id],
                                     return_type="list")

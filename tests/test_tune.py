@@ -8,6 +8,7 @@ from workload_factory import SGEMM
 from agent.evaluate.records import Attempt
 from agent.proposers.base import ProposalContext, SearchExhausted
 from agent.proposers.tune import TuneProposer
+from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 
 
@@ -15,7 +16,7 @@ def run_search(seed: int, steps: int, score) -> list[Attempt]:
     w = load_workload(SGEMM)
     tuner, history = TuneProposer(seed, kernel="tiled"), []
     for i in range(1, steps + 1):
-        p = tuner.propose(ProposalContext(w, {}, i, "optimise", list(history), None, history[-1] if history else None))
+        p = tuner.propose(ProposalContext(w, DeviceFacts(), i, "optimise", list(history), None, history[-1] if history else None))
         history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok",
                                score_ms=score(p.spec.defines), defines=p.spec.defines))
     return history
@@ -69,13 +70,13 @@ def test_combinations_that_do_not_compile_are_skipped_without_spending_budget():
     best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
     tuner, history = TuneProposer(0), []
     for i in range(1, 3):
-        p = tuner.propose(ProposalContext(w, {"arch": "sm_90"}, i, "optimise", list(history), best,
+        p = tuner.propose(ProposalContext(w, DeviceFacts(arch="sm_90"), i, "optimise", list(history), best,
                                           history[-1] if history else None))
         history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok", score_ms=1.0 + i,
                                defines=p.spec.defines))
     assert [a.defines["X"] for a in history] == [1, 3]
     with pytest.raises(SearchExhausted, match="every configuration"):
-        tuner.propose(ProposalContext(w, {"arch": "sm_90"}, 3, "optimise", history, best, history[-1]))
+        tuner.propose(ProposalContext(w, DeviceFacts(arch="sm_90"), 3, "optimise", history, best, history[-1]))
 
 
 def test_search_comes_back_for_the_neighbours_of_earlier_points():
@@ -95,7 +96,7 @@ def test_search_comes_back_for_the_neighbours_of_earlier_points():
     for seed in range(10):
         tuner, history, why = TuneProposer(seed, kernel="tiled"), [], []
         for i in range(1, 16):  # the defaults + their 7 neighbours + the decoy's 7
-            p = tuner.propose(ProposalContext(w, {}, i, "optimise", list(history), None, None))
+            p = tuner.propose(ProposalContext(w, DeviceFacts(), i, "optimise", list(history), None, None))
             history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok",
                                    score_ms=score(p.spec.defines), defines=p.spec.defines))
             why.append(p.spec.rationale)

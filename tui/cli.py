@@ -11,11 +11,12 @@ def run_app(session, options) -> str:
     runs (Session.end); the caller closes `session`. Sessions resumed from the
     past-runs screen are closed here, after the app exits (it may show them until then)."""
     from agent.cli.sessions import resume_session
+    from agent.tracking.tracker import Tracker
 
     from .app import WarpsmithApp
     from .screens.runs import RunsSource
     tracker = session.tracker
-    source = RunsSource(tracker) if getattr(tracker, "client", None) is not None else None
+    source = RunsSource(tracker) if isinstance(tracker, Tracker) else None  # past runs are MLflow's
     opened = []
 
     def resume(session_id: str):

@@ -13,6 +13,10 @@ from agent.loop.limits import Limits
 
 @dataclass
 class CaseRow:
+    """One line of the app's case table: the current candidate's figures beside the
+    best's, the baseline's and the floor, folded from events as they arrive. A view of
+    several records at once, so not one of them (``CaseOutcome``, ``CaseResult``)."""
+
     case: str
     role: str
     status: str = "-"

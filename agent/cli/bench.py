@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ..evaluate.backend import EvaluationBackend
+from ..evaluate.records import CandidateSpec
 from ..evaluate.results import Status
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload, load_workload
@@ -56,11 +58,11 @@ def _entry(name: str, role: str, result) -> Entry:
     return Entry(name, role, result.status, medians, result.score_ms, result.detail.splitlines()[0] if result.detail else "")
 
 
-def measure(workload: Workload, ev, best_spec, session_id: str = "-", iterations: int = 0,
+def measure(workload: Workload, ev: EvaluationBackend, best_spec: Optional[CandidateSpec], session_id: str = "-", iterations: int = 0,
             wall_s: float = 0.0, skip: tuple[str, ...] = (), tuned_for: tuple[str, ...] = ()) -> WorkloadBench:
     """Start, best and baselines on one evaluator, so they are timed alike."""
     from ..spec.candidate import Candidate
-    bench = WorkloadBench(workload.name, ev.facts.get("name", "?"), session_id, iterations, wall_s,
+    bench = WorkloadBench(workload.name, ev.facts.name or "?", session_id, iterations, wall_s,
                           ev.ceilings.source if ev.ceilings else "none", ", ".join(tuned_for) or "all cases")
     start = Candidate.from_spec(workload.start_kernel)
     bench.entries.append(_entry(f"start: {start.name}", "start", ev.evaluate(start)))
@@ -177,7 +179,7 @@ def _bench(args) -> int:
             best_spec = best.spec if best else None
             iterations = state.get("iteration", 0)
         with Evaluator(w, options.evaluation) as ev:
-            check_memory(w, gpu_bytes=ev.facts.get("total_memory"), host=False)
+            check_memory(w, gpu_bytes=ev.facts.total_memory or None, host=False)
             note_once()
             results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
                                    tuple(args.cases) if args.budget > 0 else ()))

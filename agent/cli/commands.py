@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..drafting.drafting import refuse_drafted
+from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ReferenceFailed
 from ..spec.workload import SpecError, load_workload
 from ..tracking.store_schema import StoreUnreadable
@@ -120,15 +121,15 @@ def cmd_doctor(args) -> int:
         ok = False
     try:
         device = native.open_device(args.device)
-        f = device.facts
+        f = native.device_facts(device)
         line("GPU", f"{f.name} ({f.arch}, {f.sm_count} SMs, {f.total_memory / 2**30:.0f} GiB, L2 {f.l2_bytes / 2**20:.0f} MiB)")
         line("UUID", f.uuid)
-        line("driver", f"CUDA {f.driver_version // 1000}.{f.driver_version % 1000 // 10}")
+        line("driver", f"CUDA {f.driver}")
         line("clocks", f"SM {f.sm_clock_khz / 1e3:.0f} MHz, memory {f.mem_clock_khz / 1e3:.0f} MHz, "
                        f"{f.mem_bus_bits}-bit bus, peak {f.peak_bandwidth_gbs:.0f} GB/s")
-        _doctor_ceilings(device, line, args.measure)
+        _doctor_ceilings(device, f, line, args.measure)
         try:
-            blas = native._runner.Cublas(device, native.cublas_candidates())
+            blas = native.open_cublas(device)
             line("cuBLAS", f"{blas.version} from {blas.path}")
         except native.CudaError as e:
             line("cuBLAS", f"missing ({e.text})")
@@ -142,11 +143,9 @@ def cmd_doctor(args) -> int:
     return 0 if ok else 1
 
 
-def _doctor_ceilings(device, line, again: bool) -> None:
+def _doctor_ceilings(device, facts: DeviceFacts, line, again: bool) -> None:
     from ..spec.speed_of_light import save_ceilings
     from ..worker.ceilings_probe import ensure_ceilings, measure_ceilings
-    f = device.facts
-    facts = {k: getattr(f, k) for k in ("name", "uuid", "arch", "sm_count")}
     try:
         if again:
             save_ceilings(facts, measure_ceilings(device, facts))
@@ -160,7 +159,8 @@ def _doctor_ceilings(device, line, again: bool) -> None:
 
 def cmd_compile(args) -> int:
     from ..runtime import native
-    from ..runtime.compiler import compile_kernel, define_options
+    from ..runtime.compile_policy import define_options
+    from ..runtime.compiler import compile_kernel
     if not args.file.is_file():
         raise CliError(f"{args.file}: no such file")
     arch = args.arch
@@ -221,7 +221,7 @@ def cmd_eval(args) -> int:
     try:
         with Evaluator(workload, evaluation_options(args, timing)) as ev:
             facts, ceilings = ev.facts, ev.ceilings
-            check_memory(workload, gpu_bytes=facts.get("total_memory"), host=False)
+            check_memory(workload, gpu_bytes=facts.total_memory or None, host=False)
             if not args.no_baseline:
                 from ..worker.torch_baseline import note_torch_missing
                 note_torch_missing([workload])
@@ -234,7 +234,7 @@ def cmd_eval(args) -> int:
     if args.json:
         print(json.dumps(to_json(workload, result, baseline, facts), default=str))
     else:
-        print(f"{workload.name} · {candidate.name} · {facts['name']} · "
+        print(f"{workload.name} · {candidate.name} · {facts.name} · "
               f"{'cold' if timing.cold_l2 else 'hot'} L2 · median of {timing.repetitions}")
         print(render_table(workload, result, baseline, ceilings))
     return 0 if result.ok else 1

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the local evaluator only: its worker starts first
+    from ..evaluate.evaluator import Evaluator
 
 NO_GPU_EXIT = 3  # eval, run, bench, resume: the same code for "no usable GPU"
 
@@ -13,7 +17,7 @@ def no_gpu_line(error: Exception) -> str:
     return f"warpsmith: error: no usable GPU: {error}. `warpsmith doctor` says what is missing."
 
 
-def start_worker_first(evaluator, directory: Path) -> None:
+def start_worker_first(evaluator: Evaluator, directory: Path) -> None:
     """Start `evaluator`'s GPU worker (its log goes in `directory`); if it raises
     (GpuUnavailable, ...), remove every folder this call created, then re-raise."""
     created = None if directory.exists() else directory  # the topmost folder made here

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..spec.workload import load_workload
 from ..tracking.options import check_readable
@@ -11,6 +12,9 @@ from .check import add_reference_timeout, preflight
 from .errors import CliError
 from .options import limit_changes, resume_options, run_options, tracking_options
 from .sessions import drive_session, resume_session, start_session
+
+if TYPE_CHECKING:
+    pass
 
 
 def add_loop_commands(sub) -> None:
@@ -198,6 +202,7 @@ def _print_attempts(client, parents: list, session: str) -> int:
 
 def cmd_export(args) -> int:
     from ..loop.session import stored_session
+    from ..runtime.device_facts import DeviceFacts
     from ..tracking.best_kernel import write_best
     try:
         info, state = stored_session(args.store, args.session)
@@ -206,7 +211,7 @@ def cmd_export(args) -> int:
     if not state.get("best"):
         raise CliError("this session has no kernel that passed validation", 1)
     write_best(args.dir, load_workload(info.workload), state["best"], state.get("start"), state.get("baseline", {}),
-               state.get("baseline_score_ms"), state.get("facts", {}), loader=True)
+               state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), loader=True)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")
     return 0
 

@@ -30,6 +30,7 @@ from typing import Optional
 from pydantic import BaseModel
 
 from ..spec.workload import Workload
+from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .records import CandidateSpec
 from .selection import CONFIRM
@@ -98,7 +99,7 @@ def _key(spec: CandidateSpec) -> str:
     return spec.model_dump_json(include={"source", "entry", "grid", "block", "shared", "options", "defines", "program"})
 
 
-def build_dispatch(evaluator, workload: Workload, winners: dict[str, CaseWinner],
+def build_dispatch(evaluator: EvaluationBackend, workload: Workload, winners: dict[str, CaseWinner],
                    best: CandidateSpec) -> Optional[Dispatch]:
     """The dispatch of `winners`, judged against `best`; None when every case's winner is `best`."""
     variants = [best]
@@ -120,9 +121,9 @@ def build_dispatch(evaluator, workload: Workload, winners: dict[str, CaseWinner]
                     return None  # the best itself failed again: no honest comparison this session
                 dropped[i] = f"{v.name}: {r.status} on re-evaluation"
                 continue
-            for c in r.cases:
-                if c.timing is not None and c.case in times[i]:
-                    times[i][c.case].append(c.timing.median_ms)
+            for result in r.cases:
+                if result.timing is not None and result.case in times[i]:
+                    times[i][result.case].append(result.timing.median_ms)
     for i, v in enumerate(variants[1:], 1):
         if i not in dropped:
             fresh = evaluator.evaluate(v.to_candidate(), seed=FRESH_SEED, time_cases=False, revalidate=False)
@@ -131,8 +132,8 @@ def build_dispatch(evaluator, workload: Workload, winners: dict[str, CaseWinner]
     keys = [_key(v) for v in variants]
     entries = []
     for c in perf:
-        w = winners.get(c.name)
-        i = keys.index(_key(w.spec)) if w is not None else 0
+        winner = winners.get(c.name)
+        i = keys.index(_key(winner.spec)) if winner is not None else 0
         i = 0 if i in dropped else i
         entries.append(DispatchEntry(case=c.name, sizes=dict(c.sizes), variant=i,
                                      median_ms=statistics.median(times[i][c.name])))

@@ -30,6 +30,7 @@ from typing import Callable, Optional
 
 from ..runtime.compiler import CompiledKernel, compile_kernel
 from ..runtime.cubin_audit import audit_cubin
+from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, ensure_reference
 from ..spec.launch import LaunchJob, ProgramJob
@@ -52,6 +53,7 @@ from ..worker.protocol import (
     Step,
     TimingConfig,
 )
+from .backend import EvaluationBackend
 from .options import EvaluationOptions
 from .results import CaseResult, EvaluationResult, Progress, Status
 from .stats import TimingStats, geomean
@@ -67,7 +69,7 @@ class _Validated:
     """What benchmark() needs to continue an attempt: the exact request validated, on which worker."""
 
     request: EvaluateKernel
-    worker: object
+    worker: Optional[WorkerProcess]
     result: EvaluationResult
 
 
@@ -75,7 +77,7 @@ class EvaluationAborted(RuntimeError):
     """abort() was called: the GPU work in flight was killed on purpose ("stop now")."""
 
 
-class Evaluator:
+class Evaluator(EvaluationBackend):
     def __init__(self, workload: Workload, options: EvaluationOptions = EvaluationOptions(),
                  on_event: Optional[Callable[[object], None]] = None, worker_log: Optional[Path] = None):
         self.workload = workload
@@ -102,7 +104,7 @@ class Evaluator:
         return self._worker
 
     @property
-    def facts(self) -> dict:
+    def facts(self) -> DeviceFacts:
         return self.worker().ready.facts
 
     @property
@@ -126,7 +128,7 @@ class Evaluator:
     def __enter__(self) -> "Evaluator":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- jobs -------------------------------------------------------------
@@ -155,15 +157,16 @@ class Evaluator:
     def _device_problem(self, launch: Launch) -> str:
         facts = self.facts
         threads = launch.block[0] * launch.block[1] * launch.block[2]
-        if threads > facts["max_threads_per_block"]:
-            return f"block {launch.block} has {threads} threads, the GPU allows {facts['max_threads_per_block']}"
-        if launch.shared > facts["smem_per_block_optin"]:
-            return f"{launch.shared} B dynamic shared memory, the GPU allows {facts['smem_per_block_optin']}"
+        if threads > facts.max_threads_per_block:
+            return f"block {launch.block} has {threads} threads, the GPU allows {facts.max_threads_per_block}"
+        if launch.shared > facts.smem_per_block_optin:
+            return f"{launch.shared} B dynamic shared memory, the GPU allows {facts.smem_per_block_optin}"
         return ""
 
     def _resolve_program(self, candidate: Candidate, case: Case) -> tuple[Optional[ProgramJob], str]:
         """A program's steps and workspace for `case`, or why it cannot run there."""
         w, program = self.workload, candidate.program
+        assert program is not None  # called for programs only
         problem = program_problem(w, program, case, candidate.launch_env(case))
         if problem:
             return None, f"program for case '{case.name}': {problem}"
@@ -171,14 +174,14 @@ class Evaluator:
                               {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)})
         for step in job.steps:
             problem = self._device_problem(step.launch) if isinstance(step, LaunchJob) else ""
-            if problem:
+            if problem and isinstance(step, LaunchJob):
                 return None, f"case '{case.name}': {step.entry}: {problem}"
         return job, ""
 
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
         """NVRTC, then the CUBIN audit: a kernel that keeps state between launches is refused."""
-        compiled = compile_kernel(candidate.source, candidate.entry, self.facts["arch"],
+        compiled = compile_kernel(candidate.source, candidate.entry, self.facts.arch,
                                   candidate.compile_options(), filename=f"{candidate.name}.cu",
                                   allow_fast_math=self.workload.tolerance.allow_fast_math)
         refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
@@ -212,7 +215,7 @@ class Evaluator:
         result, request = self._request(candidate, seed, t_start)
         v, self._validated = self._validated, None
         if v is None or request is None or request != v.request or self._worker is not v.worker \
-                or not v.worker.alive:
+                or self._worker is None or not self._worker.alive:
             return self._steps(result, request, ATTEMPT, t_start)
         validated = copy.deepcopy(v.result)
         validated.status, validated.compiled = Progress.PENDING, result.compiled
@@ -295,7 +298,7 @@ class Evaluator:
                 + (11 + self.timing.repetitions) * per_launch
         return self.kernel_timeout_s + self._setup_s
 
-    def _run(self, request, result: EvaluationResult) -> None:
+    def _run(self, request: EvaluateKernel | EvaluateBaseline, result: EvaluationResult) -> None:
         """Send one request and fold the worker's replies into `result`."""
         if self._aborted:  # "stop now" arrived between two evaluations
             self._aborted = False

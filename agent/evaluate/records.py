@@ -10,12 +10,15 @@ from pydantic import BaseModel, Field
 
 from ..spec.candidate import Candidate
 from ..spec.expr import Expr
-from ..spec.launch import LaunchRule, Program
+from ..spec.launch import LaunchRule, Program, xyz
 from ..worker.status import Progress, Status
 
 
 class CandidateSpec(BaseModel):
-    """A proposed kernel as data: CUDA source and launch arithmetic, never Python."""
+    """A proposed kernel as data: CUDA source and launch arithmetic as text, never Python;
+    what checkpoints, MLflow and the proposers hold. Evaluation takes the parsed form,
+    ``Candidate`` (agent/spec/candidate.py, which says why there are two). Per-case launch
+    rules (``Candidate.case_launch``) are not stored yet: nothing proposes them."""
 
     name: str
     source: str
@@ -33,7 +36,8 @@ class CandidateSpec(BaseModel):
 
     def to_candidate(self) -> Candidate:
         """Raises ExprError (a ValueError) if the launch arithmetic is not whitelisted or the program is malformed."""
-        pad = lambda dims: tuple(Expr.parse(d) for d in (list(dims) + ["1"] * 3)[:3])
+        def pad(dims: list[str]) -> tuple[Expr, Expr, Expr]:
+            return xyz([Expr.parse(d) for d in (dims + ["1"] * 3)[:3]])
         program = Program.from_data(self.program.get("steps"), self.program.get("workspace", [])) \
             if self.program is not None else None
         return Candidate(self.source, self.entry, LaunchRule(pad(self.grid), pad(self.block), Expr.parse(self.shared)),
@@ -49,6 +53,12 @@ class CandidateSpec(BaseModel):
 
 
 class CaseOutcome(BaseModel):
+    """One case of an attempt as the session keeps it: the figures the proposer, the report
+    and MLflow read, plus where it stands against the speed-of-light floor. Distilled from
+    the evaluator's ``CaseResult`` (agent/evaluate/results.py), which stays apart: that one
+    is filled in reply by reply and holds every timing sample and mismatch report, too
+    much to checkpoint for each attempt of a session."""
+
     case: str
     role: str
     status: Status | Progress

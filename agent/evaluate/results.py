@@ -40,6 +40,11 @@ __all__ = ["FAILURES", "Progress", "Status", "CaseResult", "EvaluationResult"]
 
 @dataclass
 class CaseResult:
+    """One case of one evaluation as the evaluator builds it, reply by reply from the
+    worker: the launch, each check (``CaseCheck``, the worker's verdict on one launch),
+    every timing sample. Mutable while the worker answers; the session keeps its compact
+    ``CaseOutcome`` (agent/evaluate/records.py) instead."""
+
     case: str
     role: str
     status: Status | Progress = Progress.PENDING

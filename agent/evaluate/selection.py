@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..spec.candidate import Candidate
+from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
-from .results import Status
+from .results import Progress, Status
 
 CLEAR_WIN = 0.97
 CONFIRM = 0.995
@@ -28,11 +29,11 @@ ROUNDS = 2
 class Verdict:
     accepted: bool
     note: str
-    status: Status = Status.OK  # the failure on fresh inputs (e.g. wrong_answer) when refused
+    status: Status | Progress = Status.OK  # the failure on fresh inputs (e.g. wrong_answer) when refused
     detail: str = ""
 
 
-def challenge(evaluator, challenger: Candidate, score_ms: float, best: Optional[Candidate],
+def challenge(evaluator: EvaluationBackend, challenger: Candidate, score_ms: float, best: Optional[Candidate],
               best_score_ms: Optional[float]) -> Verdict:
     if best is not None and best_score_ms is not None:
         ratio = score_ms / best_score_ms
@@ -43,9 +44,10 @@ def challenge(evaluator, challenger: Candidate, score_ms: float, best: Optional[
             for _ in range(ROUNDS):
                 theirs.append(evaluator.evaluate(best, revalidate=False).score_ms)
                 mine.append(evaluator.evaluate(challenger, revalidate=False).score_ms)
-            if None in mine or None in theirs:
+            mine_ms, theirs_ms = [s for s in mine if s is not None], [s for s in theirs if s is not None]
+            if len(mine_ms) < ROUNDS or len(theirs_ms) < ROUNDS:
                 return Verdict(False, "re-timing failed")
-            m, t = statistics.median(mine), statistics.median(theirs)
+            m, t = statistics.median(mine_ms), statistics.median(theirs_ms)
             if m >= CONFIRM * t:
                 return Verdict(False, f"within noise on re-timing ({m:.4f} vs {t:.4f} ms)")
     fresh = evaluator.evaluate(challenger, seed=FRESH_SEED, time_cases=False, revalidate=False)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from ..evaluate.backend import EvaluationBackend
 from ..evaluate.dispatch import build_dispatch, update_winners
 from ..evaluate.records import Attempt, Best, CandidateSpec, CaseOutcome
 from ..evaluate.results import EvaluationResult, Progress, Status
@@ -27,10 +28,12 @@ from ..evaluate.stats import TimingStats
 from ..profiling.nsight import Nsight
 from ..profiling.profiler import ProfilerUnavailable
 from ..proposers.base import ProposalContext, ProposalError, Proposer, SearchExhausted
+from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload
+from ..tracking.session_tracker import SessionTracker
 from ..worker.footprint import check_memory
 from ..worker.protocol import CaseChecked, CaseTimed
 from . import events
@@ -44,10 +47,10 @@ NODES = ("plan", "propose", "compile", "validate", "benchmark", "profile", "refl
 @dataclass
 class LoopContext:
     workload: Workload
-    evaluator: Any  # agent.evaluator.Evaluator or a test double with the same methods
+    evaluator: EvaluationBackend
     proposer: Proposer
     control: SessionControl
-    tracker: Any  # agent.tracking.Tracker
+    tracker: SessionTracker
     profiler: Optional[Nsight] = None  # --use-nsight
     archive: Optional[Path] = None  # where each attempt's kernel is kept (the session's attempts/ folder)
     run_started: float = field(default_factory=time.time)  # this stream() call's start: paused time never counts
@@ -106,7 +109,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("plan", 0))
     ev, w = ctx.evaluator, ctx.workload
     facts = ev.facts
-    check_memory(w, gpu_bytes=facts.get("total_memory"), host=False)  # every case fits this GPU, or one line
+    check_memory(w, gpu_bytes=facts.total_memory or None, host=False)  # every case fits this GPU, or one line
     _stream_cases(runtime, 0)
     baseline, baseline_score = {}, None
     b = ev.baseline()
@@ -115,7 +118,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         baseline_score = b.score_ms
     ceilings = ev.ceilings
     floors = {c.name: f.floor_ms for c in w.cases if c.timed and (f := case_floor(w, c, ceilings)) is not None} if ceilings else {}
-    runtime.stream_writer(events.Planned(facts.get("name", "?"), baseline, baseline_score, floors,
+    runtime.stream_writer(events.Planned(facts.name or "?", baseline, baseline_score, floors,
                                          ceilings.source if ceilings else ""))
     spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
     r = ev.evaluate(spec.to_candidate())
@@ -125,7 +128,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                                              baseline_score / start.score_ms if baseline_score else None))
     ctx.tracker.log_plan(facts, baseline, baseline_score, start, r)
     winners = update_winners({}, 0, spec, _medians(start.cases)) if start else {}
-    return {"facts": facts, "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
+    return {"facts": facts.to_dict(), "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
             "best": start, "iteration": state.get("iteration", 0), "history": state.get("history", []),
             "mode": "optimise", "finished": None, "winners": winners}
 
@@ -144,7 +147,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     started = time.time()
     runtime.stream_writer(events.NodeStarted("propose", iteration))
     history = state.get("history", [])
-    pctx = ProposalContext(ctx.workload, state.get("facts", {}), iteration, state.get("mode", "optimise"), history,
+    pctx = ProposalContext(ctx.workload, DeviceFacts.from_dict(state.get("facts", {})), iteration, state.get("mode", "optimise"), history,
                            state.get("best"), history[-1] if history else None, state.get("baseline", {}),
                            lambda: ctx.control.stopping_now)
     try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step

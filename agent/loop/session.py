@@ -18,9 +18,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphDrained
 
+from ..evaluate.backend import EvaluationBackend
 from ..profiling.nsight import Nsight
+from ..proposers.base import Proposer
+from ..runtime.device_facts import DeviceFacts
 from ..spec.workload import Workload
 from ..tracking.best_kernel import write_best
+from ..tracking.session_tracker import SessionTracker
 from .events import NodeFinished, SessionFinished
 from .graph import LoopContext, build_graph
 from .legacy_names import register as register_legacy_names
@@ -116,8 +120,8 @@ class Session:
     records how it ended, exactly once, and close() releases the GPU worker and the
     checkpoint."""
 
-    def __init__(self, info: SessionInfo, directory: Path, workload: Workload, evaluator, proposer, tracker,
-                 control: Optional[SessionControl] = None):
+    def __init__(self, info: SessionInfo, directory: Path, workload: Workload, evaluator: EvaluationBackend,
+                 proposer: Proposer, tracker: SessionTracker, control: Optional[SessionControl] = None):
         self.info, self.dir, self.workload = info, directory, workload
         self.evaluator, self.proposer, self.tracker = evaluator, proposer, tracker
         self.control = control or SessionControl()
@@ -265,7 +269,7 @@ class Session:
         if not best:
             return None
         files = write_best(self.dir / "best", self.workload, best, s.get("start"), s.get("baseline", {}),
-                           s.get("baseline_score_ms"), s.get("facts", {}), ended=ended_text(s))
+                           s.get("baseline_score_ms"), DeviceFacts.from_dict(s.get("facts", {})), ended=ended_text(s))
         self.tracker.log_best(files)
         return files
 

@@ -22,7 +22,7 @@ class LoopState(TypedDict, total=False):
     start: Optional[Best]  # the starting kernel, for the report
     baseline: dict[str, float]  # case -> baseline median ms
     baseline_score_ms: Optional[float]
-    facts: dict
+    facts: dict[str, int | float | str]  # DeviceFacts.to_dict(): stored as the plain dict it always was
     finished: Optional[str]  # why the session ended
     limits: Limits  # time, tokens, dollars, patience (the iteration budget is `budget`)
     spent: Spent

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
+from ..runtime.device_facts import DeviceFacts
 from ..spec.workload import Workload
 
 
@@ -27,7 +28,7 @@ class SearchExhausted(ProposalError):
 @dataclass(frozen=True)
 class ProposalContext:
     workload: Workload
-    facts: dict
+    facts: DeviceFacts
     iteration: int
     mode: str  # optimise | repair
     history: list[Attempt]

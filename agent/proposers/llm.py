@@ -54,7 +54,9 @@ class LlmStep(BaseModel):
 
 
 class LlmCandidate(BaseModel):
-    """The structured answer asked of the model."""
+    """The structured answer asked of the model. Not ``CandidateSpec``: its field
+    descriptions are the model's instructions, and it leaves out what the model does not
+    choose (the name, the knob values, the proposer); ``propose`` builds the spec from it."""
 
     rationale: str = Field(description="one or two sentences: what changed and why it is faster, or what was fixed")
     source: str = Field(description="complete CUDA C++ source of the kernel file")
@@ -108,7 +110,7 @@ class LlmProposer:
         if self.research:  # --nvidia-research: the built-in knowledge base, by relevance
             from .research import guidance, retrieve, workload_kind
             w = ctx.workload
-            found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.get("arch", "sm_90"),
+            found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.arch or "sm_90",
                              w.description, findings=latest_findings(ctx))
             notes, sources = guidance(found), tuple(n.cite() for n in found)
             if self.web is not None and self.web.text:
@@ -165,8 +167,7 @@ class LlmProposer:
         from .web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
         w, f = ctx.workload, ctx.facts
         try:
-            client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.get("arch", "sm_90"),
-                                                                            f.get("name", "GPU"))
+            client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.arch or "sm_90", f.name or "GPU")
             self.web = invoke_abortable(lambda: search_nvidia_docs(client, self.model, text), ctx.stopping)
         except WebResearchUnavailable as e:
             self.web = WebGuidance("")  # asked once: not again this session

@@ -56,11 +56,11 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
     t = w.tolerance
     parts.append(f"Precision: TF32 {'allowed' if t.allow_tf32 else 'NOT allowed'}; fast-math compile options "
                  f"{'allowed' if t.allow_fast_math else 'NOT allowed'}; reduction length {t.reduction or 1}.")
-    if f:
-        parts += ["", f"# GPU: {f.get('name')} ({f.get('arch')}), {f.get('sm_count')} SMs, "
-                      f"{f.get('smem_per_block_optin', 0) // 1024} KiB shared memory per block (opt-in), "
-                      f"{f.get('smem_per_sm', 0) // 1024} KiB per SM, {f.get('regs_per_sm')} registers per SM, "
-                      f"L2 {f.get('l2_bytes', 0) >> 20} MiB, peak memory bandwidth ~{f.get('peak_bandwidth_gbs', 0):.0f} GB/s"]
+    if f.name or f.arch:  # a session stored without facts reads back all defaults: no GPU line
+        parts += ["", f"# GPU: {f.name} ({f.arch}), {f.sm_count} SMs, "
+                      f"{f.smem_per_block_optin // 1024} KiB shared memory per block (opt-in), "
+                      f"{f.smem_per_sm // 1024} KiB per SM, {f.regs_per_sm} registers per SM, "
+                      f"L2 {f.l2_bytes >> 20} MiB, peak memory bandwidth ~{f.peak_bandwidth_gbs:.0f} GB/s"]
     if guidance:
         parts += ["", "# Guidance (cite the [id] of any note you follow in your rationale)", guidance]
     if ctx.best:

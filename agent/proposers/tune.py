@@ -103,7 +103,7 @@ class TuneProposer:
             scores = {_key(a.defines): m for a in mine if a.score_ms
                       for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
-        arch = ctx.facts.get("arch")
+        arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
                               and (arch is None or self._compiles_ok(base, d, arch,
                                                                      ctx.workload.tolerance.allow_fast_math)))

@@ -28,24 +28,28 @@ import os
 import struct
 import sys
 from pathlib import Path
-from typing import BinaryIO, Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
+    from .native import CompileResult
 
 _LENGTH = struct.Struct(">Q")
 
 
-def write_message(stream: BinaryIO, message: dict) -> None:
+def write_message(stream: IO[bytes], message: dict[str, Any]) -> None:
     body = json.dumps(message).encode()
     stream.write(_LENGTH.pack(len(body)) + body)
     stream.flush()
 
 
-def read_message(stream: BinaryIO) -> Optional[dict]:
+def read_message(stream: IO[bytes]) -> Optional[dict[str, Any]]:
     """The next message, or None at end of input."""
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         return None
     body = stream.read(_LENGTH.unpack(head)[0])
-    return json.loads(body)
+    message: dict[str, Any] = json.loads(body)
+    return message
 
 
 def install_headers(nvrtc_path: str, directory: str) -> list[str]:
@@ -61,10 +65,11 @@ def install_headers(nvrtc_path: str, directory: str) -> list[str]:
     return [f"-I{directory}", f"-I{Path(directory) / 'cccl'}"]
 
 
-def compile_request(runner, request: dict, include: list[str]) -> dict:
+def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], CompileResult],
+                    request: dict[str, Any], include: list[str]) -> dict[str, Any]:
     try:
-        r = runner.compile(request["source"], request["filename"], request["entry"],
-                           list(request["options"]) + include, request["arch"])
+        r = nvrtc_compile(request["source"], request["filename"], request["entry"],
+                          list(request["options"]) + include, request["arch"])
     except RuntimeError as e:  # CudaError from an NVRTC call other than the compile itself
         return {"ok": False, "error": getattr(e, "name", "NVRTC_ERROR"), "log": str(e), "compile_ms": 0.0,
                 "lowered_name": "", "cubin": ""}
@@ -85,7 +90,7 @@ def main(argv: list[str]) -> int:
         request = read_message(inp)
         if request is None:
             return 0
-        write_message(out, compile_request(native._runner, request, include))
+        write_message(out, compile_request(native.nvrtc_compile, request, include))
 
 
 if __name__ == "__main__":

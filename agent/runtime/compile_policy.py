@@ -119,9 +119,9 @@ def check_source(source: str) -> str:
         if not ok or ok.group(1) not in ALLOWED_HEADERS:
             return (f"{shown(m.start())} ({where(m.start())}): __has_include may only ask about an allowed "
                     "header, written __has_include(<name>)")
-    m = _PASTE.search(text)
-    if m:
-        return (f"{shown(max(0, m.start() - 20))} ({where(m.start())}): token pasting (##) is not allowed "
+    paste = _PASTE.search(text)
+    if paste:
+        return (f"{shown(max(0, paste.start() - 20))} ({where(paste.start())}): token pasting (##) is not allowed "
                 "(it can assemble __has_include, a probe of the host's files)")
     for m in _UCN.finditer(text):
         if int(m.group(1) or m.group(2), 16) < 0x80:

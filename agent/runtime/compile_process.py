@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .compile_child import _LENGTH, write_message
 from .parent_watch import PACKAGE_ROOT, python_module
@@ -53,7 +53,7 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _failed(error: str, log: str) -> dict:
+def _failed(error: str, log: str) -> dict[str, Any]:
     return {"ok": False, "error": error, "log": log, "compile_ms": 0.0, "lowered_name": "", "cubin": ""}
 
 
@@ -62,7 +62,7 @@ class CompileProcess:
         self.header_dir = header_dir
         self.requests = 0  # compiles sent to NVRTC, for tests and diagnostics
         self._lock = threading.Lock()
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: Optional[subprocess.Popen[bytes]] = None
         self._workdir: Optional[str] = None
 
     @property
@@ -74,19 +74,20 @@ class CompileProcess:
         return self._workdir
 
     def compile(self, source: str, filename: str, entry: str, options: list[str], arch: str,
-                timeout_s: Optional[float] = None) -> dict:
+                timeout_s: Optional[float] = None) -> dict[str, Any]:
         """The child's answer: ok, error, log, compile_ms, lowered_name, cubin (base64)."""
         limit = TIMEOUT_S if timeout_s is None else timeout_s
         request = {"source": source, "filename": filename, "entry": entry, "options": list(options), "arch": arch}
         with self._lock:
             try:
-                self._start()
+                proc = self._start()
             except (_Gone, TimeoutError, OSError) as e:
                 code = self._kill()
                 return _failed("COMPILE_CRASHED", f"the compile process did not start ({e or _exit_text(code)})")
             self.requests += 1
             try:
-                write_message(self._proc.stdin, request)
+                assert proc.stdin is not None  # started with a pipe
+                write_message(proc.stdin, request)
                 return self._read(time.monotonic() + limit)
             except TimeoutError:
                 self._kill()
@@ -102,9 +103,9 @@ class CompileProcess:
             self._kill(gently=True)
 
     # -- the process --------------------------------------------------------
-    def _start(self) -> None:
+    def _start(self) -> subprocess.Popen[bytes]:
         if self._proc and self._proc.poll() is None:
-            return
+            return self._proc
         self._kill()
         self._workdir = tempfile.mkdtemp(prefix="warpsmith-nvrtc-")
         self._proc = subprocess.Popen(
@@ -114,12 +115,15 @@ class CompileProcess:
         hello = self._read(time.monotonic() + START_TIMEOUT_S)
         if not hello.get("ready"):
             raise _Gone("no greeting")
+        return self._proc
 
-    def _read(self, deadline: float) -> dict:
+    def _read(self, deadline: float) -> dict[str, Any]:
         head = self._read_exact(_LENGTH.size, deadline)
-        return json.loads(self._read_exact(_LENGTH.unpack(head)[0], deadline))
+        message: dict[str, Any] = json.loads(self._read_exact(_LENGTH.unpack(head)[0], deadline))
+        return message
 
     def _read_exact(self, n: int, deadline: float) -> bytes:
+        assert self._proc is not None and self._proc.stdout is not None  # started with a pipe
         fd = self._proc.stdout.fileno()
         buf = bytearray()
         while len(buf) < n:
@@ -138,7 +142,7 @@ class CompileProcess:
         code = None
         if proc:
             try:
-                if gently:
+                if gently and proc.stdin is not None:
                     proc.stdin.close()
                     code = proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
@@ -148,7 +152,8 @@ class CompileProcess:
                 code = proc.wait()
             for stream in (proc.stdin, proc.stdout):
                 try:
-                    stream.close()
+                    if stream is not None:
+                        stream.close()
                 except OSError:
                     pass
         if self._workdir:

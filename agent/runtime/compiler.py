@@ -25,7 +25,7 @@ from typing import Optional
 
 from . import native
 from .cache_dir import cache_root
-from .compile_policy import check_options, check_source, define_options  # noqa: F401 (define_options: re-exported)
+from .compile_policy import check_options, check_source
 from .compile_process import compile_process
 
 
@@ -47,6 +47,10 @@ class Resources:
 
 @dataclass(frozen=True)
 class CompiledKernel:
+    """A compile's outcome in the parent: the runner's ``CompileResult`` as the compile
+    process sent it back (JSON, never pickle: that process ran a model's source), or as
+    the CUBIN cache kept it, with the ptxas report parsed."""
+
     ok: bool
     arch: str
     entry: str
@@ -122,7 +126,7 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
     return result
 
 
-def _store(directory, result: CompiledKernel) -> None:
+def _store(directory: Path, result: CompiledKernel) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "kernel.cubin").write_bytes(result.cubin)

@@ -1,6 +1,9 @@
 """The native runner, with its libraries found: NVRTC from the nvidia-cuda-nvrtc
 wheel (else a CUDA 13 toolkit on the loader path), cuBLAS from the nvidia-cublas
-wheel (else the system). The driver comes from the system (libcuda.so.1)."""
+wheel (else the system). The driver comes from the system (libcuda.so.1).
+
+The one door to ``agent._runner`` (tests/test_native_facade.py holds everyone else to
+it): what the rest of the tool needs of the runner is named here."""
 
 from __future__ import annotations
 
@@ -10,9 +13,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import _runner
+from .device_facts import RUNNER_FACTS, DeviceFacts
 
 CudaError = _runner.CudaError
 Program = _runner.Program  # a sequence of launches and memsets, run and timed as one unit
+# The runner's types, for code that holds them (an open GPU, its buffers, a timing recipe).
+Device = _runner.Device
+Buffer = _runner.Buffer
+Function = _runner.Function
+Cublas = _runner.Cublas
+CompileResult = _runner.CompileResult
+TimingSettings = _runner.TimingSettings
 CUDA_MAJOR = 13
 
 
@@ -44,14 +55,26 @@ def nvrtc() -> str:
 
 def nvrtc_version() -> tuple[int, int]:
     nvrtc()
-    return tuple(_runner.nvrtc_version())
+    major, minor = _runner.nvrtc_version()
+    return major, minor
+
+
+def nvrtc_compile(source: str, filename: str, entry: str, options: list[str], arch: str) -> CompileResult:
+    """NVRTC in this process, for the compile child (agent/runtime/compile_child.py); the
+    rest of the tool compiles through agent/runtime/compiler.py, which runs that child."""
+    return _runner.compile(source, filename, entry, options, arch)
 
 
 def cublas_candidates() -> list[str]:
     return library_candidates(f"libcublas.so.{CUDA_MAJOR}")
 
 
-def open_device(ordinal: int = 0) -> "_runner.Device":
+def open_cublas(device: Device) -> Cublas:
+    """cuBLAS bound to the device's stream; raises CudaError if no library loads."""
+    return _runner.Cublas(device, cublas_candidates())
+
+
+def open_device(ordinal: int = 0) -> Device:
     """Open a GPU and check its driver's CUDA major matches NVRTC's."""
     device = _runner.Device(ordinal)
     driver_major = device.facts.driver_version // 1000
@@ -61,3 +84,12 @@ def open_device(ordinal: int = 0) -> "_runner.Device":
                            f"CUBINs from this NVRTC may not load; install a CUDA {driver_major} "
                            f"nvidia-cuda-nvrtc wheel or update the driver")
     return device
+
+
+def device_facts(device: Device) -> DeviceFacts:
+    """The open GPU's facts, with the driver's CUDA version and NVRTC's as text."""
+    f = device.facts
+    major, minor = nvrtc_version()
+    driver = f.driver_version
+    return DeviceFacts(**{name: getattr(f, name) for name in RUNNER_FACTS}, nvrtc=f"{major}.{minor}",
+                       driver=f"{driver // 1000}.{driver % 1000 // 10}")

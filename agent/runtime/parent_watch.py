@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 POLL_S = 0.25
 
@@ -85,7 +85,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _watch(alive, poll_s: float) -> None:
+def _watch(alive: Callable[[], bool], poll_s: float) -> None:
     """SIGKILL this process now if `alive()` is already false, else as soon as it is."""
     if not alive():
         os.kill(os.getpid(), signal.SIGKILL)

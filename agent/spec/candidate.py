@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..runtime.compiler import define_options
+from ..runtime.compile_policy import define_options
 from .kernel_source import parse_knobs
 from .launch import LaunchRule, Program
 from .workload import Case, KernelSpec
@@ -15,6 +15,13 @@ from .workload import Case, KernelSpec
 
 @dataclass(frozen=True)
 class Candidate:
+    """A kernel ready to judge: its launch arithmetic parsed (and so checked against the
+    whitelist), options as the compiler takes them. Its twin ``CandidateSpec``
+    (agent/evaluate/records.py) is the same kernel as text, the form a model answers in
+    and a checkpoint stores, with who proposed it and why; it stays apart because the
+    stored form must not change when parsing does, and spec/ cannot import evaluate/.
+    ``CandidateSpec.to_candidate`` parses it, ``from_candidate`` writes it back."""
+
     source: str
     entry: str
     launch: LaunchRule

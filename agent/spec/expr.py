@@ -13,7 +13,7 @@ import ast
 import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Mapping, Union
+from typing import Callable, Mapping, Optional, Union
 
 Number = Union[int, float]
 
@@ -53,7 +53,7 @@ def _mod(a: Number, b: Number) -> Number:
     return a % b
 
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -61,7 +61,7 @@ _BINARY = {
     ast.FloorDiv: _floor_div,
     ast.Mod: _mod,
 }
-_FUNCTIONS = {"ceil_div": (_ceil_div, 2), "round_up": (_round_up, 2), "min": (min, None), "max": (max, None)}
+_FUNCTIONS: dict[str, tuple[Callable[..., Number], Optional[int]]] = {"ceil_div": (_ceil_div, 2), "round_up": (_round_up, 2), "min": (min, None), "max": (max, None)}
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _check_node(node: ast.AST, text: str) -> None:
 
 
 def _walk(node: ast.expr, env: Mapping[str, Number], text: str) -> Number:
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):  # _check_node let only numbers in
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in env:
@@ -138,7 +138,7 @@ def _walk(node: ast.expr, env: Mapping[str, Number], text: str) -> Number:
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         return _BINARY[type(node.op)](_walk(node.left, env, text), _walk(node.right, env, text))
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         fn, arity = _FUNCTIONS[node.func.id]
         args = [_walk(a, env, text) for a in node.args]
         if (arity is not None and len(args) != arity) or not args:

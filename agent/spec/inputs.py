@@ -15,7 +15,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -73,14 +73,17 @@ def generate_inputs(workload: Workload, case: Case, seed: int) -> dict[str, np.n
     return {j.name: generate_input(j, case.name, seed) for j in array_jobs(workload, case) if j.role == "input"}
 
 
-def load_reference_function(path: Path) -> Callable:
+def load_reference_function(path: Path) -> Callable[..., Any]:
     spec = importlib.util.spec_from_file_location(f"warpsmith_reference_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:  # a name Python does not load as source
+        raise ReferenceFailed(f"{path.name}: not loadable as a Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     fn = getattr(module, "reference", None)
     if not callable(fn):
         raise ReferenceFailed(f"{path.name}: defines no function `reference(...)`")
-    return fn
+    reference: Callable[..., Any] = fn
+    return reference
 
 
 def compute_reference(workload: Workload, case: Case, seed: int,

@@ -25,7 +25,7 @@ validated and timed, between one pair of events.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, TypeVar, Union
 
 from .expr import Expr, ExprError
 
@@ -35,6 +35,13 @@ WORKSPACE_INITS = ("zero", "poison")
 MAX_STEPS = 16
 MAX_WORKSPACES = 8
 MAX_WORKSPACE_BYTES = 16 << 30  # one buffer; a size past this is a formula gone wrong
+T = TypeVar("T")
+
+
+def xyz(dims: Sequence[T]) -> tuple[T, T, T]:
+    """Three dimensions (x, y, z) of a list already padded to three."""
+    x, y, z = dims
+    return x, y, z
 
 
 @dataclass(frozen=True)
@@ -46,17 +53,17 @@ class LaunchRule:
     shared: Expr = Expr.parse(0)
 
     def resolve(self, env: dict[str, int]) -> "Launch":
-        grid = tuple(e.evaluate_int(env) for e in self.grid)
-        block = tuple(e.evaluate_int(env) for e in self.block)
-        return Launch(grid, block, self.shared.evaluate_int(env))
+        return Launch(xyz([e.evaluate_int(env) for e in self.grid]), xyz([e.evaluate_int(env) for e in self.block]),
+                      self.shared.evaluate_int(env))
 
     @staticmethod
-    def parse(grid: list, block: list, shared: Any = 0) -> "LaunchRule":
+    def parse(grid: Sequence[Any], block: Sequence[Any], shared: Any = 0) -> "LaunchRule":
         """From 1-3 dimensions each (missing ones are 1); raises ValueError."""
         for key, dims in (("grid", grid), ("block", block)):
             if not isinstance(dims, (list, tuple)) or not 1 <= len(dims) <= 3:
                 raise ValueError(f"{key}: expected 1 to 3 dimensions")
-        pad = lambda dims: tuple(Expr.parse(d) for d in (list(dims) + [1] * 3)[:3])
+        def pad(dims: Sequence[Any]) -> tuple[Expr, Expr, Expr]:
+            return xyz([Expr.parse(d) for d in (list(dims) + [1] * 3)[:3]])
         return LaunchRule(pad(grid), pad(block), Expr.parse(shared))
 
     def text(self) -> dict[str, Any]:
@@ -232,7 +239,8 @@ class Program:
             if isinstance(s, MemsetStep):
                 lines.append(f"step {i}: memset({s.target}, 0)")
             else:
-                dims = lambda d: "(" + ", ".join(str(e) for e in d) + ")"
+                def dims(d: tuple[Expr, Expr, Expr]) -> str:
+                    return "(" + ", ".join(str(e) for e in d) + ")"
                 shared = f", {s.launch.shared}" if str(s.launch.shared) != "0" else ""
                 lines.append(f"step {i}: {s.entry}<<<{dims(s.launch.grid)}, {dims(s.launch.block)}{shared}>>>"
                              f"({', '.join(a.text() for a in s.args)})")

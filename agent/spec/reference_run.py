@@ -21,10 +21,14 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..runtime.parent_watch import python_module, with_package_root
+
+if TYPE_CHECKING:  # the child process imports no workload code
+    from .workload import Case, Workload
 
 REFERENCE_TIMEOUT_S = 300.0  # per case; `--reference-timeout` on check, eval, run, resume and bench
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -35,7 +39,7 @@ def child_env() -> dict[str, str]:
     return with_package_root({k: v for k, v in os.environ.items() if not SECRET.search(k)})
 
 
-def run_reference(workload, case, seed: int, out: Path, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
+def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
     """Run the workload's reference on `case` in a child process; the outputs land in
     `out` (an .npz path). Raises ReferenceFailed with one line: it raised, it returned
     something unusable, it did not return within `timeout_s`, or its process died."""
@@ -72,7 +76,7 @@ def run_reference(workload, case, seed: int, out: Path, timeout_s: float = REFER
                           + (f": {last}" if last else ""))
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the child's own children too
     except ProcessLookupError:
@@ -80,11 +84,11 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())[:500]
 
 
-def compute(job: dict) -> dict[str, np.ndarray]:
+def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
     """In the child: draw the inputs, run the reference, check and convert its outputs."""
     from .inputs import ArrayJob, ReferenceFailed, generate_input, load_reference_function
     path, case = Path(job["reference"]), job["case"]
@@ -138,8 +142,10 @@ def main() -> int:
     answer_to = sys.stdout
     sys.stdout = sys.stderr  # the reference's prints must not look like the answer
     from .inputs import ReferenceFailed
+    answer: dict[str, bool | str]
     try:
-        np.savez(job["out"], **compute(job))
+        outputs: dict[str, Any] = compute(job)  # by output name, none of them savez's own keywords
+        np.savez(job["out"], **outputs)
         answer = {"ok": True}
     except ReferenceFailed as e:
         answer = {"error": _one_line(e)}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..runtime.cache_dir import cache_root
+from ..runtime.device_facts import DeviceFacts
 from .workload import Case, Workload
 
 # Leads from the vendor's datasheet (H200 SXM: 4.8 TB/s HBM3e, 67 TFLOP/s fp32),
@@ -45,19 +46,19 @@ def ceilings_path(uuid: str) -> Path:
     return cache_root() / "ceilings" / f"{uuid}.json"
 
 
-def load_ceilings(facts: dict) -> Optional[Ceilings]:
+def load_ceilings(facts: DeviceFacts) -> Optional[Ceilings]:
     """Measured ceilings for this GPU if cached, else the datasheet lead, else None."""
-    path = ceilings_path(facts.get("uuid", "unknown"))
+    path = ceilings_path(facts.uuid or "unknown")
     try:
         return Ceilings(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):  # none yet, or unreadable: measure again / datasheet
         pass
-    lead = DATASHEET.get(facts.get("name", ""))
+    lead = DATASHEET.get(facts.name)
     return Ceilings(lead[0], lead[1], "datasheet") if lead else None
 
 
-def save_ceilings(facts: dict, ceilings: Ceilings) -> None:
-    path = ceilings_path(facts.get("uuid", "unknown"))
+def save_ceilings(facts: DeviceFacts, ceilings: Ceilings) -> None:
+    path = ceilings_path(facts.uuid or "unknown")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # another worker may be reading: replace, never half-write
     tmp.write_text(json.dumps(asdict(ceilings)))

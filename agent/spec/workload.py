@@ -22,7 +22,7 @@ from typing import Any, Optional
 from ..runtime.compile_policy import check_options, define_options
 from .expr import Expr, ExprError
 from .kernel_source import Knob, parse_knobs
-from .launch import Launch, LaunchRule, Program
+from .launch import Launch, LaunchJob, LaunchRule, Program, xyz
 
 __all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported from here by older code
 
@@ -39,6 +39,7 @@ MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can ge
 ARRAY_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 FLOAT32_MAX = 3.4028234663852886e38
 SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+Table = dict[str, Any]  # a TOML table, checked key by key
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
                      "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
 
@@ -244,7 +245,7 @@ def program_problem(w: Workload, program: Program, case: Case, env: dict[str, in
     except ValueError as e:  # ExprError is a ValueError
         return str(e)
     return next((f"{s.entry}: {s.launch.problems()}" for s in job.steps
-                 if hasattr(s, "launch") and s.launch.problems()), None)
+                 if isinstance(s, LaunchJob) and s.launch.problems()), None)
 
 
 def load_workload(directory: Path | str) -> Workload:
@@ -264,13 +265,13 @@ def load_workload(directory: Path | str) -> Workload:
 
 
 class _Parser:
-    def __init__(self, path: Path, directory: Path, doc: dict, raw: bytes):
+    def __init__(self, path: Path, directory: Path, doc: Table, raw: bytes):
         self.path, self.dir, self.doc, self.raw = path, directory, doc, raw
 
     def fail(self, key: str, problem: str) -> SpecError:
         return SpecError(self.path, key, problem)
 
-    def get(self, table: dict, key: str, where: str, kind: type | tuple, default: Any = ...) -> Any:
+    def get(self, table: Table, key: str, where: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
         if key not in table:
             if default is ...:
                 raise self.fail(f"{where}{key}", "missing")
@@ -281,15 +282,15 @@ class _Parser:
             raise self.fail(f"{where}{key}", f"expected {names}, got {value!r}")
         return value
 
-    def known(self, table: dict, where: str, allowed: set[str]) -> None:
+    def known(self, table: Table, where: str, allowed: set[str]) -> None:
         """Unknown keys are typos until proven otherwise."""
         for key in table:
             if key not in allowed:
                 raise self.fail(f"{where}{key}", f"unknown key (expected one of {', '.join(sorted(allowed))})")
 
-    def name(self, table: dict, where: str) -> str:
+    def name(self, table: Table, where: str) -> str:
         """table["name"], checked before it builds any path."""
-        value = self.get(table, "name", where, str)
+        value: str = self.get(table, "name", where, str)
         problem = name_problem(value)
         if problem:
             raise self.fail(where + "name", problem)
@@ -421,7 +422,7 @@ class _Parser:
             raise self.fail("cases", "no case has role = \"performance\": nothing would be timed")
         return tuple(cases)
 
-    def parse_tolerance(self, top: dict) -> Tolerance:
+    def parse_tolerance(self, top: Table) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
         self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math"})
         rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
@@ -463,8 +464,8 @@ class _Parser:
                     if not 1 <= len(dims) <= 3:
                         raise self.fail(where + key, "expected 1 to 3 dimensions")
                 rule = LaunchRule(
-                    tuple(self.expr(g, f"{where}grid[{i}]") for i, g in enumerate(grid + [1] * (3 - len(grid)))),
-                    tuple(self.expr(b, f"{where}block[{i}]") for i, b in enumerate(block + [1] * (3 - len(block)))),
+                    xyz([self.expr(g, f"{where}grid[{i}]") for i, g in enumerate(grid + [1] * (3 - len(grid)))]),
+                    xyz([self.expr(b, f"{where}block[{i}]") for i, b in enumerate(block + [1] * (3 - len(block)))]),
                     self.expr(self.get(k, "shared", where, (int, str), 0), where + "shared"))
                 entry = self.get(k, "entry", where, str)
             options = self.get(k, "options", where, list, [])
@@ -530,10 +531,10 @@ class _Parser:
                         problem = f"{p.value} overflows {p.dtype}"
                     if problem:
                         raise self.fail(f"params[{j}].value", f"for case '{case.name}': {p.name} = {problem}")
-            for key, e in (("metrics.flops", w.flops), ("metrics.bytes", w.bytes),
-                           ("workload.reduction", w.tolerance.reduction)):
-                if e is not None:
-                    check(e, key, integer=False)
+            for key, formula in (("metrics.flops", w.flops), ("metrics.bytes", w.bytes),
+                                 ("workload.reduction", w.tolerance.reduction)):
+                if formula is not None:
+                    check(formula, key, integer=False)
             for kname, k in w.kernels.items():
                 knob_env = {**{n: kn.default for n, kn in k.knobs().items()}, **k.defines}
                 env = {**case.sizes, **knob_env}

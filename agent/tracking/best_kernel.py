@@ -9,6 +9,7 @@ from typing import Optional
 
 from ..evaluate.records import Best
 from ..runtime.compile_policy import check_options, define_options
+from ..runtime.device_facts import DeviceFacts
 from ..spec.workload import Workload
 
 
@@ -32,10 +33,10 @@ def launch_json(workload: Workload, best: Best) -> dict:
 
 
 def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
-              baseline_score: Optional[float], facts: dict, ended: str = "") -> str:
+              baseline_score: Optional[float], facts: DeviceFacts, ended: str = "") -> str:
     starts = {c.case: c.median_ms for c in start.cases} if start else {}
     lines = [f"# {workload.name}: best kernel `{best.spec.name}`", "",
-             f"GPU: {facts.get('name', '?')} ({facts.get('arch', '?')}), cold L2, median of up to 100 launches.", "",
+             f"GPU: {facts.name or '?'} ({facts.arch or '?'}), cold L2, median of up to 100 launches.", "",
              "| case | starting kernel ms | best ms | baseline ms | speed-up vs start | speed-up vs baseline |",
              "|---|---|---|---|---|---|"]
     fmt = lambda v: f"{v:.4f}" if v else "-"
@@ -69,7 +70,7 @@ kernel = module.get_function(launch["entry"])
 
 
 def write_best(directory: Path, workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
-               baseline_score: Optional[float], facts: dict, loader: bool = False, ended: str = "") -> dict[str, str]:
+               baseline_score: Optional[float], facts: DeviceFacts, loader: bool = False, ended: str = "") -> dict[str, str]:
     """`ended`: how the session stopped (which limit) and what it spent, for the report."""
     files = {"kernel.cu": best.spec.source,
              "launch.json": json.dumps(launch_json(workload, best), indent=2),

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from ..evaluate.results import EvaluationResult, Status
+from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload
 
@@ -77,7 +78,8 @@ def summary_line(result: EvaluationResult, baseline: Optional[EvaluationResult])
     return text
 
 
-def to_json(workload: Workload, result: EvaluationResult, baseline: Optional[EvaluationResult], facts: dict) -> dict:
+def to_json(workload: Workload, result: EvaluationResult, baseline: Optional[EvaluationResult],
+            facts: DeviceFacts) -> dict:
     def plain(r: Optional[EvaluationResult]):
         if r is None:
             return None
@@ -85,5 +87,5 @@ def to_json(workload: Workload, result: EvaluationResult, baseline: Optional[Eva
         if d.get("compiled"):
             d["compiled"].pop("cubin", None)
         return d
-    return {"workload": workload.name, "digest": workload.digest, "gpu": facts, "candidate": plain(result),
+    return {"workload": workload.name, "digest": workload.digest, "gpu": facts.to_dict(), "candidate": plain(result),
             "baseline": plain(baseline)}

@@ -22,11 +22,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
-from ..evaluate.results import Status
+from ..evaluate.results import EvaluationResult, Status
+from ..runtime.device_facts import DeviceFacts
 from .mlflow_ui import EXPERIMENT_KIND
+from .session_tracker import SessionTracker
 from .store_schema import open_client
 
 
@@ -38,7 +40,7 @@ def tracking_uri(store: Path) -> str:
     return f"sqlite:///{store.resolve() / 'mlflow.db'}"
 
 
-class Tracker:
+class Tracker(SessionTracker):
     def __init__(self, store: Path, uri: Optional[str] = None):
         self.store = Path(store)
         self.store.mkdir(parents=True, exist_ok=True)
@@ -86,7 +88,7 @@ class Tracker:
             return None
 
     # -- session lifecycle --------------------------------------------------
-    def start(self, workload: str, session_id: str, params: dict) -> Optional[str]:
+    def start(self, workload: str, session_id: str, params: dict[str, Any]) -> Optional[str]:
         def go():
             exp = self.client.get_experiment_by_name(workload)
             exp_id = exp.experiment_id if exp else self.client.create_experiment(
@@ -119,9 +121,10 @@ class Tracker:
             self._safe("end", self.client.set_terminated, self.run_id, status)
 
     # -- what the graph reports ----------------------------------------------
-    def log_plan(self, facts: dict, baseline: dict, baseline_score: Optional[float], start: Optional[Best], result) -> None:
+    def log_plan(self, facts: DeviceFacts, baseline: dict[str, float], baseline_score: Optional[float],
+                 start: Optional[Best], result: EvaluationResult) -> None:
         if self.run_id:
-            self._later("log_plan", self._write_plan, self.run_id, dict(facts), baseline_score,
+            self._later("log_plan", self._write_plan, self.run_id, facts.to_dict(), baseline_score,
                         start.score_ms if start else None, result.detail or "ok")
 
     def _write_plan(self, run: str, facts: dict, baseline_score, start_score, validation: str) -> None:
@@ -232,13 +235,3 @@ def attempt_runs(client, parent_run_id: str, page_size: int = 1000) -> list:
         if not token:
             break
     return sorted(runs, key=lambda r: int(r.data.tags.get("warpsmith.iteration", 0)))
-
-
-class NullTracker:
-    """Tracking switched off (--no-tracking): every call does nothing."""
-
-    run_id = None
-    warnings = 0
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None

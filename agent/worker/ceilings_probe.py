@@ -16,6 +16,7 @@ import datetime
 import statistics
 
 from ..runtime.compiler import compile_kernel
+from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, save_ceilings
 
 PROBE_SOURCE = r"""
@@ -45,19 +46,19 @@ FMA_CHAINS, FMA_ITERS, FMA_THREADS = 8, 8192, 256
 
 def _median_ms(device, fn, grid, block, kernel_args) -> float:
     from ..runtime import native
-    settings = native._runner.TimingSettings(warmup=3, repetitions=20, flush_l2=False, max_total_ms=400.0)
+    settings = native.TimingSettings(warmup=3, repetitions=20, flush_l2=False, max_total_ms=400.0)
     return statistics.median(device.time(fn, grid, (block, 1, 1), 0, kernel_args, settings).samples_ms)
 
 
-def measure_ceilings(device, facts: dict) -> Ceilings:
+def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     """Measure copy bandwidth and the fp32 FMA rate on an open runner device."""
     module = {}
     for entry in ("ws_copy", "ws_fma"):
-        compiled = compile_kernel(PROBE_SOURCE, entry, facts["arch"])
+        compiled = compile_kernel(PROBE_SOURCE, entry, facts.arch)
         if not compiled.ok:
             raise RuntimeError(f"ceiling probe {entry} did not compile: {compiled.error}")
         module[entry] = device.load_module(compiled.cubin).function(compiled.symbol)
-    sms = facts["sm_count"]
+    sms = facts.sm_count
 
     src, dst = device.alloc(COPY_BYTES), device.alloc(COPY_BYTES)
     src.fill_u32(0x3F800000, 0, COPY_BYTES)
@@ -81,7 +82,7 @@ def measure_ceilings(device, facts: dict) -> Ceilings:
                     source=f"measured on this GPU {when}")
 
 
-def ensure_ceilings(device, facts: dict) -> Ceilings:
+def ensure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     """The cached ceilings of this GPU, measured now if there are none yet (about a second)."""
     from ..spec.speed_of_light import load_ceilings
     cached = load_ceilings(facts)

@@ -65,7 +65,7 @@ def check_memory(workload: Workload, gpu_bytes: Optional[int] = None, host_bytes
                  host: bool = True) -> None:
     """Raise SpecError (one line, naming the case) when a case cannot fit: on the host
     (`host_bytes`, default MemAvailable) unless host=False, and on the GPU where its
-    memory `gpu_bytes` (facts["total_memory"]) is known."""
+    memory `gpu_bytes` (DeviceFacts.total_memory) is known."""
     toml = workload.directory / "workload.toml"
     host_bytes = host_available_bytes() if host and host_bytes is None else host_bytes
     for i, case in enumerate(workload.cases):

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ..runtime import native
+from ..runtime.device_facts import DeviceFacts
 from ..runtime.parent_watch import exit_with_parent
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .ceilings_probe import ensure_ceilings
@@ -68,12 +69,8 @@ class GpuWorker:
         self._kernel: tuple[bytes, str, object, object] | None = None  # (cubin, symbol, module, function) loaded last
         self._programs: dict[tuple, ProgramRun] = {}  # the loaded kernel's programs, per (case, seed, steps)
 
-    def facts(self) -> dict:
-        f = self.device.facts
-        facts = {k: getattr(f, k) for k in dir(f) if not k.startswith("_")}
-        facts["nvrtc"] = "{}.{}".format(*native.nvrtc_version())
-        facts["driver"] = f"{f.driver_version // 1000}.{f.driver_version % 1000 // 10}"
-        return facts
+    def facts(self) -> DeviceFacts:
+        return native.device_facts(self.device)
 
     def buffers(self, job: CaseJob, seed: int) -> CaseBuffers:
         key = (job.case, seed, job.reference)
@@ -220,7 +217,7 @@ class GpuWorker:
 
     def cublas(self):
         if self._cublas is None:
-            self._cublas = native._runner.Cublas(self.device, native.cublas_candidates())
+            self._cublas = native.open_cublas(self.device)
         return self._cublas
 
     def bias_relu(self):
@@ -308,9 +305,9 @@ def _tampering(bufs: CaseBuffers) -> Optional[CaseCheck]:
     return None
 
 
-def _settings(t: TimingConfig):
-    return native._runner.TimingSettings(warmup=t.warmup, repetitions=t.repetitions, flush_l2=t.cold_l2,
-                                         max_total_ms=t.max_total_ms)
+def _settings(t: TimingConfig) -> native.TimingSettings:
+    return native.TimingSettings(warmup=t.warmup, repetitions=t.repetitions, flush_l2=t.cold_l2,
+                                 max_total_ms=t.max_total_ms)
 
 
 def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:

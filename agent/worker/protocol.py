@@ -13,17 +13,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
+from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ArrayJob
 from ..spec.launch import Arg, Launch, ProgramJob
 from ..spec.speed_of_light import Ceilings
 from .mismatch import MismatchReport
 from .status import Status
 
+__all__ = ["Arg", "Launch", "ProgramJob"]  # the launch records, defined in agent.spec.launch, travel in requests
+
 
 @dataclass(frozen=True)
 class TimingConfig:
+    """The timing recipe as the evaluator asks for it. The worker turns it into the
+    runner's ``TimingSettings`` (gpu_side._settings); this twin exists because a message
+    on the pipe must pickle, and the runner's objects do not."""
+
     warmup: int = 10
     repetitions: int = 100
     cold_l2: bool = True
@@ -97,9 +104,17 @@ class CaseCheck:
 
 @dataclass(frozen=True)
 class WorkerReady:
-    facts: dict
+    facts: DeviceFacts
     nvrtc: tuple[int, int]
     ceilings: Optional[Ceilings] = None  # measured on this GPU (cached by UUID); None if the probe failed
+
+    # On the pipe the facts stay the plain dict they always were (DeviceFacts.to_dict).
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "facts": self.facts.to_dict()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in {**state, "facts": DeviceFacts.from_dict(state["facts"])}.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""What the loop, the session, the proposers and the CLI ask of an evaluator: the
+local one (agent/evaluate/evaluator.py, a GPU worker process), a test double
+(tests/evaluator_double.py), later one per GPU elsewhere (Ray). Everything above
+evaluate/ names this, never a concrete evaluator."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Protocol
+
+from ..runtime.device_facts import DeviceFacts
+from ..spec.candidate import Candidate
+from ..spec.speed_of_light import Ceilings
+from ..worker.protocol import TimingConfig
+from .results import EvaluationResult
+
+
+class EvaluationBackend(Protocol):
+    timing: TimingConfig
+    # Called with each reply of the GPU side as it arrives (CaseChecked, CaseTimed...), for live progress.
+    on_event: Callable[[object], None]
+
+    @property
+    def facts(self) -> DeviceFacts:
+        """The GPU's facts (starts the GPU side if it is not running)."""
+        ...
+
+    @property
+    def ceilings(self) -> Optional[Ceilings]:
+        """The GPU's measured ceilings, else datasheet leads, else None."""
+        ...
+
+    def evaluate(self, candidate: Candidate, seed: int = 1, revalidate: bool = True,
+                 time_cases: bool = True) -> EvaluationResult:
+        """Compile, validate, time and validate again; failures are statuses, not exceptions."""
+        ...
+
+    def baseline_kinds(self) -> list[str]:
+        """The library baselines this workload has and this machine can run."""
+        ...
+
+    def baseline(self, seed: int = 1, kind: Optional[str] = None) -> Optional[EvaluationResult]:
+        """A library on the same cases, timed the same way; None if there is none to run."""
+        ...
+
+    def abort(self) -> None:
+        """Kill the GPU work in flight, from any thread ("stop now")."""
+        ...
+
+    def close(self) -> None:
+        """Release the GPU side."""
+        ...
