@@ -122,7 +122,8 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
     baseline = {"square-1024": 0.09, "long-k": 0.2}
     tuner, history, kernels = TuneProposer(0), [], []
     for i in range(1, 13):
-        ctx = ProposalContext(w, {}, i, "optimise", list(history), best, history[-1] if history else None, baseline)
+        ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
+                              baseline)
         spec = tuner.propose(ctx).spec
         kernels.append(spec.name.split("@")[0])
         split = spec.name.startswith("splitk")

@@ -10,9 +10,10 @@ combinations; NVRTC needs no GPU, and the CUBIN it caches is what the compile
 node then uses) are skipped without spending the budget. The state of the search is the
 session's history, so a resumed session continues where it stopped.
 
-Several tunable kernels (a workload shipping tiles and split-K): the kernel being
-improved (the best's, else the one with the most knobs) gets MAIN_TURNS proposals in
-a row, then each other kernel with knobs gets one. Those turns are scored on the
+Several tunable kernels shipped with the workload (tiles and split-K): the kernel
+being improved (the best's, else the one with the most knobs) gets MAIN_TURNS
+proposals in a row, then each other shipped kernel with knobs gets one (not while a
+model's kernel is the best: the tuner then searches that one only). Those turns are scored on the
 focus case, the performance case where the best so far is furthest behind the
 baseline (or slowest against its own geomean without one), so a kernel that only
 pays on some shapes is searched where it pays; the session's dispatch
@@ -87,6 +88,8 @@ class TuneProposer:
         try:
             main = self.base(ctx)[0].name.split("@")[0]
         except ProposalError:
+            return None
+        if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone (HybridProposer)
             return None
         others = [n for n, k in ctx.workload.kernels.items() if n != main and k.knobs()]
         turn = ctx.iteration % (MAIN_TURNS + len(others)) - MAIN_TURNS

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .session_tracker import SessionTracker
 
 
 @dataclass(frozen=True)
@@ -15,9 +18,10 @@ class TrackingOptions:
     trace: bool = False  # --trace: an llm session's model calls traced in MLflow
 
 
-def open_tracker(options: TrackingOptions):
+def open_tracker(options: TrackingOptions) -> SessionTracker:
     """The MLflow tracker the options ask for, or one that records nothing."""
-    from .tracker import NullTracker, Tracker
+    from .session_tracker import NullTracker
+    from .tracker import Tracker
     return Tracker(options.store, options.uri) if options.enabled else NullTracker()
 
 
