@@ -187,20 +187,25 @@ def _candidate(args, workload):
     from ..spec.expr import Expr
     from ..spec.workload import LaunchRule
     defines = dict(args.defines)
+    if not args.kernel and workload.from_scratch:
+        raise CliError(f"{workload.name} has no starting kernel ([start] from_scratch = true): "
+                       "give one with --kernel FILE --entry NAME --grid ... --block ...")
     if not args.kernel or args.kernel in workload.kernels:
         return Candidate.from_spec(workload.kernels[args.kernel or workload.start], defines)
     path = Path(args.kernel)
     if not path.is_file():
         raise SpecError(path, "--kernel", f"neither a file nor one of the workload's kernels ({', '.join(workload.kernels)})")
     start = workload.start_kernel
-    rule = start.launch
-    if args.grid or args.block or args.shared:
-        pad = lambda dims: tuple(Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
-        try:
-            rule = LaunchRule(pad(args.grid) if args.grid else rule.grid, pad(args.block) if args.block else rule.block,
-                              Expr.parse(args.shared) if args.shared else rule.shared)
-        except ValueError as e:
-            raise SpecError(path, "--grid/--block/--shared", str(e)) from None
+    if start is None and not (args.entry and args.grid and args.block):
+        raise CliError(f"{workload.name} has no starting kernel to take the launch rule from: "
+                       "--kernel FILE needs --entry, --grid and --block")
+    pad = lambda dims: tuple(Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
+    try:
+        rule = LaunchRule(pad(args.grid) if args.grid else start.launch.grid,
+                          pad(args.block) if args.block else start.launch.block,
+                          Expr.parse(args.shared) if args.shared else start.launch.shared if start else Expr.parse(0))
+    except ValueError as e:
+        raise SpecError(path, "--grid/--block/--shared", str(e)) from None
     return Candidate(path.read_text(), args.entry or start.entry, rule, (), defines, path.stem)
 
 

@@ -234,8 +234,10 @@ def cmd_run(args) -> int:
     from ..drafting.drafting import refuse_drafted
     if refuse_drafted(workload):
         raise CliError(str(refuse_drafted(workload)))
-    preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     proposer = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
+    if proposer == "tune" and workload.needs_start_kernel("run --proposer tune"):
+        raise CliError(workload.needs_start_kernel("run --proposer tune"))
+    preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     try:
         if proposer == "llm" and args.base_url:  # before minutes of GPU set-up, not at the first model call
             from ..proposers.model_client import check_reachable
