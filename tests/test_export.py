@@ -28,7 +28,7 @@ from agent.tracking.launch_module import launch_module
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
 EXAMPLES = sorted(p.parent.name for p in (ROOT / "examples").glob("*/workload.toml"))
-HAS_GPU_ARRAYS = any(importlib.util.find_spec(m) for m in ("cupy", "torch"))
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
 
 class CudaArrayDouble:
@@ -173,7 +173,7 @@ def test_launch_limits_are_checked_before_the_gpu(kernel):
         kernel.launch_config(M=128 * 65536, N=64, K=1)
 
 
-@pytest.mark.skipif(HAS_GPU_ARRAYS, reason="CuPy or torch is installed: launch() would reach for the GPU")
+@pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed: launch() would reach for the GPU")
 def test_launch_without_cupy_says_how_to_install_it(kernel):
     """Right arrays but no CuPy: one line saying what to install."""
     with pytest.raises(ImportError, match="pip install cupy-cuda13x"):
@@ -202,3 +202,20 @@ def test_a_tampered_best_is_not_exported(exported, change, why):
     with pytest.raises(ValueError, match="cannot be exported") as e:
         launch_module(workload, best.model_copy(update={"spec": best.spec.model_copy(update=change)}))
     assert why in str(e.value)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch")
+def test_the_torch_op_is_registered_once_with_a_fake(kernel):
+    """torch.ops.warpsmith.sgemm(A, B) -> C: its schema passes opcheck, its fake gives C's shape on the
+    meta device (what torch.compile traces with), and CPU tensors find no kernel, once registered."""
+    import torch
+    op = kernel.register_torch_op()
+    assert kernel.register_torch_op() is op and torch.ops.warpsmith.sgemm is op
+    A, B = torch.empty(97, 61, device="meta"), torch.empty(61, 83, device="meta")
+    C = op(A, B)
+    assert (tuple(C.shape), C.dtype, C.device.type) == ((97, 83), torch.float32, "meta")
+    assert torch.library.opcheck(op, (A, B), test_utils=("test_schema",)) == {"test_schema": "SUCCESS"}
+    with pytest.raises(NotImplementedError):
+        op(torch.zeros(3, 4), torch.zeros(4, 5))
+    with pytest.raises(TypeError, match="A is a CPU tensor; pass a CUDA tensor"):
+        kernel.launch(torch.zeros(3, 4), torch.zeros(4, 5), torch.zeros(3, 5))
