@@ -52,7 +52,7 @@ def launch_module(workload: Workload, best: Best) -> str:
     order = [("array", arrays.index(p)) if isinstance(p, ArrayParam) else ("scalar", scalars.index(p))
              for p in workload.params]
     lines = [
-        _docstring(workload, arrays),
+        _docstring(workload, arrays, op_sizes),
         "",
         f"WORKLOAD = {workload.name!r}",
         f"KERNEL = {spec.name!r}  # the attempt that became the best, score {best.score_ms:.4f} ms",
@@ -121,9 +121,9 @@ def _op_schema(arrays: list[ArrayParam], op_sizes: tuple[str, ...]) -> str:
     return f"({', '.join(args)}) -> {'Tensor' if outputs == 1 else '(' + ', '.join(['Tensor'] * outputs) + ')'}"
 
 
-def _docstring(workload: Workload, arrays: list[ArrayParam]) -> str:
+def _docstring(workload: Workload, arrays: list[ArrayParam], op_sizes: tuple[str, ...]) -> str:
     """Built from names (identifiers) and rebuilt expressions only: no free text."""
-    ins = ", ".join(p.name for p in arrays if p.role == "input")
+    ins = ", ".join([p.name for p in arrays if p.role == "input"] + list(op_sizes))
     outs = ", ".join(p.name for p in arrays if p.role == "output")
     params = "\n".join(f"    {p.name}: {p.dtype} [{', '.join(e.shown() for e in p.shape)}], {p.role}" for p in arrays)
     return f'''"""The {workload.name} kernel warpsmith found, as a module: needs CuPy to launch, nothing of warpsmith.
