@@ -56,3 +56,44 @@ def test_division_by_zero_is_an_expr_error():
 def test_names_lists_free_variables():
     """names() lists the sizes and knobs an expression needs, not function names."""
     assert Expr.parse("ceil_div(N, BN) * min(M, 2)").names() == {"N", "BN", "M"}
+
+
+def _as_python(expr: Expr):
+    """The generated Python of `expr` as a function of the env (test-written expressions only)."""
+    from agent.spec.expr import PYTHON_HELPERS
+    namespace: dict = {}
+    exec(PYTHON_HELPERS + f"\ndef f(v):\n    return {expr.python(lambda n: f'v[{n!r}]')}\n", namespace)
+    return namespace["f"]
+
+
+@pytest.mark.parametrize("text,env", [
+    ("ceil_div(N, 16)", {"N": 100}), ("(BM / TM) * (BN / TN)", {"BM": 64, "TM": 8, "BN": 128, "TN": 4}),
+    ("round_up(K, 32) - K", {"K": 61}), ("min(M, 1024) + max(1, N // 2) % 7", {"M": 5000, "N": 30}),
+    ("-N + 2 * N", {"N": 9}), ("N / 16", {"N": 100}), ("+N - -3 // 2", {"N": 4}), ("2.5 * N", {"N": 3}),
+    ("ceil_div(rows, 1 + WARP_ROW * (BLOCK / 32 - 1))", {"rows": 1000, "WARP_ROW": 1, "BLOCK": 256}),
+    (128, {}),
+])
+def test_python_translation_computes_what_the_evaluator_does(text, env):
+    """Expr.python() gives the same value and type as evaluate(), exact integer division included."""
+    e = Expr.parse(text)
+    got, want = _as_python(e)(env), e.evaluate(env)
+    assert got == want and type(got) is type(want)
+
+
+def test_python_translation_is_built_from_the_tree_not_the_text():
+    """A comment in an expression's text reaches neither the generated code nor the shown form."""
+    e = Expr.parse("ceil_div(N, 16)  # '''; import os")
+    assert e.python(lambda n: f"v[{n!r}]") == "_ceil_div(v['N'], 16)"
+    assert e.shown() == "ceil_div(N, 16)"
+
+
+def test_python_translation_keeps_zero_divisor_errors():
+    """A zero divisor in generated code is a one-line ValueError, like the evaluator's ExprError."""
+    with pytest.raises(ValueError, match="ceil_div by zero"):
+        _as_python(Expr.parse("ceil_div(N, T)"))({"N": 1, "T": 0})
+
+
+def test_python_translation_refuses_infinity():
+    """1e999 parses to inf, which Python source cannot write back: refused, not written as a name."""
+    with pytest.raises(ExprError, match="cannot be written"):
+        Expr.parse("N * 1e999").python(lambda n: n)

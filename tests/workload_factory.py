@@ -39,3 +39,16 @@ def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: st
     text = text.replace("allow_tf32 = false", tolerance)
     (directory / "workload.toml").write_text(text)
     return directory
+
+
+def make_from_scratch_workload(directory: Path) -> Path:
+    """The small sgemm workload without kernels: [start] from_scratch = true (the llm
+    proposer writes the first kernel)."""
+    make_sgemm_workload(directory)
+    for path in directory.glob("*.cu"):
+        path.unlink()
+    text = (directory / "workload.toml").read_text()
+    text = re.sub(r"\[start\]\nkernel = \"naive\"\n", "[start]\nfrom_scratch = true\n", text)
+    text = re.sub(r"\[kernels\.\w+\]\n(?:[^\[\n].*\n|\n)*", "", text)
+    (directory / "workload.toml").write_text(text)
+    return directory

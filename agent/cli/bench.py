@@ -137,6 +137,7 @@ def _bench(args) -> int:
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
     from ..drafting.drafting import refuse_drafted
     refusals = [r for r in map(refuse_drafted, workloads) if r]
+    refusals += [r for w in workloads if (r := w.needs_start_kernel("bench"))]
     try:  # --cases names performance cases of every workload benched
         for w in workloads:
             w.timing_only(args.cases)

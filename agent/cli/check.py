@@ -93,6 +93,8 @@ def _compile_kernels(w: Workload, arch: str, say) -> bool:
     from ..runtime.compiler import compile_kernel
     from ..spec.candidate import Candidate
     ok = True
+    if not w.kernels:
+        say("skip", "compile", "no kernels: the workload starts from scratch (the llm proposer writes the first)")
     for name, spec in w.kernels.items():
         c = Candidate.from_spec(spec)
         r = compile_kernel(c.source, c.entry, arch, c.compile_options(), filename=spec.path.name)

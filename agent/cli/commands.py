@@ -29,7 +29,16 @@ def _define(text: str) -> tuple[str, int]:
 
 
 def _dims(text: str) -> list[str]:
-    parts = [p.strip() for p in text.split(";")] if ";" in text else [p.strip() for p in text.split(",")]
+    """'ceil_div(N, 16),M' -> ['ceil_div(N, 16)', 'M']: commas inside parentheses stay (or separate by ';')."""
+    if ";" in text:
+        parts = [p.strip() for p in text.split(";")]
+    else:
+        parts, depth, start = [], 0, 0
+        for i, ch in enumerate(text + ","):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if ch == "," and depth == 0:
+                parts.append(text[start:i].strip())
+                start = i + 1
     if not 1 <= len(parts) <= 3:
         raise argparse.ArgumentTypeError("give 1 to 3 dimensions")
     return parts
@@ -70,10 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", type=int, default=0)
     add_reference_timeout(e)
     add_check_command(sub)
+    from .import_problem import add_import_command
     from .loop_commands import add_loop_commands
     from .new import add_new_commands
     add_loop_commands(sub)
     add_new_commands(sub)
+    add_import_command(sub, _dims)
     from .help import show_defaults
     show_defaults(p)
     return p
@@ -91,11 +102,13 @@ def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -
         from .bench import cmd_bench
         from .check import cmd_check
         from .diff import cmd_diff
+        from .import_problem import cmd_import
         from .new import cmd_new, cmd_review
         commands = {"doctor": cmd_doctor, "compile": cmd_compile, "eval": cmd_eval, "run": cli_loop.cmd_run,
                     "resume": cli_loop.cmd_resume, "runs": cli_loop.cmd_runs, "export": cli_loop.cmd_export,
                     "ui": cli_loop.cmd_ui, "bench": cmd_bench,
-                    "diff": cmd_diff, "new": cmd_new, "review": cmd_review, "check": cmd_check}
+                    "diff": cmd_diff, "new": cmd_new, "review": cmd_review, "check": cmd_check,
+                    "import": cmd_import}
         return commands[args.command](args)
     except CliError as e:  # raised anywhere below a command: printed here, once
         print(f"warpsmith: error: {e}", file=sys.stderr)
@@ -188,20 +201,25 @@ def _candidate(args, workload):
     from ..spec.expr import Expr
     from ..spec.workload import LaunchRule
     defines = dict(args.defines)
+    if not args.kernel and workload.from_scratch:
+        raise CliError(f"{workload.name} has no starting kernel ([start] from_scratch = true): "
+                       "give one with --kernel FILE --entry NAME --grid ... --block ...")
     if not args.kernel or args.kernel in workload.kernels:
         return Candidate.from_spec(workload.kernels[args.kernel or workload.start], defines)
     path = Path(args.kernel)
     if not path.is_file():
         raise SpecError(path, "--kernel", f"neither a file nor one of the workload's kernels ({', '.join(workload.kernels)})")
     start = workload.start_kernel
-    rule = start.launch
-    if args.grid or args.block or args.shared:
-        pad = lambda dims: tuple(Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
-        try:
-            rule = LaunchRule(pad(args.grid) if args.grid else rule.grid, pad(args.block) if args.block else rule.block,
-                              Expr.parse(args.shared) if args.shared else rule.shared)
-        except ValueError as e:
-            raise SpecError(path, "--grid/--block/--shared", str(e)) from None
+    if start is None and not (args.entry and args.grid and args.block):
+        raise CliError(f"{workload.name} has no starting kernel to take the launch rule from: "
+                       "--kernel FILE needs --entry, --grid and --block")
+    pad = lambda dims: tuple(Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
+    try:
+        rule = LaunchRule(pad(args.grid) if args.grid else start.launch.grid,
+                          pad(args.block) if args.block else start.launch.block,
+                          Expr.parse(args.shared) if args.shared else start.launch.shared if start else Expr.parse(0))
+    except ValueError as e:
+        raise SpecError(path, "--grid/--block/--shared", str(e)) from None
     return Candidate(path.read_text(), args.entry or start.entry, rule, (), defines, path.stem)
 
 

@@ -74,7 +74,7 @@ def add_loop_commands(sub) -> None:
     ls.add_argument("--tracking-uri")
     ls.add_argument("--attempts", metavar="SESSION", help="list this session's attempts (its child runs) instead")
 
-    e = sub.add_parser("export", help="write a session's best kernel, launch.json, report and a loader snippet")
+    e = sub.add_parser("export", help="write a session's best kernel, launch.json, report and kernel.py (launch() for CuPy and torch)")
     e.add_argument("session")
     e.add_argument("dir", type=Path)
     e.add_argument("--store", type=Path, default=Path("mlruns"))
@@ -119,6 +119,8 @@ def cmd_run(args) -> int:
         raise CliError(str(refuse_drafted(workload)))
     options = run_options(args)
     check_readable(options.tracking)
+    if options.search.proposer.kind == "tune" and workload.needs_start_kernel("run --proposer tune"):
+        raise CliError(workload.needs_start_kernel("run --proposer tune"))
     preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     choice = options.search.proposer
     try:
@@ -210,9 +212,16 @@ def cmd_export(args) -> int:
         raise CliError(str(e))
     if not state.get("best"):
         raise CliError("this session has no kernel that passed validation", 1)
-    write_best(args.dir, load_workload(info.workload), state["best"], state.get("start"), state.get("baseline", {}),
-               state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), loader=True)
+    workload = load_workload(info.workload)  # a spec broken since: SpecError, exit 2
+    try:
+        write_best(args.dir, workload, state["best"], state.get("start"), state.get("baseline", {}),
+                   state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), module=True)
+    except ValueError as e:  # options or includes NVRTC would refuse (a tampered session), an ExprError
+        raise CliError(str(e), 1)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")
+    if state["best"].spec.program:
+        print("note: the best is a program of several launches; kernel.py is not written for programs yet "
+              "(launch.json has each case's steps and workspace sizes)")
     return 0
 
 

@@ -120,9 +120,11 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     floors = {c.name: f.floor_ms for c in w.cases if c.timed and (f := case_floor(w, c, ceilings)) is not None} if ceilings else {}
     runtime.stream_writer(events.Planned(facts.name or "?", baseline, baseline_score, floors,
                                          ceilings.source if ceilings else ""))
-    spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
-    r = ev.evaluate(spec.to_candidate())
-    start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) if r.ok else None
+    start, r = None, None
+    if w.start_kernel is not None:  # else from scratch: the proposer writes the first kernel
+        spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
+        r = ev.evaluate(spec.to_candidate())
+        start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) if r.ok else None
     if start:
         runtime.stream_writer(events.NewBest(0, spec.name, start.score_ms,
                                              baseline_score / start.score_ms if baseline_score else None))

@@ -88,6 +88,9 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
             detail = detail[:max_detail] + "\n... (truncated)"
         parts += ["", f"# The last attempt ({ctx.last.name}) failed: {ctx.last.status}. Fix it. Verbatim:",
                   "```", detail, "```"]
+    elif ctx.best is None and ctx.workload.from_scratch and not ctx.history:
+        parts += ["", "# Task: this workload has no starting kernel: write its first kernel from scratch. "
+                      "Correct on every case first (guard every access), then fast."]
     else:
         parts += ["", "# Task: propose a faster correct kernel than the best so far."]
     return "\n".join(parts)

@@ -64,6 +64,9 @@ class TuneProposer:
             spec = ctx.best.spec
         else:
             kernels = ctx.workload.kernels
+            if not kernels:
+                raise ProposalError(f"{ctx.workload.name} ships no kernel to tune and the best so far (if any) "
+                                    "declares no knobs (// knob NAME: values); nothing to tune")
             chosen: KernelSpec = kernels[kernel] if kernel else max(kernels.values(), key=lambda k: len(k.knobs()))
             spec = CandidateSpec.from_candidate(Candidate.from_spec(chosen), self.name)
         knobs = parse_knobs(spec.source)

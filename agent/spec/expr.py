@@ -4,12 +4,15 @@ Launch configurations, shapes, scalar arguments and FLOP/byte formulas are writt
 as such expressions. They are parsed with :mod:`ast` and walked by a whitelist:
 numbers, names, ``+ - * / // %``, unary minus, parentheses and the calls
 ``ceil_div``, ``round_up``, ``min``, ``max``. Nothing is ever handed to ``eval``,
-so a workload file or a model's answer cannot run Python.
+so a workload file or a model's answer cannot run Python. :meth:`Expr.python`
+writes the same arithmetic as Python source for the exported launch module, from
+the checked tree (never from the text), over :data:`PYTHON_HELPERS`.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -95,6 +98,16 @@ class Expr:
             value = int(value)
         return value
 
+    def shown(self) -> str:
+        """The expression as people read it, rebuilt from the tree (no comments, no stray text)."""
+        return ast.unparse(self.tree)
+
+    def python(self, name: Callable[[str], str]) -> str:
+        """Python source computing this expression with :data:`PYTHON_HELPERS`; `name(id)`
+        is the source of a name's value (e.g. ``v['N']``). Raises ExprError for a
+        constant Python cannot write back (inf)."""
+        return _python(self.tree, name, self.text)
+
     def __str__(self) -> str:
         return self.text
 
@@ -144,4 +157,69 @@ def _walk(node: ast.expr, env: Mapping[str, Number], text: str) -> Number:
         if (arity is not None and len(args) != arity) or not args:
             raise ExprError(f"'{text}': {node.func.id} takes {arity or 'one or more'} arguments")
         return fn(*args)
+    raise ExprError(f"'{text}': unsupported expression")  # unreachable after _check_node
+
+
+# The evaluator's semantics as Python source, for generated code that must not import
+# warpsmith: exact integer division, and one-line errors for a zero divisor.
+PYTHON_HELPERS = '''
+def _ceil_div(a, b):
+    if b == 0:
+        raise ValueError("ceil_div by zero")
+    return -(-a // b)
+
+
+def _round_up(a, b):
+    return _ceil_div(a, b) * b
+
+
+def _div(a, b):
+    if b == 0:
+        raise ValueError("division by zero")
+    q = a / b
+    return int(q) if isinstance(a, int) and isinstance(b, int) and a % b == 0 else q
+
+
+def _floordiv(a, b):
+    if b == 0:
+        raise ValueError("division by zero")
+    return a // b
+
+
+def _mod(a, b):
+    if b == 0:
+        raise ValueError("modulo by zero")
+    return a % b
+
+
+def _whole(value, text):
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"'{text}' gives {value}, not a whole number")
+        value = int(value)
+    return value
+'''
+_PY_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+_PY_CALLS = {ast.Div: "_div", ast.FloorDiv: "_floordiv", ast.Mod: "_mod"}
+_PY_FUNCTIONS = {"ceil_div": "_ceil_div", "round_up": "_round_up", "min": "min", "max": "max"}
+
+
+def _python(node: ast.expr, name: Callable[[str], str], text: str) -> str:
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, float) and not math.isfinite(node.value):
+            raise ExprError(f"'{text}': {node.value} cannot be written as a Python number")
+        return repr(node.value)
+    if isinstance(node, ast.Name):
+        return name(node.id)
+    if isinstance(node, ast.UnaryOp):
+        return f"({'-' if isinstance(node.op, ast.USub) else '+'}{_python(node.operand, name, text)})"
+    if isinstance(node, ast.BinOp):
+        left, right = _python(node.left, name, text), _python(node.right, name, text)
+        op = type(node.op)
+        return f"({left} {_PY_BINARY[op]} {right})" if op in _PY_BINARY else f"{_PY_CALLS[op]}({left}, {right})"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        fn, arity = _FUNCTIONS[node.func.id]
+        if (arity is not None and len(node.args) != arity) or not node.args:
+            raise ExprError(f"'{text}': {node.func.id} takes {arity or 'one or more'} arguments")
+        return f"{_PY_FUNCTIONS[node.func.id]}({', '.join(_python(a, name, text) for a in node.args)})"
     raise ExprError(f"'{text}': unsupported expression")  # unreachable after _check_node

@@ -6,7 +6,8 @@ arrays); the child dies with its parent, draws the case's inputs itself, runs
 NaN/inf) and writes the outputs to an ``.npz``; its last stdout line is one JSON
 object, ``{"ok": true}`` or ``{"error": "one line"}``. A child that does not answer
 within the limit is killed with its process group, and the error says how to
-raise the limit. The child gets no secret in its environment.
+raise the limit. The child gets no secret in its environment. `run_child` does the
+same for any such child (`warpsmith import`'s probe of a problem file too).
 
     python -m agent.reference_run  < job.json
 """
@@ -49,16 +50,37 @@ def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_
            "sizes": case.sizes, "seed": seed, "out": str(out),
            "arrays": [dataclasses.asdict(j) for j in array_jobs(workload, case)],
            "allow_nonfinite": [p.name for p in workload.outputs if p.allow_nonfinite]}
-    proc = subprocess.Popen(python_module("agent.spec.reference_run"), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-                            cwd=workload.directory, start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(json.dumps(job), timeout=timeout_s)
+        answer = run_child("agent.spec.reference_run", job, workload.directory, timeout_s)
     except subprocess.TimeoutExpired:
-        _kill(proc)
         raise ReferenceFailed(f"{name} did not return within {timeout_s:g} s for case '{case.name}' "
                               "(raise --reference-timeout or make it faster)") from None
-    except BaseException:  # Ctrl-C, SIGTERM's exception: the child goes too
+    except ChildDied as e:
+        raise ReferenceFailed(f"{name}: its process ended ({e.how}) for case '{case.name}' without an answer"
+                              + (f": {e.last}" if e.last else "")) from None
+    if "error" in answer:
+        raise ReferenceFailed(answer["error"])
+
+
+class ChildDied(RuntimeError):
+    """A child that ended without its JSON answer: how (exit code, signal) and stderr's last line."""
+
+    def __init__(self, how: str, last: str):
+        super().__init__(how + (f": {last}" if last else ""))
+        self.how, self.last = how, last
+
+
+def run_child(module: str, job: dict[str, Any], cwd: Path, timeout_s: float) -> dict[str, Any]:
+    """`python -m module` with `job` as JSON on stdin, in `cwd`, in its own process group
+    and without secrets in its environment (it runs the user's code). Returns its answer,
+    the last stdout line: {"ok": true, ...} or {"error": "one line"}. Raises
+    subprocess.TimeoutExpired after `timeout_s` (the child and its children killed) and
+    ChildDied when it gives no answer."""
+    proc = subprocess.Popen(python_module(module), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env(), cwd=cwd, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(json.dumps(job), timeout=timeout_s)
+    except BaseException:  # the time limit, Ctrl-C, SIGTERM's exception: the child goes too
         _kill(proc)
         raise
     lines = stdout.strip().splitlines()
@@ -66,14 +88,11 @@ def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_
         answer = json.loads(lines[-1]) if lines else {}
     except json.JSONDecodeError:
         answer = {}
-    if answer.get("ok") and proc.returncode == 0:
-        return
-    if "error" in answer:
-        raise ReferenceFailed(answer["error"])
+    if (answer.get("ok") and proc.returncode == 0) or "error" in answer:
+        return answer
     how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
     last = (stderr.strip().splitlines() or [""])[-1][:300]
-    raise ReferenceFailed(f"{name}: its process ended ({how}) for case '{case.name}' without an answer"
-                          + (f": {last}" if last else ""))
+    raise ChildDied(how, last)
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:

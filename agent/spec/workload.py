@@ -160,7 +160,7 @@ class Workload:
     flops: Optional[Expr]
     bytes: Optional[Expr]
     kernels: dict[str, KernelSpec]
-    start: str
+    start: str  # the starting kernel's name; "" when the workload starts from scratch
     reference_path: Path
     digest: str  # hash of the spec and the reference: keys the reference cache
     # "" (written by hand), "drafted" (by a model, not yet trusted) or "reviewed"
@@ -180,8 +180,22 @@ class Workload:
         return [p for p in self.arrays if p.role == "output"]
 
     @property
-    def start_kernel(self) -> KernelSpec:
-        return self.kernels[self.start]
+    def start_kernel(self) -> Optional[KernelSpec]:
+        """None for a workload that starts from scratch ([start] from_scratch = true)."""
+        return self.kernels[self.start] if self.start else None
+
+    @property
+    def from_scratch(self) -> bool:
+        """No starting kernel: the llm proposer writes the first one."""
+        return not self.start
+
+    def needs_start_kernel(self, what: str) -> Optional[str]:
+        """Why `what` (a command that evaluates or tunes the starting kernel) cannot run on
+        this workload, or None."""
+        if not self.from_scratch:
+            return None
+        return (f"{what}: {self.name} has no starting kernel ([start] from_scratch = true); the llm proposer "
+                "writes its first kernel: warpsmith run WORKLOAD --proposer llm (with OPENAI_API_KEY or --base-url)")
 
     def timing_only(self, names: list[str] | tuple[str, ...]) -> "Workload":
         """This workload with only `names` among its performance cases timed and
@@ -336,10 +350,15 @@ class _Parser:
         self.known(metrics, "metrics.", {"flops", "bytes"})
         flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
         nbytes = self.expr(metrics["bytes"], "metrics.bytes") if "bytes" in metrics else None
-        kernels = self.parse_kernels(tolerance.allow_fast_math)
-        start = self.get(self.get(self.doc, "start", "", dict, {}), "kernel", "start.", str,
-                         next(iter(kernels), ""))
-        if start not in kernels:
+        start_table = self.get(self.doc, "start", "", dict, {})
+        self.known(start_table, "start.", {"kernel", "from_scratch"})
+        from_scratch = self.get(start_table, "from_scratch", "start.", bool, False)
+        kernels = self.parse_kernels(tolerance.allow_fast_math, required=not from_scratch)
+        if from_scratch and "kernel" in start_table:
+            raise self.fail("start.kernel", "a workload starts from a kernel or from scratch "
+                            "(from_scratch = true), not both")
+        start = "" if from_scratch else self.get(start_table, "kernel", "start.", str, next(iter(kernels), ""))
+        if not from_scratch and start not in kernels:
             raise self.fail("start.kernel", f"'{start}' is not one of the [kernels.*] tables "
                             f"({', '.join(kernels) or 'none defined'})")
         baseline = self.parse_baseline(params)
@@ -434,8 +453,8 @@ class _Parser:
         return Tolerance(None if rtol is None else float(rtol), allow,
                          self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math)
 
-    def parse_kernels(self, allow_fast_math: bool) -> dict[str, KernelSpec]:
-        table = self.get(self.doc, "kernels", "", dict)
+    def parse_kernels(self, allow_fast_math: bool, required: bool = True) -> dict[str, KernelSpec]:
+        table = self.get(self.doc, "kernels", "", dict, {})
         kernels = {}
         for name, k in table.items():
             where = f"kernels.{name}."
@@ -483,8 +502,9 @@ class _Parser:
             except ValueError as e:
                 raise self.fail(where + "source", str(e)) from None
             kernels[name] = spec
-        if not kernels:
-            raise self.fail("kernels", "no kernel defined: add a [kernels.NAME] table")
+        if not kernels and required:
+            raise self.fail("kernels", "no kernel defined: add a [kernels.NAME] table, or [start] from_scratch = true "
+                            "(the llm proposer then writes the first kernel)")
         return kernels
 
     def parse_baseline(self, params: tuple[Param, ...]) -> Baseline:

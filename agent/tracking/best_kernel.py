@@ -1,35 +1,45 @@
-"""The best kernel as files a user keeps: kernel.cu, launch.json, report.md and a
-loader snippet (written by `warpsmith export`)."""
+"""The best kernel as files a user keeps: kernel.cu, launch.json, report.md and, from
+`warpsmith export`, kernel.py (a module with launch(...) for CuPy and torch: launch_module.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..evaluate.records import Best
 from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
-from ..spec.workload import Workload
+from ..spec.launch import LaunchJob
+from ..spec.workload import ScalarParam, Workload
+from .launch_module import MODULE_FILE, launch_module
 
 
 def launch_json(workload: Workload, best: Best) -> dict:
     """Raises ValueError if the options are not ones the compiler would accept (a
-    tampered session): the loader passes them to NVRTC on the user's machine."""
+    tampered session): kernel.py passes them to NVRTC on the user's machine."""
     cand = best.spec.to_candidate()
     refusal = check_options(list(best.spec.options) + define_options(best.spec.defines),
                             workload.tolerance.allow_fast_math)
     if refusal:
         raise ValueError(f"the best kernel cannot be exported: {refusal}")
-    per_case = {}
+    per_case: dict[str, dict[str, Any]] = {}
     for case in workload.cases:
+        if cand.program is not None:  # every step resolved, and the workspace sizes
+            scalars = {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)}
+            job = cand.program.resolve(cand.launch_env(case), scalars)
+            per_case[case.name] = {"sizes": case.sizes, "workspace": {w.name: w.count for w in job.workspace},
+                                   "steps": [{"entry": s.entry, "grid": list(s.launch.grid), "block": list(s.launch.block),
+                                              "shared": s.launch.shared} if isinstance(s, LaunchJob)
+                                             else {"memset": s.target} for s in job.steps]}
+            continue
         launch = cand.rule_for(case).resolve(cand.launch_env(case))
         per_case[case.name] = {"sizes": case.sizes, "grid": list(launch.grid), "block": list(launch.block),
                                "shared": launch.shared}
     return {"workload": workload.name, "entry": best.spec.entry, "options": best.spec.options,
             "defines": best.spec.defines, "grid": best.spec.grid, "block": best.spec.block,
             "shared": best.spec.shared, "signature": workload.signature(), "score_ms": best.score_ms,
-            "cases": per_case}
+            **({"program": best.spec.program} if best.spec.program else {}), "cases": per_case}
 
 
 def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
@@ -53,30 +63,16 @@ def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: d
     return "\n".join(lines)
 
 
-LOADER = '''"""Load and launch the kernel warpsmith found, with CuPy (any loader of CUDA C++ works)."""
-import json
-from pathlib import Path
-
-import cupy
-
-here = Path(__file__).parent
-launch = json.loads((here / "launch.json").read_text())
-options = tuple(launch["options"]) + tuple(f"-D{{k}}={{v}}" for k, v in launch["defines"].items())
-module = cupy.RawModule(code=(here / "kernel.cu").read_text(), options=options)
-kernel = module.get_function(launch["entry"])
-# Per-case grid/block/shared are in launch["cases"]; the rule is launch["grid"], launch["block"].
-# Signature: {signature}
-'''
-
-
 def write_best(directory: Path, workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
-               baseline_score: Optional[float], facts: DeviceFacts, loader: bool = False, ended: str = "") -> dict[str, str]:
-    """`ended`: how the session stopped (which limit) and what it spent, for the report."""
+               baseline_score: Optional[float], facts: DeviceFacts, module: bool = False, ended: str = "") -> dict[str, str]:
+    """`ended`: how the session stopped (which limit) and what it spent, for the report.
+    `module`: also kernel.py, the kernel with its launch rule as a module of its own (not yet
+    for a program of several launches: its launch.json holds every step per case)."""
     files = {"kernel.cu": best.spec.source,
              "launch.json": json.dumps(launch_json(workload, best), indent=2),
              "report.md": report_md(workload, best, start, baseline, baseline_score, facts, ended)}
-    if loader:
-        files["load_kernel.py"] = LOADER.format(signature=workload.signature())
+    if module and not best.spec.program:
+        files[MODULE_FILE] = launch_module(workload, best)
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (directory / name).write_text(text)

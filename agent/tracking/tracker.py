@@ -122,10 +122,12 @@ class Tracker(SessionTracker):
 
     # -- what the graph reports ----------------------------------------------
     def log_plan(self, facts: DeviceFacts, baseline: dict[str, float], baseline_score: Optional[float],
-                 start: Optional[Best], result: EvaluationResult) -> None:
+                 start: Optional[Best], result: Optional[EvaluationResult]) -> None:
+        """`result`: the starting kernel's evaluation; None for a workload that starts from scratch."""
         if self.run_id:
+            validation = "no starting kernel (from scratch)" if result is None else result.detail or "ok"
             self._later("log_plan", self._write_plan, self.run_id, facts.to_dict(), baseline_score,
-                        start.score_ms if start else None, result.detail or "ok")
+                        start.score_ms if start else None, validation)
 
     def _write_plan(self, run: str, facts: dict, baseline_score, start_score, validation: str) -> None:
         from mlflow.entities import Metric, Param

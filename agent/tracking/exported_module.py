@@ -1,0 +1,202 @@
+# The fixed half of the module `warpsmith export` writes (kernel.py), from warpsmith's
+# agent/tracking/exported_module.py. Above it, the generated half (launch_module.py):
+# WORKLOAD, KERNEL, ENTRY, OPTIONS, KNOBS, ARRAYS, SCALARS, PARAMS, SIZES, NEEDED,
+# BINDS, OP_NAME, OP_SCHEMA, OP_SIZES, SOURCE and the functions _shapes, _scalars and
+# _launch_rule, over the helpers of agent/spec/expr.py (PYTHON_HELPERS). warpsmith
+# never imports this file; the module imports nothing of warpsmith, and nothing at all
+# until it launches (CuPy, NumPy) or registers a torch op.
+# ruff: noqa: F821
+_DTYPES = {"f2": "float16", "f4": "float32", "f8": "float64", "i1": "int8", "i2": "int16", "i4": "int32",
+           "i8": "int64", "u1": "uint8", "u2": "uint16", "u4": "uint32", "u8": "uint64", "b1": "bool"}
+_INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+_SHARED_DEFAULT_LIMIT = 48 * 1024  # above it, dynamic shared memory is opted into per kernel
+_FUNCTIONS = {}  # device -> the loaded kernel (a CuPy RawKernel), compiled once per device
+_TORCH_OPS = {}  # "namespace::name" -> (torch.library.Library, op): registered once per process
+
+
+def _is_torch(a):
+    return type(a).__module__.split(".")[0] == "torch"
+
+
+def _dense(shape, strides, itemsize):
+    """Row-major and packed; a dimension of extent 1 may have any stride (as torch says)."""
+    if strides is None:
+        return True
+    step = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != step:
+            return False
+        step *= extent
+    return True
+
+
+def _view(name, a):
+    """(shape, dtype, dense) of a CUDA torch tensor or anything with the CUDA array
+    interface (CuPy, Numba...); TypeError for anything not on the GPU."""
+    if _is_torch(a):
+        if not a.is_cuda:
+            raise TypeError(f"{WORKLOAD}: {name} is a CPU tensor; pass a CUDA tensor ({name}.cuda())")
+        return tuple(a.shape), str(a.dtype).replace("torch.", ""), a.is_contiguous()
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"{WORKLOAD}: {name} is a {type(a).__module__}.{type(a).__name__}, not on the GPU; "
+                        "pass a CuPy array or a CUDA torch tensor")
+    shape, typestr = tuple(cai["shape"]), cai["typestr"]
+    return shape, _DTYPES.get(typestr[1:], typestr), _dense(shape, cai.get("strides"), int(typestr[2:]))
+
+
+def sizes_of(*arrays, **sizes):
+    """Check the arrays (in the kernel's order) against its parameters: count, dtype,
+    rank, shape, dense row-major layout. Returns the sizes they imply, with those given
+    as keywords. Raises TypeError or ValueError, one line naming the parameter."""
+    if len(arrays) != len(ARRAYS):
+        raise TypeError(f"{WORKLOAD}: takes {len(ARRAYS)} arrays ({', '.join(a[0] for a in ARRAYS)}), "
+                        f"got {len(arrays)}")
+    for key, value in sizes.items():
+        if key not in SIZES:
+            raise TypeError(f"{WORKLOAD}: unknown size {key!r} (the sizes are {', '.join(SIZES)})")
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{WORKLOAD}: size {key} = {value!r} is not an integer")
+    views = []
+    for (name, _, dtype, dims), a in zip(ARRAYS, arrays):
+        shape, got, dense = _view(name, a)
+        if got != dtype:
+            raise TypeError(f"{WORKLOAD}: {name} is {got}, expected {dtype}")
+        if len(shape) != len(dims):
+            raise ValueError(f"{WORKLOAD}: {name} has {len(shape)} dimensions {shape}, expected {len(dims)} "
+                             f"({', '.join(dims)})")
+        if not dense:
+            raise ValueError(f"{WORKLOAD}: {name} is not dense row-major (C-contiguous); pass a contiguous copy")
+        views.append(shape)
+    s = dict(sizes)
+    for i, d, size in BINDS:
+        s.setdefault(size, views[i][d])
+    for size in NEEDED:
+        if size not in s:
+            raise TypeError(f"{WORKLOAD}: size {size} is no array's dimension; pass it: {size}=...")
+        if s[size] < 1:
+            raise ValueError(f"{WORKLOAD}: size {size} = {s[size]}; the kernel was validated for sizes of at least 1")
+    for (name, _, _, dims), shape, expected in zip(ARRAYS, views, _shapes(s)):
+        if tuple(shape) != tuple(expected):
+            raise ValueError(f"{WORKLOAD}: {name} has shape {tuple(shape)}, expected ({', '.join(dims)}) = "
+                             f"{tuple(expected)}")
+    return s
+
+
+def scalars(**sizes):
+    """The kernel's scalar arguments for these sizes, checked against their dtypes."""
+    values = _scalars(sizes)
+    for (name, dtype), value in zip(SCALARS, values):
+        low, high = _INT_RANGES.get(dtype, (value, value))
+        if not low <= value <= high:
+            raise ValueError(f"{WORKLOAD}: {name} = {value} does not fit the kernel's {dtype} parameter")
+    return values
+
+
+def launch_config(**sizes):
+    """(grid, block, dynamic shared memory bytes) for these sizes: the launch rule the
+    kernel was validated with, over the sizes and the knobs it was compiled with."""
+    grid, block, shared = _launch_rule(sizes)
+    if min(grid + block) < 1 or shared < 0:
+        raise ValueError(f"{WORKLOAD}: launch grid {grid}, block {block}, shared {shared} for {sizes} "
+                         "has a dimension below 1")
+    if block[0] * block[1] * block[2] > 1024 or grid[0] > 2**31 - 1 or max(grid[1:]) > 65535:
+        raise ValueError(f"{WORKLOAD}: launch grid {grid}, block {block} for {sizes} exceeds CUDA's limits")
+    return grid, block, shared
+
+
+def _cupy():
+    try:
+        import cupy
+        import numpy
+    except ImportError:
+        raise ImportError(f"{WORKLOAD}: launching needs CuPy: pip install cupy-cuda13x "
+                          "(cupy-cuda12x for a CUDA 12 driver)") from None
+    return cupy, numpy
+
+
+def _function(cupy, device):
+    fn = _FUNCTIONS.get(device)
+    if fn is None:
+        fn = _FUNCTIONS[device] = cupy.RawModule(code=SOURCE, options=OPTIONS).get_function(ENTRY)
+    return fn
+
+
+def _device(a):
+    if _is_torch(a):
+        return a.get_device()
+    device = getattr(a, "device", None)
+    return getattr(device, "id", None)
+
+
+def _pointer(a):
+    return a.data_ptr() if _is_torch(a) else a.__cuda_array_interface__["data"][0]
+
+
+def launch(*arrays, **sizes):
+    """Run the kernel on `arrays` (CuPy arrays, or CUDA torch tensors; all of one kind, in
+    the kernel's order; outputs are written in place) on the current stream: CuPy's, or
+    torch.cuda.current_stream(). Sizes no array's shape gives are keywords."""
+    s = sizes_of(*arrays, **sizes)
+    values = scalars(**s)
+    grid, block, shared = launch_config(**s)
+    kinds = {_is_torch(a) for a in arrays}
+    if len(kinds) > 1:
+        raise TypeError(f"{WORKLOAD}: pass all CuPy arrays or all torch tensors, not a mix")
+    devices = {_device(a) for a in arrays} - {None}
+    if len(devices) > 1:
+        raise ValueError(f"{WORKLOAD}: the arrays are on different GPUs ({sorted(devices)})")
+    cupy, numpy = _cupy()
+    device = devices.pop() if devices else cupy.cuda.runtime.getDevice()
+    args = tuple(numpy.uint64(_pointer(arrays[i])) if kind == "array" else getattr(numpy, SCALARS[i][1])(values[i])
+                 for kind, i in PARAMS)
+    with cupy.cuda.Device(device):
+        fn = _function(cupy, device)
+        if shared > _SHARED_DEFAULT_LIMIT:
+            fn.max_dynamic_shared_size_bytes = shared
+        if True in kinds:
+            import torch
+            with cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream, device):
+                fn(grid, block, args, shared_mem=shared)
+        else:
+            fn(grid, block, args, shared_mem=shared)
+
+
+def register_torch_op(namespace="warpsmith", name=None):
+    """Register the kernel as a PyTorch custom op, torch.ops.NAMESPACE.NAME (NAME: the
+    workload's), taking the input tensors (and the sizes no input's shape gives, as
+    ints) and returning new output tensors; with a fake implementation, so
+    torch.compile traces through it. Returns the op. Registered once per process."""
+    import torch
+    name = name or OP_NAME
+    qualname = f"{namespace}::{name}"
+    if qualname not in _TORCH_OPS:
+        lib = torch.library.Library(namespace, "FRAGMENT")
+        lib.define(name + OP_SCHEMA)
+        lib.impl(name, _op(torch, run=True), "CUDA")
+        torch.library.register_fake(qualname, _op(torch, run=False), lib=lib)
+        _TORCH_OPS[qualname] = (lib, getattr(getattr(torch.ops, namespace), name))
+    return _TORCH_OPS[qualname][1]
+
+
+def _op(torch, run):
+    """The op's body: new outputs shaped from the inputs' sizes, then (run) the kernel."""
+    inputs = [i for i, a in enumerate(ARRAYS) if a[1] == "input"]
+
+    def op(*args):
+        tensors = [t.contiguous() if run else t for t in args[:len(inputs)]]
+        given = dict(zip(OP_SIZES, args[len(inputs):]))
+        s = dict(given)
+        for i, d, size in BINDS:
+            if i in inputs:
+                s.setdefault(size, tensors[inputs.index(i)].shape[d])
+        device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
+        shapes = _shapes(s)
+        arrays = [tensors[inputs.index(i)] if role == "input" else
+                  torch.empty(shapes[i], dtype=getattr(torch, dtype), device=device)
+                  for i, (_, role, dtype, _) in enumerate(ARRAYS)]
+        if run:
+            launch(*arrays, **given)
+        outputs = [a for a, (_, role, _, _) in zip(arrays, ARRAYS) if role == "output"]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return op

@@ -1,0 +1,143 @@
+"""The best kernel as a Python module of its own (kernel.py, written by `warpsmith
+export`): `launch(*arrays, **sizes)` for CuPy arrays or CUDA torch tensors, with the
+checks, the scalars and the launch rule of the workload, and `register_torch_op()`.
+
+The module imports nothing of warpsmith. Its generated half is built from checked
+data only: shapes, scalars and the launch rule become Python through Expr.python()
+(from the whitelisted tree, never from text), and every string a model may have
+written (the CUDA source, the entry, options, define names) goes in as a repr()
+literal: data, never code. The fixed half is exported_module.py."""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+from pathlib import Path
+
+from ..evaluate.records import Best
+from ..runtime.compile_policy import check_options, check_source, define_options
+from ..spec.expr import PYTHON_HELPERS
+from ..spec.workload import ArrayParam, Workload
+
+MODULE_FILE = "kernel.py"
+FIXED_HALF = Path(__file__).with_name("exported_module.py")
+
+
+def launch_module(workload: Workload, best: Best) -> str:
+    """The module's source. Raises ValueError when the best kernel's options or includes
+    are not ones the compiler would accept (a tampered session): CuPy passes them to
+    NVRTC on the user's machine. Raises ExprError for a rule Python cannot write."""
+    spec = best.spec
+    if spec.program:
+        raise ValueError("kernel.py for a program of several launches is not written yet: launch.json has its "
+                         "steps per case (workspace sizes, grids, blocks) and candidate.json the program")
+    refusal = check_source(spec.source) or check_options(list(spec.options) + define_options(spec.defines),
+                                                        workload.tolerance.allow_fast_math)
+    if refusal:
+        raise ValueError(f"the best kernel cannot be exported: {refusal}")
+    cand = spec.to_candidate()
+    arrays = workload.arrays
+    scalars = [p for p in workload.params if not isinstance(p, ArrayParam)]
+    sizes = list(dict.fromkeys(name for case in workload.cases for name in case.sizes))
+    knobs = cand.knob_values()
+    rule = cand.launch
+    size = lambda n: f"s[{n!r}]"
+    value = lambda n: f"v[{n!r}]"
+    whole = lambda e, name: (repr(e.tree.value) if isinstance(e.tree, ast.Constant) and isinstance(e.tree.value, int)
+                             else f"_whole({e.python(name)}, {e.shown()!r})")
+    needed = set().union(*(e.names() for p in arrays for e in p.shape), *(p.value.names() for p in scalars),
+                         *((e.names() - set(knobs)) for e in (*rule.grid, *rule.block, rule.shared)))
+    binds = [(i, d, e.tree.id) for i, p in enumerate(arrays) for d, e in enumerate(p.shape)
+             if isinstance(e.tree, ast.Name)]
+    from_inputs = {n for i, _, n in binds if arrays[i].role == "input"}
+    op_sizes = tuple(n for n in sizes if n in needed and n not in from_inputs)
+    order = [("array", arrays.index(p)) if isinstance(p, ArrayParam) else ("scalar", scalars.index(p))
+             for p in workload.params]
+    lines = [
+        _docstring(workload, arrays, op_sizes),
+        "",
+        f"WORKLOAD = {workload.name!r}",
+        f"KERNEL = {spec.name!r}  # the attempt that became the best, score {best.score_ms:.4f} ms",
+        f"ENTRY = {spec.entry!r}",
+        f"OPTIONS = {tuple(cand.compile_options())!r}",
+        f"KNOBS = {knobs!r}  # the knob values it was compiled and validated with",
+        "# (name, role, dtype, shape) of each array, (name, dtype) of each scalar, and the kernel's",
+        "# argument order over them",
+        "ARRAYS = (",
+        *(f"    {(p.name, p.role, p.dtype, tuple(e.shown() for e in p.shape))!r}," for p in arrays),
+        ")",
+        f"SCALARS = {tuple((p.name, p.dtype) for p in scalars)!r}",
+        f"PARAMS = {tuple(order)!r}",
+        f"SIZES = {tuple(sizes)!r}",
+        f"NEEDED = {tuple(n for n in sizes if n in needed)!r}  # the sizes a launch needs",
+        "# (array, dimension, size): where each size is read from",
+        f"BINDS = {tuple(binds)!r}",
+        f"OP_NAME = {_op_name(workload.name)!r}",
+        f"OP_SIZES = {op_sizes!r}  # the op's int arguments: sizes no input's shape gives",
+        f"OP_SCHEMA = {_op_schema(arrays, op_sizes)!r}  # after OP_NAME: the custom op's arguments and results",
+        "SOURCE = (",
+        *(f"    {line!r}" for line in spec.source.splitlines(keepends=True) or [""]),
+        ")",
+        PYTHON_HELPERS,
+        "",
+        "def _shapes(s):",
+        "    return (",
+        *(f"        ({''.join(whole(e, size) + ', ' for e in p.shape)}),  # {p.name}" for p in arrays),
+        "    )",
+        "",
+        "",
+        "def _scalars(s):",
+        "    return (",
+        *(f"        {whole(p.value, size) if p.dtype.startswith('int') else f'float({p.value.python(size)})'},"
+          f"  # {p.name}" for p in scalars),
+        "    )",
+        "",
+        "",
+        "def _launch_rule(s):",
+        "    v = {**s, **KNOBS}",
+        "    grid = (",
+        *(f"        {whole(e, value)}," for e in rule.grid),
+        "    )",
+        "    block = (",
+        *(f"        {whole(e, value)}," for e in rule.block),
+        "    )",
+        f"    return grid, block, {whole(rule.shared, value)}",
+        "",
+        "",
+        "",
+    ]
+    return "\n".join(lines) + FIXED_HALF.read_text()
+
+
+def _op_name(workload: str) -> str:
+    name = re.sub(r"\W", "_", workload)
+    return name if name[0].isalpha() else f"k_{name}"
+
+
+def _op_schema(arrays: list[ArrayParam], op_sizes: tuple[str, ...]) -> str:
+    """`(Tensor A, Tensor B) -> Tensor`: parameter names as the spec has them (a Python
+    keyword gets a trailing _, so the op can be called by keyword)."""
+    name = lambda n: n + "_" if keyword.iskeyword(n) else n
+    args = [f"Tensor {name(p.name)}" for p in arrays if p.role == "input"] + [f"int {name(n)}" for n in op_sizes]
+    outputs = sum(p.role == "output" for p in arrays)
+    return f"({', '.join(args)}) -> {'Tensor' if outputs == 1 else '(' + ', '.join(['Tensor'] * outputs) + ')'}"
+
+
+def _docstring(workload: Workload, arrays: list[ArrayParam], op_sizes: tuple[str, ...]) -> str:
+    """Built from names (identifiers) and rebuilt expressions only: no free text."""
+    ins = ", ".join([p.name for p in arrays if p.role == "input"] + list(op_sizes))
+    outs = ", ".join(p.name for p in arrays if p.role == "output")
+    params = "\n".join(f"    {p.name}: {p.dtype} [{', '.join(e.shown() for e in p.shape)}], {p.role}" for p in arrays)
+    return f'''"""The {workload.name} kernel warpsmith found, as a module: needs CuPy to launch, nothing of warpsmith.
+
+    import kernel
+    kernel.launch({", ".join(p.name for p in arrays)})  # CuPy arrays or CUDA torch tensors; writes {outs}
+    op = kernel.register_torch_op()  # torch.ops.warpsmith.{_op_name(workload.name)}({ins}) -> {outs}
+
+Arrays, in the kernel's order (dense, row-major):
+{params}
+Sizes are read from the arrays' shapes; pass any other as a keyword. The kernel runs
+on the current stream: CuPy's, or torch.cuda.current_stream() for tensors.
+kernel.cu and launch.json beside this file hold the same kernel and rule.
+"""'''

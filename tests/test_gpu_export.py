@@ -1,0 +1,150 @@
+"""On a real GPU: the exported module (kernel.py) of examples/sgemm's tiled and
+examples/softmax's rowblock kernels launched through CuPy and through torch, on
+the caller's current stream (a CUDA graph capture proves it: a launch on any other
+stream breaks the capture), and as a torch custom op, each against NumPy in float64."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from workload_factory import ROOT
+
+from agent.evaluate.records import Best, CandidateSpec
+from agent.spec.candidate import Candidate
+from agent.spec.tolerance import default_rtol
+from agent.spec.workload import load_workload
+from agent.tracking.launch_module import launch_module
+
+pytestmark = pytest.mark.gpu
+needs_cupy = pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs CuPy")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch")
+
+
+def _module(tmp_path, example: str, kernel: str, defines: dict | None = None):
+    workload = load_workload(ROOT / "examples" / example)
+    cand = Candidate.from_spec(workload.kernels[kernel], defines)
+    best = Best(spec=CandidateSpec.from_candidate(cand, "start"), score_ms=1.0, cases=[], iteration=0)
+    path = tmp_path / f"{example}_{kernel}.py"
+    path.write_text(launch_module(workload, best))
+    spec = importlib.util.spec_from_file_location(f"gpu_exported_{example}_{kernel}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _assert_close(out: np.ndarray, ref: np.ndarray, reduction: int) -> None:
+    """The harness's criterion: |out - ref| / (|ref| + rms(ref)) within 8 eps(fp32) sqrt(reduction)."""
+    err = np.abs(out.astype(np.float64) - ref) / (np.abs(ref) + np.sqrt(np.mean(ref ** 2)))
+    assert np.isfinite(out).all() and err.max() <= default_rtol("float32", reduction), err.max()
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def sgemm(tmp_path_factory):
+    return _module(tmp_path_factory.mktemp("sgemm"), "sgemm", "tiled", {"BM": 64, "BN": 64, "TM": 8, "TN": 4})
+
+
+@pytest.fixture(scope="module")
+def softmax(tmp_path_factory):
+    return _module(tmp_path_factory.mktemp("softmax"), "softmax", "rowblock")
+
+
+@needs_cupy
+@pytest.mark.parametrize("m,n,k", [(97, 83, 61), (1, 257, 33), (512, 384, 256)])
+def test_sgemm_through_cupy_on_its_current_stream(sgemm, m, n, k):
+    """CuPy arrays in, C written on CuPy's current (non-default) stream, equal to A @ B in float64."""
+    import cupy
+    rng = np.random.default_rng(m * n * k)
+    a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        A, B, C = cupy.asarray(a), cupy.asarray(b), cupy.full((m, n), np.nan, np.float32)
+        sgemm.launch(A, B, C)
+        stream.synchronize()
+    _assert_close(cupy.asnumpy(C), a.astype(np.float64) @ b.astype(np.float64), k)
+
+
+@needs_cupy
+def test_cupy_graph_capture_holds_the_launch(softmax):
+    """Captured on a CuPy stream and replayed: the launch went to the capturing (current) stream."""
+    import cupy
+    x = np.random.default_rng(1).uniform(-4, 4, (33, 4097)).astype(np.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        X, Y = cupy.asarray(x), cupy.full(x.shape, np.nan, np.float32)
+        softmax.launch(X, Y)  # compiles and loads outside the capture
+        Y.fill(np.nan)
+        stream.begin_capture()
+        softmax.launch(X, Y)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+    _assert_close(cupy.asnumpy(Y), _softmax(x.astype(np.float64)), 4097)
+
+
+@needs_torch
+@pytest.mark.parametrize("rows,cols", [(1, 1), (7, 1000), (64, 50257)])
+def test_softmax_through_torch_on_its_current_stream(softmax, rows, cols):
+    """Torch tensors in, y written on torch.cuda.current_stream() (a side stream here)."""
+    import torch
+    x = torch.empty(rows, cols, device="cuda").uniform_(-4, 4)
+    y = torch.full_like(x, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        softmax.launch(x, y)
+    side.synchronize()
+    _assert_close(y.cpu().numpy(), _softmax(x.cpu().double().numpy()), cols)
+
+
+@needs_torch
+def test_torch_graph_capture_holds_the_launch(sgemm):
+    """torch.cuda.graph captures the launch: it went to torch's current stream, the capturing one."""
+    import torch
+    A, B = torch.rand(300, 200, device="cuda") - 0.5, torch.rand(200, 100, device="cuda") - 0.5
+    C = torch.full((300, 100), float("nan"), device="cuda")
+    sgemm.launch(A, B, C)  # compiles and loads outside the capture
+    C.fill_(float("nan"))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        sgemm.launch(A, B, C)
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_close(C.cpu().numpy(), A.cpu().double().numpy() @ B.cpu().double().numpy(), 200)
+
+
+@needs_torch
+def test_torch_custom_op_allocates_and_runs(sgemm, softmax):
+    """torch.ops.warpsmith.sgemm(A, B) -> C and .softmax(x) -> y: new outputs, right values,
+    fake implementations that pass torch.library.opcheck, and torch.compile through the op."""
+    import torch
+    mm, sm = sgemm.register_torch_op(), softmax.register_torch_op()
+    assert sgemm.register_torch_op() is mm and torch.ops.warpsmith.sgemm is mm
+    A, B = torch.rand(97, 61, device="cuda") - 0.5, torch.rand(61, 83, device="cuda") - 0.5
+    C = mm(A, B)
+    assert C.shape == (97, 83) and C.dtype == torch.float32
+    _assert_close(C.cpu().numpy(), A.cpu().double().numpy() @ B.cpu().double().numpy(), 61)
+    x = torch.randn(5, 40004, device="cuda")
+    _assert_close(sm(x).cpu().numpy(), _softmax(x.cpu().double().numpy()), 40004)
+    _assert_close(sm(x.t().contiguous().t()).cpu().numpy(), _softmax(x.cpu().double().numpy()), 40004)
+    torch.library.opcheck(mm, (A, B), test_utils=("test_schema", "test_faketensor"))
+    compiled = torch.compile(lambda a, b: torch.relu(mm(a, b)), fullgraph=True)
+    _assert_close(compiled(A, B).cpu().numpy(), np.maximum(A.cpu().double().numpy() @ B.cpu().double().numpy(), 0), 61)
+
+
+@needs_torch
+def test_wrong_tensors_are_refused_before_the_gpu(sgemm):
+    """A CPU tensor, a float64 tensor: one line each, nothing launched."""
+    import torch
+    A, B, C = torch.zeros(4, 5, device="cuda"), torch.zeros(5, 6, device="cuda"), torch.zeros(4, 6, device="cuda")
+    with pytest.raises(TypeError, match="A is a CPU tensor"):
+        sgemm.launch(A.cpu(), B, C)
+    with pytest.raises(TypeError, match="B is float64, expected float32"):
+        sgemm.launch(A, B.double(), C)
