@@ -11,7 +11,9 @@ from test_llm_proposer import TILED_ANSWER, answer
 from workload_factory import make_from_scratch_workload
 
 from agent.cli.commands import main
+from agent.loop.options import SearchOptions
 from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.choice import ProposerChoice
 from agent.proposers.llm import HybridProposer, LlmProposer
 from agent.proposers.tune import TuneProposer
 from agent.spec.workload import SpecError, load_workload
@@ -51,14 +53,14 @@ def test_the_llm_writes_the_first_kernel(tmp_path, scratch, monkeypatch):
     workload = load_workload(scratch)
     store = tmp_path / "store"
     tracker = Tracker(store)
-    info = SessionInfo("scratch-session", str(workload.directory), "llm", 3, model="gpt-5-mini")
+    info = SessionInfo("scratch-session", str(workload.directory),
+                       SearchOptions(ProposerChoice("llm", model="gpt-5-mini"), 3))
     info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "llm"})
     evaluator = EvaluatorDouble(workload)
     with OpenAIServerDouble([TILED_ANSWER, answer()]) as server:
         proposer = HybridProposer(LlmProposer("gpt-5-mini", "medium", server.base_url), TuneProposer(0), tune_steps=1)
         s = Session(info, session_dir(store, info.id), workload, evaluator, proposer, tracker)
-        assert s.run() == "finished"
-        tracker.end("FINISHED")
+        assert s.end(s.run()) == "finished"
     state = s.state
     s.close()
     assert evaluator.calls[0][0] == "llm-1"  # no starting kernel was evaluated first

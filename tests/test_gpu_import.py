@@ -12,6 +12,7 @@ import pytest
 from test_import import README_COMMANDS, _run_readme_command, needs_torch
 
 from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.gpu, needs_torch]
 def test_imported_workload_evaluates_beside_its_pytorch_model(command, tmp_path):
     """Starting kernel ok on every case; the Model in torch eager (and torch.compile) ok too."""
     w = load_workload(_run_readme_command(command, tmp_path))
-    with Evaluator(w, TimingConfig(warmup=3, repetitions=20)) as ev:
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=3, repetitions=20))) as ev:
         r = ev.evaluate(Candidate.from_spec(w.start_kernel))
         assert r.ok, r.detail
         assert ev.baseline_kinds() == ["torch_eager", "torch_compile"]

@@ -162,20 +162,20 @@ def launch(*arrays, **sizes):
             fn(grid, block, args, shared_mem=shared)
 
 
-def register_torch_op(namespace="warpsmith", name=None):
+def register_torch_op(op_namespace="warpsmith", name=None):
     """Register the kernel as a PyTorch custom op, torch.ops.NAMESPACE.NAME (NAME: the
     workload's), taking the input tensors (and the sizes no input's shape gives, as
     ints) and returning new output tensors; with a fake implementation, so
     torch.compile traces through it. Returns the op. Registered once per process."""
     import torch
     name = name or OP_NAME
-    qualname = f"{namespace}::{name}"
+    qualname = f"{op_namespace}::{name}"
     if qualname not in _TORCH_OPS:
-        lib = torch.library.Library(namespace, "FRAGMENT")
+        lib = torch.library.Library(op_namespace, "FRAGMENT")
         lib.define(name + OP_SCHEMA)
         lib.impl(name, _op(torch, run=True), "CUDA")
         torch.library.register_fake(qualname, _op(torch, run=False), lib=lib)
-        _TORCH_OPS[qualname] = (lib, getattr(getattr(torch.ops, namespace), name))
+        _TORCH_OPS[qualname] = (lib, getattr(getattr(torch.ops, op_namespace), name))
     return _TORCH_OPS[qualname][1]
 
 
