@@ -45,6 +45,11 @@ for kernel in ${WS_KERNELS:-naive tiled}; do
   warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"
 done
 
+for pair in ${WS_EVALS:-}; do  # e.g. WS_EVALS="softmax:online gemm_bias_relu:warptile"
+  step "eval ${pair%%:*} --kernel ${pair#*:}"
+  (cd "$OLDPWD" && warpsmith eval "examples/${pair%%:*}" --kernel "${pair#*:}" 2>&1) | tee -a "$OUT/evals.txt" | tail -14
+done
+
 if [ -n "${WS_BEFORE:-}" ] && [ -n "${WS_ATTEMPT_BUDGET:-}" ]; then
   # The same tune session (the older tree's sgemm workload, so both see the same cases and
   # kernels) with the older and the current package: seconds per attempt.
@@ -133,6 +138,7 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
+[ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
