@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 from pathlib import Path
 
@@ -14,7 +15,8 @@ def _import_the_built_package() -> None:
     """`python -m pytest` puts the checkout first on sys.path. Its agent/ is complete only
     with the built native module beside it (an editable or in-place build); otherwise the
     tests import the installed warpsmith, or stop here with one line."""
-    if not any((ROOT / "agent").glob("_runner*")):
+    built = [p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in (ROOT / "agent").glob(f"_runner{suffix}")]
+    if not built:  # (the _runner.pyi type stub beside the sources is not a built module)
         sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
     try:
         import agent._runner  # noqa: F401

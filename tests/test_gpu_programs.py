@@ -78,3 +78,12 @@ def test_an_attempt_on_a_program_loads_once(evaluator, workload):
     assert evaluator.validate(c).status == "ok"
     r = evaluator.benchmark(c)
     assert r.status == "ok" and r.case("square-256").recheck.status == "ok", r.detail
+
+
+def test_the_profiled_program_runs_every_step(workload, tmp_path):
+    """Under ncu (--use-nsight) a program runs its whole sequence per case, over zeroed workspace."""
+    from agent.evaluate.records import CandidateSpec
+    from agent.profiling.profile_launch import launch_cases
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 4}), "tune")
+    done = launch_cases(workload.directory, spec, ["square-256"])
+    assert done == ["program of 2 steps (sgemm_splitk_partial, sgemm_splitk_reduce) on square-256"]

@@ -1,5 +1,7 @@
 """The program Nsight Compute profiles: launch one candidate once per named case
 (NVRTC compile, seeded inputs, one launch each, synchronise; no timing, no checks).
+A candidate that is a program runs its whole sequence per case (workspace zeroed);
+ncu profiles its first launch's entry (agent/profiling/nsight.py filters on it).
 Runs as its own process under ncu, never inside the evaluator's worker.
 
     python -m agent.profile_launch WORKLOAD_DIR CANDIDATE_JSON CASE [CASE ...]
@@ -16,8 +18,10 @@ from ..evaluate.records import CandidateSpec
 from ..runtime import native
 from ..runtime.compiler import compile_kernel
 from ..runtime.parent_watch import exit_with_warpsmith
+from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, generate_input
-from ..spec.workload import ArrayParam, load_workload
+from ..spec.launch import LaunchJob
+from ..spec.workload import ArrayParam, Case, ScalarParam, Workload, load_workload
 
 
 def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str]) -> list[str]:
@@ -28,7 +32,8 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
                               allow_fast_math=workload.tolerance.allow_fast_math)
     if not compiled.ok:
         raise RuntimeError(f"{compiled.error}: the candidate did not compile")
-    fn = device.load_module(compiled.cubin).function(compiled.symbol)
+    module = device.load_module(compiled.cubin)
+    fn = module.function(compiled.symbol)
     done = []
     for name in case_names:
         case = workload.case(name)
@@ -38,6 +43,9 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
             if job.role == "input":
                 buf.upload(generate_input(job, case.name, 1))
             buffers[job.name] = buf
+        if cand.program is not None:
+            done.append(_run_program(device, module, workload, cand, case, buffers))
+            continue
         for p in workload.params:
             args.append(("ptr", buffers[p.name].ptr) if isinstance(p, ArrayParam) else p.arg(case))
         launch = cand.rule_for(case).resolve(cand.launch_env(case))
@@ -45,6 +53,26 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
         device.synchronize()
         done.append(f"{compiled.symbol} {launch.grid}x{launch.block} on {case.name}")
     return done
+
+
+def _run_program(device, module, workload: Workload, cand: Candidate, case: Case, buffers: dict) -> str:
+    """Every step of the program once on `case`, over zeroed workspace; returns what ran."""
+    job = cand.program.resolve(cand.launch_env(case),
+                               {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)})
+    for w in job.workspace:
+        buffers[w.name] = device.alloc(w.nbytes)
+        buffers[w.name].fill_u32(0, 0, w.nbytes)
+    program = native.Program()
+    for step in job.steps:
+        if isinstance(step, LaunchJob):
+            l = step.launch
+            program.add_launch(module.function(step.entry), l.grid, l.block, l.shared,
+                               [("ptr", buffers[a.array].ptr) if a.array else (a.kind, a.value) for a in step.args])
+        else:
+            program.add_memset(buffers[step.target].ptr, buffers[step.target].nbytes, 0)
+    device.run(program)
+    device.synchronize()
+    return f"program of {len(program)} steps ({', '.join(cand.program.entries)}) on {case.name}"
 
 
 def main(argv: list[str]) -> int:
