@@ -148,3 +148,28 @@ def test_wrong_tensors_are_refused_before_the_gpu(sgemm):
         sgemm.launch(A.cpu(), B, C)
     with pytest.raises(TypeError, match="B is float64, expected float32"):
         sgemm.launch(A, B.double(), C)
+
+
+@needs_cupy
+def test_export_of_a_real_session_launches_and_matches_numpy(tmp_path, capsys):
+    """`warpsmith run` (two tuner attempts on the GPU), then `warpsmith export` of that session:
+    its kernel.py, imported on its own, computes A @ B on CuPy arrays of a size no case has."""
+    import cupy
+    from workload_factory import make_sgemm_workload
+
+    from agent.cli.commands import main
+    store, out = tmp_path / "store", tmp_path / "exported"
+    w = make_sgemm_workload(tmp_path / "w")
+    assert main(["run", str(w), "--proposer", "tune", "--kernel", "tiled", "--budget", "2", "--headless",
+                 "--store", str(store)]) == 0
+    (session,) = [p.name for p in (store / "sessions").iterdir()]
+    assert main(["export", session, str(out), "--store", str(store)]) == 0
+    spec = importlib.util.spec_from_file_location("exported_from_a_session", out / "kernel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(7)
+    a, b = rng.uniform(-1, 1, (300, 129)).astype(np.float32), rng.uniform(-1, 1, (129, 77)).astype(np.float32)
+    C = cupy.full((300, 77), np.nan, np.float32)
+    module.launch(cupy.asarray(a), cupy.asarray(b), C)
+    cupy.cuda.get_current_stream().synchronize()
+    _assert_close(cupy.asnumpy(C), a.astype(np.float64) @ b.astype(np.float64), 129)
