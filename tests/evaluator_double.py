@@ -47,8 +47,9 @@ class EvaluatorDouble:
     def __init__(self, workload: Workload, fail: dict[str, str] | None = None, score=knob_score,
                  fresh_fail: set[str] | None = None, raise_at: int | None = None,
                  interrupt_at: int | None = None, delay_s: float = 0.0, gate: Gate | None = None,
-                 error: Exception | None = None):
+                 error: Exception | None = None, case_factor=lambda defines, case: 1.0):
         self.workload, self.fail, self.score = workload, fail or {}, score
+        self.case_factor = case_factor  # (knob values, case name) -> factor on that case's time
         self.fresh_fail = fresh_fail or set()
         self.raise_at = raise_at  # simulate a crash of the whole process at this evaluate() call
         self.error = error  # what raise_at raises (default: a RuntimeError), e.g. GpuUnavailable
@@ -103,9 +104,10 @@ class EvaluatorDouble:
                                            "" if status == Status.OK else "output C: 3 wrong\npattern: only rows >= 64 wrong"))
             self.on_event(CaseChecked(r.case, "validate", r.check, 0.0))  # as the real worker streams them
             if status == Status.OK and c.timed and time_cases:
-                samples = [score] * 9 + [score * 1.01]
+                ms = score * self.case_factor(candidate.knob_values(), r.case)
+                samples = [ms] * 9 + [ms * 1.01]
                 r.timing = TimingStats.of(samples)
-                self.on_event(CaseTimed(r.case, tuple(samples), score, 0.0))
+                self.on_event(CaseTimed(r.case, tuple(samples), ms, 0.0))
             cases.append(r)
         result = EvaluationResult(candidate.name, status, compiled, cases, seed=seed,
                                   detail="" if status == Status.OK else f"case '{cases[0].case}': {cases[0].check.detail}")

@@ -94,3 +94,29 @@ def test_no_dispatch_when_the_best_wins_every_case(workload):
     assert build_dispatch(ev, workload, update_winners({}, 1, tiled, {"square-1024": 0.1, "long-k": 2.0}),
                           tiled) is None
     assert ev.calls == []
+
+
+def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_path):
+    """Through the loop: BM=128 wins long-K, smaller tiles win square-1024; the session's end
+    re-times both, keeps the dispatch, and the report and dispatch.json carry it."""
+    from evaluator_double import EvaluatorDouble
+
+    from agent.loop.options import SearchOptions
+    from agent.loop.session import Session, SessionInfo, session_dir
+    from agent.proposers.choice import ProposerChoice
+    from agent.proposers.tune import TuneProposer
+    from agent.tracking.session_tracker import NullTracker
+    w = load_workload(make_sgemm_workload(tmp_path / "w", CASES))
+    factor = lambda d, case: (0.2 if d.get("BM") == 128 else 1.0) if case == "long-k" else \
+        (1.0 if d.get("BM") == 64 else 3.0)
+    ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=factor)
+    info = SessionInfo("dispatch-session", str(w.directory), SearchOptions(ProposerChoice("tune"), 12))
+    s = Session(info, session_dir(tmp_path / "store", info.id), w, ev, TuneProposer(0, kernel="tiled"), NullTracker())
+    assert s.end(s.run()) == "finished"
+    d = s.state["dispatch"]
+    s.close()
+    chosen = {e.case: d.variants[e.variant].defines["BM"] for e in d.entries}
+    assert chosen == {"square-1024": 64, "long-k": 128} and d.pays
+    report = (s.dir / "best" / "report.md").read_text()
+    assert "## Variant per shape" in report and "pays" in report
+    assert (s.dir / "best" / "dispatch.json").is_file()

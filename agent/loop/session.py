@@ -269,7 +269,8 @@ class Session:
         if not best:
             return None
         files = write_best(self.dir / "best", self.workload, best, s.get("start"), s.get("baseline", {}),
-                           s.get("baseline_score_ms"), DeviceFacts.from_dict(s.get("facts", {})), ended=ended_text(s))
+                           s.get("baseline_score_ms"), DeviceFacts.from_dict(s.get("facts", {})), ended=ended_text(s),
+                           dispatch=s.get("dispatch"))
         self.tracker.log_best(files)
         return files
 

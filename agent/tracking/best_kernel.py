@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from ..evaluate.dispatch import Dispatch
 from ..evaluate.records import Best
 from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
@@ -64,13 +65,18 @@ def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: d
 
 
 def write_best(directory: Path, workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],
-               baseline_score: Optional[float], facts: DeviceFacts, module: bool = False, ended: str = "") -> dict[str, str]:
+               baseline_score: Optional[float], facts: DeviceFacts, module: bool = False, ended: str = "",
+               dispatch: Optional[Dispatch] = None) -> dict[str, str]:
     """`ended`: how the session stopped (which limit) and what it spent, for the report.
     `module`: also kernel.py, the kernel with its launch rule as a module of its own (not yet
-    for a program of several launches: its launch.json holds every step per case)."""
+    for a program of several launches: its launch.json holds every step per case).
+    `dispatch`: the session's variant per shape, as dispatch.json and a report section."""
     files = {"kernel.cu": best.spec.source,
              "launch.json": json.dumps(launch_json(workload, best), indent=2),
              "report.md": report_md(workload, best, start, baseline, baseline_score, facts, ended)}
+    if dispatch is not None:
+        files["dispatch.json"] = dispatch.model_dump_json(indent=2)
+        files["report.md"] += "\n".join(["## Variant per shape (dispatch.json)", "", *dispatch.lines(), ""])
     if module and not best.spec.program:
         files[MODULE_FILE] = launch_module(workload, best)
     directory.mkdir(parents=True, exist_ok=True)
