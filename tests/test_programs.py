@@ -181,3 +181,16 @@ def test_diff_and_prompt_show_the_launch_sequence(workload, tmp_path):
     assert "+// workspace partial: float32[SPLITK * M * N], starts poisoned" in text
     c = dataclasses.replace(ctx(workload), best=Best(spec=split, score_ms=1.0, cases=[], iteration=2))
     assert "step 1: sgemm_splitk_partial<<<" in user_message(c)
+
+
+def test_the_app_shows_a_programs_steps_above_its_source(workload):
+    """The code panel's text for a program: its workspace and steps as comments, then the source."""
+    from agent.loop import events
+    from agent.loop.graph import _steps
+    from tui.run_view import RunView
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"]), "tune")
+    view = RunView(workload.name, "tune")
+    view.apply(events.CandidateProposed(1, spec.name, "tune", "", spec.source, 0, _steps(spec)))
+    lines = view.source.splitlines()
+    assert lines[0] == "// workspace partial: float32[SPLITK * M * N], starts poisoned"
+    assert lines[2].startswith("// step 2: sgemm_splitk_reduce<<<") and lines[3] == spec.source.splitlines()[0]

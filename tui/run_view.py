@@ -72,7 +72,9 @@ class RunView:
                 for row in self.cases.values():
                     row.status, row.max_rel_error, row.median_ms = "-", None, None
         elif isinstance(e, events.CandidateProposed):
-            self.source, self.detail, self.profile = e.source, "", []
+            # A program's steps above its source, as `warpsmith diff` shows them.
+            steps = "".join(f"// {line}\n" for line in e.program)
+            self.source, self.detail, self.profile = steps + e.source, "", []
             self.log.append(f"#{e.iteration} {e.proposer}: {e.name} - {e.rationale}")
         elif isinstance(e, events.CompileFinished):
             self.detail = e.log

@@ -40,6 +40,7 @@ class CandidateProposed:
     rationale: str
     source: str
     tokens: int = 0
+    program: tuple[str, ...] = ()  # a program's workspace and steps, one line each (Program.describe)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,16 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
             "mode": "optimise", "finished": None, "winners": winners}
 
 
+def _steps(spec: CandidateSpec) -> tuple[str, ...]:
+    """A program's lines for the app; nothing for one launch or a malformed program (the
+    compile node reports that one)."""
+    try:
+        program = spec.to_candidate().program if spec.program else None
+    except ValueError:
+        return ()
+    return tuple(program.describe()) if program else ()
+
+
 def _medians(cases: list[CaseOutcome]) -> dict[str, float]:
     return {c.case: c.median_ms for c in cases if c.role == "performance" and c.median_ms}
 
@@ -164,7 +174,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if proposal.notice:
         runtime.stream_writer(events.Notice(proposal.notice))
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
-                                                   spec.rationale, spec.source, proposal.tokens))
+                                                   spec.rationale, spec.source, proposal.tokens, _steps(spec)))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources))
