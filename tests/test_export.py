@@ -101,6 +101,32 @@ def _resolved(cand: Candidate, sizes: dict) -> tuple:
 SIZES = (1, 7, 31, 32, 33, 97, 128, 1000, 4099)
 
 
+_KIND = {"i32": "int32", "i64": "int64", "f32": "float32", "f64": "float64"}
+
+
+def _program_steps(module, sizes):
+    """The exported program's steps as (entry, grid, block, shared, args by name or (dtype, value))."""
+    steps, counts = module.program_config(**sizes)
+    values = module.scalars(**sizes)
+
+    def arg(a):
+        if a[0] == "array":
+            return module.ARRAYS[a[1]][0]
+        if a[0] == "workspace":
+            return module.WORKSPACE[a[1]][0]
+        return (module.SCALARS[a[1]][1], values[a[1]]) if a[0] == "param" else (a[1], a[2])
+    return [(s[1], s[2], s[3], s[4], [arg(a) for a in s[5]]) if s[0] == "launch" else ("memset", arg(s[1]))
+            for s in steps], list(counts)
+
+
+def _warpsmith_steps(workload, cand, case):
+    scalars = {p.name: p.arg(case) for p in workload.params if p.role == "scalar"}
+    job = cand.program.resolve(cand.launch_env(case), scalars)
+    arg = lambda a: a.array if a.array else (_KIND[a.kind], a.value)
+    return ([(s.entry, s.launch.grid, s.launch.block, s.launch.shared, [arg(a) for a in s.args])
+             if hasattr(s, "launch") else ("memset", s.target) for s in job.steps], [w.count for w in job.workspace])
+
+
 def test_launch_arithmetic_matches_the_workload(exported, kernel):
     """For sizes around every tile edge, launch_config, the shapes and the scalars equal warpsmith's own."""
     _, workload, best = exported
@@ -119,8 +145,6 @@ def test_every_example_kernel_exports_with_its_launch_rule(example, tmp_path):
     workload for every case's sizes and for sizes scaled off them (odd, even, prime)."""
     workload = load_workload(ROOT / "examples" / example)
     for name, spec in workload.kernels.items():
-        if spec.program is not None:  # kernel.py is not written for programs yet (launch.json has their steps)
-            continue
         cand = Candidate.from_spec(spec)
         best = Best(spec=CandidateSpec.from_candidate(cand, "start"), score_ms=1.0, cases=[], iteration=0)
         path = tmp_path / f"{example}_{name}.py"
@@ -131,6 +155,8 @@ def test_every_example_kernel_exports_with_its_launch_rule(example, tmp_path):
                 sizes = {k: max(1, v // scale + (scale > 1)) for k, v in case.sizes.items()}
                 scaled = Case("x", "correctness", sizes)
                 assert module.launch_config(**sizes) == _resolved(cand, sizes), (name, sizes)
+                if cand.program is not None:  # every step and workspace size, as warpsmith resolves them
+                    assert _program_steps(module, sizes) == _warpsmith_steps(workload, cand, scaled), (name, sizes)
                 arrays = [CudaArrayDouble(workload.shape(p, scaled), np.dtype(p.dtype).str) for p in workload.arrays]
                 assert module.sizes_of(*arrays) == {k: v for k, v in sizes.items() if k in module.NEEDED}
 

@@ -173,3 +173,20 @@ def test_export_of_a_real_session_launches_and_matches_numpy(tmp_path, capsys):
     module.launch(cupy.asarray(a), cupy.asarray(b), C)
     cupy.cuda.get_current_stream().synchronize()
     _assert_close(cupy.asnumpy(C), a.astype(np.float64) @ b.astype(np.float64), 129)
+
+
+@needs_cupy
+@pytest.mark.parametrize("kernel", ["splitk", "splitk_warptile"])
+def test_a_program_exports_and_runs_every_step_through_cupy(tmp_path, kernel):
+    """kernel.py of a split-K program: workspace allocated, both launches in order on the current stream."""
+    import cupy
+    module = _module(tmp_path, "sgemm", kernel, {"SPLITK": 4})
+    assert module.PROGRAM and module.WORKSPACE[0][0] == "partial"
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(-1, 1, (97, 1001)).astype(np.float32), rng.uniform(-1, 1, (1001, 83)).astype(np.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        C = cupy.full((97, 83), np.nan, np.float32)
+        module.launch(cupy.asarray(a), cupy.asarray(b), C)
+        stream.synchronize()
+    _assert_close(cupy.asnumpy(C), a.astype(np.float64) @ b.astype(np.float64), 1001)

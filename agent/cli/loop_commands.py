@@ -219,9 +219,6 @@ def cmd_export(args) -> int:
     except ValueError as e:  # options or includes NVRTC would refuse (a tampered session), an ExprError
         raise CliError(str(e), 1)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")
-    if state["best"].spec.program:
-        print("note: the best is a program of several launches; kernel.py is not written for programs yet "
-              "(launch.json has each case's steps and workspace sizes)")
     return 0
 
 

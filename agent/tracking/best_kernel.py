@@ -68,8 +68,8 @@ def write_best(directory: Path, workload: Workload, best: Best, start: Optional[
                baseline_score: Optional[float], facts: DeviceFacts, module: bool = False, ended: str = "",
                dispatch: Optional[Dispatch] = None) -> dict[str, str]:
     """`ended`: how the session stopped (which limit) and what it spent, for the report.
-    `module`: also kernel.py, the kernel with its launch rule as a module of its own (not yet
-    for a program of several launches: its launch.json holds every step per case).
+    `module`: also kernel.py, the kernel with its launch rule (or its program's steps) as a
+    module of its own.
     `dispatch`: the session's variant per shape, as dispatch.json and a report section."""
     files = {"kernel.cu": best.spec.source,
              "launch.json": json.dumps(launch_json(workload, best), indent=2),
@@ -77,7 +77,7 @@ def write_best(directory: Path, workload: Workload, best: Best, start: Optional[
     if dispatch is not None:
         files["dispatch.json"] = dispatch.model_dump_json(indent=2)
         files["report.md"] += "\n".join(["## Variant per shape (dispatch.json)", "", *dispatch.lines(), ""])
-    if module and not best.spec.program:
+    if module:
         files[MODULE_FILE] = launch_module(workload, best)
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():

@@ -1,8 +1,9 @@
 # The fixed half of the module `warpsmith export` writes (kernel.py), from warpsmith's
 # agent/tracking/exported_module.py. Above it, the generated half (launch_module.py):
 # WORKLOAD, KERNEL, ENTRY, OPTIONS, KNOBS, ARRAYS, SCALARS, PARAMS, SIZES, NEEDED,
-# BINDS, OP_NAME, OP_SCHEMA, OP_SIZES, SOURCE and the functions _shapes, _scalars and
-# _launch_rule, over the helpers of agent/spec/expr.py (PYTHON_HELPERS). warpsmith
+# BINDS, OP_NAME, OP_SCHEMA, OP_SIZES, SOURCE, PROGRAM, WORKSPACE and the functions
+# _shapes, _scalars, _launch_rule, _workspace_sizes and _program, over the helpers of
+# agent/spec/expr.py (PYTHON_HELPERS). warpsmith
 # never imports this file; the module imports nothing of warpsmith, and nothing at all
 # until it launches (CuPy, NumPy) or registers a torch op.
 # ruff: noqa: F821
@@ -10,7 +11,9 @@ _DTYPES = {"f2": "float16", "f4": "float32", "f8": "float64", "i1": "int8", "i2"
            "i8": "int64", "u1": "uint8", "u2": "uint16", "u4": "uint32", "u8": "uint64", "b1": "bool"}
 _INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 _SHARED_DEFAULT_LIMIT = 48 * 1024  # above it, dynamic shared memory is opted into per kernel
-_FUNCTIONS = {}  # device -> the loaded kernel (a CuPy RawKernel), compiled once per device
+_FUNCTIONS = {}  # (device, entry) -> the loaded kernel (a CuPy RawKernel), compiled once per device
+_MODULES = {}  # device -> the compiled source (a CuPy RawModule)
+_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _TORCH_OPS = {}  # "namespace::name" -> (torch.library.Library, op): registered once per process
 
 
@@ -97,12 +100,30 @@ def launch_config(**sizes):
     """(grid, block, dynamic shared memory bytes) for these sizes: the launch rule the
     kernel was validated with, over the sizes and the knobs it was compiled with."""
     grid, block, shared = _launch_rule(sizes)
+    _checked(grid, block, shared, sizes, "launch")
+    return grid, block, shared
+
+
+def _checked(grid, block, shared, sizes, what):
     if min(grid + block) < 1 or shared < 0:
-        raise ValueError(f"{WORKLOAD}: launch grid {grid}, block {block}, shared {shared} for {sizes} "
+        raise ValueError(f"{WORKLOAD}: {what} grid {grid}, block {block}, shared {shared} for {sizes} "
                          "has a dimension below 1")
     if block[0] * block[1] * block[2] > 1024 or grid[0] > 2**31 - 1 or max(grid[1:]) > 65535:
-        raise ValueError(f"{WORKLOAD}: launch grid {grid}, block {block} for {sizes} exceeds CUDA's limits")
-    return grid, block, shared
+        raise ValueError(f"{WORKLOAD}: {what} grid {grid}, block {block} for {sizes} exceeds CUDA's limits")
+
+
+def program_config(**sizes):
+    """A program's steps for these sizes, as validated: ("launch", entry, grid, block,
+    shared, args) and ("memset", buffer), and its workspace sizes in elements; ((), ())
+    for a single launch."""
+    steps, counts = _program(sizes), _workspace_sizes(sizes)
+    for step in steps:
+        if step[0] == "launch":
+            _checked(step[2], step[3], step[4], sizes, f"step {step[1]}:")
+    for (name, _, _), count in zip(WORKSPACE, counts):
+        if count < 1:
+            raise ValueError(f"{WORKLOAD}: workspace {name} has {count} elements for {sizes}")
+    return steps, counts
 
 
 def _cupy():
@@ -115,11 +136,13 @@ def _cupy():
     return cupy, numpy
 
 
-def _function(cupy, device):
-    fn = _FUNCTIONS.get(device)
-    if fn is None:
-        fn = _FUNCTIONS[device] = cupy.RawModule(code=SOURCE, options=OPTIONS).get_function(ENTRY)
-    return fn
+def _function(cupy, device, entry=None):
+    key = (device, entry or ENTRY)
+    if key not in _FUNCTIONS:
+        if device not in _MODULES:
+            _MODULES[device] = cupy.RawModule(code=SOURCE, options=OPTIONS)
+        _FUNCTIONS[key] = _MODULES[device].get_function(key[1])
+    return _FUNCTIONS[key]
 
 
 def _device(a):
@@ -140,6 +163,8 @@ def launch(*arrays, **sizes):
     s = sizes_of(*arrays, **sizes)
     values = scalars(**s)
     grid, block, shared = launch_config(**s)
+    if PROGRAM:
+        program_config(**s)  # every step checked before any GPU work
     kinds = {_is_torch(a) for a in arrays}
     if len(kinds) > 1:
         raise TypeError(f"{WORKLOAD}: pass all CuPy arrays or all torch tensors, not a mix")
@@ -151,15 +176,52 @@ def launch(*arrays, **sizes):
     args = tuple(numpy.uint64(_pointer(arrays[i])) if kind == "array" else getattr(numpy, SCALARS[i][1])(values[i])
                  for kind, i in PARAMS)
     with cupy.cuda.Device(device):
-        fn = _function(cupy, device)
-        if shared > _SHARED_DEFAULT_LIMIT:
-            fn.max_dynamic_shared_size_bytes = shared
         if True in kinds:
             import torch
             with cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream, device):
-                fn(grid, block, args, shared_mem=shared)
+                _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared)
         else:
-            fn(grid, block, args, shared_mem=shared)
+            _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared)
+
+
+def _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared):
+    """On CuPy's current stream: the one launch, or every step of the program over new
+    workspace (CuPy's pool gives it back when this returns; the pool orders reuse after
+    the work on this stream)."""
+    if not PROGRAM:
+        _call(_function(cupy, device), grid, block, args, shared)
+        return
+    steps, counts = program_config(**s)
+    workspace = [cupy.zeros(n, dtype) if init == "zero" else cupy.empty(n, dtype)
+                 for (_, dtype, init), n in zip(WORKSPACE, counts)]
+    pointers = {"array": [_pointer(a) for a in arrays], "workspace": [w.data.ptr for w in workspace]}
+    shapes = _shapes(s)
+    nbytes = {"array": [_ITEMSIZE[a[2]] * _count(shape) for a, shape in zip(ARRAYS, shapes)],
+              "workspace": [w.nbytes for w in workspace]}
+    stream = cupy.cuda.get_current_stream()
+    for step in steps:
+        if step[0] == "memset":
+            kind, i = step[1]
+            cupy.cuda.runtime.memsetAsync(pointers[kind][i], 0, nbytes[kind][i], stream.ptr)
+            continue
+        _, entry, grid, block, shared, step_args = step
+        packed = tuple(numpy.uint64(pointers[a[0]][a[1]]) if a[0] in pointers else
+                       getattr(numpy, SCALARS[a[1]][1])(values[a[1]]) if a[0] == "param" else
+                       getattr(numpy, a[1])(a[2]) for a in step_args)
+        _call(_function(cupy, device, entry), grid, block, packed, shared)
+
+
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _call(fn, grid, block, args, shared):
+    if shared > _SHARED_DEFAULT_LIMIT:
+        fn.max_dynamic_shared_size_bytes = shared
+    fn(grid, block, args, shared_mem=shared)
 
 
 def register_torch_op(op_namespace="warpsmith", name=None):

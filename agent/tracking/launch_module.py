@@ -14,10 +14,12 @@ import ast
 import keyword
 import re
 from pathlib import Path
+from typing import Optional
 
 from ..evaluate.records import Best
 from ..runtime.compile_policy import check_options, check_source, define_options
 from ..spec.expr import PYTHON_HELPERS
+from ..spec.launch import MemsetStep, Program, StepArg
 from ..spec.workload import ArrayParam, Workload
 
 MODULE_FILE = "kernel.py"
@@ -29,9 +31,6 @@ def launch_module(workload: Workload, best: Best) -> str:
     are not ones the compiler would accept (a tampered session): CuPy passes them to
     NVRTC on the user's machine. Raises ExprError for a rule Python cannot write."""
     spec = best.spec
-    if spec.program:
-        raise ValueError("kernel.py for a program of several launches is not written yet: launch.json has its "
-                         "steps per case (workspace sizes, grids, blocks) and candidate.json the program")
     refusal = check_source(spec.source) or check_options(list(spec.options) + define_options(spec.defines),
                                                         workload.tolerance.allow_fast_math)
     if refusal:
@@ -105,9 +104,62 @@ def launch_module(workload: Workload, best: Best) -> str:
         f"    return grid, block, {whole(rule.shared, value)}",
         "",
         "",
+        *_program_half(cand.program, arrays, scalars, whole, value),
+        "",
         "",
     ]
     return "\n".join(lines) + FIXED_HALF.read_text()
+
+
+_KINDS = {"i32": "int32", "i64": "int64", "f32": "float32", "f64": "float64"}
+
+
+def _program_half(program: Optional[Program], arrays: list[ArrayParam], scalars: list, whole, value) -> list[str]:
+    """PROGRAM, WORKSPACE, _workspace_sizes(s) and _program(s): a program's steps as data
+    (entries as literals, arithmetic rebuilt from the checked trees); PROGRAM = False and
+    no steps for a single launch."""
+    if program is None:
+        return ["PROGRAM = False", "WORKSPACE = ()", "", "", "def _workspace_sizes(s):", "    return ()", "", "",
+                "def _program(s):", "    return ()"]
+    names = [w.name for w in program.workspace]
+    arrays_at = {p.name: i for i, p in enumerate(arrays)}
+    scalars_at = {p.name: i for i, p in enumerate(scalars)}
+
+    def ref(name: str) -> str:  # where a step's buffer lives: the caller's arrays or the workspace
+        return repr(("array", arrays_at[name]) if name in arrays_at else ("workspace", names.index(name)))
+
+    def arg(a: StepArg) -> str:
+        if a.expr is not None:
+            number = whole(a.expr, value) if a.kind[0] == "i" else f"float({a.expr.python(value)})"
+            return f"('value', {_KINDS[a.kind]!r}, {number})"
+        return f"('param', {scalars_at[a.name]})" if a.name in scalars_at else ref(a.name)
+    steps = []
+    for step in program.steps:
+        if isinstance(step, MemsetStep):
+            steps.append(f"        ('memset', {ref(step.target)}),")
+            continue
+        r = step.launch
+        dims = lambda d: "(" + ", ".join(whole(e, value) for e in d) + ")"
+        steps.append(f"        ('launch', {step.entry!r}, {dims(r.grid)}, {dims(r.block)}, {whole(r.shared, value)}, "
+                     f"({''.join(arg(a) + ', ' for a in step.args)})),")
+    return [
+        "PROGRAM = True  # several launches and memsets over workspace, run in order on one stream",
+        f"WORKSPACE = {tuple((w.name, w.dtype, w.init) for w in program.workspace)!r}  # (name, dtype, init)",
+        "",
+        "",
+        "def _workspace_sizes(s):",
+        "    v = {**s, **KNOBS}",
+        "    return (",
+        *(f"        {whole(w.size, value)},  # {w.name}, elements" for w in program.workspace),
+        "    )",
+        "",
+        "",
+        "def _program(s):",
+        "    v = {**s, **KNOBS}",
+        "    return (",
+        *steps,
+        "    )",
+    ]
 
 
 def _op_name(workload: str) -> str:
