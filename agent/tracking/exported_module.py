@@ -173,23 +173,23 @@ def launch(*arrays, **sizes):
         raise ValueError(f"{WORKLOAD}: the arrays are on different GPUs ({sorted(devices)})")
     cupy, numpy = _cupy()
     device = devices.pop() if devices else cupy.cuda.runtime.getDevice()
-    args = tuple(numpy.uint64(_pointer(arrays[i])) if kind == "array" else getattr(numpy, SCALARS[i][1])(values[i])
-                 for kind, i in PARAMS)
+    packed = tuple(numpy.uint64(_pointer(arrays[i])) if kind == "array" else getattr(numpy, SCALARS[i][1])(values[i])
+                   for kind, i in PARAMS)
     with cupy.cuda.Device(device):
         if True in kinds:
             import torch
             with cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream, device):
-                _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared)
+                _run(cupy, numpy, device, arrays, s, values, packed, grid, block, shared)
         else:
-            _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared)
+            _run(cupy, numpy, device, arrays, s, values, packed, grid, block, shared)
 
 
-def _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared):
+def _run(cupy, numpy, device, arrays, s, values, packed, grid, block, shared):
     """On CuPy's current stream: the one launch, or every step of the program over new
     workspace (CuPy's pool gives it back when this returns; the pool orders reuse after
     the work on this stream)."""
     if not PROGRAM:
-        _call(_function(cupy, device), grid, block, args, shared)
+        _call(_function(cupy, device), grid, block, packed, shared)
         return
     steps, counts = program_config(**s)
     workspace = [cupy.zeros(n, dtype) if init == "zero" else cupy.empty(n, dtype)
@@ -205,10 +205,10 @@ def _run(cupy, numpy, device, arrays, s, values, args, grid, block, shared):
             cupy.cuda.runtime.memsetAsync(pointers[kind][i], 0, nbytes[kind][i], stream.ptr)
             continue
         _, entry, grid, block, shared, step_args = step
-        packed = tuple(numpy.uint64(pointers[a[0]][a[1]]) if a[0] in pointers else
-                       getattr(numpy, SCALARS[a[1]][1])(values[a[1]]) if a[0] == "param" else
-                       getattr(numpy, a[1])(a[2]) for a in step_args)
-        _call(_function(cupy, device, entry), grid, block, packed, shared)
+        step_packed = tuple(numpy.uint64(pointers[a[0]][a[1]]) if a[0] in pointers else
+                            getattr(numpy, SCALARS[a[1]][1])(values[a[1]]) if a[0] == "param" else
+                            getattr(numpy, a[1])(a[2]) for a in step_args)
+        _call(_function(cupy, device, entry), grid, block, step_packed, shared)
 
 
 def _count(shape):
@@ -218,10 +218,10 @@ def _count(shape):
     return n
 
 
-def _call(fn, grid, block, args, shared):
+def _call(fn, grid, block, packed, shared):
     if shared > _SHARED_DEFAULT_LIMIT:
         fn.max_dynamic_shared_size_bytes = shared
-    fn(grid, block, args, shared_mem=shared)
+    fn(grid, block, packed, shared_mem=shared)
 
 
 def register_torch_op(op_namespace="warpsmith", name=None):
