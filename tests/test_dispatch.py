@@ -120,3 +120,29 @@ def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_pat
     report = (s.dir / "best" / "report.md").read_text()
     assert "## Variant per shape" in report and "pays" in report
     assert (s.dir / "best" / "dispatch.json").is_file()
+
+
+def test_export_of_a_dispatch_chooses_the_variant_by_the_sizes(tmp_path, workload):
+    """With a dispatch that pays, kernel.py picks variant_N.py by the stated rule, the same choice
+    as Dispatch.variant_for; every file imports with the standard library alone."""
+    import subprocess
+    import sys
+
+    from agent.evaluate.records import Best
+    from agent.runtime.device_facts import DeviceFacts
+    from agent.tracking.best_kernel import write_best
+    tiled, split = spec(workload, "tiled", "tiled"), spec(workload, "splitk", "split", SPLITK=32)
+    winners = update_winners(update_winners({}, 1, tiled, {"square-1024": 0.1, "long-k": 2.0}), 2, split,
+                             {"long-k": 0.25})
+    ev = PerCaseEvaluatorDouble(workload, {"tiled": {"square-1024": 0.1, "long-k": 2.0},
+                                           "split": {"square-1024": 0.2, "long-k": 0.25}})
+    d = build_dispatch(ev, workload, winners, tiled)
+    best = Best(spec=tiled, score_ms=d.single_score_ms, cases=[], iteration=1)
+    files = write_best(tmp_path, workload, best, None, {}, None, DeviceFacts(), module=True, dispatch=d)
+    assert {"kernel.py", "variant_0.py", "variant_1.py", "dispatch.json"} <= set(files)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import kernel; "
+             "print(kernel.variant_for(M=300, N=200, K=100000), kernel.variant_for(M=2048, N=2048, K=2048), "
+             "kernel.variant(1).PROGRAM, kernel.variant(0).PROGRAM)")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True)
+    assert out.stdout.split() == ["1", "0", "True", "False"], out.stderr
+    assert d.variant_for({"M": 300, "N": 200, "K": 100000}).name == "split"

@@ -190,3 +190,38 @@ def test_a_program_exports_and_runs_every_step_through_cupy(tmp_path, kernel):
         module.launch(cupy.asarray(a), cupy.asarray(b), C)
         stream.synchronize()
     _assert_close(cupy.asnumpy(C), a.astype(np.float64) @ b.astype(np.float64), 1001)
+
+
+@needs_cupy
+def test_an_exported_dispatch_launches_each_shapes_variant(tmp_path):
+    """kernel.py of a dispatch (tiles for square shapes, split-K for a long K): each shape runs
+    its variant through CuPy and matches NumPy."""
+    import sys
+
+    import cupy
+
+    from agent.evaluate.dispatch import Dispatch, DispatchEntry
+    from agent.runtime.device_facts import DeviceFacts
+    from agent.tracking.best_kernel import write_best
+    workload = load_workload(ROOT / "examples" / "sgemm")
+    tiled = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["tiled"]), "tune")
+    split = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 16}), "tune")
+    d = Dispatch(variants=[tiled, split], score_ms=1.0, single_score_ms=2.0,
+                 entries=[DispatchEntry(case="square", sizes={"M": 1024, "N": 1024, "K": 1024}, variant=0, median_ms=1.0),
+                          DispatchEntry(case="long-k", sizes={"M": 256, "N": 256, "K": 131072}, variant=1, median_ms=1.0)])
+    write_best(tmp_path, workload, Best(spec=tiled, score_ms=2.0, cases=[], iteration=1), None, {}, None,
+               DeviceFacts(), module=True, dispatch=d)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import kernel
+        for (m, n, k), expected in (((96, 80, 96), 0), ((64, 48, 20000), 1)):
+            assert kernel.variant_for(M=m, N=n, K=k) == expected
+            rng = np.random.default_rng(m + k)
+            a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+            C = cupy.full((m, n), np.nan, np.float32)
+            kernel.launch(cupy.asarray(a), cupy.asarray(b), C)
+            cupy.cuda.get_current_stream().synchronize()
+            _assert_close(cupy.asnumpy(C), a.astype(np.float64) @ b.astype(np.float64), k)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("kernel", None)

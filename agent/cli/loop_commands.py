@@ -215,7 +215,8 @@ def cmd_export(args) -> int:
     workload = load_workload(info.workload)  # a spec broken since: SpecError, exit 2
     try:
         write_best(args.dir, workload, state["best"], state.get("start"), state.get("baseline", {}),
-                   state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), module=True)
+                   state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), module=True,
+                   dispatch=state.get("dispatch"))
     except ValueError as e:  # options or includes NVRTC would refuse (a tampered session), an ExprError
         raise CliError(str(e), 1)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")

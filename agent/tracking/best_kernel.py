@@ -13,6 +13,7 @@ from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
 from ..spec.launch import LaunchJob
 from ..spec.workload import ScalarParam, Workload
+from .dispatch_module import DISPATCH_FILE, dispatch_module, variant_file
 from .launch_module import MODULE_FILE, launch_module
 
 
@@ -70,14 +71,21 @@ def write_best(directory: Path, workload: Workload, best: Best, start: Optional[
     """`ended`: how the session stopped (which limit) and what it spent, for the report.
     `module`: also kernel.py, the kernel with its launch rule (or its program's steps) as a
     module of its own.
-    `dispatch`: the session's variant per shape, as dispatch.json and a report section."""
+    `dispatch`: the session's variant per shape, as dispatch.json and a report section; with
+    `module` and a dispatch that pays, kernel.py chooses among variant_N.py by the sizes."""
     files = {"kernel.cu": best.spec.source,
              "launch.json": json.dumps(launch_json(workload, best), indent=2),
              "report.md": report_md(workload, best, start, baseline, baseline_score, facts, ended)}
     if dispatch is not None:
         files["dispatch.json"] = dispatch.model_dump_json(indent=2)
         files["report.md"] += "\n".join(["## Variant per shape (dispatch.json)", "", *dispatch.lines(), ""])
-    if module:
+    if module and dispatch is not None and dispatch.pays:
+        files[DISPATCH_FILE] = dispatch_module(workload.name, dispatch)
+        for i, v in enumerate(dispatch.variants):
+            times = [e.median_ms for e in dispatch.entries if e.variant == i]
+            files[variant_file(i)] = launch_module(workload, Best(spec=v, score_ms=min(times, default=best.score_ms),
+                                                                  cases=[], iteration=best.iteration))
+    elif module:
         files[MODULE_FILE] = launch_module(workload, best)
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
