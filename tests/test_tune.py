@@ -136,3 +136,19 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
             assert "(searched for case long-k)" in spec.rationale
     assert kernels == ["tiled", "tiled", "splitk", "tiled", "tiled", "tiled", "splitk", "tiled", "tiled", "tiled",
                        "splitk", "tiled"]
+
+
+def test_the_next_candidates_are_compiled_ahead():
+    """After a proposal the tuner compiles the points its next proposals look at (real NVRTC, in
+    the compile pool's processes); the next proposal is one of them."""
+    from concurrent.futures import Future
+
+    from agent.proposers.tune import _key, source_tag
+    w = load_workload(SGEMM)
+    tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
+    first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
+    ahead = {k: f for k, f in tuner._compiles.items() if isinstance(f, Future)}
+    assert len(ahead) == 2 and all(f.result(timeout=300) for f in ahead.values())
+    history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0, defines=first.defines)]
+    second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
+    assert (source_tag(first.source), "sm_90", _key(second.defines)) in ahead

@@ -22,11 +22,14 @@ pays on some shapes is searched where it pays; the session's dispatch
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import itertools
 import math
+import os
 import random
-from typing import Optional
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Optional, Union
 
 from ..evaluate.records import CandidateSpec
 from ..spec.candidate import Candidate
@@ -48,9 +51,15 @@ def source_tag(source: str) -> str:
 class TuneProposer:
     name = "tune"
 
-    def __init__(self, seed: int = 0, kernel: Optional[str] = None):
+    def __init__(self, seed: int = 0, kernel: Optional[str] = None, ahead: Optional[int] = None):
         self.seed, self.kernel = seed, kernel
-        self._compiles: dict[tuple, bool] = {}  # (source tag, arch, defines) -> NVRTC accepted it
+        # Candidates compiled ahead, while the GPU evaluates the one just proposed: the
+        # untried neighbours of the best points, in the order the next proposals look at
+        # them; one NVRTC process per host core (agent/runtime/compile_process.py).
+        self.ahead = (os.cpu_count() or 1) if ahead is None else ahead
+        self._executor: Optional[ThreadPoolExecutor] = None
+        # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
+        self._compiles: dict[tuple, Union[bool, Future]] = {}
         # (workload digest, source tag, defines) -> launchable: best-first asks again for
         # the neighbours of every scored point on each proposal.
         self._launchables: dict[tuple, bool] = {}
@@ -123,6 +132,8 @@ class TuneProposer:
                                   f"cannot run here: {len(tried)} tried, {size - len(tried)} of {size} do not "
                                   f"launch on every case or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
+        if arch is not None and self.ahead:
+            self._compile_ahead(ctx, base, knobs, prefix, choice, scores, tried, arch)
         why = _why(choice, scores) + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": why})
@@ -160,13 +171,39 @@ class TuneProposer:
         return None
 
     def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        from ..runtime.compiler import compile_kernel
-        cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
-        key = (source_tag(base.source), arch, _key(cand.defines))
+        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
         if key not in self._compiles:
-            self._compiles[key] = compile_kernel(cand.source, cand.entry, arch, cand.compile_options(),
-                                                 allow_fast_math=allow_fast_math).ok
-        return self._compiles[key]
+            self._compiles[key] = _compile(base, defines, arch, allow_fast_math)
+        known = self._compiles[key]
+        if isinstance(known, Future):  # compiled ahead: wait for it (usually done already)
+            known = self._compiles[key] = known.result()
+        return known
+
+    def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
+                       choice: dict[str, int], scores: dict, tried: set, arch: str) -> None:
+        """Start compiling the points the next proposal looks at first: the neighbours of this
+        choice (the next best if it wins) and of the best scored points, each list in the
+        order the next proposal's seeded shuffle puts it, taken in turn, up to `ahead`."""
+        free = {n: k for n, k in knobs.items() if n not in base.defines}
+        seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
+        orders = []
+        for origin in [choice] + [{k: v for k, v in point if k in free} for point in sorted(scores, key=scores.get)[:3]]:
+            points = list(_neighbours(origin, free))
+            random.Random(seed).shuffle(points)
+            orders.append(points)
+        queued = 0
+        for n in (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None):
+            if queued >= self.ahead:
+                return
+            key = (source_tag(base.source), arch, _key({**base.defines, **n}))
+            if key in self._compiles or _key({**base.defines, **n}) in tried or n == choice \
+                    or not self._launchable_cached(ctx.workload, base, n):
+                continue
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.ahead, thread_name_prefix="compile-ahead")
+                atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
+            self._compiles[key] = self._executor.submit(_compile, base, n, arch, ctx.workload.tolerance.allow_fast_math)
+            queued += 1
 
     def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
         key = (workload.digest, source_tag(base.source), _key({**base.defines, **defines}))
@@ -195,6 +232,13 @@ class TuneProposer:
         except (ExprError, ValueError):
             return False
         return True
+
+
+def _compile(base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
+    """NVRTC on a configuration (the CUBIN lands in the cache the compile node reads)."""
+    from ..runtime.compiler import compile_kernel
+    cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
+    return compile_kernel(cand.source, cand.entry, arch, cand.compile_options(), allow_fast_math=allow_fast_math).ok
 
 
 def _focus_case(ctx: ProposalContext) -> Optional[str]:

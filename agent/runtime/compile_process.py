@@ -16,6 +16,10 @@ a crash. It gets:
 A compile may take :data:`TIMEOUT_S` (60 s; ``timeout_s`` per call overrides it);
 past that the process is killed and the result is ``COMPILE_TIMEOUT``. A process
 that dies mid-compile gives ``COMPILE_CRASHED``. One request at a time (a lock).
+
+Compiles from several threads at once (the tuner compiling its next candidates while
+the GPU times the current one) go through :func:`compile_pool`: up to one process per
+host core, each like the one above; a single thread only ever uses the first.
 """
 
 from __future__ import annotations
@@ -185,3 +189,52 @@ def compile_process(header_dir: Path) -> CompileProcess:
             _process = CompileProcess(header_dir)
             atexit.register(_process.close)
         return _process
+
+
+class CompilePool:
+    """Up to `size` compile processes, started as concurrent compiles need them."""
+
+    def __init__(self, header_dir: Path, size: int):
+        self.header_dir, self.size = header_dir, max(1, size)
+        self._idle: list[CompileProcess] = []
+        self._started: list[CompileProcess] = []
+        self._cond = threading.Condition()
+
+    @property
+    def started(self) -> int:
+        return len(self._started)
+
+    def compile(self, source: str, filename: str, entry: str, options: list[str], arch: str,
+                timeout_s: Optional[float] = None) -> dict[str, Any]:
+        process = self._take()
+        try:
+            return process.compile(source, filename, entry, options, arch, timeout_s)
+        finally:
+            with self._cond:
+                self._idle.append(process)
+                self._cond.notify()
+
+    def _take(self) -> CompileProcess:
+        with self._cond:
+            while not self._idle and len(self._started) >= self.size:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            # The first is the shared process (what a single thread has always used).
+            process = compile_process(self.header_dir) if not self._started else CompileProcess(self.header_dir)
+            if self._started:
+                atexit.register(process.close)
+            self._started.append(process)
+            return process
+
+
+_pool: Optional[CompilePool] = None
+
+
+def compile_pool(header_dir: Path) -> CompilePool:
+    """The shared pool: one compile process per host core at most."""
+    global _pool
+    with _process_lock:
+        if _pool is None:
+            _pool = CompilePool(header_dir, os.cpu_count() or 1)
+        return _pool

@@ -26,7 +26,7 @@ from typing import Optional
 from . import native
 from .cache_dir import cache_root
 from .compile_policy import check_options, check_source
-from .compile_process import compile_process
+from .compile_process import compile_pool
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
         meta = json.loads((directory / "meta.json").read_text())
         return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
                               Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes())
-    r = compile_process(header_dir(version)).compile(source, filename, entry, options, arch, timeout_s)
+    r = compile_pool(header_dir(version)).compile(source, filename, entry, options, arch, timeout_s)
     symbol = r["lowered_name"] or entry
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,
