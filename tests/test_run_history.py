@@ -114,3 +114,21 @@ def test_tracking_store_broken_mid_session_is_a_warning(tmp_path, workload, caps
     assert s.end(s.run()) == "finished" and s.state["iteration"] == 4
     assert "warpsmith: warning: MLflow log_attempt failed" in capsys.readouterr().err
     assert (s.dir / "best" / "kernel.cu").is_file()
+
+
+def test_each_child_run_names_its_parent_attempt_and_diff_compares_them(tmp_path, workload, capsys):
+    """A tree of attempts: every child run carries the attempt it came from (tag and param), and
+    `diff SESSION N --parent` shows that parent against N."""
+    s = open_session(tmp_path, workload, 4)
+    s.run()
+    history = s.state["history"]
+    client = MlflowClient(s.tracker.uri)
+    tags = {r.data.tags["warpsmith.iteration"]: r.data.tags.get("warpsmith.parent_attempt")
+            for r in attempt_runs(client, s.info.mlflow_run_id)}
+    assert tags == {str(a.iteration): (str(a.parent) if a.parent is not None else None) for a in history}
+    child = next(a for a in history if a.parent)
+    assert main(["diff", "s1", str(child.iteration), "--parent", "--store", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    assert f"--- attempt-{child.parent:03d}/kernel.cu" in out and f"+++ attempt-{child.iteration:03d}/kernel.cu" in out
+    assert main(["diff", "s1", "1", "--parent", "--store", str(tmp_path / "store")]) == 2
+    assert "has no parent attempt recorded" in capsys.readouterr().err

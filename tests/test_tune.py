@@ -152,3 +152,17 @@ def test_the_next_candidates_are_compiled_ahead():
     history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0, defines=first.defines)]
     second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
     assert (source_tag(first.source), "sm_90", _key(second.defines)) in ahead
+
+
+def test_each_proposal_records_the_attempt_it_came_from():
+    """The defaults come from the best so far; a neighbour's parent is the attempt it neighbours."""
+    w = load_workload(SGEMM)
+    tuner, history = TuneProposer(0, kernel="tiled"), []
+    parents = []
+    for i in range(1, 6):
+        spec = tuner.propose(ProposalContext(w, DeviceFacts(), i, "optimise", list(history), None,
+                                             history[-1] if history else None)).spec
+        parents.append(spec.parent)
+        history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok",
+                               score_ms=1.0 + i / 10, defines=spec.defines))  # each slower: the first stays best
+    assert parents == [None, 1, 1, 1, 1]

@@ -53,6 +53,12 @@ def cmd_diff(args) -> int:
     history = {a.iteration: a for a in state.get("history", [])}
     best = state.get("best")
     b_it: Optional[int] = args.b if args.b is not None else (best.iteration if best else None)
+    if args.parent:  # the child against the attempt it came from: parent first, as a diff reads
+        child = history.get(args.a)
+        if child is None or not child.parent:
+            raise CliError(f"attempt {args.a} of {info.id} has no parent attempt recorded "
+                           "(the first of its kernel, a restart, or a session from before parents were kept)")
+        args.a, b_it = child.parent, args.a
     missing = [x for x in (args.a, b_it) if x not in history]
     if missing:
         what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"

@@ -66,6 +66,7 @@ def add_loop_commands(sub) -> None:
     d.add_argument("session")
     d.add_argument("a", type=int, help="an attempt (iteration number)")
     d.add_argument("b", type=int, nargs="?", help="another attempt (default: the best)")
+    d.add_argument("--parent", action="store_true", help="compare A with the attempt it was derived from")
     d.add_argument("--store", type=Path, default=Path("mlruns"))
 
     ls = sub.add_parser("runs", help="list past sessions from MLflow")

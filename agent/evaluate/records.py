@@ -33,6 +33,7 @@ class CandidateSpec(BaseModel):
 
     # A program (agent/spec/launch.py): {"workspace": [...], "steps": [...]}; grid/block/entry are then its first launch's
     program: Optional[dict[str, Any]] = None
+    parent: Optional[int] = None  # the attempt (iteration; 0 = the starting kernel) this one was derived from
 
     def to_candidate(self) -> Candidate:
         """Raises ExprError (a ValueError) if the launch arithmetic is not whitelisted or the program is malformed."""
@@ -95,6 +96,7 @@ class Attempt(BaseModel):
     cost_usd: float = 0.0
     profile: list[CaseProfile] = []
     sources: list[str] = []  # guidance cited in the prompt (--nvidia-research)
+    parent: Optional[int] = None  # the attempt it was derived from (0 = the starting kernel), when known
 
     @property
     def suspect(self) -> bool:

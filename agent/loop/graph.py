@@ -177,7 +177,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                                                    spec.rationale, spec.source, proposal.tokens, _steps(spec)))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
-                      sources=list(proposal.sources))
+                      sources=list(proposal.sources), parent=spec.parent)
     return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
 
 

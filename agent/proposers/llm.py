@@ -151,7 +151,8 @@ class LlmProposer:
                                 used, cost)
         spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=launch.entry,
                              grid=launch.grid, block=launch.block, shared=launch.shared, options=parsed.options,
-                             rationale=parsed.rationale, proposer=self.name, program=parsed.program())
+                             rationale=parsed.rationale, proposer=self.name, program=parsed.program(),
+                             parent=_parent(ctx))
         return Proposal(spec, used, sources, notice, cost)
 
     def _charge(self, call: Usage) -> float:
@@ -174,6 +175,13 @@ class LlmProposer:
             return str(e)
         self._pending = self.web.usage  # charged with the proposal's own call
         return f"web search of NVIDIA documentation: {len(self.web.sources)} pages cited"
+
+
+def _parent(ctx: ProposalContext) -> Optional[int]:
+    """What the model was shown to start from: the failed attempt it repairs, else the best."""
+    if ctx.mode == "repair" and ctx.last is not None:
+        return ctx.last.iteration
+    return ctx.best.iteration if ctx.best else None
 
 
 class HybridProposer:

@@ -136,7 +136,8 @@ class TuneProposer:
             self._compile_ahead(ctx, base, knobs, prefix, choice, scores, tried, arch)
         why = _why(choice, scores) + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
-                                       "proposer": self.name, "rationale": why})
+                                       "proposer": self.name, "rationale": why,
+                                       "parent": _parent(choice, scores, mine, ctx)})
         return Proposal(spec)
 
     def _next(self, knobs, fixed, scores, feasible, rng) -> Optional[dict[str, int]]:
@@ -269,6 +270,19 @@ def _neighbours(point: dict[str, int], knobs: dict[str, Knob]):
         for j in (i - 1, i + 1):
             if 0 <= j < len(values):
                 yield {**point, name: values[j]}
+
+
+def _parent(choice: dict[str, int], scores: dict, mine: list, ctx: ProposalContext) -> Optional[int]:
+    """The attempt this choice is a neighbour of (the best-ranked one, as _why names it);
+    for the first point of a kernel, the best (its knobs' starting point); None for a restart."""
+    if not scores:
+        return ctx.best.iteration if ctx.best else None
+    at = {_key(a.defines): a.iteration for a in mine}
+    for point in sorted(scores, key=scores.get):
+        origin = dict(point)
+        if sum(origin.get(k) != v for k, v in choice.items()) == 1:
+            return at.get(point)
+    return None
 
 
 def _why(choice: dict[str, int], scores: dict) -> str:
