@@ -51,7 +51,8 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
         _, exponent = np.frexp(x)
         quantum = np.ldexp(1.0, np.maximum(exponent, f.min_exponent) - f.digits)
         y = np.round(x / quantum) * quantum  # np.round breaks ties to even; scaling by 2^k is exact
-        return np.where(np.abs(y) >= f.overflow, np.copysign(np.inf, x), y)
+        rounded: np.ndarray = np.where(np.abs(y) >= f.overflow, np.copysign(np.inf, x), y)
+        return rounded
 
 
 def to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
