@@ -47,7 +47,9 @@ def checked_cases(workload: Workload, everything: bool = False) -> list:
 def preflight(workload: Workload, seeds: Iterable[int] = RUN_SEEDS, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
     """What eval, run, resume and bench check before the GPU: every case fits in host
     memory, and the references of `checked_cases` are computed (cached) for `seeds`
-    within `timeout_s` each. Raises SpecError or ReferenceFailed, one line each."""
+    within `timeout_s` each, and the GPU side can judge its dtypes. Raises SpecError or
+    ReferenceFailed, one line each."""
+    workload.check_evaluable()
     check_memory(workload)
     for case in checked_cases(workload):
         for seed in seeds:

@@ -2,7 +2,8 @@
 
 Inputs are drawn once per (case, seed) from a fixed generator, uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
-indexing). The reference runs the user's NumPy function in float64, in its own process with
+indexing). 16-bit floats are drawn in float64 and rounded once to their format
+(agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64, in its own process with
 a time limit (agent/reference_run.py), and is cached on disk under the workload's
 digest, so a 4096^3 product is computed once.
 """
@@ -20,8 +21,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..runtime.cache_dir import cache_root
+from .half_float import is_half, round_to, to_float64, to_storage
 from .reference_run import REFERENCE_TIMEOUT_S, run_reference
-from .workload import Case, Workload, name_problem
+from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload, name_problem
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 GENERATOR_VERSION = 1
@@ -44,7 +46,7 @@ class ArrayJob:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape)) * ARRAY_ITEMSIZE[self.dtype]
 
 
 def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
@@ -56,6 +58,8 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     """Deterministic in (case, parameter, seed, GENERATOR_VERSION)."""
     key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
     rng = np.random.default_rng(key)
+    if is_half(job.dtype):
+        return _half_input(rng, job)
     dtype = np.dtype(job.dtype)
     if dtype.kind == "f":
         x = rng.uniform(job.low, job.high, size=job.shape).astype(dtype)
@@ -67,6 +71,21 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     x = rng.integers(lo, hi + 1, size=job.shape, dtype=dtype)
     x[x == 0] = hi if hi != 0 else lo
     return x
+
+
+def _half_input(rng: np.random.Generator, job: ArrayJob) -> np.ndarray:
+    """Uniform in [low, high] rounded once to the 16-bit format: the values the GPU reads,
+    exactly. Zeros after rounding become the first non-zero of the midpoint, high, low
+    (the spec parser made sure one exists)."""
+    x = round_to(rng.uniform(job.low, job.high, size=job.shape), job.dtype)
+    candidates = round_to(np.array([(job.low + job.high) / 2, job.high, job.low]), job.dtype)
+    x[x == 0] = candidates[np.flatnonzero(candidates)[0]]
+    return to_storage(x, job.dtype)
+
+
+def as_float64(array: np.ndarray, dtype: str) -> np.ndarray:
+    """The exact values of a generated input of `dtype` in float64 (the reference's view)."""
+    return to_float64(array, dtype) if dtype in FLOAT_DTYPES else array
 
 
 def generate_inputs(workload: Workload, case: Case, seed: int) -> dict[str, np.ndarray]:

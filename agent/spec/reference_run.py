@@ -109,12 +109,11 @@ def _one_line(text: object) -> str:
 
 def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
     """In the child: draw the inputs, run the reference, check and convert its outputs."""
-    from .inputs import ArrayJob, ReferenceFailed, generate_input, load_reference_function
+    from .inputs import ArrayJob, ReferenceFailed, as_float64, generate_input, load_reference_function
+    from .workload import FLOAT_DTYPES
     path, case = Path(job["reference"]), job["case"]
     arrays = [ArrayJob(**{**a, "shape": tuple(a["shape"])}) for a in job["arrays"]]
-    inputs = {a.name: generate_input(a, case, job["seed"]) for a in arrays if a.role == "input"}
-    upcast = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in inputs.items()}
-    del inputs
+    upcast = {a.name: as_float64(generate_input(a, case, job["seed"]), a.dtype) for a in arrays if a.role == "input"}
     try:
         result = load_reference_function(path)(**upcast, **job["sizes"])
     except ReferenceFailed:
@@ -138,7 +137,7 @@ def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
         if v.shape != a.shape:
             raise ReferenceFailed(f"{path.name}: output {a.name} for case '{case}' "
                                   f"has shape {v.shape}, the spec says {a.shape}")
-        is_float = np.dtype(a.dtype).kind == "f"
+        is_float = a.dtype in FLOAT_DTYPES  # a float reference stays float64, whatever the output's width
         try:
             ref = np.ascontiguousarray(v, dtype=np.float64 if is_float else a.dtype)
         except (TypeError, ValueError) as e:

@@ -11,31 +11,74 @@ Default rtol = 8 * eps(dtype) * sqrt(reduction length). Measured on the CPU
 about 1 * eps * sqrt(K) (K = 61 .. 4096), TF32 inputs about 8e-4 whatever K.
 So for fp32 the default passes any honest fp32 summation order and rejects
 TF32 by more than 20x at K = 4096. ``allow_tf32`` raises the bound to 4e-3.
+
+16-bit outputs (float16, bfloat16). Their inputs are exact (agent/spec/inputs.py);
+the kernel accumulates in the policy's dtype, float32 unless ``[tolerance]
+accumulate`` says otherwise, and rounds once to the output at the end. The error
+is then the accumulation's plus that last rounding, so
+
+    rtol = 8 * u(accumulate) * sqrt(reduction length) + 2 * u(output)
+
+with u the unit roundoff: 2^-11 for float16, 2^-8 for bfloat16 (2^-24 float32).
+The first term is the fp32 rule above; the second is one rounding (at most
+1 u of |ref|, so at most 1 u in this error's measure) with a factor 2 for the
+fp32 value that lands near a rounding boundary. Measured on the CPU
+(benchmarks/half_tolerance_study.py: GEMM K = 16 .. 4096, row sums of 1024 and
+16384, RMSNorm of 4096, sequential fp32 accumulation): the worst honest result
+reaches 0.68 u (bf16) and 0.66 u (fp16), within 2 u by 3x; the same results
+accumulated in the 16-bit format itself reach 2.6 u (bf16) and 3.5 u (fp16) at
+K = 16, 40 u at K = 4096 and 246 u on the bf16 RMSNorm: they fail it, but at
+short reductions only just. A float32 or float64 output
+with 16-bit inputs (a bf16 GEMM writing fp32) keeps the fp32 rule: products of
+16-bit values are exact in float32.
+
+The precision policy ``accumulate = "float32"`` (the default for 16-bit outputs)
+is enforced by this tolerance only where the reduction is long enough for
+16-bit accumulation to drift past it. The GPU side will enforce it directly,
+and that needs a GPU: (1) a probe case per policy, inputs whose exact sum
+survives fp32 accumulation but is swamped in 16 bits (one 1.0, then many terms
+of u(16-bit) / 2: every 16-bit addition rounds them away, so the result is off
+by about (n - 1) u / 2 where fp32 is exact); (2) the CUBIN's SASS audited
+(agent/runtime/cubin_audit.py) for tensor-core instructions with 16-bit
+accumulators (``HMMA....F16`` / ``HGMMA....F16`` rather than ``.F32``) and for
+``HADD2`` / ``HFMA2`` chains. Declaring ``accumulate = "float16"`` (or
+``"bfloat16"``) relaxes the tolerance to match, by the same formula.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
-import numpy as np
+from .half_float import is_half
+from .workload import FLOAT_DTYPES, Case, Workload
 
-from .workload import Case, Workload
-
-EPS = {"float32": 2.0**-24, "float64": 2.0**-53}
+# Unit roundoff per dtype (half the gap between 1 and the next value).
+EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
 TF32_RTOL = 4e-3
+ACCUMULATION_FACTOR = 8.0  # times u(accumulate) * sqrt(reduction length)
+ROUNDING_FACTOR = 2.0  # times u(output), for a final rounding to a narrower output
 
 
-def default_rtol(dtype: str, reduction: float) -> float:
-    return 8.0 * EPS[dtype] * math.sqrt(max(1.0, reduction))
+def accumulation_dtype(dtype: str, accumulate: Optional[str]) -> str:
+    """What an output of `dtype` is accumulated in: the policy's, else float32 for
+    16-bit outputs and the output's own dtype for the others."""
+    return accumulate or ("float32" if is_half(dtype) else dtype)
+
+
+def default_rtol(dtype: str, reduction: float, accumulate: Optional[str] = None) -> float:
+    acc = accumulation_dtype(dtype, accumulate)
+    rtol = ACCUMULATION_FACTOR * EPS[acc] * math.sqrt(max(1.0, reduction))
+    return rtol + ROUNDING_FACTOR * EPS[dtype] if EPS[dtype] > EPS[acc] else rtol
 
 
 def case_rtol(workload: Workload, case: Case, dtype: str) -> float:
     """rtol for an output of `dtype` in `case`; 0 means exact (integers)."""
-    if np.dtype(dtype).kind != "f":
+    if dtype not in FLOAT_DTYPES:
         return 0.0
     t = workload.tolerance
     if t.rtol is not None:
         return t.rtol
     reduction = t.reduction.evaluate(case.sizes) if t.reduction is not None else 1.0
-    rtol = default_rtol(dtype, reduction)
+    rtol = default_rtol(dtype, reduction, t.accumulate)
     return max(rtol, TF32_RTOL) if t.allow_tf32 and dtype == "float32" else rtol

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
+
 from ..runtime.compile_policy import check_options, define_options
 from .expr import Expr, ExprError
+from .half_float import HALF_FORMATS, is_half, round_to
 from .kernel_source import Knob, parse_knobs
 from .launch import Launch, LaunchJob, LaunchRule, Program, xyz
 
@@ -28,7 +31,11 @@ __all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported fro
 
 ARRAY_ROLES = ("input", "output")
 CASE_ROLES = ("correctness", "performance")
-ARRAY_DTYPES = ("float32", "float64", "int32", "int64")
+ARRAY_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# What a kernel may accumulate in ([tolerance] accumulate): sets the default tolerance; the
+# GPU-side enforcement is agent/spec/tolerance.py's docstring.
+ACCUMULATE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
 REFERENCE_STATUSES = ("", "drafted", "reviewed")
 DRAFT_MARKER = ".warpsmith-drafted"  # beside workload.toml while a model's reference is not reviewed
@@ -36,9 +43,11 @@ BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "torch")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characters, no leading . or -
 MAX_RTOL = 0.1  # a tolerance above 10 % judges nothing: a typo, not a policy
 MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can get through
-ARRAY_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+ARRAY_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
 FLOAT32_MAX = 3.4028234663852886e38
 SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+HALF_NOT_EVALUATED = ("half-precision workloads are checked by `warpsmith check` but not evaluated yet: "
+                      "the GPU-side checks for float16/bfloat16 come next")
 Table = dict[str, Any]  # a TOML table, checked key by key
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
                      "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
@@ -129,6 +138,9 @@ class Tolerance:
     # fast math relaxes division, sqrt, transcendentals and denormals). The tolerance
     # itself does not change: a fast-math kernel must still pass it. agent/compile_policy.py
     allow_fast_math: bool = False
+    # The precision policy's accumulation dtype (e.g. "float32" for bf16 inputs); None: the
+    # output's own dtype, float32 for 16-bit outputs. agent/spec/tolerance.py
+    accumulate: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +224,14 @@ class Workload:
         return replace(self, cases=tuple(c if not c.timed or c.name in names else replace(c, role="correctness")
                                          for c in self.cases))
 
+    def check_evaluable(self) -> None:
+        """Raises SpecError (one line) for a workload the GPU side cannot judge yet:
+        16-bit float arrays pass `warpsmith check`, but the worker's comparisons,
+        poisons and mismatch reports know only 32- and 64-bit floats so far."""
+        for i, p in enumerate(self.params):
+            if isinstance(p, ArrayParam) and is_half(p.dtype):
+                raise SpecError(self.directory / "workload.toml", f"params[{i}].dtype", HALF_NOT_EVALUATED)
+
     def case(self, name: str) -> Case:
         for c in self.cases:
             if c.name == name:
@@ -223,8 +243,8 @@ class Workload:
 
     def signature(self) -> str:
         """The kernel's parameter list as C, for people and models."""
-        ctype = {"float32": "float", "float64": "double", "float16": "__half", "int32": "int",
-                 "int64": "long long"}
+        ctype = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
+                 "int32": "int", "int64": "long long"}
         parts = []
         for p in self.params:
             if isinstance(p, ArrayParam):
@@ -400,13 +420,15 @@ class _Parser:
                                            and math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
                 raise self.fail(where + "range", f"expected finite [low, high] with low < high, got {bounds!r}")
             low, high = bounds
+            if is_half(dtype):
+                self.check_half_range(dtype, low, high, where + "range")
             if dtype.startswith("int"):
                 info = {"int32": 2**31, "int64": 2**63}[dtype]
                 lo, hi = math.ceil(low), math.floor(high)
                 if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
                     raise self.fail(where + "range", f"holds no non-zero {dtype} value (inputs are never zero)")
             nonfinite = self.get(p, "allow_nonfinite", where, bool, False)
-            if nonfinite and (role != "output" or not dtype.startswith("float")):
+            if nonfinite and (role != "output" or dtype not in FLOAT_DTYPES):
                 raise self.fail(where + "allow_nonfinite", "only a float output's reference may hold NaN or inf")
             params.append(ArrayParam(name, role, dtype,
                                      tuple(self.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
@@ -414,6 +436,15 @@ class _Parser:
         if not any(isinstance(p, ArrayParam) and p.role == "output" for p in params):
             raise self.fail("params", "no parameter has role = \"output\"")
         return tuple(params)
+
+    def check_half_range(self, dtype: str, low: float, high: float, key: str) -> None:
+        """Inputs are drawn from [low, high] and rounded to `dtype`: the bounds must be
+        finite there, and some non-zero value must survive the rounding."""
+        fmt = HALF_FORMATS[dtype]
+        if max(abs(low), abs(high)) > fmt.max_finite:
+            raise self.fail(key, f"[{low:g}, {high:g}] reaches beyond {dtype}'s largest value (+-{fmt.max_finite:.6g})")
+        if not round_to(np.array([low, high]), dtype).any():
+            raise self.fail(key, f"[{low:g}, {high:g}] holds no non-zero {dtype} value (inputs are never zero)")
 
     def parse_cases(self) -> tuple[Case, ...]:
         items = self.get(self.doc, "cases", "", list)
@@ -443,7 +474,10 @@ class _Parser:
 
     def parse_tolerance(self, top: Table) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
-        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math"})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate"})
+        accumulate = self.get(t, "accumulate", "tolerance.", str, None)
+        if accumulate is not None and accumulate not in ACCUMULATE_DTYPES:
+            raise self.fail("tolerance.accumulate", f"'{accumulate}' must be one of {', '.join(ACCUMULATE_DTYPES)}")
         rtol = self.get(t, "rtol", "tolerance.", (int, float), None)
         if rtol is not None and not 0 < rtol <= MAX_RTOL:  # NaN and inf fail here too
             raise self.fail("tolerance.rtol", f"{rtol!r} must be finite, > 0 and <= {MAX_RTOL}")
@@ -451,7 +485,8 @@ class _Parser:
         fast_math = self.get(t, "allow_fast_math", "tolerance.", bool, False)
         reduction = top.get("reduction")
         return Tolerance(None if rtol is None else float(rtol), allow,
-                         self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math)
+                         self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math,
+                         accumulate)
 
     def parse_kernels(self, allow_fast_math: bool, required: bool = True) -> dict[str, KernelSpec]:
         table = self.get(self.doc, "kernels", "", dict, {})

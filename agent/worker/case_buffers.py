@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..spec.half_float import is_half
 from ..spec.inputs import ArrayJob, generate_input, load_reference
+from ..spec.workload import HALF_NOT_EVALUATED
 from .poison import Poisons
 from .protocol import CaseJob
 
@@ -60,6 +62,8 @@ class DeviceArray:
 
 class CaseBuffers:
     def __init__(self, device, job: CaseJob, seed: int, checks):
+        if any(is_half(a.dtype) for a in job.arrays):  # the evaluator refuses first; nothing reaches the GPU
+            raise ValueError(HALF_NOT_EVALUATED)
         self.job, self.checks = job, checks
         self.arrays: dict[str, DeviceArray] = {}
         refs = load_reference(job.reference)

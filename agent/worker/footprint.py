@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..spec.workload import ARRAY_ITEMSIZE as ITEMSIZE
-from ..spec.workload import Case, SpecError, Workload
+from ..spec.workload import FLOAT_DTYPES, Case, SpecError, Workload
 from .case_buffers import MOAT_BYTES, guard_bytes
 
 HOST_FRACTION = 0.8  # of MemAvailable: the rest is for everything else on the machine
@@ -35,7 +35,7 @@ def case_footprint(workload: Workload, case: Case, where: str = "gpu") -> int:
     for p in workload.arrays:
         elements = math.prod(workload.shape(p, case))
         nbytes = elements * ITEMSIZE[p.dtype]
-        is_float = p.dtype.startswith("float")
+        is_float = p.dtype in FLOAT_DTYPES
         if where == "gpu":
             total += nbytes + 2 * guard_bytes(nbytes)
             total += 0 if p.role == "input" else (elements * 8 if is_float else nbytes)
