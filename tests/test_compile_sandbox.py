@@ -32,7 +32,11 @@ extern "C" __global__ void k(float* x) { x[0] = F<12, 12>::f(x[1]); }
 def fresh_process(monkeypatch):
     """A compile process started after the canary key entered this process's environment."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    process = cp.compile_process(header_dir(native.nvrtc_version()))
+    headers = header_dir(native.nvrtc_version())
+    # A pool of one, so every compile goes through the shared process this test watches
+    # (an earlier test's compile-ahead may have started more processes in the shared pool).
+    monkeypatch.setattr(cp, "_pool", cp.CompilePool(headers, 1))
+    process = cp.compile_process(headers)
     process.close()
     yield process
 
