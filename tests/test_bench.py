@@ -53,3 +53,27 @@ def test_torch_kind_needs_its_file(tmp_path):
                     .replace('torch = "torch_baseline.py"\n', ''))
     with pytest.raises(SpecError, match='baseline.torch: kind = "torch" needs'):
         load_workload(d)
+
+
+def test_a_dispatch_that_paid_is_timed_here_case_by_case_from_its_variants(tmp_path):
+    """Each case's median comes from the variant the dispatch gives it, evaluated by the
+    bench's own evaluator; a dispatch that did not pay adds no row."""
+    from workload_factory import SMALL_CASES
+
+    from agent.evaluate.dispatch import Dispatch, DispatchEntry
+    two = SMALL_CASES + '[[cases]]\nname = "square-128"\nrole = "performance"\nsizes = { M = 128, N = 128, K = 128 }\n'
+    workload = load_workload(make_sgemm_workload(tmp_path / "w", cases=two))
+    ev = EvaluatorDouble(workload, score=lambda d: {16: 0.5, 32: 0.8}.get(d.get("BK"), 1.0))
+    spec = {bk: CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["tiled"], {"BK": bk}), "tune")
+            for bk in (16, 32)}
+    timed = [c for c in workload.cases if c.timed]
+    assert len(timed) == 2
+    entries = [DispatchEntry(case=c.name, sizes=dict(c.sizes), variant=i % 2, median_ms=9.9) for i, c in enumerate(timed)]
+    paid = Dispatch(variants=[spec[16], spec[32]], entries=entries, score_ms=0.4, single_score_ms=0.5)
+    bench = measure(workload, ev, spec[16], dispatch=paid)
+    row = next(e for e in bench.entries if e.role == "dispatch")
+    expected = {c.name: (0.5 if i % 2 == 0 else 0.8) for i, c in enumerate(timed)}
+    assert row.status == "ok" and row.medians == pytest.approx(expected)  # re-timed here, not the stored 9.9
+    assert "dispatch: " in render(bench)
+    unpaid = paid.model_copy(update={"score_ms": 0.5})
+    assert all(e.role != "dispatch" for e in measure(workload, ev, spec[16], dispatch=unpaid).entries)

@@ -1,5 +1,6 @@
 """`warpsmith bench`: for each workload, the starting kernel, the tuner's best and
-every baseline (cuBLAS, PyTorch eager, torch.compile where installed), measured
+the session's dispatch when it paid (a variant per shape), every baseline (cuBLAS,
+PyTorch eager, torch.compile where installed), measured
 by one evaluator (one worker, one timing loop, the same flush and events), in
 one table: per performance case the median, the rate (TFLOP/s for compute-bound
 cases, GB/s for memory-bound ones), the % of the speed-of-light floor and the
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Optional
 
 from ..evaluate.backend import EvaluationBackend
+from ..evaluate.dispatch import Dispatch
 from ..evaluate.records import CandidateSpec
 from ..evaluate.results import Status
+from ..evaluate.stats import geomean
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import SpecError, Workload, load_workload
 from .errors import CliError
@@ -28,7 +31,7 @@ class Entry:
     """One implementation on one workload."""
 
     name: str
-    role: str  # start | best | baseline
+    role: str  # start | best | dispatch | baseline
     status: str
     medians: dict[str, float] = field(default_factory=dict)  # performance case -> ms
     score_ms: Optional[float] = None
@@ -59,8 +62,10 @@ def _entry(name: str, role: str, result) -> Entry:
 
 
 def measure(workload: Workload, ev: EvaluationBackend, best_spec: Optional[CandidateSpec], session_id: str = "-", iterations: int = 0,
-            wall_s: float = 0.0, skip: tuple[str, ...] = (), tuned_for: tuple[str, ...] = ()) -> WorkloadBench:
-    """Start, best and baselines on one evaluator, so they are timed alike."""
+            wall_s: float = 0.0, skip: tuple[str, ...] = (), tuned_for: tuple[str, ...] = (),
+            dispatch: Optional[Dispatch] = None) -> WorkloadBench:
+    """Start, best, the session's dispatch (when it paid) and baselines on one
+    evaluator, so they are timed alike."""
     from ..spec.candidate import Candidate
     bench = WorkloadBench(workload.name, ev.facts.name or "?", session_id, iterations, wall_s,
                           ev.ceilings.source if ev.ceilings else "none", ", ".join(tuned_for) or "all cases")
@@ -68,10 +73,31 @@ def measure(workload: Workload, ev: EvaluationBackend, best_spec: Optional[Candi
     bench.entries.append(_entry(f"start: {start.name}", "start", ev.evaluate(start)))
     if best_spec is not None:
         bench.entries.append(_entry(f"best: {best_spec.name}", "best", ev.evaluate(best_spec.to_candidate())))
+    if dispatch is not None and dispatch.pays:
+        bench.entries.append(_dispatch_entry(ev, dispatch))
     for kind in [k for k in ev.baseline_kinds() if k not in skip]:
         bench.entries.append(_entry(kind, "baseline", ev.baseline(kind=kind)))
     bench.rows = _rows(workload, bench, ev.ceilings)
     return bench
+
+
+def _dispatch_entry(ev: EvaluationBackend, dispatch: Dispatch) -> Entry:
+    """The dispatch timed here like every other row: each variant evaluated once (every
+    case validated), each case's median taken from the variant the dispatch gives it.
+    One failing variant fails the row."""
+    used = sorted({e.variant for e in dispatch.entries})
+    name = f"dispatch: {len(used)} variants ({', '.join(dispatch.variants[i].name for i in used)})"
+    results = {i: ev.evaluate(dispatch.variants[i].to_candidate()) for i in used}
+    bad = next((r for r in results.values() if not r.ok), None)
+    if bad is not None:
+        return _entry(name, "dispatch", bad)
+    medians = {}
+    for e in dispatch.entries:
+        timing = next((c.timing for c in results[e.variant].cases if c.case == e.case and c.timing), None)
+        if timing is not None:
+            medians[e.case] = timing.median_ms
+    score = geomean(list(medians.values())) if medians else None
+    return Entry(name, "dispatch", Status.OK, medians, score)
 
 
 def _rows(workload: Workload, bench: WorkloadBench, ceilings: Optional[Ceilings]) -> list[dict]:
@@ -176,7 +202,7 @@ def _bench(args) -> int:
     # With --json stdout carries only the JSON: progress and reports go to stderr.
     out = sys.stderr if args.json else sys.stdout
     for w in workloads:
-        best_spec, session_id, iterations, wall = None, "-", 0, 0.0
+        best_spec, session_id, iterations, wall, dispatch = None, "-", 0, 0.0, None
         if options.search.budget > 0:
             t0 = time.monotonic()
             session = start_session(options, w, out)
@@ -189,12 +215,13 @@ def _bench(args) -> int:
             state = stored_session(options.tracking.store, session_id)[1]
             best = state.get("best")
             best_spec = best.spec if best else None
+            dispatch = state.get("dispatch")
             iterations = state.get("iteration", 0)
         with Evaluator(w, options.evaluation) as ev:
             check_memory(w, gpu_bytes=ev.facts.total_memory or None, host=False)
             note_once()
             results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
-                                   tuple(args.cases) if args.budget > 0 else ()))
+                                   tuple(args.cases) if args.budget > 0 else (), dispatch))
     if args.json:
         print(json.dumps([asdict(r) for r in results], default=str))
     else:
