@@ -465,8 +465,10 @@ class _Parser:
             for k, v in sizes.items():
                 if not k.isidentifier():
                     raise self.fail(f"{where}sizes", f"'{k}' is not an identifier")
-                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    raise self.fail(f"{where}sizes.{k}", f"expected a positive integer, got {v!r}")
+                # Zero is a size (a flag such as CAUSAL = 0); every array dimension is checked
+                # to be >= 1 per case (check_against_cases), every launch to be launchable.
+                if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                    raise self.fail(f"{where}sizes.{k}", f"expected a non-negative integer, got {v!r}")
             cases.append(Case(name, role, dict(sizes)))
         if not any(c.role == "performance" for c in cases):
             raise self.fail("cases", "no case has role = \"performance\": nothing would be timed")
@@ -568,7 +570,7 @@ class _Parser:
                     value = expr.evaluate_int(case.sizes) if integer else expr.evaluate(case.sizes)
                 except ExprError as e:
                     raise self.fail(key, f"for case '{case.name}': {e}") from None
-                if integer and value < 1 and key.startswith("params"):
+                if integer and value < 1 and ".shape[" in key:
                     raise self.fail(key, f"for case '{case.name}': dimension {value} < 1")
             for j, p in enumerate(w.params):
                 if isinstance(p, ArrayParam):
