@@ -224,3 +224,16 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_the_prompt_states_the_16_bit_dtype_policy(workload):
+    """A bf16 workload's prompt names its 16-bit arrays, their C type and the accumulation
+    policy; an fp32 workload's prompt has no such line."""
+    from workload_factory import ROOT
+
+    from agent.proposers.prompt import user_message
+    bf16 = load_workload(ROOT / "examples" / "attention_bf16")
+    text = user_message(ctx(bf16))
+    assert "16-bit data: q bfloat16, k bfloat16, v bfloat16, o bfloat16" in text
+    assert "__nv_bfloat16 (<cuda_bf16.h>)" in text and "accumulate in float32" in text
+    assert "16-bit data" not in user_message(ctx(workload))

@@ -44,3 +44,17 @@ def test_guidance_cites_its_sources():
     """The prompt section names every note it uses."""
     text = guidance(retrieve("softmax", "sm_90", k=2))
     assert text.count("[") >= 2 and "]" in text
+
+
+def test_bf16_attention_gets_flash_mma_and_16_bit_notes_and_fp32_gemm_does_not():
+    """The attention example retrieves flash attention, the mma.sync fragments and the
+    16-bit note; the fp32 sgemm never sees notes tagged for 16-bit dtypes."""
+    from workload_factory import ROOT
+    w = load_workload(ROOT / "examples" / "attention_bf16")
+    kind = workload_kind(w.description, w.baseline.kind)
+    ids = [n.id for n in retrieve(kind, "sm_90", w.description, dtypes={p.dtype for p in w.arrays}, k=6)]
+    assert kind == "attention"
+    assert {"flash_attention", "mma_sync_fragments", "half_precision"} <= set(ids)
+    g = load_workload(SGEMM)
+    fp32 = [n.id for n in retrieve("gemm", "sm_90", g.description, dtypes={p.dtype for p in g.arrays}, k=20)]
+    assert "mma_sync_fragments" not in fp32 and "half_precision" not in fp32 and "tiling" in fp32

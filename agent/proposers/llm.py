@@ -111,7 +111,8 @@ class LlmProposer:
             from .research import guidance, retrieve, workload_kind
             w = ctx.workload
             found = retrieve(workload_kind(w.description, w.baseline.kind), ctx.facts.arch or "sm_90",
-                             w.description, findings=latest_findings(ctx))
+                             w.description, findings=latest_findings(ctx),
+                             dtypes={p.dtype for p in w.arrays})
             notes, sources = guidance(found), tuple(n.cite() for n in found)
             if self.web is not None and self.web.text:
                 notes += "\n\n[web] What NVIDIA's documentation says (searched for this workload)\n" + self.web.prompt_section()

@@ -20,11 +20,17 @@ Example: grid = ["ceil_div(N, BN)", "ceil_div(M, BM)"], block = ["(BM / TM) * (B
 - A candidate may be a program instead of one launch: `steps`, in order, each a launch (entry, grid, block, shared, args) or a memset ({"memset": NAME} zeroes a workspace buffer or an output), over `workspace` buffers you declare (name, dtype, size in elements as an expression, init "zero" or "poison"; poison is unpredictable, so write before you read). args name the parameters or workspace buffers in the kernel's order, or give a computed scalar as KIND:EXPR (i32:ceil_div(K, SPLITK)). Every entry is `extern "C" __global__` in the one source. The whole sequence is validated and timed as one unit. Use it where one launch cannot fill the GPU (split-K for a long reduction, a multi-block row reduction and its finish).
 - Correct for every size: guard every load and store. Never write outside the outputs or into inputs.
 - Respect the precision policy: an fp32 workload that does not allow TF32 must accumulate in \
-fp32 (no tensor-core TF32, no reduced-precision tricks).
+fp32 (no tensor-core TF32, no reduced-precision tricks). A bfloat16/float16 workload accumulates \
+in the dtype its policy names (fp32 unless stated): tensor-core MMAs on 16-bit inputs with fp32 \
+accumulators are fine, HADD2/HFMA2 sums are not; round to the output dtype once, at the end.
 - NVRTC options are not nvcc's: no -O3; useful ones are -use_fast_math (only if the tolerance \
 allows), -maxrregcount=N, -DNAME=VALUE.
 Explain in `rationale`, in one or two sentences, what you changed and why it should be faster \
 (or what you fixed)."""
+
+
+# How a 16-bit dtype reaches a kernel: its C type and header.
+HALF_TYPES = {"bfloat16": "bfloat16 is __nv_bfloat16 (<cuda_bf16.h>)", "float16": "float16 is __half (<cuda_fp16.h>)"}
 
 
 def _fmt(ms) -> str:
@@ -56,6 +62,11 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
     t = w.tolerance
     parts.append(f"Precision: TF32 {'allowed' if t.allow_tf32 else 'NOT allowed'}; fast-math compile options "
                  f"{'allowed' if t.allow_fast_math else 'NOT allowed'}; reduction length {t.reduction or 1}.")
+    half = sorted({a.dtype for a in w.arrays if a.dtype in HALF_TYPES})
+    if half:
+        parts.append(f"16-bit data: {', '.join(f'{a.name} {a.dtype}' for a in w.arrays)}; "
+                     f"{' and '.join(HALF_TYPES[d] for d in half)}; accumulate in {t.accumulate or 'float32'} "
+                     "(the precision policy: a kernel that accumulates in 16 bits fails it), round each output once.")
     if f.name or f.arch:  # a session stored without facts reads back all defaults: no GPU line
         parts += ["", f"# GPU: {f.name} ({f.arch}), {f.sm_count} SMs, "
                       f"{f.smem_per_block_optin // 1024} KiB shared memory per block (opt-in), "

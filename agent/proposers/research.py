@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 KNOWLEDGE = Path(__file__).parent / "knowledge"
-KINDS = ("gemm", "softmax", "layernorm", "reduction", "transpose", "elementwise")
-_KIND_WORDS = {
+KINDS = ("gemm", "attention", "softmax", "layernorm", "reduction", "transpose", "elementwise")
+_KIND_WORDS = {  # first match wins: attention's description may speak of matrix products
+    "attention": r"attention",
     "gemm": r"\bgemm\b|matrix multipl|matmul|\bmatrix product",
     "softmax": r"softmax",
-    "layernorm": r"layer ?norm",
+    "layernorm": r"layer ?norm|rms ?norm|root[- ]mean[- ]square norm",
     "reduction": r"reduction|row[- ]sum|\bsum over\b|\breduce",
     "transpose": r"transpose",
 }
@@ -31,6 +32,9 @@ class Note:
     kinds: tuple[str, ...]
     keywords: tuple[str, ...]
     body: str
+    # The array dtypes the note is about (e.g. bfloat16, float16); () for any. A note
+    # on 16-bit tensor cores is noise in an fp32 workload's prompt.
+    dtypes: tuple[str, ...] = ()
 
     def cite(self) -> str:
         return f"[{self.id}] {self.title}"
@@ -51,7 +55,7 @@ def load_notes(directory: Path = KNOWLEDGE) -> tuple[Note, ...]:
         meta = dict(line.split(":", 1) for line in m.group(1).splitlines() if ":" in line)
         meta = {k.strip(): v.strip() for k, v in meta.items()}
         notes.append(Note(path.stem, meta["title"], _split(meta.get("arch", "all")), _split(meta.get("kinds", "")),
-                          _split(meta.get("keywords", "")), m.group(2).strip()))
+                          _split(meta.get("keywords", "")), m.group(2).strip(), _split(meta.get("dtypes", ""))))
     return tuple(notes)
 
 
@@ -66,14 +70,18 @@ def workload_kind(description: str, baseline: str = "none") -> str:
 
 
 def retrieve(kind: str, arch: str, text: str = "", findings: Iterable[str] = (), k: int = 5,
-             notes: Optional[Iterable[Note]] = None) -> list[Note]:
-    """The k notes most relevant to a workload kind on an architecture, given its
-    description and the latest profile's findings ("memory bound", "bank conflicts")."""
+             notes: Optional[Iterable[Note]] = None, dtypes: Iterable[str] = ("float32",)) -> list[Note]:
+    """The k notes most relevant to a workload kind on an architecture and its array
+    dtypes, given its description and the latest profile's findings ("memory bound",
+    "bank conflicts")."""
     query = (text + " " + " ".join(findings)).lower()
+    present = {d.lower() for d in dtypes}
     scored = []
     for note in notes if notes is not None else load_notes():
         if "all" not in note.arch and arch.lower() not in note.arch:
             continue  # written for other architectures
+        if note.dtypes and not present & set(note.dtypes):
+            continue  # about data types this workload does not have
         # A note written for this kind alone outranks one that serves every kind.
         score = 2.0 + 2.0 / len(note.kinds) if kind in note.kinds else 0.0
         score += 0.25 if arch.lower() in note.arch else 0.0

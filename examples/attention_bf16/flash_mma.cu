@@ -4,13 +4,13 @@
 //
 // Launch rule:
 //   block  = (32 * WARPS, 1, 1)
-//   grid   = (ceil_div(S, 16 * MT * WARPS), BH, 1)
-//   shared = 2 * D * (16 * MT * WARPS + 4 * BN) bytes (dynamic: Q tile, K and V
+//   grid   = (ceil_div(S, 16 * WARPS), BH, 1)
+//   shared = 2 * D * (16 * WARPS + 4 * BN) bytes (dynamic: Q tile, K and V
 //            tiles double-buffered; 80 KiB at D = 128 with the defaults)
 // D is 64 or 128 (one instantiation each; any other D writes nothing).
 //
-// Decomposition: a block owns BM = 16 * MT * WARPS query rows of one head; each
-// warp owns MT m16 tiles of them and keeps their Q fragments in registers for
+// Decomposition: a block owns BM = 16 * MT * WARPS query rows of one head (MT = 1,
+// below); each warp owns MT m16 tiles of them and keeps their Q fragments in registers for
 // the whole key loop. Per tile of BN keys:
 //   S = Q K^T            (mma, K fragments by ldmatrix from shared memory)
 //   online softmax       (row max over the quad of lanes sharing a row, exp2 with
