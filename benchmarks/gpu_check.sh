@@ -35,9 +35,10 @@ if [ "${WS_PYTEST:-1}" != 0 ]; then  # WS_PYTEST_FILES: some test files instead 
   (cd "$OLDPWD" && python3 -m pytest -q -m gpu -p no:cacheprovider ${WS_PYTEST_FILES:-tests} 2>&1) | tee "$OUT/pytest-gpu.txt" | tail -30
 fi
 
-if [ -n "${WS_SWEEP:-}" ]; then  # e.g. WS_SWEEP='"" MINB=1 BK=16,MINB=1'
-  step "knob sweep of sgemm warptile"
-  eval "python3 \"\$OLDPWD/benchmarks/knob_sweep.py\" \"\$OLDPWD/examples/sgemm\" warptile $WS_SWEEP" 2>&1 | tee "$OUT/sweep.txt"
+if [ -n "${WS_SWEEP:-}" ]; then  # e.g. WS_SWEEP='"" MINB=1 BK=16,MINB=1', WS_SWEEP_KERNEL=softmax:online
+  target=${WS_SWEEP_KERNEL:-sgemm:warptile}
+  step "knob sweep of $target"
+  eval "python3 \"\$OLDPWD/benchmarks/knob_sweep.py\" \"\$OLDPWD/examples/${target%%:*}\" ${target#*:} $WS_SWEEP" 2>&1 | tee "$OUT/sweep.txt"
 fi
 
 for kernel in ${WS_KERNELS:-naive tiled}; do
