@@ -23,9 +23,9 @@ def workload(tmp_path):
     return load_workload(make_sgemm_workload(tmp_path / "w"))
 
 
-def open_session(tmp_path, workload, budget, evaluator=None, session_id="s1", seed=0):
+def open_session(tmp_path, workload, budget, evaluator=None, session_id="s1", seed=0, **search):
     store = tmp_path / "store"
-    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=seed), budget))
+    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=seed), budget, **search))
     tracker = Tracker(store)
     directory = session_dir(store, session_id)
     directory.mkdir(parents=True, exist_ok=True)

@@ -210,7 +210,7 @@ class Session:
         search = self.info.search
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
         ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler,
-                          self.dir / "attempts")
+                          self.dir / "attempts", early_reject=search.early_reject, batch=search.batch)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
         inputs = {"iteration": 0, "budget": search.budget, "history": [],
