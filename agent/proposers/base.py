@@ -36,6 +36,7 @@ class ProposalContext:
     last: Optional[Attempt]
     baseline: dict[str, float] = field(default_factory=dict)
     stopping: Callable[[], bool] = lambda: False  # "stop now" asked: abandon a model call (SessionControl)
+    hint: str = ""  # the optimisation idea this proposal should try (one per call of a batch)
 
 
 @dataclass(frozen=True)
