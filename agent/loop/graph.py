@@ -184,7 +184,8 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if proposal.notice:
         runtime.stream_writer(events.Notice(proposal.notice))
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
-                                                   spec.rationale, spec.source, proposal.tokens, _steps(spec)))
+                                                   spec.rationale, spec.source, proposal.tokens, _steps(spec),
+                                                   spec.parent))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources), parent=spec.parent)
