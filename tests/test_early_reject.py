@@ -101,6 +101,14 @@ def test_loop_records_a_rejected_candidate_and_never_picks_it(tmp_path, workload
     assert not any(a.new_best for a in rejected) and s.state["best"].iteration not in {a.iteration for a in rejected}
     samples = json.loads((s.dir / "attempts" / f"{rejected[0].iteration:03d}" / "samples.json").read_text())
     assert samples["status"] == "rejected_early" and samples["best_ms"] and all(samples["cases"].values())
+    assert f"{len(rejected)} rejected early" in (s.dir / "best" / "report.md").read_text()
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(s.tracker.uri)
+    run = client.get_run(s.info.mlflow_run_id)
+    children = client.search_runs([run.info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{run.info.run_id}' and tags.`warpsmith.status` = 'rejected_early'")
+    assert len(children) == len(rejected) and all(c.info.status == "FINISHED" for c in children)
+    assert all(c.data.metrics["rejected_early"] == 1.0 for c in children)
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "early_reject_safety.py"), str(tmp_path / "store")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
