@@ -2,8 +2,12 @@
 
     plan -> propose -> compile -> validate -> benchmark -> reflect -> propose ... -> END
 
-A failure at compile or validate goes straight to reflect, which switches the
-next proposal to repair mode; every attempt, repairs included, counts against
+A step's proposals may be a batch (--batch): the first goes on at once, the others
+wait in state (`queued`) and are taken by the next propose nodes, one attempt each,
+before the proposer is asked again. benchmark tells the evaluator the best score, so a
+clearly slower candidate stops timing early (``rejected_early``, not a failure: the
+next proposal still optimises). A failure at compile or validate goes straight to
+reflect, which switches the next proposal to repair mode; every attempt, repairs included, counts against
 the budget held in state. Nodes reach the GPU, the proposer and the tracker
 through the run's context; they stream typed events (agent.events) for any
 front end and leave their results in the checkpointed state.

@@ -10,6 +10,9 @@ combinations; NVRTC needs no GPU, and the CUBIN it caches is what the compile
 node then uses) are skipped without spending the budget. The state of the search is the
 session's history, so a resumed session continues where it stopped.
 
+A step may propose a batch (propose_batch): the proposal above, then untried neighbours
+of the TOP_K best points taken in turn, compiled in parallel in the compile pool.
+
 Several tunable kernels shipped with the workload (tiles and split-K): the kernel
 being improved (the best's, else the one with the most knobs) gets MAIN_TURNS
 proposals in a row, then each other shipped kernel with knobs gets one (not while a
