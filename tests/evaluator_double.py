@@ -58,6 +58,7 @@ class EvaluatorDouble:
         self.gate = gate
         self.aborted = False
         self.calls: list[tuple[str, int, bool]] = []
+        self.rejected: list[str] = []  # candidates benchmark() rejected early
         self.on_event = lambda event: None
         self.timing = TimingConfig()
         self.facts = FACTS
@@ -106,7 +107,7 @@ class EvaluatorDouble:
             if status == Status.OK and c.timed and time_cases:
                 ms = score * self.case_factor(candidate.knob_values(), r.case)
                 samples = [ms] * 9 + [ms * 1.01]
-                r.timing = TimingStats.of(samples)
+                r.timing, r.samples_ms = TimingStats.of(samples), tuple(samples)
                 self.on_event(CaseTimed(r.case, tuple(samples), ms, 0.0))
             cases.append(r)
         result = EvaluationResult(candidate.name, status, compiled, cases, seed=seed,
@@ -120,8 +121,16 @@ class EvaluatorDouble:
     def validate(self, candidate, seed: int = 1) -> EvaluationResult:
         return self.evaluate(candidate, seed, revalidate=False, time_cases=False)
 
-    def benchmark(self, candidate, seed: int = 1) -> EvaluationResult:
-        return self.evaluate(candidate, seed)
+    def benchmark(self, candidate, seed: int = 1, best_ms: float | None = None) -> EvaluationResult:
+        """The scripted timing, judged by the real early-rejection rule when told the best."""
+        result = self.evaluate(candidate, seed)
+        if best_ms is not None and result.ok:
+            from agent.evaluate.early_reject import screen
+            verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms)
+            if verdict.reject:
+                self.rejected.append(candidate.name)
+                result.status, result.detail, result.score_ms = Status.REJECTED_EARLY, verdict.note, None
+        return result
 
     def baseline_kinds(self):
         return ["cublas_sgemm", "torch_eager"]

@@ -254,3 +254,25 @@ async def test_a_loop_event_redraws_only_what_it_changed(tmp_path, monkeypatch):
         assert list(table.rows) == rows  # the same rows, their cells changed in place
         assert table.get_cell(timed[0], "best ms") == "0.2500" and table.get_cell(cases[0], "max err") == "2.00e-07"
         assert app.query_one(StatusBar).header.best_ms == 0.25 and app.view.best_source == source
+
+
+async def test_the_tree_shows_each_attempts_parent_and_the_frontier(tmp_path):
+    """After a run, the tree panel lists the frontier (the fastest passing attempts, ranked) above the latest
+    attempts, each row naming the attempt it came from as the session recorded it."""
+    from tui.run_view import FRONTIER
+    from tui.widgets.attempt_tree import AttemptTree
+    app = make_app(tmp_path, 6, delay_s=0.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.view.state == "finished")
+        history = app.session.state["history"]
+        tree = app.query_one(AttemptTree)
+        rows = [[str(c) for c in tree.get_row_at(i)] for i in range(tree.row_count)]
+        passed = sorted((a for a in history if a.status == "ok" and a.score_ms), key=lambda a: a.score_ms)
+        frontier = [r for r in rows if r[0].startswith("*")]
+        assert [r[1] for r in frontier] == [str(a.iteration) for a in passed[:FRONTIER]]
+        assert frontier[0][0] == "*1" and frontier[0][1] == str(app.session.state["best"].iteration)
+        recent = {r[1]: r[2] for r in rows if not r[0]}
+        assert len(recent) == len(history)
+        for a in history:
+            assert recent[str(a.iteration)] == ("-" if a.parent is None else "start" if a.parent == 0 else f"#{a.parent}")
+        assert any(r[2].startswith("#") for r in rows)  # a neighbour names its parent

@@ -179,3 +179,18 @@ def test_the_process_exits_on_end_of_input(fresh_process):
     proc, workdir = fresh_process._proc, fresh_process.workdir
     fresh_process.close()
     assert proc.returncode == 0 and not Path(workdir).exists()
+
+
+def test_after_parallel_compiles_a_single_thread_uses_the_shared_process():
+    """Two compiles at once take the shared process and a second one; once both are free, the next compile from
+    one thread takes the shared process again (the one whose sandbox the tests above check), whatever finished last."""
+    from agent.runtime.compile_process import CompilePool
+    pool = CompilePool(header_dir(native.nvrtc_version()), 2)
+    shared = cp.compile_process(header_dir(native.nvrtc_version()))
+    first, second = pool._take(), pool._take()  # both busy: nothing is started until a compile is sent
+    assert first is shared and second is not shared and pool.started == 2
+    pool._idle += [first, second]  # the second finished last
+    try:
+        assert pool._take() is shared
+    finally:
+        second.close()

@@ -179,3 +179,20 @@ def test_gpu_check_agrees_with_numpy(evaluator):
     cpu = check.reports[0]
     assert check.max_rel_error == pytest.approx(cpu.max_rel_error, rel=1e-9)
     assert check.mismatches == cpu.mismatches == 97 * 83
+
+
+def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workload):
+    """benchmark() told a best 10x faster than the naive kernel: rejected_early after SCREEN_LAUNCHES launches per
+    performance case, partial samples kept, no score, no revalidation; told a best 10x slower: timed in full."""
+    from agent.evaluate.early_reject import SCREEN_LAUNCHES
+    from agent.evaluate.results import Status
+    full = evaluator.evaluate(naive(workload))
+    assert full.ok, full.detail
+    assert evaluator.validate(naive(workload)).ok
+    r = evaluator.benchmark(naive(workload), best_ms=full.score_ms / 10)
+    assert r.status == Status.REJECTED_EARLY and r.score_ms is None and "rejected early" in r.detail
+    perf = r.case("square-256")
+    assert len(perf.samples_ms) == SCREEN_LAUNCHES and perf.timing.n == SCREEN_LAUNCHES and perf.recheck is None
+    assert evaluator.validate(naive(workload)).ok
+    kept = evaluator.benchmark(naive(workload), best_ms=full.score_ms * 10)
+    assert kept.ok and len(kept.case("square-256").samples_ms) == 50 and kept.case("square-256").recheck.status == "ok"

@@ -237,3 +237,41 @@ def test_the_prompt_states_the_16_bit_dtype_policy(workload):
     assert "16-bit data: q bfloat16, k bfloat16, v bfloat16, o bfloat16" in text
     assert "__nv_bfloat16 (<cuda_bf16.h>)" in text and "accumulate in float32" in text
     assert "16-bit data" not in user_message(ctx(workload))
+
+
+def test_a_batch_is_parallel_calls_each_with_another_idea(workload):
+    """propose_batch(3): three calls to the server, each prompt with a different idea from HINTS, named for the
+    attempts they become, each with the best as its parent."""
+    from agent.evaluate.records import Best, CandidateSpec
+    from agent.proposers.llm import HINTS
+    best = Best(spec=CandidateSpec(name="naive", source=NAIVE, entry="sgemm_naive", grid=["1"], block=["1"]),
+                score_ms=2.0, cases=[], iteration=4)
+    c = ProposalContext(workload, DeviceFacts(name="H200", arch="sm_90"), 5, "optimise", [], best, None, {})
+    with OpenAIServerDouble([answer(rationale="a"), answer(rationale="b"), answer(rationale="c")]) as server:
+        batch = LlmProposer("m", None, server.base_url).propose_batch(c, 3)
+    assert [p.spec.name for p in batch] == ["llm-5", "llm-6", "llm-7"] and {p.spec.parent for p in batch} == {4}
+    prompts = [r["messages"][1]["content"] for r in server.requests]
+    tried = {h for h in HINTS for p in prompts if h in p}
+    assert len(server.requests) == 3 and len(tried) == 3
+    assert all(sum(h in p for h in HINTS) == 1 for p in prompts)  # one idea per call
+
+
+def test_a_batch_keeps_the_calls_that_answered(workload):
+    """One call of three answers garbage: two proposals, the failed call's tokens charged to the batch; all three
+    failing is the step's ProposalError."""
+    c = ctx(workload, 3)
+    with OpenAIServerDouble([answer(), "garbage", answer()]) as server:
+        batch = LlmProposer("m", None, server.base_url).propose_batch(c, 3)
+    assert len(batch) == 2 and [p.spec.name for p in batch] == ["llm-3", "llm-4"]
+    assert sum(p.tokens for p in batch) == 3 * 1200
+    with OpenAIServerDouble(["x", "y"]) as server:
+        with pytest.raises(ProposalError, match="not a valid candidate"):
+            LlmProposer("m", None, server.base_url).propose_batch(c, 2)
+
+
+def test_a_repair_is_one_call_even_in_a_batch(workload):
+    """In repair mode a batch is the single repair of the last failure."""
+    failed = Attempt(iteration=1, name="llm-1", proposer="llm", status="wrong_answer", detail="wrong")
+    with OpenAIServerDouble([answer(), answer()]) as server:
+        batch = LlmProposer("m", None, server.base_url).propose_batch(ctx(workload, 2, "repair", [failed], failed), 3)
+    assert len(batch) == 1 and len(server.requests) == 1

@@ -23,9 +23,9 @@ def workload(tmp_path):
     return load_workload(make_sgemm_workload(tmp_path / "w"))
 
 
-def open_session(tmp_path, workload, budget, evaluator=None, session_id="s1", seed=0):
+def open_session(tmp_path, workload, budget, evaluator=None, session_id="s1", seed=0, **search):
     store = tmp_path / "store"
-    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=seed), budget))
+    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=seed), budget, **search))
     tracker = Tracker(store)
     directory = session_dir(store, session_id)
     directory.mkdir(parents=True, exist_ok=True)
@@ -188,3 +188,27 @@ def test_budget_lowered_below_progress_stops_at_once(tmp_path, workload):
     s.set_budget(1)
     assert s.run() == "finished"
     assert s.state["iteration"] == 3 and s.state["finished"] == "budget"
+
+
+def test_a_batch_step_makes_several_attempts_and_the_budget_counts_attempts(tmp_path, workload):
+    """--batch 3: one proposer call gives up to three attempts, each its own record with its parent; a budget of
+    7 ends at exactly 7 attempts even inside a batch; fewer proposer calls than attempts."""
+    from agent.proposers.tune import TuneProposer as Tuner
+
+    calls = []
+
+    class CountingTuner(Tuner):  # the real tuner, counting its batch calls
+        def propose_batch(self, ctx, n):
+            calls.append(n)
+            return super().propose_batch(ctx, n)
+
+    s = open_session(tmp_path, workload, 7, batch=3)
+    s.proposer = CountingTuner(0)
+    seen = []
+    assert s.end(s.run(seen.append)) == "finished"
+    history = s.state["history"]
+    assert len(history) == 7 and s.state["iteration"] == 7 and [a.iteration for a in history] == list(range(1, 8))
+    assert calls and all(n == 3 for n in calls) and len(calls) < 7
+    assert any(isinstance(e, events.Notice) and e.text.startswith("step of 3 candidates") for e in seen)
+    assert all(a.parent is not None for a in history[1:])
+    assert len({tuple(sorted(a.defines.items())) for a in history}) == 7

@@ -12,6 +12,7 @@ from pathlib import Path
 from workload_factory import make_sgemm_workload
 
 from agent.cli.commands import build_parser
+from agent.cli.loop_commands import DEFAULT_BATCH
 from agent.cli.options import bench_options, resume_options, run_options
 from agent.evaluate.options import EvaluationOptions
 from agent.loop.limits import Limits
@@ -72,11 +73,12 @@ def test_run_arguments_become_session_options(tmp_path, monkeypatch):
     args = build_parser().parse_args([
         "run", str(tmp_path / "w"), "--budget", "7", "--seed", "3", "--kernel", "tiled", "--patience", "4",
         "--time-budget", "0", "--cases", "a,b", "--use-nsight", "--hot", "--timeout", "5", "--device", "1",
-        "--store", str(tmp_path / "store"), "--no-tracking", "--prices", str(prices), "--reference-timeout", "9"])
+        "--store", str(tmp_path / "store"), "--no-tracking", "--prices", str(prices), "--reference-timeout", "9",
+        "--batch", "5", "--no-early-reject"])
     options = run_options(args)
     assert options == SessionOptions(
         SearchOptions(ProposerChoice("tune", 3, "tiled", prices=str(prices.resolve())), 7, Limits(patience=4),
-                      nsight=True, cases=("a", "b")),
+                      nsight=True, cases=("a", "b"), batch=5, early_reject=False),
         EvaluationOptions(TimingConfig(cold_l2=False), 1, 5.0, 9.0),
         TrackingOptions(tmp_path / "store", None, enabled=False))
 
@@ -98,7 +100,8 @@ def test_bench_builds_its_options_without_the_run_flags(tmp_path):
                                       "--store", str(tmp_path)])
     assert not {"model", "base_url", "use_nsight", "headless", "prices"} & set(vars(args))
     options = bench_options(args)
-    assert options.search == SearchOptions(ProposerChoice("tune", 0, "warptile"), 5, cases=("square-4096",))
+    assert options.search == SearchOptions(ProposerChoice("tune", 0, "warptile"), 5, cases=("square-4096",),
+                                           batch=DEFAULT_BATCH)
     assert options.tracking.store == tmp_path and options.evaluation == EvaluationOptions()
 
 
@@ -123,11 +126,12 @@ def test_session_stored_before_the_options_records_loads_and_saves_the_same_form
 def test_every_search_option_survives_session_json(tmp_path):
     """Each field of the search, the proposer's included, reads back as written; older files lacking a key get its default."""
     search = SearchOptions(ProposerChoice("llm", 4, "tiled", "m", "high", "http://h/v1", True, True, "/p.toml"), 11,
-                           Limits(time_s=60.0, cost_usd=2.5), nsight=True, cases=("square-256",))
+                           Limits(time_s=60.0, cost_usd=2.5), nsight=True, cases=("square-256",), batch=3,
+                           early_reject=False)
     SessionInfo("s1", str(make_sgemm_workload(tmp_path / "w")), search, "run-id", "paused", 1.0).save(tmp_path)
     assert SessionInfo.load(tmp_path) == SessionInfo("s1", str(tmp_path / "w"), search, "run-id", "paused", 1.0)
     data = json.loads((tmp_path / "session.json").read_text())
-    for key in ("cases", "prices", "web_search"):  # keys older sessions were stored without
+    for key in ("cases", "prices", "web_search", "batch", "early_reject"):  # keys older sessions were stored without
         del data[key]
     assert SearchOptions.from_stored(data) == SearchOptions(
         ProposerChoice("llm", 4, "tiled", "m", "high", "http://h/v1", True), 11, Limits(time_s=60.0, cost_usd=2.5), True)

@@ -73,4 +73,4 @@ def test_the_check_sees_a_departure():
 
     found = mismatches(EvaluationBackend, Partial, Partial())
     assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "baseline",
-                                                "baseline_kinds", "abort", "close"}, found
+                                                "baseline_kinds", "abort", "close", "validate", "benchmark"}, found

@@ -166,3 +166,39 @@ def test_each_proposal_records_the_attempt_it_came_from():
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok",
                                score_ms=1.0 + i / 10, defines=spec.defines))  # each slower: the first stays best
     assert parents == [None, 1, 1, 1, 1]
+
+
+def test_a_batch_branches_from_the_top_k_points():
+    """With three scored points, a batch of six takes untried neighbours of each of them in turn (not only the
+    best's), no configuration twice, each recording the attempt it neighbours as its parent."""
+    w = load_workload(SGEMM)
+    tuner = TuneProposer(0, kernel="tiled")
+    history = run_search(0, 3, lambda d: 1.0 + d["BM"] / 1000 + d["BN"] / 500 + d["BK"] / 300 + d["TM"] / 100)
+    batch = tuner.propose_batch(ProposalContext(w, DeviceFacts(), 4, "optimise", history, None, history[-1]), 6)
+    specs = [p.spec for p in batch]
+    assert len(specs) == 6 and len({tuple(sorted(s.defines.items())) for s in specs}) == 6
+    assert not {tuple(sorted(s.defines.items())) for s in specs} & {tuple(sorted(a.defines.items())) for a in history}
+    assert len({s.parent for s in specs}) >= 2  # not only the best's neighbours
+    for s in specs:
+        parent = next(a for a in history if a.iteration == s.parent)
+        assert sum(parent.defines[k] != v for k, v in s.defines.items()) == 1  # one knob moved from its parent
+
+
+def test_a_batch_is_compiled_in_parallel_and_keeps_only_what_compiles():
+    """Given the GPU's arch, a batch's members are compiled in the pool (real NVRTC) and every one proposed compiled."""
+    w = load_workload(SGEMM)
+    tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
+    history = run_search(0, 2, lambda d: 1.0 + d["BM"] / 1000)
+    batch = tuner.propose_batch(ProposalContext(w, facts, 3, "optimise", history, None, history[-1]), 3)
+    from agent.proposers.tune import _key, source_tag
+    assert len(batch) == 3
+    for p in batch[1:]:
+        assert tuner._compiles[(source_tag(p.spec.source), "sm_90", _key(p.spec.defines))] is True
+
+
+def test_a_batch_of_one_is_a_plain_proposal():
+    """n=1 proposes exactly what propose() would."""
+    w = load_workload(SGEMM)
+    ctx = ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)
+    assert [p.spec for p in TuneProposer(0, kernel="tiled").propose_batch(ctx, 1)] == \
+        [TuneProposer(0, kernel="tiled").propose(ctx).spec]

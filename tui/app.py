@@ -14,10 +14,11 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, RichLog
 
-from .run_view import CaseRow, RunView
+from .run_view import AttemptRow, CaseRow, RunView
 from .screens.budget import BudgetChange, BudgetScreen
 from .screens.confirm import ConfirmQuit
 from .screens.runs import RunsScreen, RunsSource
+from .widgets.attempt_tree import AttemptTree
 from .widgets.case_table import CaseTable
 from .widgets.code_panel import CodePanel
 from .widgets.graph_view import GraphView
@@ -72,6 +73,8 @@ class WarpsmithApp(App):
             for case, ms in state.get("baseline", {}).items():
                 if case in view.cases:
                     view.cases[case].baseline_ms = ms
+            for a in state.get("history", []):
+                view.attempts[a.iteration] = AttemptRow(a.iteration, a.name, a.parent, a.status, a.score_ms)
         return view
 
     def compose(self) -> ComposeResult:
@@ -81,6 +84,7 @@ class WarpsmithApp(App):
             yield CodePanel(id="code-panel")
             with Vertical(id="right"):
                 yield CaseTable(id="cases")
+                yield AttemptTree(id="tree")
                 yield Trend(id="trend")
         yield RichLog(id="log", max_lines=500, wrap=True)
         yield Footer()
@@ -163,6 +167,7 @@ class WarpsmithApp(App):
         self.query_one(GraphView).show(v)
         self.query_one(CodePanel).show(v)
         self.query_one(CaseTable).show(v)
+        self.query_one(AttemptTree).show(v)
         self.query_one(Trend).show(v)
 
     @property

@@ -31,6 +31,20 @@ class CaseRow:
         return self.floor_ms / self.best_ms if self.floor_ms and self.best_ms else None
 
 
+FRONTIER = 3  # the best attempts the app marks: where the next batch branches from
+
+
+@dataclass
+class AttemptRow:
+    """One attempt in the app's tree: what it came from and how it ended."""
+
+    iteration: int
+    name: str
+    parent: Optional[int] = None
+    status: str = "pending"
+    score_ms: Optional[float] = None
+
+
 @dataclass
 class RunView:
     workload: str
@@ -53,6 +67,13 @@ class RunView:
     cases: dict[str, CaseRow] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)  # besides the iteration budget
+    attempts: dict[int, AttemptRow] = field(default_factory=dict)  # by iteration: the tree of candidates
+
+    @property
+    def frontier(self) -> list[AttemptRow]:
+        """The FRONTIER fastest attempts that passed, fastest first."""
+        scored = [a for a in self.attempts.values() if a.status == Status.OK and a.score_ms]
+        return sorted(scored, key=lambda a: a.score_ms or 0.0)[:FRONTIER]
 
     def apply(self, e) -> None:
         """Fold one event in."""
@@ -75,7 +96,9 @@ class RunView:
             # A program's steps above its source, as `warpsmith diff` shows them.
             steps = "".join(f"// {line}\n" for line in e.program)
             self.source, self.detail, self.profile = steps + e.source, "", []
-            self.log.append(f"#{e.iteration} {e.proposer}: {e.name} - {e.rationale}")
+            self.attempts[e.iteration] = AttemptRow(e.iteration, e.name, e.parent)
+            came_from = f" (from #{e.parent})" if e.parent is not None else ""
+            self.log.append(f"#{e.iteration} {e.proposer}: {e.name}{came_from} - {e.rationale}")
         elif isinstance(e, events.CompileFinished):
             self.detail = e.log
             self.log.append(f"#{e.iteration} compile {'ok' if e.ok else 'FAILED'} in {e.compile_ms:.0f} ms: {e.resources}")
@@ -89,6 +112,8 @@ class RunView:
                     row.max_rel_error = e.max_rel_error
         elif isinstance(e, events.AttemptFinished):
             self.iteration, self.last_status = e.iteration, e.status
+            row = self.attempts.setdefault(e.iteration, AttemptRow(e.iteration, e.name))
+            row.status, row.score_ms = e.status, e.score_ms
             if e.status != Status.OK and e.detail:
                 self.detail = e.detail
             score = f"{e.score_ms:.4f} ms" if e.score_ms else "-"

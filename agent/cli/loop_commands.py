@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,10 @@ from .sessions import drive_session, resume_session, start_session
 
 if TYPE_CHECKING:
     pass
+
+# A step's batch: compiled in parallel, one NVRTC process per host core, at most 4 (a
+# larger batch commits more attempts before their siblings' results are known).
+DEFAULT_BATCH = max(1, min(4, os.cpu_count() or 1))
 
 
 def add_loop_commands(sub) -> None:
@@ -41,6 +46,7 @@ def add_loop_commands(sub) -> None:
     r.add_argument("--prices", type=Path, help="a TOML price table for the model (default: ~/.config/warpsmith/prices.toml)")
     _limit_args(r)
     _cases_arg(r)
+    _search_args(r)
     _common(r)
 
     s = sub.add_parser("resume", help="continue a stopped, paused or crashed session from its last checkpoint")
@@ -60,6 +66,7 @@ def add_loop_commands(sub) -> None:
                    help="leave a baseline out (e.g. torch_compile, whose first call per shape compiles for minutes)")
     _limit_args(b)
     _cases_arg(b)
+    _search_args(b)
     _common(b)
 
     d = sub.add_parser("diff", help="unified diff of two attempts' kernels with their per-case results")
@@ -98,6 +105,14 @@ def _cases_arg(p) -> None:
     p.add_argument("--cases", type=lambda v: [n.strip() for n in v.split(",") if n.strip()], default=[],
                    metavar="NAME[,NAME]",
                    help="time and score only these performance cases when tuning (the others are still validated)")
+
+
+def _search_args(p) -> None:
+    p.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
+                   help=f"candidates proposed per step, compiled in parallel, each its own attempt (default {DEFAULT_BATCH})")
+    p.add_argument("--no-early-reject", action="store_true",
+                   help="time every candidate in full (default: one clearly slower than the best stops after "
+                        "its first launches, recorded as rejected_early)")
 
 
 def _common(p) -> None:

@@ -13,6 +13,7 @@ from ..loop.options import SearchOptions, SessionOptions
 from ..proposers.choice import ProposerChoice
 from ..tracking.options import TrackingOptions
 from ..worker.protocol import TimingConfig
+from .errors import CliError
 
 LIMIT_FLAGS = {"time_budget": "time_s", "token_budget": "tokens", "cost_budget": "cost_usd", "patience": "patience"}
 
@@ -32,6 +33,12 @@ def tracking_options(args, trace: bool = False) -> TrackingOptions:
     return TrackingOptions(args.store, args.tracking_uri, not args.no_tracking, trace)
 
 
+def _batch(args) -> int:
+    if args.batch < 1:
+        raise CliError(f"--batch {args.batch}: give at least 1 candidate per step")
+    return args.batch
+
+
 def run_options(args) -> SessionOptions:
     """`run`: without --proposer, llm when OPENAI_API_KEY or --base-url is set, else tune."""
     kind = args.proposer or ("llm" if os.environ.get("OPENAI_API_KEY") or args.base_url else "tune")
@@ -39,14 +46,16 @@ def run_options(args) -> SessionOptions:
     choice = ProposerChoice(kind, args.seed, args.kernel or "", args.model if llm else "",
                             args.reasoning_effort if llm else "", args.base_url, args.nvidia_research,
                             args.web_search, str(args.prices.resolve()) if args.prices else "")
-    search = SearchOptions(choice, args.budget, Limits().merged(limit_changes(args)), args.use_nsight, tuple(args.cases))
+    search = SearchOptions(choice, args.budget, Limits().merged(limit_changes(args)), args.use_nsight, tuple(args.cases),
+                           batch=_batch(args), early_reject=not args.no_early_reject)
     return SessionOptions(search, evaluation_options(args), tracking_options(args, trace=args.trace and llm))
 
 
 def bench_options(args) -> SessionOptions:
     """`bench`: a tune session per workload (the same search for each)."""
     search = SearchOptions(ProposerChoice("tune", args.seed, args.kernel or ""), args.budget,
-                           Limits().merged(limit_changes(args)), cases=tuple(args.cases))
+                           Limits().merged(limit_changes(args)), cases=tuple(args.cases), batch=_batch(args),
+                           early_reject=not args.no_early_reject)
     return SessionOptions(search, evaluation_options(args), tracking_options(args))
 
 

@@ -34,6 +34,16 @@ class EvaluationBackend(Protocol):
         """Compile, validate, time and validate again; failures are statuses, not exceptions."""
         ...
 
+    def validate(self, candidate: Candidate, seed: int = 1) -> EvaluationResult:
+        """An attempt's first half: compile and validate every case, nothing timed."""
+        ...
+
+    def benchmark(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None) -> EvaluationResult:
+        """An attempt's second half: time and validate again. Given the best score so far,
+        a candidate clearly slower than it stops after a first chunk of launches, as
+        ``rejected_early`` (agent/evaluate/early_reject.py)."""
+        ...
+
     def baseline_kinds(self) -> list[str]:
         """The library baselines this workload has and this machine can run."""
         ...

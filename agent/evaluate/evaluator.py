@@ -54,6 +54,7 @@ from ..worker.protocol import (
     TimingConfig,
 )
 from .backend import EvaluationBackend
+from .early_reject import screen, screen_timing
 from .options import EvaluationOptions
 from .results import CaseResult, EvaluationResult, Progress, Status
 from .stats import TimingStats, geomean
@@ -207,11 +208,17 @@ class Evaluator(EvaluationBackend):
         self._validated = _Validated(request, self._worker, copy.deepcopy(result)) if result.ok and request else None
         return result
 
-    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
+    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED,
+                  best_ms: Optional[float] = None) -> EvaluationResult:
         """An attempt's second half: time and revalidate the kernel validate() passed last,
         on the worker that validated it, which still has it loaded (one request, no second
         validation). Anything else (another kernel, a restarted worker, a resumed session)
-        gets the whole recipe."""
+        gets the whole recipe.
+
+        Given the best score so far (`best_ms`), a first chunk of launches per performance
+        case comes first, and a candidate clearly slower than the best stops there:
+        ``rejected_early``, its partial samples kept (agent/evaluate/early_reject.py).
+        Otherwise the chunk was a screen only: the full timing's samples are the record."""
         t_start = time.perf_counter()
         result, request = self._request(candidate, seed, t_start)
         v, self._validated = self._validated, None
@@ -221,7 +228,24 @@ class Evaluator(EvaluationBackend):
         validated = copy.deepcopy(v.result)
         validated.status, validated.compiled = Progress.PENDING, result.compiled
         validated.wall_ms["compile"] = result.wall_ms["compile"]
+        if best_ms is not None:
+            screened = self._screen(validated, request, best_ms, t_start)
+            if screened is not None:
+                return screened
         return self._steps(validated, request, (Step.TIME, Step.REVALIDATE), t_start)
+
+    def _screen(self, result: EvaluationResult, request: EvaluateKernel, best_ms: float,
+                t_start: float) -> Optional[EvaluationResult]:
+        """The first chunk of launches per performance case: the finished result if it failed
+        there or the rule rejects it, else None (time it in full)."""
+        self._run(dataclasses.replace(request, steps=(Step.TIME,), timing=screen_timing(request.timing)), result)
+        if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
+            return _finish(result, t_start)  # unstable, crashed... in the chunk: a verdict already
+        verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms)
+        if not verdict.reject:
+            return None
+        result.status, result.detail = Status.REJECTED_EARLY, verdict.note
+        return _finish(result, t_start)
 
     def _request(self, candidate: Candidate, seed: int,
                  t_start: float) -> tuple[EvaluationResult, Optional[EvaluateKernel]]:
@@ -337,7 +361,9 @@ class Evaluator(EvaluationBackend):
                 self._fold_check(result, reply)
             elif isinstance(reply, CaseTimed):
                 c = result.case(reply.case)
-                c.timing, c.time_ms, c.clocks_mhz = TimingStats.of(reply.samples_ms), reply.elapsed_ms, reply.clocks_mhz
+                c.timing, c.clocks_mhz = TimingStats.of(reply.samples_ms), reply.clocks_mhz
+                c.time_ms += reply.elapsed_ms  # a first chunk and then the full timing both took time
+                c.samples_ms = tuple(reply.samples_ms)
             elif isinstance(reply, Fault):
                 status = Status.LAUNCH_INVALID if reply.name in RECOVERABLE else Status.CRASHED
                 self._mark(result, reply.case or last_case, status,

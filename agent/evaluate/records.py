@@ -109,3 +109,13 @@ class Best(BaseModel):
     cases: list[CaseOutcome]
     iteration: int
     profile: list[CaseProfile] = []
+
+
+class AttemptSamples(BaseModel):
+    """An attempt's timing samples as the session archives them (attempts/NNN/samples.json),
+    with the best score it was timed against: what the early-rejection rule is replayed on."""
+
+    iteration: int
+    status: Status | Progress
+    best_ms: Optional[float] = None  # the best score when it was timed (None: no best yet)
+    cases: dict[str, list[float]] = {}  # every sample, in launch order, per timed case

@@ -18,6 +18,8 @@ proposer as data. Statuses, roughly in the order they are met:
 - ``unstable``: right at first, wrong in a timed launch or after the timing loop;
 - ``below_floor``: a median faster than the speed-of-light floor, a timing or
   validation hole, never a result;
+- ``rejected_early``: correct, but its first timed launches were clearly slower than
+  the best (agent/evaluate/early_reject.py): timing stopped, the partial samples kept;
 - ``ok``.
 
 They are the members of ``Status`` (a ``StrEnum``: each member is its text); a case
@@ -52,6 +54,7 @@ class CaseResult:
     check: Optional[CaseCheck] = None
     recheck: Optional[CaseCheck] = None  # after timing
     timing: Optional[TimingStats] = None
+    samples_ms: tuple[float, ...] = ()  # every timed sample (the first chunk's only, when rejected early)
     detail: str = ""
     validate_ms: float = 0.0
     time_ms: float = 0.0

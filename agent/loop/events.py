@@ -41,6 +41,7 @@ class CandidateProposed:
     source: str
     tokens: int = 0
     program: tuple[str, ...] = ()  # a program's workspace and steps, one line each (Program.describe)
+    parent: Optional[int] = None  # the attempt it was derived from (0 = the starting kernel), when known
 
 
 @dataclass(frozen=True)

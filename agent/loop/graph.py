@@ -2,8 +2,12 @@
 
     plan -> propose -> compile -> validate -> benchmark -> reflect -> propose ... -> END
 
-A failure at compile or validate goes straight to reflect, which switches the
-next proposal to repair mode; every attempt, repairs included, counts against
+A step's proposals may be a batch (--batch): the first goes on at once, the others
+wait in state (`queued`) and are taken by the next propose nodes, one attempt each,
+before the proposer is asked again. benchmark tells the evaluator the best score, so a
+clearly slower candidate stops timing early (``rejected_early``, not a failure: the
+next proposal still optimises). A failure at compile or validate goes straight to
+reflect, which switches the next proposal to repair mode; every attempt, repairs included, counts against
 the budget held in state. Nodes reach the GPU, the proposer and the tracker
 through the run's context; they stream typed events (agent.events) for any
 front end and leave their results in the checkpointed state.
@@ -21,13 +25,13 @@ from langgraph.runtime import Runtime
 
 from ..evaluate.backend import EvaluationBackend
 from ..evaluate.dispatch import build_dispatch, update_winners
-from ..evaluate.records import Attempt, Best, CandidateSpec, CaseOutcome
+from ..evaluate.records import Attempt, AttemptSamples, Best, CandidateSpec, CaseOutcome
 from ..evaluate.results import EvaluationResult, Progress, Status
 from ..evaluate.selection import challenge
 from ..evaluate.stats import TimingStats
 from ..profiling.nsight import Nsight
 from ..profiling.profiler import ProfilerUnavailable
-from ..proposers.base import ProposalContext, ProposalError, Proposer, SearchExhausted
+from ..proposers.base import Proposal, ProposalContext, ProposalError, Proposer, SearchExhausted, propose_step
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
@@ -54,6 +58,8 @@ class LoopContext:
     profiler: Optional[Nsight] = None  # --use-nsight
     archive: Optional[Path] = None  # where each attempt's kernel is kept (the session's attempts/ folder)
     run_started: float = field(default_factory=time.time)  # this stream() call's start: paused time never counts
+    early_reject: bool = True  # --no-early-reject: every candidate timed in full
+    batch: int = 1  # --batch: candidates proposed per step, each its own attempt
 
 
 def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ceilings]) -> list[CaseOutcome]:
@@ -162,19 +168,28 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     pctx = ProposalContext(ctx.workload, DeviceFacts.from_dict(state.get("facts", {})), iteration, state.get("mode", "optimise"), history,
                            state.get("best"), history[-1] if history else None, state.get("baseline", {}),
                            lambda: ctx.control.stopping_now)
-    try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step
-        proposal = ctx.proposer.propose(pctx)
-    except SearchExhausted as e:
-        return {**update, "pending": None, "finished": f"tuner's search space ({e})"}
-    except ProposalError as e:
-        attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name, status=Status.PROPOSAL_INVALID,
-                          detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
-        return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
+    queued = state.get("queued") or []
+    if queued:  # the rest of this step's batch: proposed already, one attempt each
+        proposal, update["queued"] = Proposal(queued[0]), queued[1:]
+    else:
+        try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step
+            batch = propose_step(ctx.proposer, pctx, ctx.batch)
+        except SearchExhausted as e:
+            return {**update, "pending": None, "finished": f"tuner's search space ({e})"}
+        except ProposalError as e:
+            attempt = Attempt(iteration=iteration, name="(none)", proposer=ctx.proposer.name,
+                              status=Status.PROPOSAL_INVALID, detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
+            return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
+        proposal, update["queued"] = batch[0], [p.spec for p in batch[1:]]
+        if len(batch) > 1:
+            runtime.stream_writer(events.Notice(f"step of {len(batch)} candidates: attempts {iteration}-"
+                                                f"{iteration + len(batch) - 1}"))
     spec = proposal.spec
     if proposal.notice:
         runtime.stream_writer(events.Notice(proposal.notice))
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
-                                                   spec.rationale, spec.source, proposal.tokens, _steps(spec)))
+                                                   spec.rationale, spec.source, proposal.tokens, _steps(spec),
+                                                   spec.parent))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources), parent=spec.parent)
@@ -210,9 +225,14 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     attempt = state["attempt"]
     runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
-    ev = runtime.context.evaluator
-    r = ev.benchmark(state["pending"].to_candidate())  # continues what validate() began, on the same worker
-    cases = outcomes(r, runtime.context.workload, ev.ceilings)
+    ctx = runtime.context
+    ev, best = ctx.evaluator, state.get("best")
+    best_ms = best.score_ms if best else None
+    # Continues what validate() began, on the same worker; told the best, it may stop a slow one early.
+    r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None)
+    if ctx.archive is not None:
+        archive_samples(ctx.archive, attempt.iteration, r, best_ms)
+    cases = outcomes(r, ctx.workload, ev.ceilings)
     detail = r.detail
     suspects = [f"{c.case} at {c.pct_of_floor:.0%} of its floor" for c in cases if c.suspect]
     if suspects:  # reflect's fresh-seed revalidation still decides; the flag stays on the record
@@ -277,7 +297,8 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                             tokens=spent.tokens + attempt.tokens, cost_usd=spent.cost_usd + attempt.cost_usd)
     finished = _stop_reason(state, update, attempt.iteration)
     return {**update, "attempt": attempt, "history": state.get("history", []) + [attempt],
-            "iteration": attempt.iteration, "mode": "optimise" if attempt.status == Status.OK else "repair",
+            "iteration": attempt.iteration,
+            "mode": "optimise" if attempt.status in (Status.OK, Status.REJECTED_EARLY) else "repair",
             "finished": finished}
 
 
@@ -303,6 +324,19 @@ def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.cu").write_text(spec.source)
     (d / "candidate.json").write_text(spec.model_dump_json(indent=2))
+    (d / "attempt.json").write_text(attempt.model_dump_json(indent=2))
+
+
+def archive_samples(folder: Path, iteration: int, result: EvaluationResult, best_ms: Optional[float]) -> None:
+    """attempts/NNN/samples.json: every timed sample per case (the first chunk's, when
+    rejected early) and the best score it was timed against, so that the early-rejection
+    rule can be replayed over recorded sessions (benchmarks/early_reject_safety.py).
+    Kept beside the checkpoint, not in it: a hundred samples per case per attempt."""
+    d = folder / f"{iteration:03d}"
+    d.mkdir(parents=True, exist_ok=True)
+    record = AttemptSamples(iteration=iteration, status=result.status, best_ms=best_ms,
+                            cases={c.case: list(c.samples_ms) for c in result.cases if c.samples_ms})
+    (d / "samples.json").write_text(record.model_dump_json())
 
 
 def _after(progress: Progress, next_node: str):

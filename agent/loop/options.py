@@ -23,13 +23,18 @@ class SearchOptions:
     limits: Limits = Limits()  # the limits it started with; a run may change them in its checkpoint
     nsight: bool = False  # --use-nsight
     cases: tuple[str, ...] = ()  # --cases: the performance cases timed (() = all)
+    batch: int = 1  # --batch: candidates proposed per step (each its own attempt; the budget counts attempts)
+    early_reject: bool = True  # --no-early-reject: time every candidate in full
 
     def stored(self) -> dict:
         """session.json's flat form: the proposer's kind under "proposer", its other
-        fields beside budget, limits (those set), nsight and cases."""
+        fields beside budget, limits (those set), nsight, cases, batch and early_reject."""
         choice = {f.name: getattr(self.proposer, f.name) for f in fields(ProposerChoice) if f.name != "kind"}
         return {"proposer": self.proposer.kind, "budget": self.budget, **choice, "nsight": self.nsight,
-                "limits": self.limits.given(), "cases": list(self.cases)}
+                "limits": self.limits.given(), "cases": list(self.cases),
+                # only when set: a session stored before them saves back unchanged
+                **({"batch": self.batch} if self.batch != 1 else {}),
+                **({"early_reject": False} if not self.early_reject else {})}
 
     @staticmethod
     def from_stored(data: dict) -> "SearchOptions":
@@ -37,7 +42,8 @@ class SearchOptions:
         choice = {f.name: data[f.name] for f in fields(ProposerChoice) if f.name in data and f.name != "kind"}
         return SearchOptions(ProposerChoice(kind=data.get("proposer", "tune"), **choice),
                              budget=data.get("budget", SearchOptions.budget), limits=Limits().merged(data.get("limits") or {}),
-                             nsight=data.get("nsight", False), cases=tuple(data.get("cases") or ()))
+                             nsight=data.get("nsight", False), cases=tuple(data.get("cases") or ()),
+                             batch=data.get("batch", 1), early_reject=data.get("early_reject", True))
 
 
 @dataclass(frozen=True)

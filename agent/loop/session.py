@@ -19,6 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphDrained
 
 from ..evaluate.backend import EvaluationBackend
+from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
 from ..proposers.base import Proposer
 from ..runtime.device_facts import DeviceFacts
@@ -109,7 +110,9 @@ def ended_text(state: LoopState) -> str:
     """Which limit ended the session (if one did) and what it spent."""
     spent = state.get("spent") or Spent()
     how = f"ended by the {state['finished']}" if state.get("finished") else "not finished"
-    return (f"{how}; {state.get('iteration', 0)} attempts, {spent.elapsed_s:.0f} s running, "
+    rejected = sum(a.status == Status.REJECTED_EARLY for a in state.get("history", []))
+    early = f" ({rejected} rejected early: clearly slower than the best after their first launches)" if rejected else ""
+    return (f"{how}; {state.get('iteration', 0)} attempts{early}, {spent.elapsed_s:.0f} s running, "
             f"{spent.tokens} model tokens, ${spent.cost_usd:.4f}")
 
 
@@ -210,7 +213,7 @@ class Session:
         search = self.info.search
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
         ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler,
-                          self.dir / "attempts")
+                          self.dir / "attempts", early_reject=search.early_reject, batch=search.batch)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
         inputs = {"iteration": 0, "budget": search.budget, "history": [],

@@ -16,6 +16,7 @@ class LoopState(TypedDict, total=False):
     budget: int
     mode: Literal["optimise", "repair"]
     pending: Optional[CandidateSpec]
+    queued: list[CandidateSpec]  # the rest of the step's batch, each evaluated as its own attempt
     attempt: Optional[Attempt]  # the one in flight
     history: list[Attempt]
     best: Optional[Best]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol, runtime_checkable
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..runtime.device_facts import DeviceFacts
@@ -36,6 +36,7 @@ class ProposalContext:
     last: Optional[Attempt]
     baseline: dict[str, float] = field(default_factory=dict)
     stopping: Callable[[], bool] = lambda: False  # "stop now" asked: abandon a model call (SessionControl)
+    hint: str = ""  # the optimisation idea this proposal should try (one per call of a batch)
 
 
 @dataclass(frozen=True)
@@ -51,3 +52,24 @@ class Proposer(Protocol):
     name: str
 
     def propose(self, ctx: ProposalContext) -> Proposal: ...
+
+
+@runtime_checkable
+class BatchProposer(Protocol):
+    """A proposer that proposes several children per step (tune: neighbours of the top-k;
+    llm: parallel calls, each from a parent and a different idea)."""
+
+    name: str
+
+    def propose(self, ctx: ProposalContext) -> Proposal: ...
+
+    def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """One to `n` proposals, each to be evaluated as its own attempt."""
+        ...
+
+
+def propose_step(proposer: Proposer, ctx: ProposalContext, n: int) -> list[Proposal]:
+    """A step's proposals: a batch from a proposer that makes them, else one."""
+    if n > 1 and isinstance(proposer, BatchProposer):
+        return proposer.propose_batch(ctx, n)
+    return [proposer.propose(ctx)]

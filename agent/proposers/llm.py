@@ -13,6 +13,8 @@ the call in flight (model_client.invoke_abortable); its tokens are not counted.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from typing import Optional
 
 from pydantic import BaseModel, Field
@@ -22,6 +24,16 @@ from .base import Proposal, ProposalContext, ProposalError
 from .model_client import ModelUnavailable, client_kwargs, invoke_abortable, structured_chat, unreachable_text
 from .pricing import Usage, load_prices, price_for
 from .prompt import SYSTEM, latest_findings, user_message
+
+# The ideas a batch's parallel calls try, one each: different directions from the same parent.
+HINTS = (
+    "more work per thread: a larger register tile or more elements per thread",
+    "memory access: coalesced, vectorised (float4) loads and stores, fewer global transactions",
+    "shared memory: staging and double buffering, no bank conflicts",
+    "occupancy and launch shape: block size, registers per thread (__launch_bounds__), grid size",
+    "a different algorithm or a program of several launches (split-K, a two-pass reduction)",
+    "instruction-level: unrolling, fewer index computations, warp shuffles instead of shared memory",
+)
 
 
 class ProposerUnavailable(RuntimeError):
@@ -97,8 +109,40 @@ class LlmProposer:
         self._client_kwargs = {k: v for k, v in kwargs.items() if k in ("api_key", "base_url", "max_retries", "timeout")}
         self.chat = structured_chat(kwargs, LlmCandidate)
         self.calls = 0
+        self._lock = threading.Lock()
         self.usage, self.cost_usd, self._pending = Usage(), 0.0, Usage()
         self.price = price_for(model, base_url, prices if prices is not None else load_prices())
+
+    def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """Up to `n` proposals from parallel calls, each from the best and with another idea
+        (HINTS, taken in turn from the step's iteration), named for the attempts they become.
+        A repair is one call. A call that fails is left out, its tokens charged to the
+        batch; if every call fails, the first failure is the step's."""
+        if n <= 1 or ctx.mode == "repair":
+            return [self.propose(ctx)]
+        from concurrent.futures import ThreadPoolExecutor
+        if self.web_search and self.web is None:  # searched once, before the calls that share it
+            return [self.propose(ctx)]
+        hints = [HINTS[(ctx.iteration + i) % len(HINTS)] for i in range(n)]
+        contexts = [dataclasses.replace(ctx, iteration=ctx.iteration + i, hint=h) for i, h in enumerate(hints)]
+
+        def call(c: ProposalContext) -> Proposal | ProposalError:
+            try:
+                return self.propose(c)
+            except ProposalError as e:
+                return e
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="llm-batch") as pool:
+            results = list(pool.map(call, contexts))
+        good = [r for r in results if isinstance(r, Proposal)]
+        failed = [r for r in results if isinstance(r, ProposalError)]
+        if not good:
+            first = failed[0]
+            raise ProposalError(str(first), sum(e.tokens for e in failed), sum(e.cost_usd for e in failed))
+        lost_tokens, lost_cost = sum(e.tokens for e in failed), sum(e.cost_usd for e in failed)
+        good[0] = dataclasses.replace(good[0], tokens=good[0].tokens + lost_tokens, cost_usd=good[0].cost_usd + lost_cost)
+        # Renamed in order: the queue gives them consecutive iterations whichever calls failed.
+        return [dataclasses.replace(p, spec=p.spec.model_copy(update={"name": f"llm-{ctx.iteration + i}"}))
+                for i, p in enumerate(good)]
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         import openai
@@ -135,9 +179,10 @@ class LlmProposer:
             raise ProposerUnavailable(unreachable_text(e, self.base_url)) from None
         except openai.APIError as e:
             raise ProposalError(f"the model call failed after retries: {type(e).__name__}: {e}") from None
-        self.calls += 1
-        call = Usage.from_metadata(answer.usage_metadata) + self._pending  # with the web search before it
-        self._pending = Usage()
+        with self._lock:
+            self.calls += 1
+            call = Usage.from_metadata(answer.usage_metadata) + self._pending  # with the web search before it
+            self._pending = Usage()
         used, cost = call.total, self._charge(call)
         try:
             parsed = LlmCandidate.model_validate_json(answer.content if isinstance(answer.content, str) else "")
@@ -157,9 +202,10 @@ class LlmProposer:
         return Proposal(spec, used, sources, notice, cost)
 
     def _charge(self, call: Usage) -> float:
-        self.usage += call
         cost = self.price.cost(call) if self.price else 0.0
-        self.cost_usd += cost
+        with self._lock:  # a batch's calls finish on several threads
+            self.usage += call
+            self.cost_usd += cost
         return cost
 
     def _fetch_web(self, ctx: ProposalContext) -> str:
@@ -195,16 +241,29 @@ class HybridProposer:
         self.llm, self.tuner, self.tune_steps = llm, tuner, tune_steps
 
     def propose(self, ctx: ProposalContext) -> Proposal:
+        if self._tuner_turn(ctx):
+            try:
+                return self.tuner.propose(ctx)
+            except ProposalError:
+                pass  # nothing left to tune there: back to the model
+        return self.llm.propose(ctx)
+
+    def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """The tuner's batch on its turn, else the model's parallel calls."""
+        if self._tuner_turn(ctx):
+            try:
+                return self.tuner.propose_batch(ctx, n)
+            except ProposalError:
+                pass
+        return self.llm.propose_batch(ctx, n)
+
+    def _tuner_turn(self, ctx: ProposalContext) -> bool:
         from ..spec.kernel_source import parse_knobs
         streak = 0
         for a in reversed(ctx.history):
             if a.proposer != self.tuner.name:
                 break
             streak += 1
-        if ctx.best and ctx.best.spec.proposer in ("llm", "tune") and parse_knobs(ctx.best.spec.source) \
-                and streak < self.tune_steps and (ctx.mode == "optimise" or (ctx.last and ctx.last.proposer == self.tuner.name)):
-            try:
-                return self.tuner.propose(ctx)
-            except ProposalError:
-                pass  # nothing left to tune there: back to the model
-        return self.llm.propose(ctx)
+        return bool(ctx.best and ctx.best.spec.proposer in ("llm", "tune") and parse_knobs(ctx.best.spec.source)
+                    and streak < self.tune_steps
+                    and (ctx.mode == "optimise" or (ctx.last and ctx.last.proposer == self.tuner.name)))

@@ -104,4 +104,6 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
                       "Correct on every case first (guard every access), then fast."]
     else:
         parts += ["", "# Task: propose a faster correct kernel than the best so far."]
+        if ctx.hint:  # one of several calls of a batch: each tries another idea
+            parts.append(f"This time try this idea (other proposals try others): {ctx.hint}")
     return "\n".join(parts)

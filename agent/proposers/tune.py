@@ -10,6 +10,9 @@ combinations; NVRTC needs no GPU, and the CUBIN it caches is what the compile
 node then uses) are skipped without spending the budget. The state of the search is the
 session's history, so a resumed session continues where it stopped.
 
+A step may propose a batch (propose_batch): the proposal above, then untried neighbours
+of the TOP_K best points taken in turn, compiled in parallel in the compile pool.
+
 Several tunable kernels shipped with the workload (tiles and split-K): the kernel
 being improved (the best's, else the one with the most knobs) gets MAIN_TURNS
 proposals in a row, then each other shipped kernel with knobs gets one (not while a
@@ -39,6 +42,7 @@ from ..spec.launch import LaunchJob
 from ..spec.workload import KernelSpec, ScalarParam, Workload, program_problem
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
+TOP_K = 3  # a batch branches from the neighbourhoods of this many best points
 MAIN_TURNS = 3  # proposals for the kernel being improved before each other tunable kernel gets one
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
@@ -92,6 +96,70 @@ class TuneProposer:
             except ProposalError:  # that kernel's space is used up or unreachable: back to the main one
                 pass
         return self._propose(ctx)
+
+    def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """Up to `n` proposals for one step, evaluated one after another as separate attempts:
+        the first as propose() chooses it, the others untried neighbours of the TOP_K best
+        points taken in turn (a tree that grows from several nodes, not a line from the
+        best), compiled in parallel in the compile pool; fewer when the space runs out."""
+        first = self.propose(ctx)
+        if n <= 1:
+            return [first]
+        try:
+            return [first] + self._propose_more(ctx, n - 1, first.spec.defines)
+        except ProposalError:  # nothing beside the first: a batch of one
+            return [first]
+
+    def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int]) -> list[Proposal]:
+        base, knobs = self.base(ctx)
+        prefix = f"{base.name}@{source_tag(base.source)}["
+        mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+        tried = {_key(a.defines) for a in mine} | {_key(taken)}
+        scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
+        free = {k: kn for k, kn in knobs.items() if k not in base.defines}
+        rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}:batch")
+        arch = ctx.facts.arch or None
+        allow_fast_math = ctx.workload.tolerance.allow_fast_math
+        lists = []
+        for point in sorted(scores, key=scores.get)[:TOP_K]:
+            points = list(_neighbours({k: v for k, v in point if k in free}, free))
+            rng.shuffle(points)
+            lists.append(points)
+        order = (p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None)
+        chosen: list[dict[str, int]] = []
+        while len(chosen) < n:
+            window = []  # the next few untried launchable points, compiled together
+            for p in order:
+                k = _key({**base.defines, **p})
+                if k in tried or not self._launchable_cached(ctx.workload, base, p):
+                    continue
+                tried.add(k)
+                window.append(p)
+                if arch is not None:
+                    self._submit(base, p, arch, allow_fast_math)
+                if len(window) >= n - len(chosen):
+                    break
+            if not window:
+                break
+            chosen += [p for p in window if arch is None or self._compiles_ok(base, p, arch, allow_fast_math)]
+        out = []
+        for choice in chosen:
+            label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
+            spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
+                                           "proposer": self.name, "rationale": _why(choice, scores) + " (batch)",
+                                           "parent": _parent(choice, scores, mine, ctx)})
+            out.append(Proposal(spec))
+        return out
+
+    def _submit(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> None:
+        """Start compiling one configuration in the pool (a no-op when it is known or under way)."""
+        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        if key in self._compiles:
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=max(1, self.ahead), thread_name_prefix="compile-ahead")
+            atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
+        self._compiles[key] = self._executor.submit(_compile, base, defines, arch, allow_fast_math)
 
     def _other_turn(self, ctx: ProposalContext) -> Optional[tuple[str, str]]:
         """(kernel, focus case) when this proposal is another tunable kernel's turn."""
@@ -200,10 +268,7 @@ class TuneProposer:
             if key in self._compiles or _key({**base.defines, **n}) in tried or n == choice \
                     or not self._launchable_cached(ctx.workload, base, n):
                 continue
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self.ahead, thread_name_prefix="compile-ahead")
-                atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
-            self._compiles[key] = self._executor.submit(_compile, base, n, arch, ctx.workload.tolerance.allow_fast_math)
+            self._submit(base, n, arch, ctx.workload.tolerance.allow_fast_math)
             queued += 1
 
     def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:

@@ -219,6 +219,12 @@ class CompilePool:
             while not self._idle and len(self._started) >= self.size:
                 self._cond.wait()
             if self._idle:
+                # The shared process first when it is free: after a burst of parallel compiles
+                # a single thread still uses the first, as documented (its sandbox is checked).
+                first = self._started[0]
+                if first in self._idle:
+                    self._idle.remove(first)
+                    return first
                 return self._idle.pop()
             # The first is the shared process (what a single thread has always used).
             process = compile_process(self.header_dir) if not self._started else CompileProcess(self.header_dir)

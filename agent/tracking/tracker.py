@@ -156,7 +156,8 @@ class Tracker(SessionTracker):
             for key in ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "l2_hit_pct"):
                 case_metrics[f"ncu.{key}.{p.case}"] = p.metrics.get(key, 0.0)
         own = {"ok": 1.0 if attempt.status == Status.OK else 0.0, "tokens": float(attempt.tokens),
-               "cost_usd": attempt.cost_usd, **case_metrics}
+               "cost_usd": attempt.cost_usd, **case_metrics,
+               **({"rejected_early": 1.0} if attempt.status == Status.REJECTED_EARLY else {})}
         if attempt.score_ms:
             own["score_ms"] = attempt.score_ms
             own["suspect"] = 1.0 if attempt.suspect else 0.0
@@ -203,7 +204,8 @@ class Tracker(SessionTracker):
                               tags=[RunTag("warpsmith.parent_session", run)])
         for name, text in files.items():
             self.client.log_text(cid, text, name)
-        self.client.set_terminated(cid, "FINISHED" if params["status"] == Status.OK else "FAILED")
+        # A candidate rejected early was correct, only slow: not a failed run.
+        self.client.set_terminated(cid, "FINISHED" if params["status"] in (Status.OK, Status.REJECTED_EARLY) else "FAILED")
 
     def log_budget(self, budget: int) -> None:
         if self.run_id:

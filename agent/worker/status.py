@@ -27,6 +27,9 @@ class Status(StrEnum):
     UNSTABLE = "unstable"
     BELOW_FLOOR = "below_floor"
     PROPOSAL_INVALID = "proposal_invalid"  # the proposer's answer was not a candidate (an attempt's, never a case's)
+    # Correct, but its first timed launches were clearly slower than the best: timing stopped
+    # (agent/evaluate/early_reject.py). Not a failure: the search goes on optimising, never repairing.
+    REJECTED_EARLY = "rejected_early"
 
 
 class Progress(StrEnum):
@@ -37,5 +40,7 @@ class Progress(StrEnum):
     VALIDATED = "validated"
 
 
-# what an evaluation can end in, other than ok (the proposer's own failure is not the evaluator's)
-FAILURES: tuple[Status, ...] = tuple(s for s in Status if s not in (Status.OK, Status.PROPOSAL_INVALID))
+# what an evaluation can end in that is wrong, other than ok (the proposer's own failure is not the
+# evaluator's; a candidate rejected early was correct, only slow)
+FAILURES: tuple[Status, ...] = tuple(s for s in Status if s not in (Status.OK, Status.PROPOSAL_INVALID,
+                                                                    Status.REJECTED_EARLY))

@@ -1,0 +1,100 @@
+"""Early rejection: a candidate that is clearly slower than the best stops timing after
+a first chunk of launches (DESIGN.md, Evaluation 5).
+
+The rule, over the first chunk of SCREEN.repetitions cold launches per performance
+case (after SCREEN.warmup warm-up launches):
+
+    bound = geomean over the performance cases of the chunk's minimum
+    reject when bound > best score x (1 + MARGIN)
+
+Why it is safe. A candidate's score is the geometric mean of its cases' medians. The
+minimum of a chunk is, per case, at or below the median of the full timing unless all
+of the chunk's launches land above that median (under exchangeable samples a chance
+of 2^-10 for a chunk of 10, and then by less than the spread of the samples), so the
+geomean of the minima is a lower bound on the score the full timing would give. A
+candidate whose lower bound is slower than the best by MARGIN (10%) could not become
+the best: the selection already refuses any score at or above the best's
+(agent/evaluate/selection.py), and MARGIN is two orders of magnitude above the
+run-to-run noise of a median measured on the H200 (CV ~0.1%, benchmarks/harness.py)
+and several times the per-launch spread of a cold timing (a CV of a few percent).
+A noisy candidate is kept: its spread pulls its minimum down, so it gets the full
+budget and, when it is close, the selection's interleaved re-timing.
+
+Whether the rule would ever have cut a winner is replayed over recorded sessions by
+benchmarks/early_reject_safety.py (each attempt's samples: attempts/NNN/samples.json).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+from ..worker.protocol import TimingConfig
+from .stats import geomean
+
+MARGIN = 0.10
+# The first chunk: a short warm-up (the L2 flush makes every launch cold anyway) and 10 launches.
+SCREEN_WARMUP = 3
+SCREEN_LAUNCHES = 10
+
+
+def screen_timing(full: TimingConfig) -> TimingConfig:
+    """The first chunk's recipe: the full one's L2 policy, fewer launches."""
+    return TimingConfig(warmup=SCREEN_WARMUP, repetitions=SCREEN_LAUNCHES, cold_l2=full.cold_l2,
+                        max_total_ms=full.max_total_ms)
+
+
+@dataclass(frozen=True)
+class EarlyVerdict:
+    reject: bool
+    bound_ms: Optional[float]  # geomean of the chunk minima: a lower bound on the score
+    note: str
+
+
+def screen(chunks: Mapping[str, Sequence[float]], best_ms: Optional[float], margin: float = MARGIN,
+           launches: int = SCREEN_LAUNCHES) -> EarlyVerdict:
+    """The verdict on the first `launches` samples of each performance case (`chunks`, by case)
+    against the best score so far. No best, or a case without samples: keep timing."""
+    firsts = [list(s)[:launches] for s in chunks.values()]
+    if best_ms is None or best_ms <= 0 or not firsts or any(not s or min(s) <= 0 for s in firsts):
+        return EarlyVerdict(False, None, "no best to compare with" if best_ms is None else "a case has no samples")
+    bound = geomean([min(s) for s in firsts])
+    ratio = bound / best_ms
+    if ratio > 1.0 + margin:
+        return EarlyVerdict(True, bound, f"rejected early: its fastest of the first {launches} launches per case "
+                                         f"give {bound:.4f} ms (geomean), {ratio:.2f}x the best's {best_ms:.4f} ms, "
+                                         f"more than {margin:.0%} slower; timing stopped")
+    return EarlyVerdict(False, bound, f"within {margin:.0%} of the best ({ratio:.3f}x): timed in full")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The rule replayed over recorded attempts: how many it would have cut, and how many
+    of those were winners (a new best when recorded): that number must be zero."""
+
+    timed: int  # attempts with samples and a best to compare with
+    cut: int
+    winners: int  # new bests among the timed
+    winners_cut: int
+    saved_launches: int  # measured launches the cut attempts would not have run
+
+    def text(self) -> str:
+        return (f"{self.timed} attempts timed against a best: the rule cuts {self.cut} "
+                f"({self.saved_launches} launches saved); winners {self.winners}, winners cut {self.winners_cut}")
+
+
+def replay(attempts: Sequence[tuple[Mapping[str, Sequence[float]], Optional[float], bool]],
+           margin: float = MARGIN) -> Replay:
+    """`attempts`: (samples per timed case in launch order, the best score it was timed
+    against, whether it became the new best) for each recorded attempt."""
+    timed = cut = winners = winners_cut = saved = 0
+    for cases, best_ms, new_best in attempts:
+        if best_ms is None or not cases:
+            continue
+        timed += 1
+        winners += new_best
+        if screen(cases, best_ms, margin).reject:
+            cut += 1
+            winners_cut += new_best
+            saved += sum(max(0, len(s) - SCREEN_LAUNCHES) for s in cases.values())
+    return Replay(timed, cut, winners, winners_cut, saved)

@@ -1,0 +1,55 @@
+"""Would early rejection ever have cut a winner? Replays the rule
+(agent/evaluate/early_reject.py) over every recorded attempt of every session in a
+store: each attempt's first launches per case (attempts/NNN/samples.json) against the
+best score it was timed against, and whether it became the new best
+(attempts/NNN/attempt.json). Prints, per session and in all, the attempts the rule
+would cut and the winners among them, which must be zero. Exits 1 if a winner is cut.
+
+    python3 benchmarks/early_reject_safety.py [STORE ...]   (default: mlruns)
+    python3 benchmarks/early_reject_safety.py STORE --margin 0.05   (a tighter margin, to see where it breaks)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.evaluate.early_reject import MARGIN, Replay, replay  # noqa: E402
+
+
+def session_attempts(session: Path) -> list[tuple[dict, float | None, bool]]:
+    rows = []
+    for samples in sorted(session.glob("attempts/*/samples.json")):
+        data = json.loads(samples.read_text())
+        if data.get("status") not in ("ok", "rejected_early"):
+            continue  # failed while timing: no verdict on speed to replay
+        attempt = samples.with_name("attempt.json")
+        new_best = bool(json.loads(attempt.read_text()).get("new_best")) if attempt.exists() else False
+        rows.append((data.get("cases") or {}, data.get("best_ms"), new_best))
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("stores", nargs="*", type=Path, default=[ROOT / "mlruns"])
+    p.add_argument("--margin", type=float, default=MARGIN)
+    args = p.parse_args(argv)
+    everything = []
+    for store in args.stores:
+        for session in sorted((store / "sessions").glob("*")):
+            rows = session_attempts(session)
+            if rows:
+                print(f"{session.name}: {replay(rows, args.margin).text()}")
+                everything += rows
+    total: Replay = replay(everything, args.margin)
+    print(f"all sessions (margin {args.margin:.0%}): {total.text()}")
+    return 1 if total.winners_cut else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,98 @@
+"""How fast does a tune session search? Runs `warpsmith run --proposer tune --headless`
+for a wall-time budget on a workload and prints the attempts per second, the best after
+the budget, and when the session first came within 2% of its final best (or of a
+target, e.g. the best a 10-minute session found). With --site, the session runs with
+an older install first on PYTHONPATH (before/after, like harness_speed.py); the
+session is read back with this checkout's code either way.
+
+    python3 benchmarks/search_speed.py examples/sgemm --cases square-4096 --time-budget 60
+    python3 benchmarks/search_speed.py examples/softmax --time-budget 600            # the 10-minute reference
+    python3 benchmarks/search_speed.py examples/softmax --time-budget 120 --target-ms 0.2625
+    python3 benchmarks/search_speed.py examples/sgemm --site BEFORE_SITE --time-budget 60   # the old harness
+    python3 benchmarks/search_speed.py examples/sgemm -- --batch 8 --no-early-reject       # flags for `run`
+
+The bar (issue 18): sgemm --cases square-4096, 60 s: at most 0.38 s per attempt (3x the
+old 1.1 s) with the same or a better best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WITHIN = 0.02
+
+
+def attempts_of(store: Path) -> tuple[list, float | None]:
+    """The session's attempts (the checkpoint's history) with the time each finished (its
+    archived candidate's mtime), and the session's final best score."""
+    from agent.loop.session import graph_config, open_graph
+    session = next((store / "sessions").iterdir())
+    state = open_graph(session).get_state(graph_config(session.name)).values
+    finished = []
+    for a in state.get("history", []):
+        f = session / "attempts" / f"{a.iteration:03d}" / "candidate.json"
+        finished.append((a, f.stat().st_mtime if f.exists() else None))
+    best = state.get("best")
+    return finished, best.score_ms if best else None
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("workload", type=Path)
+    p.add_argument("--time-budget", type=float, default=60.0)
+    p.add_argument("--cases", default="", help="the performance cases to time (run's --cases)")
+    p.add_argument("--kernel", default="", help="the kernel to tune (run's --kernel)")
+    p.add_argument("--site", default="", help="an older install's site directory, first on PYTHONPATH")
+    p.add_argument("--target-ms", type=float, help="report when the session came within 2%% of this score")
+    p.add_argument("run_flags", nargs="*", help="after --: more flags for `warpsmith run`")
+    args = p.parse_args(argv)
+    store = Path(tempfile.mkdtemp(prefix="search-speed-"))
+    cmd = [sys.executable, "-m", "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
+           "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store), "--no-tracking",
+           *(["--cases", args.cases] if args.cases else []), *(["--kernel", args.kernel] if args.kernel else []),
+           *args.run_flags]
+    env = dict(os.environ)
+    if args.site:
+        env["PYTHONPATH"] = args.site + os.pathsep + env.get("PYTHONPATH", "")
+    t0 = time.time()
+    proc = subprocess.run(cmd, env=env, cwd=str(ROOT) if not args.site else "/tmp", capture_output=True, text=True)
+    wall = time.time() - t0
+    if proc.returncode != 0:
+        print(f"run failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        return 1
+    attempts, best = attempts_of(store)
+    if not attempts or best is None:
+        print(f"no attempt or no best in {wall:.0f} s")
+        return 1
+    first_done = min(t for _, t in attempts if t is not None)
+    last_done = max(t for _, t in attempts if t is not None)
+    searching = max(1e-9, last_done - t0)
+    target = args.target_ms or best
+    reached = next((t - t0 for a, t in attempts if t is not None and a.score_ms and a.score_ms <= target * (1 + WITHIN)),
+                   None)
+    statuses: dict[str, int] = {}
+    for a, _ in attempts:
+        statuses[str(a.status)] = statuses.get(str(a.status), 0) + 1
+    print(f"workload {args.workload.name}{' cases ' + args.cases if args.cases else ''}, "
+          f"{'site ' + args.site if args.site else 'this checkout'}, time budget {args.time_budget:.0f} s, wall {wall:.1f} s")
+    print(f"attempts {len(attempts)} ({', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}); "
+          f"first finished at {first_done - t0:.1f} s")
+    print(f"throughput: {len(attempts) / searching:.2f} attempts/s, {searching / len(attempts):.3f} s per attempt "
+          f"(from the command's start to the last attempt)")
+    print(f"best after {args.time_budget:.0f} s: {best:.4f} ms")
+    print(f"first within {WITHIN:.0%} of {'the target ' if args.target_ms else 'its final best '}{target:.4f} ms: "
+          + (f"{reached:.1f} s" if reached is not None else "never"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
