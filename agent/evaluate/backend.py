@@ -1,7 +1,7 @@
 """What the loop, the session, the proposers and the CLI ask of an evaluator: the
 local one (agent/evaluate/evaluator.py, a GPU worker process), a test double
-(tests/evaluator_double.py), later one per GPU elsewhere (Ray). Everything above
-evaluate/ names this, never a concrete evaluator."""
+(tests/evaluator_double.py), one actor per GPU (agent/evaluate/ray_backend.py).
+Everything above evaluate/ names this, never a concrete evaluator."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ class EvaluationBackend(Protocol):
     def evaluate(self, candidate: Candidate, seed: int = 1, revalidate: bool = True,
                  time_cases: bool = True) -> EvaluationResult:
         """Compile, validate, time and validate again; failures are statuses, not exceptions."""
+        ...
+
+    def evaluate_many(self, candidates: list[Candidate], seed: int = 1) -> list[EvaluationResult]:
+        """evaluate() for each, results in the candidates' order: one after another on one
+        GPU, spread over the free GPUs on Ray."""
         ...
 
     def baseline_kinds(self) -> list[str]:
