@@ -5,6 +5,7 @@ for the module (Ray takes seconds to start); each test makes its own actors."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 import threading
@@ -172,9 +173,33 @@ def test_stop_now_kills_the_evaluation_in_flight_on_its_actor(ray, tmp_path, wor
         s.close()
 
 
+def test_the_ray_backend_implements_the_backend(ray, workload):
+    """RayBackend has every EvaluationBackend member with the same parameters (tests/test_seams.py's check)."""
+    from test_seams import mismatches
+
+    from agent.evaluate.backend import EvaluationBackend
+    from agent.evaluate.ray_backend import RayBackend
+    with ray_backend(workload, gpus=1) as backend:
+        assert EvaluationBackend in RayBackend.__mro__
+        assert mismatches(EvaluationBackend, RayBackend, backend) == []
+
+
+def test_session_flags_choose_the_backend():
+    """run's --backend, --ray-address and --ray-gpus reach EvaluationOptions; local stays the default."""
+    from agent.cli.commands import build_parser
+    from agent.cli.options import run_options
+    parser = build_parser()
+    local = run_options(parser.parse_args(["run", "examples/sgemm"])).evaluation
+    assert (local.backend, local.ray_address, local.ray_gpus) == ("local", "", 0)
+    if importlib.util.find_spec("ray") is None:
+        return
+    chosen = run_options(parser.parse_args(["run", "examples/sgemm", "--backend", "ray", "--ray-address", "auto",
+                                            "--ray-gpus", "2"])).evaluation
+    assert (chosen.backend, chosen.ray_address, chosen.ray_gpus) == ("ray", "auto", 2)
+
+
 def test_backend_ray_without_ray_says_how_to_install_it(monkeypatch):
     """No Ray installed: --backend ray fails in one line naming the extra; so does building the backend."""
-    import importlib.util
     from types import SimpleNamespace
 
     from agent.cli.errors import CliError

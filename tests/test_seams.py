@@ -72,5 +72,5 @@ def test_the_check_sees_a_departure():
             raise NotImplementedError
 
     found = mismatches(EvaluationBackend, Partial, Partial())
-    assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "baseline",
-                                                "baseline_kinds", "abort", "close"}, found
+    assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "evaluate_many",
+                                                "baseline", "baseline_kinds", "abort", "close"}, found

@@ -84,14 +84,14 @@ class GpuActor:
         facts = self.evaluator.facts
         return " ".join(p for p in (f"actor {self.index}:", facts.name, facts.uuid) if p)
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> tuple[Optional[EvaluationResult], list[object], str]:
-        """evaluator.NAME(*args, **kwargs), with the replies it streamed on the way (sent
+    def call(self, name: str, arguments: tuple) -> tuple[Optional[EvaluationResult], list[object], str]:
+        """evaluator.NAME(*arguments), with the replies it streamed on the way (sent
         back with the result: the backend passes them on) and this GPU's label."""
         if name not in ACTOR_CALLS:
             raise ValueError(f"GpuActor: no call '{name}'")
         self._events, self._busy = [], True
         try:
-            result = getattr(self.evaluator, name)(*args, **kwargs)
+            result = getattr(self.evaluator, name)(*arguments)
         finally:
             self._busy = False
         return result, self._events, self.label()
@@ -212,17 +212,17 @@ class RayBackend(EvaluationBackend):
             self._busy.discard(index)
             self._free.notify_all()
 
-    def _call(self, name: str, method: str, args: tuple, only: Optional[int] = None) -> tuple[int, Any]:
+    def _call(self, name: str, method: str, arguments: tuple, only: Optional[int] = None) -> tuple[int, Any]:
         """Run `method` on a free actor (or actor `only`); an actor that dies makes the result
         ``crashed`` and sends the next calls to another GPU while Ray restarts it."""
         index = self._acquire(only)
         try:
             try:
-                result, events, label = self._get(self._actors[index].call.remote(method, args, {}))
+                result, events, label = self._get(self._actors[index].call.remote(method, arguments))
             except self._ray.exceptions.RayActorError as e:
                 self._preferred = (index + 1) % len(self._actors)
                 return index, EvaluationResult(
-                    name, Status.CRASHED, None, seed=args[1] if method != "baseline" else args[0], gpu=self._labels[index],
+                    name, Status.CRASHED, None, seed=arguments[1] if method != "baseline" else arguments[0], gpu=self._labels[index],
                     detail=f"{self._labels[index]} died ({type(e).__name__}); Ray restarts it, the session goes on")
             self._labels[index] = label
             if only is None:
