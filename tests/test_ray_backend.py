@@ -107,6 +107,16 @@ def test_evaluate_many_spreads_a_batch_over_the_gpus_in_order(ray, tmp_path, wor
     assert len(list(meet.iterdir())) == 4
 
 
+def test_a_candidate_that_does_not_compile_never_reaches_a_gpu_actor(ray, tmp_path, workload):
+    """compile_failed with NVRTC's log, as locally, and no GPU named: no actor was asked."""
+    broken = dataclasses.replace(tiled(workload, BM=64), source="extern \"C\" __global__ void sgemm( {")
+    with ray_backend(workload, gpus=1) as backend:
+        (result,) = backend.evaluate_many([broken])
+    assert result.status == Status.COMPILE_FAILED and result.gpu == "" and "error" in result.detail
+    local = EvaluatorDouble(workload).evaluate(broken)
+    assert local.status == Status.COMPILE_FAILED and local.detail == result.detail
+
+
 def test_a_dying_gpu_actor_costs_one_attempt_and_the_session_goes_on(ray, tmp_path, workload):
     """The actor's process dies benchmarking attempt 1: that attempt is crashed, the other GPU takes over, all 5 run."""
     flag = tmp_path / "died-once"

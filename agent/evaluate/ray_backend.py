@@ -39,7 +39,7 @@ ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline"})  # wh
 EvaluatorFactory = Callable[[Workload, EvaluationOptions, Optional[Path]], Any]
 
 
-def ray_module():
+def ray_module() -> Any:
     """Ray, or ImportError saying how to install it."""
     try:
         import ray
@@ -54,7 +54,7 @@ def local_evaluator(workload: Workload, options: EvaluationOptions, worker_log: 
 
 
 def _nvrtc_task(source: str, filename: str, entry: str, options: list[str], arch: str,
-                timeout_s: Optional[float]) -> dict:
+                timeout_s: Optional[float]) -> dict[str, Any]:
     """On a CPU worker: NVRTC in that machine's compile process, the same sandbox as here."""
     return run_nvrtc(source, filename, entry, options, arch, timeout_s)
 
@@ -66,7 +66,7 @@ class GpuActor:
     def __init__(self, index: int, factory: EvaluatorFactory, workload: Workload, options: EvaluationOptions,
                  worker_log: Optional[Path]):
         self.index = index
-        self.evaluator = factory(workload, options, worker_log)
+        self.evaluator: EvaluationBackend = factory(workload, options, worker_log)
         self._events: list[object] = []
         self.evaluator.on_event = lambda event: self._events.append(event)
         self._busy = False
@@ -84,7 +84,7 @@ class GpuActor:
         facts = self.evaluator.facts
         return " ".join(p for p in (f"actor {self.index}:", facts.name, facts.uuid) if p)
 
-    def call(self, name: str, arguments: tuple) -> tuple[Optional[EvaluationResult], list[object], str]:
+    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[Optional[EvaluationResult], list[object], str]:
         """evaluator.NAME(*arguments), with the replies it streamed on the way (sent
         back with the result: the backend passes them on) and this GPU's label."""
         if name not in ACTOR_CALLS:
@@ -143,18 +143,21 @@ class RayBackend(EvaluationBackend):
     @property
     def facts(self) -> DeviceFacts:
         if self._facts is None:
-            self._facts = self._get(self._actors[0].facts.remote())
+            facts: DeviceFacts = self._get(self._actors[0].facts.remote())
+            self._facts = facts
         return self._facts
 
     @property
     def ceilings(self) -> Optional[Ceilings]:
         if self._ceilings is None:
-            self._ceilings = (self._get(self._actors[0].ceilings.remote()),)
+            ceilings: Optional[Ceilings] = self._get(self._actors[0].ceilings.remote())
+            self._ceilings = (ceilings,)
         return self._ceilings[0]
 
     def baseline_kinds(self) -> list[str]:
         if self._kinds is None:
-            self._kinds = self._get(self._actors[0].baseline_kinds.remote())
+            kinds: list[str] = self._get(self._actors[0].baseline_kinds.remote())
+            self._kinds = kinds
         return list(self._kinds)
 
     # -- evaluation ---------------------------------------------------------------------------
@@ -164,13 +167,18 @@ class RayBackend(EvaluationBackend):
                                  nvrtc=self._remote_nvrtc)
 
     def _remote_nvrtc(self, source: str, filename: str, entry: str, options: list[str], arch: str,
-                      timeout_s: Optional[float]) -> dict:
-        return self._get(self._nvrtc.remote(source, filename, entry, options, arch, timeout_s))
+                      timeout_s: Optional[float]) -> dict[str, Any]:
+        reply: dict[str, Any] = self._get(self._nvrtc.remote(source, filename, entry, options, arch, timeout_s))
+        return reply
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True) -> EvaluationResult:
-        self.compile(candidate)  # on a CPU worker; the actor then finds the CUBIN in the cache
-        return self._call(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases))[1]
+        compiled = self.compile(candidate)  # on a CPU worker; the actor then finds the CUBIN in the cache
+        if not compiled.ok:  # as the local evaluator says it, without a GPU's time (failures are not cached)
+            self.on_event(compiled)
+            return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
+                                    wall_ms={"compile": compiled.compile_ms})
+        return _given(self._call(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases))[1])
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
@@ -180,12 +188,12 @@ class RayBackend(EvaluationBackend):
     def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
         index, result = self._call(candidate.name, "validate", (candidate, seed))
         self._validated_on = index
-        return result
+        return _given(result)
 
     def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
         """On the actor that validated it, whose worker still has the kernel loaded."""
         only, self._validated_on = self._validated_on, None
-        return self._call(candidate.name, "benchmark", (candidate, seed), only=only)[1]
+        return _given(self._call(candidate.name, "benchmark", (candidate, seed), only=only)[1])
 
     def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
         return self._call(kind or "baseline", "baseline", (seed, kind))[1]
@@ -212,13 +220,15 @@ class RayBackend(EvaluationBackend):
             self._busy.discard(index)
             self._free.notify_all()
 
-    def _call(self, name: str, method: str, arguments: tuple, only: Optional[int] = None) -> tuple[int, Any]:
+    def _call(self, name: str, method: str, arguments: tuple[Any, ...],
+              only: Optional[int] = None) -> tuple[int, Optional[EvaluationResult]]:
         """Run `method` on a free actor (or actor `only`); an actor that dies makes the result
         ``crashed`` and sends the next calls to another GPU while Ray restarts it."""
         index = self._acquire(only)
         try:
             try:
-                result, events, label = self._get(self._actors[index].call.remote(method, arguments))
+                reply: tuple[Optional[EvaluationResult], list[object], str] = self._get(self._actors[index].call.remote(method, arguments))
+                result, events, label = reply
             except self._ray.exceptions.RayActorError as e:
                 self._preferred = (index + 1) % len(self._actors)
                 return index, EvaluationResult(
@@ -279,3 +289,9 @@ class RayBackend(EvaluationBackend):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _given(result: Optional[EvaluationResult]) -> EvaluationResult:
+    """evaluate, validate and benchmark always answer with a result (baseline may not)."""
+    assert result is not None
+    return result

@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from . import native
 from .cache_dir import cache_root
@@ -100,11 +100,11 @@ def refused(source: str, entry: str, arch: str, options: list[str], allow_fast_m
 
 
 # (source, filename, entry, options, arch, timeout_s) -> the compile process's JSON reply
-Nvrtc = Callable[[str, str, str, list[str], str, Optional[float]], dict]
+Nvrtc = Callable[[str, str, str, list[str], str, Optional[float]], dict[str, Any]]
 
 
 def run_nvrtc(source: str, filename: str, entry: str, options: list[str], arch: str,
-              timeout_s: Optional[float]) -> dict:
+              timeout_s: Optional[float]) -> dict[str, Any]:
     """NVRTC in this machine's compile process (the policy was checked by the caller)."""
     return compile_pool(header_dir(native.nvrtc_version())).compile(source, filename, entry, options, arch, timeout_s)
 
