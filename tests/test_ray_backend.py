@@ -27,6 +27,7 @@ from agent.spec.workload import load_workload
 from agent.tracking.tracker import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
