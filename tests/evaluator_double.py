@@ -4,11 +4,18 @@ Compilation is real (NVRTC needs no GPU); validation and timing are scripted: a
 candidate's score is a deterministic function of its knob values, and a
 candidate whose name contains a key of `fail` gets that status. The real
 Evaluator runs in tests/test_gpu_evaluation.py on a GPU.
+
+On Ray (tests/test_ray_backend.py) each GPU actor holds one, made by
+`double_factory`; the test reaches into the actors' processes through files
+(FileGate, `meet`, `die_at`), since their memory is not the test's.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
+from pathlib import Path
 
 from agent.evaluate.results import CaseResult, EvaluationResult, Status
 from agent.evaluate.stats import TimingStats
@@ -43,11 +50,38 @@ class Gate:
         self.opened.set()
 
 
+class FileEvent:
+    """threading.Event's set / is_set across processes: a file that exists once set."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def set(self) -> None:
+        self.path.touch()
+
+    def is_set(self) -> bool:
+        return self.path.exists()
+
+
+class FileGate(Gate):
+    """A Gate that works from another process (a Ray actor holding the double)."""
+
+    def __init__(self, directory: Path, free: int = 0):
+        self.free = free
+        self.held = FileEvent(Path(directory) / "held")
+        self.opened = FileEvent(Path(directory) / "opened")
+
+
+def no_case_factor(defines, case) -> float:
+    return 1.0
+
+
 class EvaluatorDouble:
     def __init__(self, workload: Workload, fail: dict[str, str] | None = None, score=knob_score,
                  fresh_fail: set[str] | None = None, raise_at: int | None = None,
                  interrupt_at: int | None = None, delay_s: float = 0.0, gate: Gate | None = None,
-                 error: Exception | None = None, case_factor=lambda defines, case: 1.0):
+                 error: Exception | None = None, case_factor=no_case_factor,
+                 meet: tuple[Path, int] | None = None, die_at: tuple[int, Path] | None = None):
         self.workload, self.fail, self.score = workload, fail or {}, score
         self.case_factor = case_factor  # (knob values, case name) -> factor on that case's time
         self.fresh_fail = fresh_fail or set()
@@ -56,6 +90,11 @@ class EvaluatorDouble:
         self.interrupt_at = interrupt_at  # simulate Ctrl-C arriving during this evaluate() call
         self.delay_s = delay_s  # GPU work takes time (for tests that measure time, not for synchronisation)
         self.gate = gate
+        # (folder, n): each evaluate() waits until n calls, in any process, have arrived: proves they overlap
+        self.meet = meet
+        # (k, flag file): this process dies (os._exit) at its k-th evaluate() unless the flag exists; it
+        # creates the flag first, so the process Ray restarts in its place lives on
+        self.die_at = die_at
         self.aborted = False
         self.calls: list[tuple[str, int, bool]] = []
         self.rejected: list[str] = []  # candidates benchmark() rejected early
@@ -77,11 +116,19 @@ class EvaluatorDouble:
     def evaluate(self, candidate, seed: int = 1, revalidate: bool = True, time_cases: bool = True) -> EvaluationResult:
         self.calls.append((candidate.name, seed, time_cases))
         import time
+        if self.die_at is not None and len(self.calls) == self.die_at[0] and not self.die_at[1].exists():
+            self.die_at[1].touch()
+            os._exit(1)
+        if self.meet is not None:
+            (self.meet[0] / f"{os.getpid()}-{threading.get_ident()}-{len(self.calls)}").touch()
         deadline = time.monotonic() + self.delay_s
+        meet_by = time.monotonic() + 120.0  # then go on: the test fails on its assertions, it does not hang
         held = self.gate is not None and len(self.calls) > self.gate.free
         if held:
             self.gate.held.set()
-        while time.monotonic() < deadline or (held and not self.gate.opened.is_set()):
+        while time.monotonic() < deadline or (held and not self.gate.opened.is_set()) or \
+                (self.meet is not None and len(list(self.meet[0].iterdir())) < self.meet[1]
+                 and time.monotonic() < meet_by):
             if self.aborted:
                 self.aborted = False
                 from agent.evaluate.evaluator import EvaluationAborted
@@ -118,6 +165,9 @@ class EvaluatorDouble:
             result.score_ms = geomean(perf)
         return result
 
+    def evaluate_many(self, candidates, seed: int = 1) -> list[EvaluationResult]:
+        return [self.evaluate(c, seed) for c in candidates]
+
     def validate(self, candidate, seed: int = 1) -> EvaluationResult:
         return self.evaluate(candidate, seed, revalidate=False, time_cases=False)
 
@@ -144,3 +194,13 @@ class EvaluatorDouble:
 
     def close(self):
         self.closed = True
+
+
+def _make_double(workload: Workload, options, worker_log, **kwargs) -> EvaluatorDouble:
+    return EvaluatorDouble(workload, **kwargs)
+
+
+def double_factory(**kwargs):
+    """What a Ray GPU actor builds in place of the local Evaluator: an EvaluatorDouble with
+    these arguments (agent/evaluate/ray_backend.py's EvaluatorFactory)."""
+    return functools.partial(_make_double, **kwargs)

@@ -72,5 +72,6 @@ def test_the_check_sees_a_departure():
             raise NotImplementedError
 
     found = mismatches(EvaluationBackend, Partial, Partial())
-    assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "baseline",
-                                                "baseline_kinds", "abort", "close", "validate", "benchmark"}, found
+    assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "evaluate_many",
+                                                "baseline", "baseline_kinds", "abort", "close", "validate",
+                                                "benchmark"}, found

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..evaluate.backend_choice import BACKENDS
 from ..spec.workload import load_workload
 from ..tracking.options import check_readable
 from .check import add_reference_timeout, preflight
@@ -123,6 +124,11 @@ def _common(p) -> None:
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a kernel may run before it is killed")
     p.add_argument("--device", type=int, default=0)
     add_reference_timeout(p)
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="where candidates are evaluated: this machine's GPU (local) or one Ray actor per GPU "
+                        "(ray: pip install 'warpsmith[ray]')")
+    p.add_argument("--ray-address", default="", help="a running Ray cluster for --backend ray (default: start one here)")
+    p.add_argument("--ray-gpus", type=int, default=0, help="GPU actors for --backend ray (default: every GPU of the cluster)")
 
 
 def cmd_run(args) -> int:

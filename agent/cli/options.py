@@ -4,6 +4,7 @@ added to its parser and read once here, into the record it belongs to."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Optional
 
@@ -24,9 +25,15 @@ def limit_changes(args) -> dict:
 
 
 def evaluation_options(args, timing: Optional[TimingConfig] = None) -> EvaluationOptions:
-    """--hot, --device, --timeout, --reference-timeout; eval gives its own timing."""
+    """--hot, --device, --timeout, --reference-timeout, the backend (session commands);
+    eval gives its own timing."""
+    backend = getattr(args, "backend", "local")
+    if backend == "ray" and importlib.util.find_spec("ray") is None:
+        from ..evaluate.ray_backend import RAY_MISSING
+        raise CliError(f"--backend ray: {RAY_MISSING}")
     return EvaluationOptions(timing or TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
-                             args.reference_timeout)
+                             args.reference_timeout, backend, getattr(args, "ray_address", ""),
+                             getattr(args, "ray_gpus", 0))
 
 
 def tracking_options(args, trace: bool = False) -> TrackingOptions:

@@ -24,11 +24,11 @@ def open_session(info, directory: Path, evaluation: EvaluationOptions, tracking:
                  proposer=None, gpu_first: bool = False):
     """gpu_first: start the GPU worker before the tracker or checkpoint exists; without
     a usable GPU nothing is left behind (agent/cli/gpu_first.py)."""
-    from ..evaluate.evaluator import Evaluator
+    from ..evaluate.backend_choice import open_backend
     from ..loop.session import Session
     from ..proposers.choice import make_proposer
     workload = load_workload(info.workload).timing_only(info.search.cases)
-    evaluator = Evaluator(workload, evaluation, worker_log=directory / "worker.log")
+    evaluator = open_backend(workload, evaluation, directory)
     if gpu_first:
         from .gpu_first import start_worker_first
         start_worker_first(evaluator, directory)

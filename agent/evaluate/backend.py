@@ -1,7 +1,7 @@
 """What the loop, the session, the proposers and the CLI ask of an evaluator: the
 local one (agent/evaluate/evaluator.py, a GPU worker process), a test double
-(tests/evaluator_double.py), later one per GPU elsewhere (Ray). Everything above
-evaluate/ names this, never a concrete evaluator."""
+(tests/evaluator_double.py), one actor per GPU (agent/evaluate/ray_backend.py).
+Everything above evaluate/ names this, never a concrete evaluator."""
 
 from __future__ import annotations
 
@@ -42,6 +42,11 @@ class EvaluationBackend(Protocol):
         """An attempt's second half: time and validate again. Given the best score so far,
         a candidate clearly slower than it stops after a first chunk of launches, as
         ``rejected_early`` (agent/evaluate/early_reject.py)."""
+        ...
+
+    def evaluate_many(self, candidates: list[Candidate], seed: int = 1) -> list[EvaluationResult]:
+        """evaluate() for each, results in the candidates' order: one after another on one
+        GPU, spread over the free GPUs on Ray."""
         ...
 
     def baseline_kinds(self) -> list[str]:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..runtime.compiler import CompiledKernel, compile_kernel
+from ..runtime.compiler import CompiledKernel, Nvrtc, compile_kernel, run_nvrtc
 from ..runtime.cubin_audit import audit_cubin
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
@@ -182,14 +182,7 @@ class Evaluator(EvaluationBackend):
 
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
-        """NVRTC, then the CUBIN audit: a kernel that keeps state between launches is refused."""
-        compiled = compile_kernel(candidate.source, candidate.entry, self.facts.arch,
-                                  candidate.compile_options(), filename=f"{candidate.name}.cu",
-                                  allow_fast_math=self.workload.tolerance.allow_fast_math)
-        refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
-        if refusal:
-            return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
-        return compiled
+        return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math)
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True) -> EvaluationResult:
@@ -198,6 +191,10 @@ class Evaluator(EvaluationBackend):
         t_start = time.perf_counter()
         result, request = self._request(candidate, seed, t_start)
         return self._steps(result, request, steps, t_start)
+
+    def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
+        """One GPU: one after another, in order."""
+        return [self.evaluate(c, seed) for c in candidates]
 
     def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
         """An attempt's first half: every case validated, nothing timed. A pass is kept
@@ -279,7 +276,16 @@ class Evaluator(EvaluationBackend):
         if request is not None:
             self._run(dataclasses.replace(request, steps=steps), result)
             self._gate_floor(result)
+        result.gpu = self.gpu_label()
         return _finish(result, t_start)
+
+    def gpu_label(self) -> str:
+        """The GPU this evaluator's worker runs on, for each attempt's record. Read from the
+        worker already started (a dead one included): a label never restarts a worker."""
+        if self._worker is None:
+            return ""
+        facts = self._worker.ready.facts
+        return " ".join(p for p in (f"{self.ordinal}:", facts.name, facts.uuid) if p)
 
     def baseline_kinds(self) -> list[str]:
         """The baselines this workload has and this machine can run (PyTorch's need torch)."""
@@ -416,6 +422,18 @@ class Evaluator(EvaluationBackend):
                 c.status, c.detail = status, detail
         if result.status in (Progress.PENDING, Status.OK):
             result.status, result.detail = status, detail
+
+
+def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
+                      nvrtc: Nvrtc = run_nvrtc) -> CompiledKernel:
+    """NVRTC (here, or where `nvrtc` sends it), then the CUBIN audit: a kernel that keeps
+    state between launches is refused."""
+    compiled = compile_kernel(candidate.source, candidate.entry, arch, candidate.compile_options(),
+                              filename=f"{candidate.name}.cu", allow_fast_math=allow_fast_math, nvrtc=nvrtc)
+    refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
+    if refusal:
+        return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
+    return compiled
 
 
 def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:

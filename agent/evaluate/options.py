@@ -1,5 +1,6 @@
-"""How a command's GPU evaluation runs: timing, device and time limits. Built from the
-command line by agent/cli/options.py; the evaluator reads nothing else."""
+"""How a command's GPU evaluation runs: timing, device, time limits and the backend
+(local, or Ray with one actor per GPU). Built from the command line by
+agent/cli/options.py; the evaluator reads nothing else."""
 
 from __future__ import annotations
 
@@ -15,3 +16,6 @@ class EvaluationOptions:
     device: int = 0  # --device
     kernel_timeout_s: float = 10.0  # --timeout: a kernel running longer is killed
     reference_timeout_s: float = REFERENCE_TIMEOUT_S  # --reference-timeout, per case
+    backend: str = "local"  # --backend: local | ray
+    ray_address: str = ""  # --ray-address: a running cluster ("" starts a local one)
+    ray_gpus: int = 0  # --ray-gpus: GPU actors (0: one per GPU of the cluster)

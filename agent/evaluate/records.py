@@ -97,6 +97,7 @@ class Attempt(BaseModel):
     profile: list[CaseProfile] = []
     sources: list[str] = []  # guidance cited in the prompt (--nvidia-research)
     parent: Optional[int] = None  # the attempt it was derived from (0 = the starting kernel), when known
+    gpu: str = ""  # the GPU it was validated and timed on (EvaluationResult.gpu), when known
 
     @property
     def suspect(self) -> bool:

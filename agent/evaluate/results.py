@@ -71,6 +71,7 @@ class EvaluationResult:
     detail: str = ""  # the first failure, verbatim, for the proposer
     seed: int = 0
     wall_ms: dict[str, float] = field(default_factory=dict)  # compile / validate / time / total
+    gpu: str = ""  # where it ran: "0: NVIDIA H200 GPU-..." (the Ray backend: "actor 1: ...")
 
     @property
     def ok(self) -> bool:

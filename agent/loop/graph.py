@@ -218,7 +218,7 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     r = runtime.context.evaluator.validate(state["pending"].to_candidate())
     status = Progress.VALIDATED if r.ok else r.status
     cases = outcomes(r, runtime.context.workload, None)  # untimed: no floor to compare with
-    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases})}
+    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases, "gpu": r.gpu})}
 
 
 def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -238,7 +238,7 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if suspects:  # reflect's fresh-seed revalidation still decides; the flag stays on the record
         detail = (detail + "\n" if detail else "") + "SUSPECT, faster than physically possible: " + ", ".join(suspects)
     return {"attempt": attempt.model_copy(update={"status": r.status, "detail": detail, "score_ms": r.score_ms,
-                                                  "cases": cases})}
+                                                  "cases": cases, "gpu": r.gpu})}
 
 
 def profile(state: LoopState, runtime: Runtime[LoopContext]) -> dict:

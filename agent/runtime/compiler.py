@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from . import native
 from .cache_dir import cache_root
@@ -99,12 +99,24 @@ def refused(source: str, entry: str, arch: str, options: list[str], allow_fast_m
     return None
 
 
+# (source, filename, entry, options, arch, timeout_s) -> the compile process's JSON reply
+Nvrtc = Callable[[str, str, str, list[str], str, Optional[float]], dict[str, Any]]
+
+
+def run_nvrtc(source: str, filename: str, entry: str, options: list[str], arch: str,
+              timeout_s: Optional[float]) -> dict[str, Any]:
+    """NVRTC in this machine's compile process (the policy was checked by the caller)."""
+    return compile_pool(header_dir(native.nvrtc_version())).compile(source, filename, entry, options, arch, timeout_s)
+
+
 def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[str]] = None,
                    filename: str = "kernel.cu", use_cache: bool = True, allow_fast_math: bool = False,
-                   timeout_s: Optional[float] = None) -> CompiledKernel:
+                   timeout_s: Optional[float] = None, nvrtc: Nvrtc = run_nvrtc) -> CompiledKernel:
     """Compile to a CUBIN for `arch`; compile errors are results (ok=False), with the log.
     `allow_fast_math`: the workload's tolerance.allow_fast_math (precision-lowering math
-    flags); `timeout_s`: the compile's limit (compile_process.TIMEOUT_S by default)."""
+    flags); `timeout_s`: the compile's limit (compile_process.TIMEOUT_S by default);
+    `nvrtc`: where NVRTC runs (the Ray backend sends it to a CPU worker); the policy
+    and the cache stay here either way."""
     options = list(options or [])
     refusal = refused(source, entry, arch, options, allow_fast_math)
     if refusal:
@@ -116,7 +128,7 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
         meta = json.loads((directory / "meta.json").read_text())
         return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
                               Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes())
-    r = compile_pool(header_dir(version)).compile(source, filename, entry, options, arch, timeout_s)
+    r = nvrtc(source, filename, entry, options, arch, timeout_s)
     symbol = r["lowered_name"] or entry
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,

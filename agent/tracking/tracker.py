@@ -178,7 +178,8 @@ class Tracker(SessionTracker):
         if attempt.profile:
             files["profile.json"] = json.dumps([p.model_dump() for p in attempt.profile], indent=2)
         params = {"iteration": attempt.iteration, "name": attempt.name, "proposer": attempt.proposer,
-                  "status": attempt.status, **({"parent": attempt.parent} if attempt.parent is not None else {})}
+                  "status": attempt.status, **({"parent": attempt.parent} if attempt.parent is not None else {}),
+                  **({"gpu": attempt.gpu} if attempt.gpu else {})}
         if spec is not None:
             params.update({"grid": " ".join(spec.grid), "block": " ".join(spec.block), "shared": spec.shared,
                            "entry": spec.entry, "compile_options": " ".join(spec.options) or "-",
@@ -197,7 +198,8 @@ class Tracker(SessionTracker):
                                        tags={"mlflow.parentRunId": run, "warpsmith.iteration": str(step),
                                              "warpsmith.status": str(params["status"]),
                                              **({"warpsmith.parent_attempt": str(params["parent"])}
-                                                if "parent" in params else {})})
+                                                if "parent" in params else {}),
+                                             **({"warpsmith.gpu": str(params["gpu"])} if "gpu" in params else {})})
         cid = child.info.run_id
         self.client.log_batch(cid, metrics=[Metric(k, float(v), now, 0) for k, v in own.items()],
                               params=[Param(k, str(v)[:6000]) for k, v in params.items()],

@@ -1,0 +1,298 @@
+"""Evaluation over Ray (`--backend ray`): one actor per GPU, each holding a local
+Evaluator and so its own GPU worker process, on this machine or a cluster
+(`--ray-address`). NVRTC runs as Ray tasks on CPU workers; the compile policy and
+the CUBIN cache stay in this process (agent/runtime/compiler.py).
+
+A session on Ray behaves as a local one. One call at a time goes to the actor that
+served the last one while it is free, so a sequential session, its re-timings and
+its baseline stay on one GPU; evaluate_many() spreads a batch over every free actor.
+An attempt's result names the GPU it ran on. An actor that dies costs the call in
+flight (``crashed``); Ray restarts it with a fresh worker and the next calls go to
+the other GPUs first.
+
+Ray is an optional extra: ``pip install 'warpsmith[ray]'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..runtime.compiler import CompiledKernel, run_nvrtc
+from ..runtime.device_facts import DeviceFacts
+from ..spec.candidate import Candidate
+from ..spec.speed_of_light import Ceilings
+from ..spec.workload import Workload
+from ..worker.process import GpuUnavailable
+from .backend import EvaluationBackend
+from .evaluator import DEFAULT_SEED, EvaluationAborted, Evaluator, compile_candidate
+from .options import EvaluationOptions
+from .results import EvaluationResult, Status
+
+RAY_MISSING = "the ray backend needs Ray: pip install 'warpsmith[ray]'"
+ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline"})  # what an actor runs for the backend
+
+# (workload, options, worker log) -> the evaluator an actor holds; a module-level function, so Ray can ship it
+EvaluatorFactory = Callable[[Workload, EvaluationOptions, Optional[Path]], Any]
+
+
+def ray_module() -> Any:
+    """Ray, or ImportError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError(RAY_MISSING) from None
+    return ray
+
+
+def local_evaluator(workload: Workload, options: EvaluationOptions, worker_log: Optional[Path]) -> Evaluator:
+    # Ray gives an actor its GPU through CUDA_VISIBLE_DEVICES: there it is device 0.
+    return Evaluator(workload, dataclasses.replace(options, device=0), worker_log=worker_log)
+
+
+def _nvrtc_task(source: str, filename: str, entry: str, options: list[str], arch: str,
+                timeout_s: Optional[float]) -> dict[str, Any]:
+    """On a CPU worker: NVRTC in that machine's compile process, the same sandbox as here."""
+    return run_nvrtc(source, filename, entry, options, arch, timeout_s)
+
+
+class GpuActor:
+    """In a Ray worker process that holds one GPU: its evaluator, one call at a time.
+    Ray runs it with two threads so that abort() reaches the call in flight."""
+
+    def __init__(self, index: int, factory: EvaluatorFactory, workload: Workload, options: EvaluationOptions,
+                 worker_log: Optional[Path]):
+        self.index = index
+        self.evaluator: EvaluationBackend = factory(workload, options, worker_log)
+        self._events: list[object] = []
+        self.evaluator.on_event = lambda event: self._events.append(event)
+        self._busy = False
+
+    def facts(self) -> DeviceFacts:
+        return self.evaluator.facts
+
+    def ceilings(self) -> Optional[Ceilings]:
+        return self.evaluator.ceilings
+
+    def baseline_kinds(self) -> list[str]:
+        return self.evaluator.baseline_kinds()
+
+    def label(self) -> str:
+        facts = self.evaluator.facts
+        return " ".join(p for p in (f"actor {self.index}:", facts.name, facts.uuid) if p)
+
+    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[Optional[EvaluationResult], list[object], str]:
+        """evaluator.NAME(*arguments), with the replies it streamed on the way (sent
+        back with the result: the backend passes them on) and this GPU's label."""
+        if name not in ACTOR_CALLS:
+            raise ValueError(f"GpuActor: no call '{name}'")
+        self._events, self._busy = [], True
+        try:
+            result = getattr(self.evaluator, name)(*arguments)
+        finally:
+            self._busy = False
+        return result, self._events, self.label()
+
+    def abort(self) -> None:
+        """Kill the call in flight, if any (an idle actor keeps no flag for a later call)."""
+        if self._busy:
+            self.evaluator.abort()
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+class RayBackend(EvaluationBackend):
+    def __init__(self, workload: Workload, options: EvaluationOptions = EvaluationOptions(),
+                 on_event: Optional[Callable[[object], None]] = None, log_dir: Optional[Path] = None,
+                 factory: EvaluatorFactory = local_evaluator):
+        workload.check_evaluable()
+        ray = ray_module()
+        self._ray, self.workload = ray, workload
+        self.timing = options.timing
+        self.on_event = on_event or (lambda event: None)
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            ray.init(address=options.ray_address or None, include_dashboard=False, log_to_driver=False)
+        have = int(ray.cluster_resources().get("GPU", 0))
+        count = options.ray_gpus or have
+        if count < 1 or count > have:
+            self._shutdown()
+            raise GpuUnavailable(f"the Ray cluster has {have} GPU(s), {count or 'at least 1'} asked for")
+        # num_cpus=0: Ray's scheduling count only (nothing is pinned); an actor holding a CPU would leave
+        # none for the compile tasks on a machine with as many CPUs as GPUs
+        actor = ray.remote(GpuActor).options(num_gpus=1, num_cpus=0, max_restarts=-1, max_task_retries=0,
+                                             max_concurrency=2)
+        self._actors = [actor.remote(i, factory, workload, options, log_dir / f"worker-{i}.log" if log_dir else None)
+                        for i in range(count)]
+        self._labels = [f"actor {i}" for i in range(count)]
+        self._nvrtc = ray.remote(_nvrtc_task).options(num_cpus=1)
+        self._free = threading.Condition()
+        self._busy: set[int] = set()
+        self._preferred = 0  # single calls stay on this actor while it is free and alive
+        self._validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
+        self._aborted = False
+        self._facts: Optional[DeviceFacts] = None
+        self._ceilings: Optional[tuple[Optional[Ceilings]]] = None  # (None,): asked, there are none
+        self._kinds: Optional[list[str]] = None
+
+    # -- the GPU's facts, from the first actor, once (it may be restarting later) ---------------
+    @property
+    def facts(self) -> DeviceFacts:
+        if self._facts is None:
+            facts: DeviceFacts = self._get(self._actors[0].facts.remote())
+            self._facts = facts
+        return self._facts
+
+    @property
+    def ceilings(self) -> Optional[Ceilings]:
+        if self._ceilings is None:
+            ceilings: Optional[Ceilings] = self._get(self._actors[0].ceilings.remote())
+            self._ceilings = (ceilings,)
+        return self._ceilings[0]
+
+    def baseline_kinds(self) -> list[str]:
+        if self._kinds is None:
+            kinds: list[str] = self._get(self._actors[0].baseline_kinds.remote())
+            self._kinds = kinds
+        return list(self._kinds)
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def compile(self, candidate: Candidate) -> CompiledKernel:
+        """NVRTC as a Ray task (one CPU); the policy, the cache and the CUBIN audit here."""
+        return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math,
+                                 nvrtc=self._remote_nvrtc)
+
+    def _remote_nvrtc(self, source: str, filename: str, entry: str, options: list[str], arch: str,
+                      timeout_s: Optional[float]) -> dict[str, Any]:
+        reply: dict[str, Any] = self._get(self._nvrtc.remote(source, filename, entry, options, arch, timeout_s))
+        return reply
+
+    def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
+                 time_cases: bool = True) -> EvaluationResult:
+        compiled = self.compile(candidate)  # on a CPU worker; the actor then finds the CUBIN in the cache
+        if not compiled.ok:  # as the local evaluator says it, without a GPU's time (failures are not cached)
+            self.on_event(compiled)
+            return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
+                                    wall_ms={"compile": compiled.compile_ms})
+        return _given(self._call(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases))[1])
+
+    def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
+        """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
+        with ThreadPoolExecutor(len(self._actors)) as pool:
+            return list(pool.map(lambda c: self.evaluate(c, seed), candidates))
+
+    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
+        index, result = self._call(candidate.name, "validate", (candidate, seed))
+        self._validated_on = index
+        return _given(result)
+
+    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None) -> EvaluationResult:
+        """On the actor that validated it, whose worker still has the kernel loaded; with
+        `best_ms`, the same early rejection as the local evaluator (it runs there)."""
+        only, self._validated_on = self._validated_on, None
+        return _given(self._call(candidate.name, "benchmark", (candidate, seed, best_ms), only=only)[1])
+
+    def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
+        return self._call(kind or "baseline", "baseline", (seed, kind))[1]
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def _acquire(self, only: Optional[int]) -> int:
+        with self._free:
+            while True:
+                if self._aborted:  # "stop now" arrived between two calls
+                    self._aborted = False
+                    raise EvaluationAborted("stopped by the user")
+                free = [i for i in range(len(self._actors)) if i not in self._busy]
+                if only is not None:
+                    free = [i for i in free if i == only]
+                elif self._preferred in free:
+                    free = [self._preferred]
+                if free:
+                    self._busy.add(free[0])
+                    return free[0]
+                self._free.wait()
+
+    def _release(self, index: int) -> None:
+        with self._free:
+            self._busy.discard(index)
+            self._free.notify_all()
+
+    def _call(self, name: str, method: str, arguments: tuple[Any, ...],
+              only: Optional[int] = None) -> tuple[int, Optional[EvaluationResult]]:
+        """Run `method` on a free actor (or actor `only`); an actor that dies makes the result
+        ``crashed`` and sends the next calls to another GPU while Ray restarts it."""
+        index = self._acquire(only)
+        try:
+            try:
+                reply: tuple[Optional[EvaluationResult], list[object], str] = self._get(self._actors[index].call.remote(method, arguments))
+                result, events, label = reply
+            except self._ray.exceptions.RayActorError as e:
+                self._preferred = (index + 1) % len(self._actors)
+                return index, EvaluationResult(
+                    name, Status.CRASHED, None, seed=arguments[1] if method != "baseline" else arguments[0], gpu=self._labels[index],
+                    detail=f"{self._labels[index]} died ({type(e).__name__}); Ray restarts it, the session goes on")
+            self._labels[index] = label
+            if only is None:
+                self._preferred = index
+            for event in events:
+                self.on_event(event)
+            if result is not None:
+                result.gpu = label
+            return index, result
+        finally:
+            self._release(index)
+
+    def _get(self, ref: Any) -> Any:
+        """ray.get, with the exception raised in the actor or task raised here as itself."""
+        try:
+            return self._ray.get(ref)
+        except self._ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, EvaluationAborted):
+                with self._free:
+                    self._aborted = False
+                raise EvaluationAborted("stopped by the user") from None
+            if isinstance(e.cause, Exception):
+                raise e.cause from None
+            raise
+
+    # -- stopping -----------------------------------------------------------------------------
+    def abort(self) -> None:
+        """Kill the GPU work in flight on every actor, from any thread ("stop now"); the
+        calls waiting on it raise EvaluationAborted, as does the next one if none was."""
+        with self._free:
+            self._aborted = True
+            busy = sorted(self._busy)
+        for i in busy:
+            self._actors[i].abort.remote()
+
+    def close(self) -> None:
+        """Each actor's worker closed, the actors ended; a cluster this backend started, shut down."""
+        ray = self._ray
+        try:
+            ray.wait([a.close.remote() for a in self._actors], num_returns=len(self._actors), timeout=30)
+        finally:
+            for a in self._actors:
+                ray.kill(a, no_restart=True)
+            self._actors = []
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._owns_ray:
+            self._ray.shutdown()
+            self._owns_ray = False
+
+    def __enter__(self) -> "RayBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _given(result: Optional[EvaluationResult]) -> EvaluationResult:
+    """evaluate, validate and benchmark always answer with a result (baseline may not)."""
+    assert result is not None
+    return result

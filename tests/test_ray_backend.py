@@ -1,0 +1,227 @@
+"""The Ray backend on a local Ray cluster with two stand-in GPUs: each GPU actor holds
+an EvaluatorDouble (tests/evaluator_double.py) instead of a GPU worker. One cluster
+for the module (Ray takes seconds to start); each test makes its own actors."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from evaluator_double import EvaluatorDouble, FileGate, double_factory
+from mlflow.tracking import MlflowClient
+from workload_factory import make_sgemm_workload
+
+from agent.evaluate.results import Status
+from agent.loop import events
+from agent.loop.options import SearchOptions
+from agent.loop.session import Session, SessionInfo, session_dir
+from agent.proposers.choice import ProposerChoice
+from agent.proposers.tune import TuneProposer
+from agent.spec.candidate import Candidate
+from agent.spec.workload import load_workload
+from agent.tracking.tracker import Tracker
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray(tmp_path_factory):
+    """A local cluster: 2 CPUs, 2 GPUs that are only a resource count."""
+    ray = pytest.importorskip("ray")
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           # the test session's cache (conftest's _private_cache), for the actors and compile tasks too
+           "WARPSMITH_CACHE": str(tmp_path_factory.getbasetemp() / "cache")}
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def workload(tmp_path):
+    return load_workload(make_sgemm_workload(tmp_path / "w"))
+
+
+def tiled(workload, **defines) -> Candidate:
+    c = Candidate.from_spec(workload.kernels["tiled"], defines)
+    return dataclasses.replace(c, name="tiled-" + "-".join(f"{k}{v}" for k, v in defines.items()))
+
+
+def ray_backend(workload, gpus: int = 2, **double):
+    from agent.evaluate.options import EvaluationOptions
+    from agent.evaluate.ray_backend import RayBackend
+    return RayBackend(workload, EvaluationOptions(backend="ray", ray_gpus=gpus), factory=double_factory(**double))
+
+
+def open_session(tmp_path, workload, budget, evaluator, session_id="s1"):
+    store = tmp_path / "store"
+    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=0), budget))
+    tracker = Tracker(store)
+    directory = session_dir(store, session_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    info.mlflow_run_id = tracker.start(workload.name, session_id, {"proposer": "tune", "budget": budget})
+    info.save(directory)
+    return Session(info, directory, workload, evaluator, TuneProposer(0), tracker)
+
+
+def run_session(tmp_path, workload, budget, evaluator, session_id="s1", on_event=lambda e: None):
+    s = open_session(tmp_path, workload, budget, evaluator, session_id)
+    try:
+        status = s.end(s.run(on_event))
+        return status, s.state, s
+    finally:
+        s.close()
+
+
+def test_a_session_on_ray_finds_what_the_local_double_finds_and_records_the_gpu(ray, tmp_path, workload):
+    """Same attempts, statuses, scores and best as on the local double; each attempt names its GPU, in MLflow too."""
+    local_status, local, _ = run_session(tmp_path / "local", workload, 6, EvaluatorDouble(workload))
+    status, on_ray, s = run_session(tmp_path / "ray", workload, 6, ray_backend(workload))
+    assert status == local_status == "finished"
+    assert [(a.name, a.status, a.score_ms) for a in on_ray["history"]] == \
+        [(a.name, a.status, a.score_ms) for a in local["history"]]
+    assert on_ray["best"].spec == local["best"].spec and on_ray["best"].score_ms == local["best"].score_ms
+    assert all(a.gpu == "actor 0: EvaluatorDouble (no GPU)" for a in on_ray["history"])  # one call at a time: one GPU
+    assert all(a.gpu == "" for a in local["history"])  # the double itself names no GPU
+    client = MlflowClient(s.tracker.uri)
+    children = client.search_runs([client.get_run(s.info.mlflow_run_id).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{s.info.mlflow_run_id}'")
+    assert len(children) == 6
+    assert {c.data.tags["warpsmith.gpu"] for c in children} == {"actor 0: EvaluatorDouble (no GPU)"}
+
+
+def test_evaluate_many_spreads_a_batch_over_the_gpus_in_order(ray, tmp_path, workload):
+    """Four candidates on two GPU actors: two run at once (each waits for the other), results in the given order."""
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    batch = [tiled(workload, BM=bm) for bm in (32, 64, 128, 256)]
+    with ray_backend(workload, meet=(meet, 2)) as backend:
+        results = backend.evaluate_many(batch)
+    local = EvaluatorDouble(workload).evaluate_many(batch)
+    assert [(r.candidate, r.status, r.score_ms) for r in results] == [(r.candidate, r.status, r.score_ms) for r in local]
+    assert {r.gpu.split(":")[0] for r in results} == {"actor 0", "actor 1"}
+    assert len(list(meet.iterdir())) == 4
+
+
+def test_a_candidate_that_does_not_compile_never_reaches_a_gpu_actor(ray, tmp_path, workload):
+    """compile_failed with NVRTC's log, as locally, and no GPU named: no actor was asked."""
+    broken = dataclasses.replace(tiled(workload, BM=64), source="extern \"C\" __global__ void sgemm( {")
+    with ray_backend(workload, gpus=1) as backend:
+        (result,) = backend.evaluate_many([broken])
+    assert result.status == Status.COMPILE_FAILED and result.gpu == "" and "error" in result.detail
+    local = EvaluatorDouble(workload).evaluate(broken)
+    assert local.status == Status.COMPILE_FAILED and local.detail == result.detail
+
+
+def test_a_dying_gpu_actor_costs_one_attempt_and_the_session_goes_on(ray, tmp_path, workload):
+    """The actor's process dies benchmarking attempt 1: that attempt is crashed, the other GPU takes over, all 5 run."""
+    flag = tmp_path / "died-once"
+    status, state, _ = run_session(tmp_path, workload, 5, ray_backend(workload, die_at=(3, flag)))
+    assert status == "finished" and flag.exists()
+    history = state["history"]
+    assert len(history) == 5
+    assert [a.status for a in history].count(Status.CRASHED) == 1
+    crashed = history[0]
+    assert crashed.status == Status.CRASHED and "actor 0" in crashed.detail and "died" in crashed.detail
+    assert all(a.status == Status.OK and a.gpu.startswith("actor 1:") for a in history[1:])
+    assert state["best"] is not None
+
+
+def test_compiles_run_as_ray_tasks_through_the_same_cache_and_policy(ray, workload):
+    """NVRTC on a CPU worker; the second compile is the cache's; a refused option never reaches NVRTC."""
+    candidate = tiled(workload, BM=96)
+    with ray_backend(workload, gpus=1) as backend:
+        first, again = backend.compile(candidate), backend.compile(candidate)
+        refused = backend.compile(dataclasses.replace(candidate, options=("-Xptxas", "-O0")))
+    assert first.ok and not first.cached and first.cubin
+    assert again.cached and again.cubin == first.cubin
+    assert not refused.ok and refused.error == "OPTION_REFUSED"
+
+
+def test_pause_and_stop_after_step_on_ray(ray, tmp_path, workload):
+    """A pause stops at the step boundary and the session goes on from there; stop-after-step stops it."""
+    s = open_session(tmp_path, workload, 4, ray_backend(workload))
+    try:
+        def pause_after_two(e):
+            if isinstance(e, events.AttemptFinished) and e.iteration == 2:
+                s.pause()
+        assert s.run(pause_after_two) == "paused" and s.state["iteration"] == 2
+
+        def stop_after_three(e):
+            if isinstance(e, events.AttemptFinished) and e.iteration == 3:
+                s.stop_after_step()
+        assert s.run(stop_after_three) == "stopped" and s.state["iteration"] == 3
+        assert s.run() == "finished" and s.state["iteration"] == 4
+    finally:
+        s.close()
+
+
+def test_stop_now_kills_the_evaluation_in_flight_on_its_actor(ray, tmp_path, workload):
+    """Stop now while an actor holds attempt 1's evaluation: the session stops, the checkpoint is before that step."""
+    gate_dir = tmp_path / "gate"
+    gate_dir.mkdir()
+    gate = FileGate(gate_dir, free=1)  # the starting kernel passes, attempt 1's validation is held
+    s = open_session(tmp_path, workload, 4, ray_backend(workload, gate=gate))
+    ended = []
+    runner = threading.Thread(target=lambda: ended.append(s.run_to_end()))
+    try:
+        runner.start()
+        while not gate.held.is_set() and runner.is_alive():
+            threading.Event().wait(0.05)
+        assert gate.held.is_set()
+        s.stop_now()
+        runner.join(timeout=120)
+        assert not runner.is_alive() and ended[0].status == "stopped"
+        assert s.state["iteration"] == 0 and not s.state["history"]
+    finally:
+        gate.release()
+        runner.join(timeout=120)
+        s.close()
+
+
+def test_the_ray_backend_implements_the_backend(ray, workload):
+    """RayBackend has every EvaluationBackend member with the same parameters (tests/test_seams.py's check)."""
+    from test_seams import mismatches
+
+    from agent.evaluate.backend import EvaluationBackend
+    from agent.evaluate.ray_backend import RayBackend
+    with ray_backend(workload, gpus=1) as backend:
+        assert EvaluationBackend in RayBackend.__mro__
+        assert mismatches(EvaluationBackend, RayBackend, backend) == []
+
+
+def test_session_flags_choose_the_backend():
+    """run's --backend, --ray-address and --ray-gpus reach EvaluationOptions; local stays the default."""
+    from agent.cli.commands import build_parser
+    from agent.cli.options import run_options
+    parser = build_parser()
+    local = run_options(parser.parse_args(["run", "examples/sgemm"])).evaluation
+    assert (local.backend, local.ray_address, local.ray_gpus) == ("local", "", 0)
+    if importlib.util.find_spec("ray") is None:
+        return
+    chosen = run_options(parser.parse_args(["run", "examples/sgemm", "--backend", "ray", "--ray-address", "auto",
+                                            "--ray-gpus", "2"])).evaluation
+    assert (chosen.backend, chosen.ray_address, chosen.ray_gpus) == ("ray", "auto", 2)
+
+
+def test_backend_ray_without_ray_says_how_to_install_it(monkeypatch):
+    """No Ray installed: --backend ray fails in one line naming the extra; so does building the backend."""
+    from types import SimpleNamespace
+
+    from agent.cli.errors import CliError
+    from agent.cli.options import evaluation_options
+    from agent.evaluate.ray_backend import ray_module
+    args = SimpleNamespace(hot=False, device=0, timeout=10.0, reference_timeout=60.0, backend="ray",
+                           ray_address="", ray_gpus=0)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(CliError, match=r"^--backend ray: the ray backend needs Ray: pip install 'warpsmith\[ray\]'$"):
+        evaluation_options(args)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install 'warpsmith\[ray\]'"):
+        ray_module()
