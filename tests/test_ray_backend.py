@@ -128,7 +128,9 @@ def test_a_dying_gpu_actor_costs_one_attempt_and_the_session_goes_on(ray, tmp_pa
     assert [a.status for a in history].count(Status.CRASHED) == 1
     crashed = history[0]
     assert crashed.status == Status.CRASHED and "actor 0" in crashed.detail and "died" in crashed.detail
-    assert all(a.status == Status.OK and a.gpu.startswith("actor 1:") for a in history[1:])
+    # The others ran on the other GPU and passed (a slower one may be cut by early rejection).
+    assert all(a.status in (Status.OK, Status.REJECTED_EARLY) and a.gpu.startswith("actor 1:") for a in history[1:]), \
+        [(a.status, a.gpu) for a in history]
     assert state["best"] is not None
 
 
