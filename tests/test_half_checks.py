@@ -142,3 +142,12 @@ def test_no_probe_where_the_policy_allows_16_bits_or_nothing_is_16_bit(tmp_path,
         toml = d / "workload.toml"
         toml.write_text(toml.read_text().replace(*edit))
     assert not any(c.probe for c in load_workload(d).cases)
+
+
+def test_the_float16_fixture_loads_and_its_kernel_compiles():
+    """The GPU tests' fp16 workload: a valid spec (no probe: its output is float16) whose kernel compiles for sm_90."""
+    w = load_workload(Path(__file__).parent / "fixtures" / "rowmean_fp16")
+    assert [p.dtype for p in w.arrays] == ["float16", "float16"] and not any(c.probe for c in w.cases)
+    k = w.kernels["rowblock"]
+    r = compile_kernel(k.source(), k.entry, "sm_90", use_cache=False)
+    assert r.ok, r.log

@@ -87,9 +87,11 @@ def _half_input(rng: np.random.Generator, job: ArrayJob) -> np.ndarray:
 
 
 def _constant_input(job: ArrayJob) -> np.ndarray:
-    """Every element the first non-zero of the range's midpoint, high end, low end, in the
-    job's dtype (exactly representable, so the reference sees the same value)."""
-    candidates = np.array([(job.low + job.high) / 2, job.high, job.low])
+    """Every element the value of the range nearest 1 (or -1), else the first non-zero of its
+    midpoint, high end, low end, in the job's dtype (exactly representable, so the reference
+    sees the same value). Near 1, squares and products of it stay near 1 too."""
+    candidates = np.array([min(max(1.0, job.low), job.high), min(max(-1.0, job.low), job.high),
+                           (job.low + job.high) / 2, job.high, job.low])
     if is_half(job.dtype):
         candidates = round_to(candidates, job.dtype)
     elif np.dtype(job.dtype).kind == "f":

@@ -291,7 +291,8 @@ def probe_cases(params: tuple[Param, ...], cases: tuple[Case, ...], tolerance: T
     arrays = [p for p in params if isinstance(p, ArrayParam)]
     array_bytes = lambda sizes: sum(math.prod(e.evaluate_int(sizes) for e in a.shape) * ARRAY_ITEMSIZE[a.dtype]
                                     for a in arrays)
-    sizes = probe_sizes([a.dtype for a in arrays], tolerance.accumulate, tolerance.reduction,
+    sizes = probe_sizes([a.dtype for a in arrays], [a.dtype for a in arrays if a.role == "output"],
+                        tolerance.accumulate, tolerance.reduction,
                         [(c.name, c.sizes) for c in cases if not c.timed], array_bytes)
     if sizes is None or tolerance.reduction is None:
         return ()
