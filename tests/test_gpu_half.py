@@ -133,3 +133,17 @@ def test_the_float16_path(rowmean):
     got = np.array([g for _, g, _ in failed_checks(garbage)["33x4097"].reports[0].first])
     assert (got.astype(np.float16).astype(np.float64) == got).all() and got.min() > 1000
     assert past.status == "out_of_bounds" and "y (after)" in past.detail, (past.status, past.detail)
+
+
+def test_the_16_bit_gpu_comparison_agrees_with_numpy(rmsnorm, rmsnorm_ev, rowmean):
+    """bf16 and fp16 outputs: the GPU check's mismatch count and max error equal the NumPy report's."""
+    bf16 = rmsnorm_ev.evaluate(variant(rmsnorm, "* scale * __bfloat162float(weight[c])",
+                                       "* scale * __bfloat162float(weight[c]) * (c % 3 ? 1.0f : 1.03f)"))
+    with Evaluator(rowmean, TIMING) as ev:
+        fp16 = ev.evaluate(variant(rowmean, "partial[0] / cols", "partial[0] / cols * (blockIdx.x % 2 ? 1.0f : 1.05f)"))
+    for result, case in ((bf16, "33x4097"), (fp16, "33x4097")):
+        check = result.case(case).check
+        assert check.status == "wrong_answer", (result.status, result.detail)
+        cpu = check.reports[0]
+        assert check.mismatches == cpu.mismatches > 0 and cpu.unwritten == 0
+        assert check.max_rel_error == pytest.approx(cpu.max_rel_error, rel=1e-9)

@@ -2,12 +2,13 @@
 guard bands, and the reference on the device.
 
 Layout of each array buffer: ``[guard | data | guard]``. Guards hold a sentinel
-word; a write outside ``data`` changes them. 16-bit arrays are guarded, poisoned
-and checksummed 2 bytes at a time (their data may end mid-word: 15 elements are
-30 bytes), with a 16-bit sentinel and the GPU checks' 16-bit fill. Outputs are poisoned before every
+word; a write outside ``data`` changes them. Outputs are poisoned before every
 launch with a word from :class:`agent.poison.Poisons`, so an unwritten element
-fails. Inputs and references are checked against keyed checksums taken right
-after their upload, before any candidate ran: a kernel that writes into them,
+fails. 16-bit arrays are guarded, poisoned and checksummed 2 bytes at a time:
+their data may end mid-word (15 elements are 30 bytes), where cuMemsetD32 cannot
+start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel.
+Inputs and references are checked against keyed checksums taken right after
+their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
 The references are allocated first, then a moat, then the arrays a kernel is
 given, then another moat, so an overrun far past an output's guard band lands in a
