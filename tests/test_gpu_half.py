@@ -41,12 +41,14 @@ def rowmean():
     return load_workload(Path(__file__).parent / "fixtures" / "rowmean_fp16")
 
 
-def variant(workload, old: str, new: str, kernel: str = "rowblock") -> Candidate:
-    """The workload's kernel with one edit (the edit must apply)."""
+def variant(workload, old: str, new: str, *more: tuple[str, str], kernel: str = "rowblock") -> Candidate:
+    """The workload's kernel with edits (each must apply; the first occurrence is replaced)."""
     spec = workload.kernels[kernel]
     source = spec.source()
-    assert old in source, old
-    return Candidate.from_spec(spec, source=source.replace(old, new, 1))
+    for a, b in ((old, new), *more):
+        assert a in source, a
+        source = source.replace(a, b, 1)
+    return Candidate.from_spec(spec, source=source)
 
 
 def failed_checks(result):
@@ -103,14 +105,9 @@ def test_one_bf16_element_past_the_output_is_out_of_bounds(rmsnorm, rmsnorm_ev):
 
 def test_bf16_accumulation_fails_the_precision_policy(rmsnorm, rmsnorm_ev):
     """Squares summed in a bfloat16 running sum: the accumulation probe fails it by far more than its rtol."""
-    cand = variant(rmsnorm, """    float sum = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += BLOCK) {
-        float v = __bfloat162float(xr[c]);
-        sum = fmaf(v, v, sum);
-    }""", """    __nv_bfloat16 acc = __float2bfloat16(0.0f);
-    for (int c = threadIdx.x; c < cols; c += BLOCK)
-        acc = __hfma(xr[c], xr[c], acc);
-    float sum = __bfloat162float(acc);""")
+    bf16 = "sum = __bfloat162float(__float2bfloat16(fmaf({0}, {0}, sum)));"  # a bf16 running sum, rounded each step
+    cand = variant(rmsnorm, "sum = fmaf(f.x, f.x, sum);", bf16.format("f.x"),
+                   ("sum = fmaf(f.y, f.y, sum);", bf16.format("f.y")), ("sum = fmaf(v, v, sum);", bf16.format("v")))
     r = rmsnorm_ev.evaluate(cand)
     assert r.status == "wrong_answer", (r.status, r.detail)
     probe = failed_checks(r)[PROBE]
