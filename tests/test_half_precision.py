@@ -10,7 +10,6 @@ import pytest
 
 from agent.cli.bench import _evaluable_or_noted
 from agent.cli.check import preflight
-from agent.cli.commands import main
 from agent.evaluate.evaluator import Evaluator
 from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
 from agent.spec.inputs import (
@@ -23,10 +22,8 @@ from agent.spec.inputs import (
     load_reference,
 )
 from agent.spec.tolerance import case_rtol, default_rtol
-from agent.spec.workload import HALF_NOT_EVALUATED, SpecError, load_workload
-from agent.worker.case_buffers import CaseBuffers
+from agent.spec.workload import SpecError, load_workload
 from agent.worker.mismatch import relative_error
-from agent.worker.protocol import CaseJob
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm_bf16"
 
@@ -168,28 +165,25 @@ def test_fp32_accumulation_passes_and_16_bit_accumulation_fails(dtype):
     assert relative_error(half, ref).max() > 3 * rtol
 
 
-# -- refused before any GPU work ----------------------------------------------------------
+# -- evaluable: what is still refused before any GPU work ----------------------------------
 
-def test_eval_refuses_half_workloads_in_one_line(capsys):
-    """`warpsmith eval` on the bf16 example: exit 2, the refusal line, no GPU asked for."""
-    assert main(["eval", str(EXAMPLE)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.endswith(f"params[0].dtype: {HALF_NOT_EVALUATED}") and "\n" not in err
-
-
-def test_preflight_evaluator_and_worker_refuse_half_workloads():
-    """preflight and the Evaluator raise the same line; the worker's case buffers refuse before allocating."""
+def test_half_workloads_pass_the_evaluable_check():
+    """The bf16 example reaches the evaluator: preflight and Evaluator no longer refuse 16-bit arrays."""
     w = load_workload(EXAMPLE)
+    w.check_evaluable()
+    assert _evaluable_or_noted(w)
+
+
+def test_a_cublas_sgemm_baseline_on_half_operands_is_refused_in_one_line(tmp_path):
+    """cuBLAS SGEMM reads float32: a bf16 operand bound to it is refused before the GPU, naming the key."""
+    d = tmp_path / "sgemm"
+    shutil.copytree(EXAMPLE.parent / "sgemm", d)
+    toml = d / "workload.toml"
+    toml.write_text(toml.read_text().replace('dtype = "float32"', 'dtype = "bfloat16"', 1))
+    w = load_workload(d)
+    with pytest.raises(SpecError) as e:
+        w.check_evaluable()
+    assert e.value.key == "baseline.a" and "is bfloat16" in e.value.problem and "\n" not in str(e.value)
     for refuse in (lambda: preflight(w), lambda: Evaluator(w)):
-        with pytest.raises(SpecError, match="not evaluated yet"):
+        with pytest.raises(SpecError, match="reads float32 operands"):
             refuse()
-    job = CaseJob("3x5", tuple(array_jobs(w, w.case("3x5"))), (), "unused.npz", {"y": 0.01}, False)
-    with pytest.raises(ValueError, match="half-precision workloads are checked by `warpsmith check`"):
-        CaseBuffers(None, job, 1, None)  # no device: it must refuse before touching one
-
-
-def test_bench_over_every_example_leaves_half_workloads_out(capsys):
-    """`warpsmith bench` with no workload named skips the bf16 example with a note instead of refusing all."""
-    assert not _evaluable_or_noted(load_workload(EXAMPLE))
-    assert "rmsnorm_bf16 left out: half-precision workloads" in capsys.readouterr().err
-    assert _evaluable_or_noted(load_workload(EXAMPLE.parent / "rowsum"))

@@ -81,7 +81,7 @@ class EvaluationAborted(RuntimeError):
 class Evaluator(EvaluationBackend):
     def __init__(self, workload: Workload, options: EvaluationOptions = EvaluationOptions(),
                  on_event: Optional[Callable[[object], None]] = None, worker_log: Optional[Path] = None):
-        workload.check_evaluable()  # SpecError before any worker starts (16-bit floats, for now)
+        workload.check_evaluable()  # SpecError before any worker starts (e.g. cuBLAS SGEMM on bf16)
         self.workload = workload
         self.timing: TimingConfig = options.timing
         self.ordinal = options.device

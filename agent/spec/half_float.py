@@ -67,5 +67,6 @@ def to_storage(x: np.ndarray, dtype: str) -> np.ndarray:
 def to_float64(stored: np.ndarray, dtype: str) -> np.ndarray:
     """The exact values of an array held as `to_storage` lays it out."""
     if dtype == "bfloat16":
-        return (stored.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # a signalling NaN (a poison word) widens quietly
+            return (stored.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return stored.astype(np.float64)

@@ -43,6 +43,7 @@ class ArrayJob:
     shape: tuple[int, ...]
     low: float
     high: float
+    constant: bool = False  # the accumulation probe's inputs (agent/spec/accumulation_probe.py)
 
     @property
     def nbytes(self) -> int:
@@ -50,7 +51,7 @@ class ArrayJob:
 
 
 def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
-    return [ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low, p.high)
+    return [ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low, p.high, case.probe)
             for p in workload.arrays]
 
 
@@ -58,6 +59,8 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     """Deterministic in (case, parameter, seed, GENERATOR_VERSION)."""
     key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
     rng = np.random.default_rng(key)
+    if job.constant:
+        return _constant_input(job)
     if is_half(job.dtype):
         return _half_input(rng, job)
     dtype = np.dtype(job.dtype)
@@ -81,6 +84,23 @@ def _half_input(rng: np.random.Generator, job: ArrayJob) -> np.ndarray:
     candidates = round_to(np.array([(job.low + job.high) / 2, job.high, job.low]), job.dtype)
     x[x == 0] = candidates[np.flatnonzero(candidates)[0]]
     return to_storage(x, job.dtype)
+
+
+def _constant_input(job: ArrayJob) -> np.ndarray:
+    """Every element the value of the range nearest 1 (or -1), else the first non-zero of its
+    midpoint, high end, low end, in the job's dtype (exactly representable, so the reference
+    sees the same value). Near 1, squares and products of it stay near 1 too."""
+    candidates = np.array([min(max(1.0, job.low), job.high), min(max(-1.0, job.low), job.high),
+                           (job.low + job.high) / 2, job.high, job.low])
+    if is_half(job.dtype):
+        candidates = round_to(candidates, job.dtype)
+    elif np.dtype(job.dtype).kind == "f":
+        candidates = candidates.astype(job.dtype).astype(np.float64)
+    else:
+        candidates = np.trunc(candidates)
+    value = candidates[np.flatnonzero(candidates)[0]]
+    full = np.full(job.shape, value)
+    return to_storage(full, job.dtype) if is_half(job.dtype) else full.astype(job.dtype)
 
 
 def as_float64(array: np.ndarray, dtype: str) -> np.ndarray:

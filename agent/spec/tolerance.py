@@ -32,17 +32,24 @@ short reductions only just. A float32 or float64 output
 with 16-bit inputs (a bf16 GEMM writing fp32) keeps the fp32 rule: products of
 16-bit values are exact in float32.
 
-The precision policy ``accumulate = "float32"`` (the default for 16-bit outputs)
-is enforced by this tolerance only where the reduction is long enough for
-16-bit accumulation to drift past it. The GPU side will enforce it directly,
-and that needs a GPU: (1) a probe case per policy, inputs whose exact sum
-survives fp32 accumulation but is swamped in 16 bits (one 1.0, then many terms
-of u(16-bit) / 2: every 16-bit addition rounds them away, so the result is off
-by about (n - 1) u / 2 where fp32 is exact); (2) the CUBIN's SASS audited
-(agent/runtime/cubin_audit.py) for tensor-core instructions with 16-bit
-accumulators (``HMMA....F16`` / ``HGMMA....F16`` rather than ``.F32``) and for
-``HADD2`` / ``HFMA2`` chains. Declaring ``accumulate = "float16"`` (or
-``"bfloat16"``) relaxes the tolerance to match, by the same formula.
+The precision policy ``accumulate = "float32"`` (the default for 16-bit outputs).
+On random inputs this tolerance catches 16-bit accumulation only where the
+reduction is long enough for it to drift past it (a bf16 running sum over 256
+threads passes rmsnorm's 33x4097). The rule that enforces the policy is the
+accumulation probe (agent/spec/accumulation_probe.py): a workload with a 16-bit
+array, a float32/float64 policy, a one-size ``reduction`` and no float16 output
+gets an extra correctness case, the reduction 2^22 long and every input one
+constant. float32 adds 2^22 equal terms exactly in any order; a 16-bit running sum
+stops at 2^p terms (p = 8 bfloat16, 11 float16: adding the term is then a tie,
+rounded to even), so a block of up to 1024 threads that accumulates in 16 bits
+keeps at most half of the sum and fails the probe's tolerance many times over
+(tests/test_half_checks.py simulates both in NumPy). Not caught: a reduction split
+so finely that no 16-bit chain reaches 2^p terms, and float16 outputs (no probe:
+the reference of a sum of 2^22 terms near 1 passes 65504). Those need the CUBIN's
+SASS audited for tensor-core instructions with 16-bit accumulators
+(``HMMA....F16`` / ``HGMMA....F16`` rather than ``.F32``) and ``HADD2`` /
+``HFMA2`` chains: not written yet. Declaring ``accumulate = "float16"`` (or
+``"bfloat16"``) removes the probe and relaxes the tolerance by the same formula.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..runtime.compile_policy import check_options, define_options
+from .accumulation_probe import probe_name, probe_sizes
 from .expr import Expr, ExprError
 from .half_float import HALF_FORMATS, is_half, round_to
 from .kernel_source import Knob, parse_knobs
@@ -46,8 +47,6 @@ MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can ge
 ARRAY_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
 FLOAT32_MAX = 3.4028234663852886e38
 SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
-HALF_NOT_EVALUATED = ("half-precision workloads are checked by `warpsmith check` but not evaluated yet: "
-                      "the GPU-side checks for float16/bfloat16 come next")
 Table = dict[str, Any]  # a TOML table, checked key by key
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
                      "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
@@ -103,6 +102,7 @@ class Case:
     name: str
     role: str
     sizes: dict[str, int]
+    probe: bool = False  # the precision policy's probe (agent/spec/accumulation_probe.py): constant inputs
 
     @property
     def timed(self) -> bool:
@@ -225,12 +225,16 @@ class Workload:
                                          for c in self.cases))
 
     def check_evaluable(self) -> None:
-        """Raises SpecError (one line) for a workload the GPU side cannot judge yet:
-        16-bit float arrays pass `warpsmith check`, but the worker's comparisons,
-        poisons and mismatch reports know only 32- and 64-bit floats so far."""
-        for i, p in enumerate(self.params):
-            if isinstance(p, ArrayParam) and is_half(p.dtype):
-                raise SpecError(self.directory / "workload.toml", f"params[{i}].dtype", HALF_NOT_EVALUATED)
+        """Raises SpecError (one line) for a workload `warpsmith check` passes but the GPU
+        side cannot run as written: the cuBLAS SGEMM baselines read float32 operands, and
+        would read a 16-bit array's bytes as float32."""
+        kind = self.baseline.kind
+        for operand in BASELINE_OPERANDS.get(kind, ()):
+            p = next((p for p in self.params if p.name == self.baseline.bind[operand]), None)
+            if isinstance(p, ArrayParam) and p.dtype != "float32":
+                raise SpecError(self.directory / "workload.toml", f"baseline.{operand}",
+                                f"{kind} reads float32 operands and '{p.name}' is {p.dtype}: "
+                                "use kind = \"torch\" for other dtypes")
 
     def case(self, name: str) -> Case:
         for c in self.cases:
@@ -280,6 +284,19 @@ def program_problem(w: Workload, program: Program, case: Case, env: dict[str, in
         return str(e)
     return next((f"{s.entry}: {s.launch.problems()}" for s in job.steps
                  if isinstance(s, LaunchJob) and s.launch.problems()), None)
+
+
+def probe_cases(params: tuple[Param, ...], cases: tuple[Case, ...], tolerance: Tolerance) -> tuple[Case, ...]:
+    """The precision policy's probe case, when the workload gets one (agent/spec/accumulation_probe.py)."""
+    arrays = [p for p in params if isinstance(p, ArrayParam)]
+    array_bytes = lambda sizes: sum(math.prod(e.evaluate_int(sizes) for e in a.shape) * ARRAY_ITEMSIZE[a.dtype]
+                                    for a in arrays)
+    sizes = probe_sizes([a.dtype for a in arrays], [a.dtype for a in arrays if a.role == "output"],
+                        tolerance.accumulate, tolerance.reduction,
+                        [(c.name, c.sizes) for c in cases if not c.timed], array_bytes)
+    if sizes is None or tolerance.reduction is None:
+        return ()
+    return (Case(probe_name(tolerance.reduction.text.strip()), "correctness", sizes, probe=True),)
 
 
 def load_workload(directory: Path | str) -> Workload:
@@ -383,8 +400,8 @@ class _Parser:
                             f"({', '.join(kernels) or 'none defined'})")
         baseline = self.parse_baseline(params)
         digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
-        w = Workload(name, self.dir, description.strip(), params, cases, tolerance, baseline, flops,
-                     nbytes, kernels, start, reference, digest, status)
+        w = Workload(name, self.dir, description.strip(), params, cases + probe_cases(params, cases, tolerance),
+                     tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status)
         self.check_against_cases(w)
         return w
 

@@ -4,8 +4,11 @@ guard bands, and the reference on the device.
 Layout of each array buffer: ``[guard | data | guard]``. Guards hold a sentinel
 word; a write outside ``data`` changes them. Outputs are poisoned before every
 launch with a word from :class:`agent.poison.Poisons`, so an unwritten element
-fails. Inputs and references are checked against keyed checksums taken right
-after their upload, before any candidate ran: a kernel that writes into them,
+fails. 16-bit arrays are guarded, poisoned and checksummed 2 bytes at a time:
+their data may end mid-word (15 elements are 30 bytes), where cuMemsetD32 cannot
+start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel.
+Inputs and references are checked against keyed checksums taken right after
+their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
 The references are allocated first, then a moat, then the arrays a kernel is
 given, then another moat, so an overrun far past an output's guard band lands in a
@@ -20,13 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.half_float import is_half
+from ..spec.half_float import STORAGE
 from ..spec.inputs import ArrayJob, generate_input, load_reference
-from ..spec.workload import HALF_NOT_EVALUATED
-from .poison import Poisons
+from .poison import POISON_WIDTH, Poisons
 from .protocol import CaseJob
 
 GUARD_WORD = 0xDEADBEEF
+GUARD_HALF = 0xFFAD  # a NaN as float16 and as bfloat16, and neither format's usual NaN (0x7FFF, 0x7E00, 0x7FC0)
 MOAT_BYTES = 8 << 20  # sentinel-filled memory around the arrays: a far overrun lands there or faults
 
 
@@ -59,11 +62,21 @@ class DeviceArray:
     def nbytes(self) -> int:
         return self.job.nbytes
 
+    @property
+    def width(self) -> int:
+        """Bytes per guard, poison and checksum word: 2 for 16-bit floats, else 4."""
+        return POISON_WIDTH.get(self.job.dtype, 4)
+
+    @property
+    def sentinel(self) -> int:
+        return GUARD_HALF if self.width == 2 else GUARD_WORD
+
+    def guard_offsets(self) -> tuple[tuple[str, int], ...]:
+        return ("before", 0), ("after", self.guard + self.nbytes)
+
 
 class CaseBuffers:
     def __init__(self, device, job: CaseJob, seed: int, checks):
-        if any(is_half(a.dtype) for a in job.arrays):  # the evaluator refuses first; nothing reaches the GPU
-            raise ValueError(HALF_NOT_EVALUATED)
         self.job, self.checks = job, checks
         self.arrays: dict[str, DeviceArray] = {}
         refs = load_reference(job.reference)
@@ -83,7 +96,7 @@ class CaseBuffers:
             if a.role == "input":
                 arr.host = generate_input(a, job.case, seed)
                 buf.upload(arr.host, g)
-                arr.checksum = checks.checksum(arr.ptr, a.nbytes)
+                arr.checksum = checks.checksum(arr.ptr, a.nbytes, arr.width)
             else:
                 arr.ref_host, arr.ref_device, arr.ref = device_refs[a.name]
                 arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
@@ -104,8 +117,8 @@ class CaseBuffers:
         """Re-arm the guards, restore modified inputs and poison every output."""
         for a in self.arrays.values():
             # Always re-armed: the last candidate may have written into them.
-            a.buffer.fill_u32(GUARD_WORD, 0, a.guard)
-            a.buffer.fill_u32(GUARD_WORD, a.guard + a.nbytes, a.guard)  # dtypes are 4 or 8 bytes wide
+            for _, offset in a.guard_offsets():
+                self._fill(a, a.sentinel, offset, a.guard, synchronous=True)
         self.restore()
         self.poison(poisons, synchronous=True)
 
@@ -113,15 +126,26 @@ class CaseBuffers:
         """Fill every output with this fill's poison word; asynchronous inside timing loops."""
         poisons.next_fill()
         for a in self.outputs():
-            fill = a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async
             a.poison_word = poisons.word(a.job.dtype)
-            fill(a.poison_word, a.guard, a.nbytes)
+            self._fill(a, a.poison_word, a.guard, a.nbytes, synchronous)
+
+    def _fill(self, a: DeviceArray, word: int, offset: int, nbytes: int, synchronous: bool) -> None:
+        """`nbytes` at `offset` in a's buffer, in a's word width; async fills are only enqueued."""
+        if a.width == 2:
+            self.checks.fill16(a.buffer.ptr + offset, word, nbytes, synchronous)
+        else:
+            (a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async)(word, offset, nbytes)
+
+    def overruns(self) -> list[str]:
+        """'name (side)' for every guard band that no longer holds its sentinel."""
+        return [f"{a.job.name} ({side})" for a in self.arrays.values() for side, offset in a.guard_offsets()
+                if self.checks.count_not(a.buffer.ptr + offset, a.sentinel, a.guard, a.width)]
 
     def modified_inputs(self) -> list[str]:
         """Inputs whose contents differ from their upload (marked for restoring)."""
         changed = []
         for a in self.inputs():
-            if self.checks.checksum(a.ptr, a.nbytes) != a.checksum:
+            if self.checks.checksum(a.ptr, a.nbytes, a.width) != a.checksum:
                 a.dirty = True
                 changed.append(a.job.name)
         return changed
@@ -152,6 +176,6 @@ class CaseBuffers:
 
     def download(self, name: str) -> np.ndarray:
         a = self.arrays[name]
-        out = np.empty(a.job.shape, dtype=a.job.dtype)
+        out = np.empty(a.job.shape, dtype=STORAGE.get(a.job.dtype, a.job.dtype))  # bfloat16 as its uint16 bits
         a.buffer.download(out, a.guard)
         return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..runtime import compiler
+from ..spec.workload import ARRAY_ITEMSIZE
 
 SOURCE = r"""
 typedef unsigned long long u64;
@@ -27,13 +28,22 @@ __device__ void ws_max_double(u64* slot, double v) {
   atomicMax(slot, (u64)__double_as_longlong(v));
 }
 
-#define WS_CHECK_CLOSE(NAME, T)                                                       \
+// 16-bit floats arrive as their bits (no header needed) and widen exactly to double.
+__device__ double ws_bf16(unsigned short h) { return (double)__int_as_float((int)h << 16); }
+__device__ double ws_f16(unsigned short h) {
+  int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  double v = e == 31 ? __longlong_as_double(m ? 0x7FF8000000000000ll : 0x7FF0000000000000ll)
+           : e == 0 ? ldexp((double)m, -24) : ldexp((double)(m | 0x400), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+#define WS_CHECK_CLOSE(NAME, T, LOAD)                                                 \
 extern "C" __global__ void NAME(const T* out, const double* ref, u64 n, double scale, \
                                 double rtol, u64* stats) {                            \
   double max_rel = 0.0, max_abs = 0.0;                                                \
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
        i += (u64)gridDim.x * blockDim.x) {                                            \
-    double o = (double)out[i], r = ref[i];                                            \
+    double o = LOAD(out[i]), r = ref[i];                                              \
     if (isnan(o) && isnan(r)) continue;                                               \
     double diff = fabs(o - r);                                                        \
     double rel = diff / (fabs(r) + scale + 1e-300);                                   \
@@ -49,8 +59,10 @@ extern "C" __global__ void NAME(const T* out, const double* ref, u64 n, double s
   ws_max_double(&stats[2], max_abs);                                                  \
 }
 
-WS_CHECK_CLOSE(ws_check_close_f32, float)
-WS_CHECK_CLOSE(ws_check_close_f64, double)
+WS_CHECK_CLOSE(ws_check_close_f32, float, (double))
+WS_CHECK_CLOSE(ws_check_close_f64, double, (double))
+WS_CHECK_CLOSE(ws_check_close_f16, unsigned short, ws_f16)
+WS_CHECK_CLOSE(ws_check_close_bf16, unsigned short, ws_bf16)
 
 extern "C" __global__ void ws_count_differ(const unsigned* a, const unsigned* b, u64 n, u64* count) {
   u64 local = 0;
@@ -75,17 +87,37 @@ extern "C" __global__ void ws_checksum(const unsigned* a, u64 n, u64 key, u64* s
   atomicAdd(sum, local);
 }
 
-extern "C" __global__ void ws_count_not(const unsigned* a, unsigned value, u64 n, u64* count) {
+extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key, u64* sum) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    local += a[i] != value;
-  if (local) atomicAdd(count, local);
+    local += ws_mix(key ^ (i * 0x9E3779B97F4A7C15ull) ^ a[i]);
+  atomicAdd(sum, local);
+}
+
+#define WS_COUNT_NOT(NAME, T)                                                                       \
+extern "C" __global__ void NAME(const T* a, unsigned value, u64 n, u64* count) {                    \
+  u64 local = 0;                                                                                    \
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) \
+    local += a[i] != (T)value;                                                                      \
+  if (local) atomicAdd(count, local);                                                               \
+}
+WS_COUNT_NOT(ws_count_not, unsigned)
+WS_COUNT_NOT(ws_count_not16, unsigned short)
+
+// A 16-bit array's data (and the guard after it) need not start on a 4-byte boundary,
+// which cuMemsetD32 requires: the 16-bit guard and poison fills go through this.
+extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    a[i] = (unsigned short)value;
 }
 """
 
 STATS_WORDS = 8
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
-CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64"}
+CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
+                 "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
+KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ", "ws_count_not", "ws_count_not16", "ws_checksum",
+           "ws_checksum16", "ws_fill16")
 
 
 def _signed(value: int) -> int:
@@ -112,9 +144,7 @@ class GpuChecks:
             raise RuntimeError(f"warpsmith's own checker kernels failed to compile:\n{compiled.log}")
         module = device.load_module(compiled.cubin)
         self._module = module
-        self._fn = {name: module.function(name) for name in
-                    ("ws_check_close_f32", "ws_check_close_f64", "ws_count_differ", "ws_count_not",
-                     "ws_checksum")}
+        self._fn = {name: module.function(name) for name in KERNELS}
         self._stats = device.alloc(STATS_WORDS * 8)
         self._grid = max(1, device.facts.sm_count) * 4
         self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
@@ -140,7 +170,7 @@ class GpuChecks:
         """Enqueue the output check without waiting: its mismatch count lands in
         stats_ptr[0] (zeroed by the caller). Floats by tolerance, integers exactly."""
         if dtype in CLOSE_KERNELS:
-            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // np.dtype(dtype).itemsize),
+            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
                     ("f64", scale), ("f64", rtol), ("ptr", stats_ptr)]
             name = CLOSE_KERNELS[dtype]
         else:
@@ -159,11 +189,22 @@ class GpuChecks:
         return int(self._run("ws_count_differ", [("ptr", a_ptr), ("ptr", b_ptr), ("i64", nbytes // 4),
                                                  ("ptr", self._stats.ptr)])[0])
 
-    def checksum(self, ptr: int, nbytes: int) -> int:
-        """Keyed sum of the 4-byte words at ptr; equal sums mean unchanged contents."""
-        return int(self._run("ws_checksum", [("ptr", ptr), ("i64", nbytes // 4), ("i64", _signed(self._key)),
-                                             ("ptr", self._stats.ptr)])[0])
+    def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
+        """Keyed sum of the `width`-byte words (4, or 2 for 16-bit arrays) at ptr; equal sums
+        mean unchanged contents."""
+        return int(self._run("ws_checksum" if width == 4 else "ws_checksum16",
+                             [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._key)),
+                              ("ptr", self._stats.ptr)])[0])
 
-    def count_not(self, ptr: int, value: int, nbytes: int) -> int:
-        return int(self._run("ws_count_not", [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
-                                              ("i64", nbytes // 4), ("ptr", self._stats.ptr)])[0])
+    def count_not(self, ptr: int, value: int, nbytes: int, width: int = 4) -> int:
+        """How many `width`-byte words at ptr differ from `value`."""
+        return int(self._run("ws_count_not" if width == 4 else "ws_count_not16",
+                             [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
+                              ("i64", nbytes // width), ("ptr", self._stats.ptr)])[0])
+
+    def fill16(self, ptr: int, value: int, nbytes: int, synchronous: bool = False) -> None:
+        """Fill 2-byte words at a 2-byte aligned ptr; enqueued only, unless `synchronous`."""
+        self.device.launch(self._fn["ws_fill16"], (self._grid, 1, 1), (256, 1, 1), 0,
+                           [("ptr", ptr), ("i32", value), ("i64", nbytes // 2)])
+        if synchronous:
+            self.device.synchronize()

@@ -20,7 +20,7 @@ from ..runtime.parent_watch import exit_with_parent
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
-from .gpu_checks import GpuChecks
+from .gpu_checks import CLOSE_KERNELS, GpuChecks
 from .mismatch import build_report
 from .poison import Poisons
 from .program_run import ProgramRun
@@ -85,9 +85,7 @@ class GpuWorker:
     def integrity(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
         """What a kernel must leave alone: the guard bands, its inputs, the reference."""
         self.device.synchronize()
-        overruns = [f"{a.job.name} ({side})" for a in bufs.arrays.values()
-                    for side, off in (("before", 0), ("after", a.guard + a.nbytes))
-                    if self.checks.count_not(a.buffer.ptr + off, GUARD_WORD, a.guard)]
+        overruns = bufs.overruns()
         if overruns:
             return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(overruns)
                              + ": check bounds on the last partial tile")
@@ -107,14 +105,15 @@ class GpuWorker:
         bad_total, reports = 0, []
         for a in bufs.outputs():
             rtol = bufs.job.rtol[a.job.name]
-            if a.job.dtype in ("float32", "float64"):
+            if a.job.dtype in CLOSE_KERNELS:
                 s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.ref_scale, rtol)
                 bad, worst_abs, worst_rel = s.mismatches, max(worst_abs, s.max_abs_error), max(worst_rel, s.max_rel_error)
             else:
                 bad = self.checks.count_differ(a.ptr, a.ref.ptr, a.nbytes)
             if bad:
                 bad_total += bad
-                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol, a.poison_word))
+                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol, a.poison_word,
+                                            dtype=a.job.dtype))
         if reports:
             return CaseCheck(Status.WRONG_ANSWER, worst_abs, worst_rel, bad_total,
                              "\n".join(r.text() for r in reports), tuple(reports))

@@ -1,12 +1,16 @@
 """A mismatch report a proposer can act on: worst errors, how many, where, and a
 hint at the pattern ("only rows >= 64 wrong"). Built on the CPU from the
-downloaded output, only when the GPU check has already found a mismatch."""
+downloaded output, only when the GPU check has already found a mismatch. A
+bfloat16 output arrives as its uint16 bits: the poison is matched on those bits,
+the errors and the printed values are the numbers they stand for."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..spec.half_float import is_half, to_float64
 
 
 @dataclass(frozen=True)
@@ -39,22 +43,27 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def still_poison(out: np.ndarray, word: int | None) -> np.ndarray:
-    """Elements whose bits are the fill's poison word (repeated across 8-byte elements),
-    whatever the word: NaN-shaped, huge finite or an integer."""
+    """Elements whose bits are the fill's poison word (repeated across 8-byte elements,
+    16 bits for 2-byte elements), whatever the word: NaN-shaped, huge finite or an integer."""
     if word is None:
         return np.zeros(out.shape, dtype=bool)
     width = out.dtype.itemsize
-    pattern = np.frombuffer(np.uint32(word).tobytes() * (width // 4), dtype=f"u{width}")[0]
+    word_bytes = np.uint16(word).tobytes() if width == 2 else np.uint32(word).tobytes() * (width // 4)
+    pattern = np.frombuffer(word_bytes, dtype=f"u{width}")[0]
     return np.ascontiguousarray(out).view(f"u{width}") == pattern
 
 
 def build_report(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, poison_word: int | None = None,
-                 limit: int = 8) -> MismatchReport:
+                 limit: int = 8, dtype: str = "") -> MismatchReport:
+    """`out` as downloaded (bfloat16 as uint16 bits), `dtype` the output's spec dtype."""
+    poisoned = still_poison(out, poison_word)
+    if is_half(dtype):
+        out = to_float64(out, dtype)
     err = relative_error(out, ref)
     bad = ~(err <= rtol)  # NaN and inf count as bad
     if out.dtype.kind == "f":
         bad &= ~(np.isnan(ref) & np.isnan(out))
-    unwritten = int(np.count_nonzero(still_poison(out, poison_word) & bad))
+    unwritten = int(np.count_nonzero(poisoned & bad))
     finite = err[np.isfinite(err)]
     abs_err = np.abs(out.astype(np.float64) - ref)
     idx = np.argwhere(bad)

@@ -12,6 +12,10 @@ value in the next (the mode alternates from a random start), so
 - a kernel cannot tell a timed launch from a judged one by the poison, and it
   does not need to: every timed launch is checked too (see agent.worker).
 
+16-bit floats get 16-bit words of the same two kinds (a NaN of the format, or a
+value near the top of its finite range), filled 2 bytes at a time: a 32-bit float
+NaN word split in halves would leave a plausible finite 16-bit value in one half.
+
 The words come from ``secrets``: nothing a kernel can see seeds them.
 """
 
@@ -21,7 +25,13 @@ import secrets
 
 # float32: exponent field 0xE0..0xFE is |x| in [2^97, 2^128): finite, never a plausible result.
 # float64 (the word repeated in both halves): exponent field 0x600..0x7FE is |x| >= 2^513.
-_FINITE_EXPONENT = {"float32": (23, 0xE0, 0xFE), "float64": (20, 0x600, 0x7FE)}
+# bfloat16 (float32's exponent): 0xE0..0xFE again. float16 has no implausible range: 0x1C..0x1E
+# is |x| in [8192, 65504], far from normalised outputs and random in its low bits.
+_FINITE_EXPONENT = {"float32": (23, 0xE0, 0xFE), "float64": (20, 0x600, 0x7FE),
+                    "bfloat16": (7, 0xE0, 0xFE), "float16": (10, 0x1C, 0x1E)}
+# 16-bit NaNs: the all-ones exponent of the format, a non-zero fraction of `bits` bits.
+_HALF_NAN = {"bfloat16": (0x7F80, 7), "float16": (0x7C00, 10)}
+POISON_WIDTH = {"float16": 2, "bfloat16": 2}  # bytes per poison word; 4 for every other dtype
 
 
 class Poisons:
@@ -36,7 +46,8 @@ class Poisons:
         self._nan_next = not self._nan_next
 
     def word(self, dtype: str) -> int:
-        """The 32-bit word to fill an output of `dtype` with, for this fill."""
+        """The word to fill an output of `dtype` with, for this fill: 16 bits for 16-bit
+        floats (POISON_WIDTH), 32 for the others."""
         while True:
             w = self._draw(dtype)
             if w != self._last.get(dtype):  # two fills in a row never share a word
@@ -44,12 +55,23 @@ class Poisons:
                 return w
 
     def _draw(self, dtype: str) -> int:
-        sign = secrets.randbits(1) << 31
         if dtype not in _FINITE_EXPONENT:  # integers: any non-zero word
             return secrets.randbits(32) or 1
+        if dtype in _HALF_NAN:
+            return self._draw_half(dtype)
+        sign = secrets.randbits(1) << 31
         if self._nan_next:
             # Exponent all ones and a non-zero fraction: NaN as float32 and as float64.
             return sign | 0x7FF00000 | (secrets.randbits(20) or 1)
+        shift, low, high = _FINITE_EXPONENT[dtype]
+        exponent = low + secrets.randbelow(high - low + 1)
+        return sign | (exponent << shift) | secrets.randbits(shift)
+
+    def _draw_half(self, dtype: str) -> int:
+        sign = secrets.randbits(1) << 15
+        if self._nan_next:
+            exponent_bits, fraction = _HALF_NAN[dtype]
+            return sign | exponent_bits | (secrets.randbits(fraction) or 1)
         shift, low, high = _FINITE_EXPONENT[dtype]
         exponent = low + secrets.randbelow(high - low + 1)
         return sign | (exponent << shift) | secrets.randbits(shift)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-TORCH_DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64"}
-TYPESTR = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
+# bfloat16 has no __cuda_array_interface__ type string: its buffer is aliased as int16 and
+# viewed as torch.bfloat16 (same bits), so the baseline computes on bfloat16, not on integers.
+TYPESTR = {"float16": "<f2", "bfloat16": "<i2", "float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
 
 
 def torch_available() -> bool:
@@ -57,8 +58,10 @@ class TorchBaseline:
 
     def tensors(self, bufs) -> dict:
         torch = self.torch
-        return {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device=self.cuda)
-                for name, a in bufs.arrays.items()}
+        views = {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device=self.cuda)
+                 for name, a in bufs.arrays.items()}
+        return {name: v.view(torch.bfloat16) if bufs.arrays[name].job.dtype == "bfloat16" else v
+                for name, v in views.items()}
 
     def call(self, inputs: dict, sizes: dict):
         with self.torch.cuda.stream(self.stream):

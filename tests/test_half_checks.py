@@ -1,0 +1,153 @@
+"""The worker's 16-bit machinery on the CPU: the check kernels compile with real NVRTC,
+16-bit poisons, mismatch reports on bfloat16 bits, and the accumulation probe that
+fails 16-bit accumulators while float32 passes."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.runtime.compiler import compile_kernel
+from agent.spec.accumulation_probe import PROBE_REDUCTION, probe_name
+from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
+from agent.spec.inputs import generate_inputs
+from agent.spec.tolerance import case_rtol
+from agent.spec.workload import load_workload
+from agent.worker.case_buffers import GUARD_HALF
+from agent.worker.gpu_checks import CLOSE_KERNELS, KERNELS, SOURCE
+from agent.worker.mismatch import build_report, relative_error
+from agent.worker.poison import POISON_WIDTH, Poisons
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_the_check_kernels_compile_for_sm90_with_every_16_bit_entry():
+    """NVRTC compiles the checker source, and every kernel the worker looks up is in the CUBIN."""
+    r = compile_kernel(SOURCE, "", "sm_90", filename="warpsmith_checks.cu", use_cache=False)
+    assert r.ok, r.log
+    entries = set(re.findall(r"Compiling entry function '(\w+)'", r.log))
+    assert set(KERNELS) <= entries and {"float16", "bfloat16"} <= set(CLOSE_KERNELS)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_poisons_alternate_nan_and_huge_and_never_repeat(dtype):
+    """16-bit words: a NaN of the format, then a finite value far from normalised results; never twice in a row."""
+    poisons, words = Poisons(), []
+    poisons._nan_next = True
+    for _ in range(200):
+        poisons.next_fill()
+        words.append(poisons.word(dtype))
+    assert POISON_WIDTH[dtype] == 2 and all(0 <= w <= 0xFFFF for w in words)
+    assert all(a != b for a, b in zip(words, words[1:]))
+    values = to_float64(np.array(words, dtype=np.uint16), dtype) if dtype == "bfloat16" else \
+        np.array(words, dtype=np.uint16).view(np.float16).astype(np.float64)
+    assert np.isfinite(values[::2]).all() and np.isnan(values[1::2]).all()
+    assert np.abs(values[::2]).min() >= (2.0**97 if dtype == "bfloat16" else 8192)
+
+
+def test_the_16_bit_guard_sentinel_is_a_nan_no_kernel_writes_by_default():
+    """0xFFAD: NaN in both formats, and not the canonical NaN a conversion produces."""
+    for dtype in HALF_FORMATS:
+        value = to_float64(np.array([GUARD_HALF], np.uint16), dtype) if dtype == "bfloat16" else \
+            np.array([GUARD_HALF], np.uint16).view(np.float16).astype(np.float64)
+        assert np.isnan(value[0])
+    assert GUARD_HALF not in (0x7FFF, 0xFFFF, 0x7FC0, 0x7E00)
+
+
+def test_a_bfloat16_report_counts_unwritten_bits_and_prints_numbers():
+    """An output downloaded as uint16 bits: poison matched on bits, got/expected printed as bf16 values."""
+    ref = round_to(np.linspace(-2, 2, 48).reshape(6, 8) + 0.01, "bfloat16")
+    out = to_storage(ref, "bfloat16")
+    word = 0x7F85
+    out[4:, :] = word  # never written
+    out[0, 1] = to_storage(np.array([3.0]), "bfloat16")[0]  # written wrong
+    r = build_report("y", out, ref, 0.01, word, dtype="bfloat16")
+    assert (r.mismatches, r.unwritten) == (17, 16)
+    text = r.text()
+    assert "y[0, 1]: got 3, expected " in text and "got nan" in text
+    assert "16 wrong elements were never written" in r.hint
+
+
+def test_a_float16_report_reads_its_values():
+    """float16 downloads as float16: wrong values are reported as the numbers, unwritten by the 16-bit word."""
+    ref = np.linspace(0.5, 1.5, 10)
+    out = ref.astype(np.float16)
+    out[3] = np.float16(-1.25)
+    out[7:] = np.array([0x7405], np.uint16).view(np.float16)[0]  # a finite poison (16400)
+    r = build_report("y", out, ref, 0.01, 0x7405, dtype="float16")
+    assert (r.mismatches, r.unwritten) == (4, 3) and "got -1.25" in r.text()
+
+
+# -- the accumulation probe ----------------------------------------------------------------
+
+def _rmsnorm(x: np.ndarray, weight: np.ndarray, acc: str, threads: int) -> np.ndarray:
+    """A one-row RMSNorm kernel simulated: `threads` strided running sums of x^2 in `acc`,
+    then a pairwise tree in `acc`, the result rounded to bf16 like __float2bfloat16."""
+    rnd = (lambda v: v.astype(np.float32).astype(np.float64)) if acc == "float32" else (lambda v: round_to(v, acc))
+    n = x.shape[-1]
+    chains = np.zeros(threads)
+    for start in range(0, n, threads):
+        v = x[0, start:start + threads]
+        chains[: len(v)] = rnd(chains[: len(v)] + rnd(v * v))
+    while len(chains) > 1:
+        chains = rnd(chains[0::2] + chains[1::2])
+    inv = 1 / np.sqrt(chains[0] / n + 1e-6)
+    return round_to(x * inv * weight, "bfloat16")
+
+
+def test_rmsnorm_bf16_gets_a_probe_case_with_constant_inputs():
+    """The example (bf16, accumulate float32, reduction cols) has one probe: the smallest case with 2^22 cols."""
+    w = load_workload(EXAMPLES / "rmsnorm_bf16")
+    probes = [c for c in w.cases if c.probe]
+    assert [(c.name, c.role, c.sizes) for c in probes] == [
+        (probe_name("cols"), "correctness", {"rows": 1, "cols": PROBE_REDUCTION})]
+    x = generate_inputs(w, probes[0], 1)["x"]
+    assert x.shape == (1, PROBE_REDUCTION) and (x == x.flat[0]).all() and to_float64(x[:, :1], "bfloat16")[0, 0] == 1.0
+
+
+@pytest.mark.parametrize("acc,threads,fails", [("float32", 1024, False), ("float32", 128, False),
+                                               ("bfloat16", 1024, True), ("bfloat16", 128, True),
+                                               ("float16", 1024, True)])
+def test_the_probe_fails_16_bit_accumulators_widely_and_passes_float32(acc, threads, fails):
+    """On the probe's inputs, against its own rtol: a 16-bit running sum misses by far more than 10x rtol; float32 is exact."""
+    w = load_workload(EXAMPLES / "rmsnorm_bf16")
+    probe = next(c for c in w.cases if c.probe)
+    inputs = generate_inputs(w, probe, 1)
+    x, weight = (to_float64(inputs[k], "bfloat16") for k in ("x", "weight"))
+    ref = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * weight
+    worst = relative_error(_rmsnorm(x, weight, acc, threads), ref).max()
+    rtol = case_rtol(w, probe, "bfloat16")
+    assert worst > 10 * rtol if fails else worst <= rtol / 2
+
+
+def test_random_inputs_let_a_bf16_accumulator_through_where_the_probe_does_not():
+    """Why the probe exists: on the 33x4097 case's random inputs a bf16 running sum over 256 threads passes."""
+    w = load_workload(EXAMPLES / "rmsnorm_bf16")
+    case = w.case("33x4097")
+    inputs = generate_inputs(w, case, 1)
+    x, weight = (to_float64(inputs[k], "bfloat16") for k in ("x", "weight"))
+    ref = x[:1] / np.sqrt((x[:1] * x[:1]).mean(axis=1, keepdims=True) + 1e-6) * weight
+    assert relative_error(_rmsnorm(x[:1], weight, "bfloat16", 256), ref).max() <= case_rtol(w, case, "bfloat16")
+
+
+@pytest.mark.parametrize("example,edit", [("rmsnorm_bf16", ('accumulate = "float32"', 'accumulate = "bfloat16"')),
+                                          ("layernorm", None), ("sgemm", None)])
+def test_no_probe_where_the_policy_allows_16_bits_or_nothing_is_16_bit(tmp_path, example, edit):
+    """accumulate = "bfloat16" declares 16-bit accumulation: no probe; float32 workloads get none either."""
+    import shutil
+    d = tmp_path / example
+    shutil.copytree(EXAMPLES / example, d)
+    if edit:
+        toml = d / "workload.toml"
+        toml.write_text(toml.read_text().replace(*edit))
+    assert not any(c.probe for c in load_workload(d).cases)
+
+
+def test_the_float16_fixture_loads_and_its_kernel_compiles():
+    """The GPU tests' fp16 workload: a valid spec (no probe: its output is float16) whose kernel compiles for sm_90."""
+    w = load_workload(Path(__file__).parent / "fixtures" / "rowmean_fp16")
+    assert [p.dtype for p in w.arrays] == ["float16", "float16"] and not any(c.probe for c in w.cases)
+    k = w.kernels["rowblock"]
+    r = compile_kernel(k.source(), k.entry, "sm_90", use_cache=False)
+    assert r.ok, r.log
