@@ -187,3 +187,15 @@ def test_a_cublas_sgemm_baseline_on_half_operands_is_refused_in_one_line(tmp_pat
     for refuse in (lambda: preflight(w), lambda: Evaluator(w)):
         with pytest.raises(SpecError, match="reads float32 operands"):
             refuse()
+
+
+def test_probe_false_removes_the_accumulation_probe_alone():
+    """attention_bf16 says `probe = false` (its reduction, the head dimension, cannot be 2^22
+    long): no probe case, the float32 policy's tolerance unchanged; rmsnorm keeps its probe."""
+    from workload_factory import ROOT
+
+    from agent.spec.workload import load_workload
+    attention = load_workload(ROOT / "examples" / "attention_bf16")
+    assert not attention.tolerance.probe and not any(c.probe for c in attention.cases)
+    assert attention.tolerance.accumulate == "float32"
+    assert any(c.probe for c in load_workload(ROOT / "examples" / "rmsnorm_bf16").cases)

@@ -30,7 +30,7 @@ docstring describes; it is not written yet.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .expr import Expr
 from .half_float import is_half
@@ -46,7 +46,8 @@ def probe_name(size: str) -> str:
 
 
 def probe_sizes(dtypes: Sequence[str], output_dtypes: Sequence[str], accumulate: Optional[str], reduction: Optional[Expr],
-                cases: Sequence[tuple[str, dict[str, int]]], array_bytes) -> Optional[dict[str, int]]:
+                cases: Sequence[tuple[str, dict[str, int]]],
+                array_bytes: Callable[[dict[str, int]], int]) -> Optional[dict[str, int]]:
     """The probe case's sizes, or None when the workload gets no probe. `dtypes` are every
     array's, `output_dtypes` the outputs'; `cases` are the
     correctness cases' (name, sizes); `array_bytes(sizes)` the bytes of every array."""

@@ -141,6 +141,9 @@ class Tolerance:
     # The precision policy's accumulation dtype (e.g. "float32" for bf16 inputs); None: the
     # output's own dtype, float32 for 16-bit outputs. agent/spec/tolerance.py
     accumulate: Optional[str] = None
+    # The accumulation probe (agent/spec/accumulation_probe.py), on unless the workload says
+    # `probe = false`: where the reduction's size cannot grow (a head dimension of 64 or 128).
+    probe: bool = True
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,8 @@ def program_problem(w: Workload, program: Program, case: Case, env: dict[str, in
 
 def probe_cases(params: tuple[Param, ...], cases: tuple[Case, ...], tolerance: Tolerance) -> tuple[Case, ...]:
     """The precision policy's probe case, when the workload gets one (agent/spec/accumulation_probe.py)."""
+    if not tolerance.probe:
+        return ()
     arrays = [p for p in params if isinstance(p, ArrayParam)]
     array_bytes = lambda sizes: sum(math.prod(e.evaluate_int(sizes) for e in a.shape) * ARRAY_ITEMSIZE[a.dtype]
                                     for a in arrays)
@@ -493,7 +498,7 @@ class _Parser:
 
     def parse_tolerance(self, top: Table) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
-        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate"})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate", "probe"})
         accumulate = self.get(t, "accumulate", "tolerance.", str, None)
         if accumulate is not None and accumulate not in ACCUMULATE_DTYPES:
             raise self.fail("tolerance.accumulate", f"'{accumulate}' must be one of {', '.join(ACCUMULATE_DTYPES)}")
@@ -503,9 +508,10 @@ class _Parser:
         allow = self.get(t, "allow_tf32", "tolerance.", bool, False)
         fast_math = self.get(t, "allow_fast_math", "tolerance.", bool, False)
         reduction = top.get("reduction")
+        probe = self.get(t, "probe", "tolerance.", bool, True)
         return Tolerance(None if rtol is None else float(rtol), allow,
                          self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math,
-                         accumulate)
+                         accumulate, probe)
 
     def parse_kernels(self, allow_fast_math: bool, required: bool = True) -> dict[str, KernelSpec]:
         table = self.get(self.doc, "kernels", "", dict, {})
