@@ -14,7 +14,13 @@ workspace buffers the candidate declares:
     ]
 
 An argument is a parameter's or a workspace buffer's name, or ``KIND:EXPR`` (KIND one
-of i32, i64, f32, f64) for a scalar computed from sizes and knobs. A memset step
+of i32, i64, f32, f64) for a scalar computed from sizes and knobs, or a TMA
+descriptor of a 2-D array parameter, ``tma:NAME:box=ROWSxCOLS[:swizzle=128B]`` (box
+dimensions are expressions over knobs, in the array's shape order; the runner
+encodes it with cuTensorMapEncodeTiled and passes it by value: the kernel declares
+``const __grid_constant__ CUtensorMap``). A launch step may carry
+``cluster = [X, Y, Z]``, a thread block cluster (launched with cuLaunchKernelEx; the
+grid must be a multiple of it, at most 8 blocks). A memset step
 (``{ memset = "NAME" }``) zeroes a workspace buffer or an output. Workspace starts
 each run zeroed (``init = "zero"``) or filled with the harness's unpredictable poison
 (``init = "poison"``): a program must write it before it reads it. Every entry of a
@@ -25,11 +31,16 @@ validated and timed, between one pair of events.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from .expr import Expr, ExprError
 
 ARG_KINDS = ("i32", "i64", "f32", "f64")
+TMA_KIND = "tma"
+TMA_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
+TMA_SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+TMA_MAX_BOX = 256  # per dimension (cuTensorMapEncodeTiled)
+MAX_CLUSTER_BLOCKS = 8  # the portable cluster size; more needs a non-portable opt-in
 WORKSPACE_DTYPES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 WORKSPACE_INITS = ("zero", "poison")
 MAX_STEPS = 16
@@ -44,30 +55,40 @@ def xyz(dims: Sequence[T]) -> tuple[T, T, T]:
     return x, y, z
 
 
+NO_CLUSTER = (Expr.parse(1), Expr.parse(1), Expr.parse(1))
+
+
 @dataclass(frozen=True)
 class LaunchRule:
-    """Grid, block and dynamic shared memory as expressions of sizes and knobs."""
+    """Grid, block, dynamic shared memory and thread block cluster as expressions of sizes and knobs."""
 
     grid: tuple[Expr, Expr, Expr]
     block: tuple[Expr, Expr, Expr]
     shared: Expr = Expr.parse(0)
+    cluster: tuple[Expr, Expr, Expr] = NO_CLUSTER
 
     def resolve(self, env: dict[str, int]) -> "Launch":
         return Launch(xyz([e.evaluate_int(env) for e in self.grid]), xyz([e.evaluate_int(env) for e in self.block]),
-                      self.shared.evaluate_int(env))
+                      self.shared.evaluate_int(env), xyz([e.evaluate_int(env) for e in self.cluster]))
 
     @staticmethod
-    def parse(grid: Sequence[Any], block: Sequence[Any], shared: Any = 0) -> "LaunchRule":
+    def parse(grid: Sequence[Any], block: Sequence[Any], shared: Any = 0, cluster: Sequence[Any] = (1,)) -> "LaunchRule":
         """From 1-3 dimensions each (missing ones are 1); raises ValueError."""
-        for key, dims in (("grid", grid), ("block", block)):
+        for key, dims in (("grid", grid), ("block", block), ("cluster", cluster)):
             if not isinstance(dims, (list, tuple)) or not 1 <= len(dims) <= 3:
                 raise ValueError(f"{key}: expected 1 to 3 dimensions")
         def pad(dims: Sequence[Any]) -> tuple[Expr, Expr, Expr]:
             return xyz([Expr.parse(d) for d in (list(dims) + [1] * 3)[:3]])
-        return LaunchRule(pad(grid), pad(block), Expr.parse(shared))
+        return LaunchRule(pad(grid), pad(block), Expr.parse(shared), pad(cluster))
+
+    @property
+    def clustered(self) -> bool:
+        return any(str(e) != "1" for e in self.cluster)
 
     def text(self) -> dict[str, Any]:
-        return {"grid": [str(e) for e in self.grid], "block": [str(e) for e in self.block], "shared": str(self.shared)}
+        cluster = {"cluster": [str(e) for e in self.cluster]} if self.clustered else {}
+        return {"grid": [str(e) for e in self.grid], "block": [str(e) for e in self.block], "shared": str(self.shared),
+                **cluster}
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,7 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared: int
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
     def problems(self) -> Optional[str]:
         """A reason this launch cannot be valid on any GPU, or None."""
@@ -85,38 +107,113 @@ class Launch:
             return f"block {self.block} has {threads} threads, more than 1024"
         if self.shared < 0:
             return f"dynamic shared memory {self.shared} is negative"
+        if any(c < 1 for c in self.cluster):
+            return f"cluster {self.cluster} has a dimension below 1"
+        blocks = self.cluster[0] * self.cluster[1] * self.cluster[2]
+        if blocks > MAX_CLUSTER_BLOCKS:
+            return f"cluster {self.cluster} has {blocks} blocks, more than the portable {MAX_CLUSTER_BLOCKS}"
+        if any(g % c for g, c in zip(self.grid, self.cluster)):
+            return f"grid {self.grid} is not a multiple of cluster {self.cluster} in every dimension"
+        return None
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A TMA descriptor resolved for one case: the 2-D array it reads or writes and the box one copy moves."""
+
+    dtype: str
+    rows: int
+    cols: int  # the contiguous dimension
+    box_rows: int
+    box_cols: int
+    swizzle: int  # bytes: 0, 32, 64 or 128
+
+    def problems(self) -> Optional[str]:
+        """Why cuTensorMapEncodeTiled would refuse this descriptor, in its own rules, or None."""
+        size = TMA_ITEMSIZE[self.dtype]
+        box = f"box {self.box_rows}x{self.box_cols}"
+        if not (1 <= self.box_rows <= TMA_MAX_BOX and 1 <= self.box_cols <= TMA_MAX_BOX):
+            return f"{box}: each box dimension must be 1 to {TMA_MAX_BOX}"
+        if self.box_rows > self.rows or self.box_cols > self.cols:
+            return f"{box} is larger than the {self.rows}x{self.cols} array"
+        if self.box_cols * size % 16:
+            return f"{box}: the inner box dimension must span a multiple of 16 bytes ({self.box_cols * size} B)"
+        if self.swizzle and self.box_cols * size > self.swizzle:
+            return f"{box}: with {self.swizzle}B swizzle the inner box dimension spans at most {self.swizzle} B " \
+                   f"({self.box_cols * size} B)"
+        if self.cols * size % 16:
+            return f"a row of the {self.rows}x{self.cols} {self.dtype} array is {self.cols * size} B: " \
+                   "TMA needs a row pitch that is a multiple of 16 bytes"
+        if self.rows >= 1 << 32 or self.cols >= 1 << 32:
+            return f"the {self.rows}x{self.cols} array has a dimension of 2^32 or more"
         return None
 
 
 @dataclass(frozen=True)
 class Arg:
-    """One kernel argument, resolved: an array or workspace buffer by name, or a scalar."""
+    """One kernel argument, resolved: an array or workspace buffer by name, a scalar, or a
+    TMA descriptor of an array (kind ``tma``, `tensor_map` set)."""
 
     array: Optional[str] = None
-    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64
+    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64 | tma
     value: Union[int, float] = 0
+    tensor_map: Optional[TensorMap] = None
+
+    def native(self, address: Callable[[str], int]) -> tuple[str, Any]:
+        """The runner's (kind, value) pair; `address` gives a buffer's device address by name."""
+        if self.tensor_map is not None and self.array:
+            t = self.tensor_map
+            return TMA_KIND, (address(self.array), t.dtype, t.rows, t.cols, t.box_rows, t.box_cols, t.swizzle)
+        if self.array:
+            return "ptr", address(self.array)
+        return self.kind, self.value
 
 
 @dataclass(frozen=True)
 class StepArg:
-    """One argument of a launch step as written: a name, or KIND:EXPR."""
+    """One argument of a launch step as written: a name, KIND:EXPR, or tma:NAME:box=RxC[:swizzle=S]."""
 
     name: str = ""
     kind: str = ""
     expr: Optional[Expr] = None
+    box: Optional[tuple[Expr, Expr]] = None  # tma: rows x cols
+    swizzle: str = "none"  # tma: a key of TMA_SWIZZLES
 
     @staticmethod
     def parse(text: Any) -> "StepArg":
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"argument {text!r}: expected a name or KIND:EXPR")
         kind, sep, rest = text.partition(":")
+        if sep and kind.strip() == TMA_KIND:
+            return StepArg._parse_tma(text, rest)
         if sep:
             if kind.strip() not in ARG_KINDS:
-                raise ValueError(f"argument {text!r}: the kind before ':' must be one of {', '.join(ARG_KINDS)}")
+                raise ValueError(f"argument {text!r}: the kind before ':' must be one of "
+                                 f"{', '.join(ARG_KINDS + (TMA_KIND,))}")
             return StepArg(kind=kind.strip(), expr=Expr.parse(rest.strip()))
         return StepArg(name=text.strip())
 
+    @staticmethod
+    def _parse_tma(text: str, rest: str) -> "StepArg":
+        usage = f"argument {text!r}: expected tma:NAME:box=ROWSxCOLS[:swizzle=none|32B|64B|128B]"
+        name, *fields = [f.strip() for f in rest.split(":")]
+        options = dict(f.partition("=")[::2] for f in fields)
+        if not name.isidentifier() or len(options) != len(fields) or "box" not in options \
+                or set(options) - {"box", "swizzle"}:
+            raise ValueError(usage)
+        dims = options["box"].split("x")
+        if len(dims) != 2:
+            raise ValueError(usage)
+        swizzle = options.get("swizzle", "none")
+        if swizzle not in TMA_SWIZZLES:
+            raise ValueError(f"argument {text!r}: swizzle must be one of {', '.join(TMA_SWIZZLES)}")
+        return StepArg(name=name, kind=TMA_KIND, box=(Expr.parse(dims[0].strip()), Expr.parse(dims[1].strip())),
+                       swizzle=swizzle)
+
     def text(self) -> str:
+        if self.box is not None:
+            swizzle = f":swizzle={self.swizzle}" if self.swizzle != "none" else ""
+            return f"{TMA_KIND}:{self.name}:box={self.box[0]}x{self.box[1]}{swizzle}"
         return f"{self.kind}:{self.expr}" if self.expr is not None else self.name
 
 
@@ -206,9 +303,9 @@ class Program:
                 _keys(s, where, {"memset"}, {"memset"})
                 parsed.append(MemsetStep(_name(s["memset"], f"{where}.memset")))
                 continue
-            _keys(s, where, {"entry", "grid", "block", "shared", "args"}, {"entry", "grid", "block", "args"})
+            _keys(s, where, {"entry", "grid", "block", "shared", "cluster", "args"}, {"entry", "grid", "block", "args"})
             try:
-                rule = LaunchRule.parse(s["grid"], s["block"], s.get("shared", 0))
+                rule = LaunchRule.parse(s["grid"], s["block"], s.get("shared", 0), s.get("cluster", [1]))
                 args = s["args"]
                 if not isinstance(args, (list, tuple)):
                     raise ValueError("args: expected a list")
@@ -241,7 +338,9 @@ class Program:
             else:
                 def dims(d: tuple[Expr, Expr, Expr]) -> str:
                     return "(" + ", ".join(str(e) for e in d) + ")"
-                shared = f", {s.launch.shared}" if str(s.launch.shared) != "0" else ""
+                shared = f", {s.launch.shared}" if str(s.launch.shared) != "0" or s.launch.clustered else ""
+                if s.launch.clustered:
+                    shared += f", cluster {dims(s.launch.cluster)}"
                 lines.append(f"step {i}: {s.entry}<<<{dims(s.launch.grid)}, {dims(s.launch.block)}{shared}>>>"
                              f"({', '.join(a.text() for a in s.args)})")
         return lines
@@ -260,14 +359,20 @@ class Program:
                     return f"steps[{i}]: memset '{s.target}' is neither a workspace buffer nor an output"
                 continue
             for a in s.args:
+                if a.box is not None and a.name not in arrays:
+                    return (f"steps[{i}] ({s.entry}): a TMA descriptor needs an array parameter, "
+                            f"and '{a.name}' is not one")
                 if a.expr is None and a.name not in arrays and a.name not in scalars and a.name not in names:
                     return (f"steps[{i}] ({s.entry}): argument '{a.name}' is not a parameter or workspace buffer "
                             "(a computed scalar is written KIND:EXPR, e.g. i32:ceil_div(K, SPLITK))")
         return None
 
-    def resolve(self, env: dict[str, int], scalar_args: dict[str, tuple[str, Union[int, float]]]) -> ProgramJob:
+    def resolve(self, env: dict[str, int], scalar_args: dict[str, tuple[str, Union[int, float]]],
+                arrays: Optional[dict[str, tuple[str, tuple[int, ...]]]] = None) -> ProgramJob:
         """For one case: `env` holds sizes and knobs, `scalar_args` the scalar parameters'
-        (kind, value). Raises ValueError (an ExprError) when an expression cannot be evaluated."""
+        (kind, value), `arrays` the array parameters' (dtype, shape), which TMA descriptors
+        need. Raises ValueError (an ExprError) when an expression cannot be evaluated or
+        a descriptor's array is not 2-D of a dtype TMA copies."""
         spaces = []
         for w in self.workspace:
             count = w.size.evaluate_int(env)
@@ -282,7 +387,9 @@ class Program:
                 continue
             args = []
             for a in s.args:
-                if a.expr is not None:
+                if a.box is not None:
+                    args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=_tensor_map(a, env, arrays or {})))
+                elif a.expr is not None:
                     value = a.expr.evaluate_int(env) if a.kind[0] == "i" else float(a.expr.evaluate(env))
                     args.append(Arg(kind=a.kind, value=value))
                 elif a.name in scalar_args:
@@ -292,6 +399,18 @@ class Program:
                     args.append(Arg(array=a.name))
             steps.append(LaunchJob(s.entry, s.launch.resolve(env), tuple(args)))
         return ProgramJob(tuple(spaces), tuple(steps))
+
+
+def _tensor_map(a: StepArg, env: dict[str, int], arrays: dict[str, tuple[str, tuple[int, ...]]]) -> TensorMap:
+    assert a.box is not None
+    if a.name not in arrays:
+        raise ValueError(f"tma:{a.name}: not an array parameter")
+    dtype, shape = arrays[a.name]
+    if len(shape) != 2 or dtype not in TMA_ITEMSIZE:
+        raise ValueError(f"tma:{a.name}: TMA descriptors here are of 2-D arrays of "
+                         f"{', '.join(TMA_ITEMSIZE)}, not {dtype}{list(shape)}")
+    return TensorMap(dtype, shape[0], shape[1], a.box[0].evaluate_int(env), a.box[1].evaluate_int(env),
+                     TMA_SWIZZLES[a.swizzle])
 
 
 def _keys(table: Any, where: str, allowed: set[str], required: set[str]) -> None:

@@ -275,11 +275,23 @@ def program_problem(w: Workload, program: Program, case: Case, env: dict[str, in
     if problem:
         return problem
     try:
-        job = program.resolve(env, {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)})
+        job = program.resolve(env, {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)},
+                              array_layouts(w, case))
     except ValueError as e:  # ExprError is a ValueError
         return str(e)
-    return next((f"{s.entry}: {s.launch.problems()}" for s in job.steps
-                 if isinstance(s, LaunchJob) and s.launch.problems()), None)
+    for s in job.steps:
+        if isinstance(s, LaunchJob):
+            problem = s.launch.problems() or next(
+                (f"tma:{a.array}: {a.tensor_map.problems()}" for a in s.args
+                 if a.tensor_map is not None and a.tensor_map.problems()), None)
+            if problem:
+                return f"{s.entry}: {problem}"
+    return None
+
+
+def array_layouts(w: Workload, case: Case) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Every array parameter's (dtype, shape) on `case`: what a program's TMA descriptors describe."""
+    return {p.name: (p.dtype, w.shape(p, case)) for p in w.arrays}
 
 
 def load_workload(directory: Path | str) -> Workload:
