@@ -134,8 +134,6 @@ class TensorMap:
         box = f"box {self.box_rows}x{self.box_cols}"
         if not (1 <= self.box_rows <= TMA_MAX_BOX and 1 <= self.box_cols <= TMA_MAX_BOX):
             return f"{box}: each box dimension must be 1 to {TMA_MAX_BOX}"
-        if self.box_rows > self.rows or self.box_cols > self.cols:
-            return f"{box} is larger than the {self.rows}x{self.cols} array"
         if self.box_cols * size % 16:
             return f"{box}: the inner box dimension must span a multiple of 16 bytes ({self.box_cols * size} B)"
         if self.swizzle and self.box_cols * size > self.swizzle:
@@ -201,7 +199,7 @@ class StepArg:
         if not name.isidentifier() or len(options) != len(fields) or "box" not in options \
                 or set(options) - {"box", "swizzle"}:
             raise ValueError(usage)
-        dims = options["box"].split("x")
+        dims = _split_box(options["box"])
         if len(dims) != 2:
             raise ValueError(usage)
         swizzle = options.get("swizzle", "none")
@@ -213,7 +211,9 @@ class StepArg:
     def text(self) -> str:
         if self.box is not None:
             swizzle = f":swizzle={self.swizzle}" if self.swizzle != "none" else ""
-            return f"{TMA_KIND}:{self.name}:box={self.box[0]}x{self.box[1]}{swizzle}"
+            rows = str(self.box[0])
+            x = "x" if rows[-1].isdigit() or rows[-1] == ")" else " x "
+            return f"{TMA_KIND}:{self.name}:box={rows}{x}{self.box[1]}{swizzle}"
         return f"{self.kind}:{self.expr}" if self.expr is not None else self.name
 
 
@@ -399,6 +399,18 @@ class Program:
                     args.append(Arg(array=a.name))
             steps.append(LaunchJob(s.entry, s.launch.resolve(env), tuple(args)))
         return ProgramJob(tuple(spaces), tuple(steps))
+
+
+def _split_box(text: str) -> list[str]:
+    """ROWSxCOLS split at its top-level 'x' (after a digit, ')' or a blank), so names holding
+    an x (max, BOX) stay whole: write ``BM x BK`` when a dimension ends in a name."""
+    depth, parts, start = 0, [], 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "x" and depth == 0 and i > 0 and (text[i - 1].isdigit() or text[i - 1] in ") \t"):
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
 def _tensor_map(a: StepArg, env: dict[str, int], arrays: dict[str, tuple[str, tuple[int, ...]]]) -> TensorMap:
