@@ -2,7 +2,7 @@
 runner encodes copies a tile (and zero-fills past the array's edge); a cluster launch
 runs with its rank visible to each block; dynamic shared memory above 48 KiB works;
 the bf16 cuBLAS baseline matches exact arithmetic and is timed; the bf16_gemm
-example's kernels match a float64 product. The worker cannot judge bf16 workloads
+example's kernels (naive, mma.sync, wgmma fed by TMA) match a float64 product. The worker cannot judge bf16 workloads
 yet (Workload.check_evaluable), so these drive the runner directly."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from workload_factory import ROOT
 
 from agent.runtime import native
 from agent.runtime.compiler import compile_kernel
+from agent.spec.candidate import Candidate
 from agent.spec.half_float import round_to, to_float64, to_storage
 from agent.spec.workload import load_workload
 
@@ -215,29 +216,42 @@ def test_cublas_bf16_gemm_is_exact_on_integers_and_timed(device):
 @pytest.mark.parametrize("kernel,defines", [
     ("naive", {}), ("mma_sync", {}), ("mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
     ("mma_sync", {"BM": 128, "BN": 256, "BK": 64, "WM": 64, "WN": 64, "STAGES": 3}),
+    # BN = 64 is one swizzle atom of B: it isolates the A side and the pipeline from B's atom stride.
+    ("wgmma_tma", {"BM": 64, "BN": 64, "STAGES": 2}), ("wgmma_tma", {}),
+    ("wgmma_tma", {"BM": 128, "BN": 256, "STAGES": 3}),
 ])
 def test_bf16_gemm_example_kernels_match_float64(device, kernel, defines):
-    """The example's kernels, on ragged shapes, stay within fp32-accumulation error of the float64 product."""
+    """The example's kernels (wgmma + TMA through the program path), on ragged shapes, stay within
+    fp32-accumulation error of the float64 product."""
     w = load_workload(ROOT / "examples" / "bf16_gemm")
-    spec = w.kernels[kernel]
-    compiled = compile_kernel(spec.source(), spec.entry, device.facts.arch,
-                              [f"-D{name}={value}" for name, value in defines.items()], use_cache=False)
+    cand = Candidate.from_spec(w.kernels[kernel], defines)
+    if cand.program is not None:
+        _hopper(device)
+    compiled = compile_kernel(cand.source, cand.entry, device.facts.arch, cand.compile_options(), use_cache=False)
     assert compiled.ok, compiled.log
-    fn = device.load_module(compiled.cubin).function(compiled.symbol)
-    knobs = {name: knob.default for name, knob in spec.knobs().items()} | defines
-    for m, n, k in ((97, 88, 72), (1, 8, 8), (513, 264, 1000)):
-        if kernel == "mma_sync" and spec.launch.resolve({"M": m, "N": n, "K": k, **knobs}).shared \
-                > device.facts.smem_per_block_optin:
-            pytest.skip("tile does not fit this GPU's shared memory")
+    module = device.load_module(compiled.cubin)
+    for m, n, k in ((97, 88, 72), (1, 8, 8), (513, 264, 1000), (256, 512, 4096)):
+        sizes = {"M": m, "N": n, "K": k}
         a_bits, b_bits = _bf16_inputs(m, n, k, seed=m + n + k)
-        a, b = _upload(device, a_bits), _upload(device, b_bits)
-        c = device.alloc(m * n * 2)
-        c.fill_u32(NAN_WORD, 0, c.nbytes)
-        launch = spec.launch.resolve({"M": m, "N": n, "K": k, **knobs})
-        device.launch(fn, launch.grid, launch.block, launch.shared,
-                      [("ptr", a.ptr), ("ptr", b.ptr), ("ptr", c.ptr), ("i32", m), ("i32", n), ("i32", k)])
+        buffers = {"A": _upload(device, a_bits), "B": _upload(device, b_bits), "C": device.alloc(m * n * 2)}
+        buffers["C"].fill_u32(NAN_WORD, 0, buffers["C"].nbytes)
+        env = {**sizes, **cand.knob_values()}
+        program = native.Program()
+        if cand.program is None:
+            launch = cand.launch.resolve(env)
+            steps = [(compiled.symbol, launch, [("ptr", buffers[x].ptr) for x in "ABC"]
+                      + [("i32", v) for v in (m, n, k)])]
+        else:
+            layouts = {"A": ("bfloat16", (m, k)), "B": ("bfloat16", (k, n)), "C": ("bfloat16", (m, n))}
+            job = cand.program.resolve(env, {x: ("i32", v) for x, v in sizes.items()}, layouts)
+            steps = [(s.entry, s.launch, [a.native(lambda name: buffers[name].ptr) for a in s.args]) for s in job.steps]
+        for entry, launch, args in steps:
+            if launch.shared > device.facts.smem_per_block_optin:
+                pytest.skip("tile does not fit this GPU's shared memory")
+            program.add_launch(module.function(entry), launch.grid, launch.block, launch.shared, args, launch.cluster)
+        device.run(program)
         got = np.empty((m, n), np.uint16)
-        c.download(got)
+        buffers["C"].download(got)
         aa, bb = to_float64(a_bits, "bfloat16"), to_float64(b_bits, "bfloat16")
         exact = aa @ bb
         # One bf16 rounding of the result plus fp32 accumulation over K terms.
