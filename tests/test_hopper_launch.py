@@ -16,7 +16,8 @@ from agent.runtime import native
 from agent.runtime.arch_target import target_arch
 from agent.runtime.compiler import compile_kernel
 from agent.spec.candidate import Candidate
-from agent.spec.launch import Launch, Program, StepArg, TensorMap
+from agent.spec.launch import Launch, Program, StepArg
+from agent.spec.tensor_map import TensorMap
 from agent.spec.workload import SpecError, array_layouts, load_workload
 
 BF16_GEMM = ROOT / "examples" / "bf16_gemm"
@@ -67,8 +68,8 @@ def test_tma_argument_parses_and_writes_back():
         arg = StepArg.parse(text)
         assert StepArg.parse(arg.text()) == arg
     arg = StepArg.parse("tma:A:box=BM x BK:swizzle=128B")
-    assert (arg.name, arg.kind, arg.swizzle) == ("A", "tma", "128B") and str(arg.box[0]) == "BM"
-    assert [str(e) for e in StepArg.parse("tma:B:box=max(BK, 16)x(BN)").box] == ["max(BK, 16)", "(BN)"]
+    assert (arg.name, arg.kind, arg.tma.swizzle) == ("A", "tma", "128B") and str(arg.tma.box[0]) == "BM"
+    assert [str(e) for e in StepArg.parse("tma:B:box=max(BK, 16)x(BN)").tma.box] == ["max(BK, 16)", "(BN)"]
 
 
 @pytest.mark.parametrize("text", ["tma:A", "tma:A:box=64", "tma:A:box=64x64x2", "tma:A:box=64x64:swizzle=16B",

@@ -15,10 +15,8 @@ workspace buffers the candidate declares:
 
 An argument is a parameter's or a workspace buffer's name, or ``KIND:EXPR`` (KIND one
 of i32, i64, f32, f64) for a scalar computed from sizes and knobs, or a TMA
-descriptor of a 2-D array parameter, ``tma:NAME:box=ROWSxCOLS[:swizzle=128B]`` (box
-dimensions are expressions over knobs, in the array's shape order; the runner
-encodes it with cuTensorMapEncodeTiled and passes it by value: the kernel declares
-``const __grid_constant__ CUtensorMap``). A launch step may carry
+descriptor of a 2-D array parameter, ``tma:NAME:box=ROWSxCOLS[:swizzle=128B]``
+(agent/spec/tensor_map.py). A launch step may carry
 ``cluster = [X, Y, Z]``, a thread block cluster (launched with cuLaunchKernelEx; the
 grid must be a multiple of it, at most 8 blocks). A memset step
 (``{ memset = "NAME" }``) zeroes a workspace buffer or an output. Workspace starts
@@ -34,12 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from .expr import Expr, ExprError
+from .tensor_map import TMA_KIND, TensorMap, TmaBox
 
 ARG_KINDS = ("i32", "i64", "f32", "f64")
-TMA_KIND = "tma"
-TMA_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
-TMA_SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
-TMA_MAX_BOX = 256  # per dimension (cuTensorMapEncodeTiled)
 MAX_CLUSTER_BLOCKS = 8  # the portable cluster size; more needs a non-portable opt-in
 WORKSPACE_DTYPES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 WORKSPACE_INITS = ("zero", "poison")
@@ -118,36 +113,6 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class TensorMap:
-    """A TMA descriptor resolved for one case: the 2-D array it reads or writes and the box one copy moves."""
-
-    dtype: str
-    rows: int
-    cols: int  # the contiguous dimension
-    box_rows: int
-    box_cols: int
-    swizzle: int  # bytes: 0, 32, 64 or 128
-
-    def problems(self) -> Optional[str]:
-        """Why cuTensorMapEncodeTiled would refuse this descriptor, in its own rules, or None."""
-        size = TMA_ITEMSIZE[self.dtype]
-        box = f"box {self.box_rows}x{self.box_cols}"
-        if not (1 <= self.box_rows <= TMA_MAX_BOX and 1 <= self.box_cols <= TMA_MAX_BOX):
-            return f"{box}: each box dimension must be 1 to {TMA_MAX_BOX}"
-        if self.box_cols * size % 16:
-            return f"{box}: the inner box dimension must span a multiple of 16 bytes ({self.box_cols * size} B)"
-        if self.swizzle and self.box_cols * size > self.swizzle:
-            return f"{box}: with {self.swizzle}B swizzle the inner box dimension spans at most {self.swizzle} B " \
-                   f"({self.box_cols * size} B)"
-        if self.cols * size % 16:
-            return f"a row of the {self.rows}x{self.cols} {self.dtype} array is {self.cols * size} B: " \
-                   "TMA needs a row pitch that is a multiple of 16 bytes"
-        if self.rows >= 1 << 32 or self.cols >= 1 << 32:
-            return f"the {self.rows}x{self.cols} array has a dimension of 2^32 or more"
-        return None
-
-
-@dataclass(frozen=True)
 class Arg:
     """One kernel argument, resolved: an array or workspace buffer by name, a scalar, or a
     TMA descriptor of an array (kind ``tma``, `tensor_map` set)."""
@@ -174,8 +139,7 @@ class StepArg:
     name: str = ""
     kind: str = ""
     expr: Optional[Expr] = None
-    box: Optional[tuple[Expr, Expr]] = None  # tma: rows x cols
-    swizzle: str = "none"  # tma: a key of TMA_SWIZZLES
+    tma: Optional[TmaBox] = None  # kind tma: the descriptor of array `name`
 
     @staticmethod
     def parse(text: Any) -> "StepArg":
@@ -183,7 +147,8 @@ class StepArg:
             raise ValueError(f"argument {text!r}: expected a name or KIND:EXPR")
         kind, sep, rest = text.partition(":")
         if sep and kind.strip() == TMA_KIND:
-            return StepArg._parse_tma(text, rest)
+            tma = TmaBox.parse(text)
+            return StepArg(name=tma.array, kind=TMA_KIND, tma=tma)
         if sep:
             if kind.strip() not in ARG_KINDS:
                 raise ValueError(f"argument {text!r}: the kind before ':' must be one of "
@@ -191,29 +156,9 @@ class StepArg:
             return StepArg(kind=kind.strip(), expr=Expr.parse(rest.strip()))
         return StepArg(name=text.strip())
 
-    @staticmethod
-    def _parse_tma(text: str, rest: str) -> "StepArg":
-        usage = f"argument {text!r}: expected tma:NAME:box=ROWSxCOLS[:swizzle=none|32B|64B|128B]"
-        name, *fields = [f.strip() for f in rest.split(":")]
-        options = dict(f.partition("=")[::2] for f in fields)
-        if not name.isidentifier() or len(options) != len(fields) or "box" not in options \
-                or set(options) - {"box", "swizzle"}:
-            raise ValueError(usage)
-        dims = _split_box(options["box"])
-        if len(dims) != 2:
-            raise ValueError(usage)
-        swizzle = options.get("swizzle", "none")
-        if swizzle not in TMA_SWIZZLES:
-            raise ValueError(f"argument {text!r}: swizzle must be one of {', '.join(TMA_SWIZZLES)}")
-        return StepArg(name=name, kind=TMA_KIND, box=(Expr.parse(dims[0].strip()), Expr.parse(dims[1].strip())),
-                       swizzle=swizzle)
-
     def text(self) -> str:
-        if self.box is not None:
-            swizzle = f":swizzle={self.swizzle}" if self.swizzle != "none" else ""
-            rows = str(self.box[0])
-            x = "x" if rows[-1].isdigit() or rows[-1] == ")" else " x "
-            return f"{TMA_KIND}:{self.name}:box={rows}{x}{self.box[1]}{swizzle}"
+        if self.tma is not None:
+            return self.tma.text()
         return f"{self.kind}:{self.expr}" if self.expr is not None else self.name
 
 
@@ -359,7 +304,7 @@ class Program:
                     return f"steps[{i}]: memset '{s.target}' is neither a workspace buffer nor an output"
                 continue
             for a in s.args:
-                if a.box is not None and a.name not in arrays:
+                if a.tma is not None and a.name not in arrays:
                     return (f"steps[{i}] ({s.entry}): a TMA descriptor needs an array parameter, "
                             f"and '{a.name}' is not one")
                 if a.expr is None and a.name not in arrays and a.name not in scalars and a.name not in names:
@@ -387,8 +332,8 @@ class Program:
                 continue
             args = []
             for a in s.args:
-                if a.box is not None:
-                    args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=_tensor_map(a, env, arrays or {})))
+                if a.tma is not None:
+                    args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=a.tma.resolve(env, arrays or {})))
                 elif a.expr is not None:
                     value = a.expr.evaluate_int(env) if a.kind[0] == "i" else float(a.expr.evaluate(env))
                     args.append(Arg(kind=a.kind, value=value))
@@ -399,30 +344,6 @@ class Program:
                     args.append(Arg(array=a.name))
             steps.append(LaunchJob(s.entry, s.launch.resolve(env), tuple(args)))
         return ProgramJob(tuple(spaces), tuple(steps))
-
-
-def _split_box(text: str) -> list[str]:
-    """ROWSxCOLS split at its top-level 'x' (after a digit, ')' or a blank), so names holding
-    an x (max, BOX) stay whole: write ``BM x BK`` when a dimension ends in a name."""
-    depth, parts, start = 0, [], 0
-    for i, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "x" and depth == 0 and i > 0 and (text[i - 1].isdigit() or text[i - 1] in ") \t"):
-            parts.append(text[start:i])
-            start = i + 1
-    return parts + [text[start:]]
-
-
-def _tensor_map(a: StepArg, env: dict[str, int], arrays: dict[str, tuple[str, tuple[int, ...]]]) -> TensorMap:
-    assert a.box is not None
-    if a.name not in arrays:
-        raise ValueError(f"tma:{a.name}: not an array parameter")
-    dtype, shape = arrays[a.name]
-    if len(shape) != 2 or dtype not in TMA_ITEMSIZE:
-        raise ValueError(f"tma:{a.name}: TMA descriptors here are of 2-D arrays of "
-                         f"{', '.join(TMA_ITEMSIZE)}, not {dtype}{list(shape)}")
-    return TensorMap(dtype, shape[0], shape[1], a.box[0].evaluate_int(env), a.box[1].evaluate_int(env),
-                     TMA_SWIZZLES[a.swizzle])
 
 
 def _keys(table: Any, where: str, allowed: set[str], required: set[str]) -> None:
