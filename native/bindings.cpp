@@ -7,6 +7,7 @@
 #include "device.hpp"
 #include "nvrtc_compiler.hpp"
 #include "program.hpp"
+#include "tensor_map.hpp"
 #include "timing.hpp"
 
 namespace py = pybind11;
@@ -18,6 +19,13 @@ namespace {
 // the interpreter is gone.
 PyObject* g_cuda_error = nullptr;
 
+// ("tma", (address, dtype, rows, cols, box_rows, box_cols, swizzle_bytes)).
+TensorMapSpec tensor_map_spec(const py::object& value) {
+  auto t = value.cast<std::tuple<uint64_t, std::string, uint64_t, uint64_t, uint32_t, uint32_t, int>>();
+  return TensorMapSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
+                       std::get<4>(t), std::get<5>(t), std::get<6>(t)};
+}
+
 KernelArgs pack_args(const std::vector<std::pair<std::string, py::object>>& args) {
   KernelArgs packed;
   for (const auto& [kind, value] : args) {
@@ -26,15 +34,19 @@ KernelArgs pack_args(const std::vector<std::pair<std::string, py::object>>& args
     else if (kind == "i64") packed.add_i64(value.cast<int64_t>());
     else if (kind == "f32") packed.add_f32(value.cast<float>());
     else if (kind == "f64") packed.add_f64(value.cast<double>());
-    else throw py::value_error("kernel argument kind must be ptr, i32, i64, f32 or f64, not " + kind);
+    else if (kind == "tma") packed.add_tensor_map(encode_tensor_map(tensor_map_spec(value)));
+    else throw py::value_error("kernel argument kind must be ptr, i32, i64, f32, f64 or tma, not " + kind);
   }
   return packed;
 }
 
 LaunchConfig make_config(std::array<unsigned, 3> grid, std::array<unsigned, 3> block,
-                         unsigned shared) {
-  return LaunchConfig{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared};
+                         unsigned shared, std::array<unsigned, 3> cluster) {
+  return LaunchConfig{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared,
+                      {cluster[0], cluster[1], cluster[2]}};
 }
+
+constexpr std::array<unsigned, 3> kNoCluster = {1, 1, 1};
 
 py::buffer_info contiguous(const py::buffer& b, bool writable) {
   py::buffer_info info = b.request(writable);
@@ -121,20 +133,24 @@ void def_device(py::module_& m) {
       .def("launch",
            [](std::shared_ptr<Device> d, const Function& fn, std::array<unsigned, 3> grid,
               std::array<unsigned, 3> block, unsigned shared,
-              const std::vector<std::pair<std::string, py::object>>& args) {
+              const std::vector<std::pair<std::string, py::object>>& args,
+              std::array<unsigned, 3> cluster) {
              KernelArgs packed = pack_args(args);
              py::gil_scoped_release release;
-             launch(*d, fn, make_config(grid, block, shared), packed);
+             launch(*d, fn, make_config(grid, block, shared, cluster), packed);
            },
            py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
-           "Enqueue one launch; args are (kind, value) pairs: ptr, i32, i64, f32, f64.")
+           py::arg("cluster") = kNoCluster,
+           "Enqueue one launch; args are (kind, value) pairs: ptr, i32, i64, f32, f64, or tma with "
+           "(address, dtype, rows, cols, box_rows, box_cols, swizzle_bytes), encoded by the driver "
+           "and passed as a 128-byte CUtensorMap. cluster: thread block cluster dimensions.")
       .def("time",
            [](std::shared_ptr<Device> d, const Function& fn, std::array<unsigned, 3> grid,
               std::array<unsigned, 3> block, unsigned shared,
               const std::vector<std::pair<std::string, py::object>>& args,
               const TimingSettings& settings, py::object before, py::object after) {
              KernelArgs packed = pack_args(args);
-             LaunchConfig cfg = make_config(grid, block, shared);
+             LaunchConfig cfg = make_config(grid, block, shared, kNoCluster);
              Around pre = around(before), post = around(after);
              py::gil_scoped_release release;
              return time_loop(*d, [&](CUstream) { launch(*d, fn, cfg, packed); }, settings, pre, post);
@@ -221,11 +237,12 @@ void def_program(py::module_& m) {
       .def("add_launch",
            [](Program& p, const Function& fn, std::array<unsigned, 3> grid,
               std::array<unsigned, 3> block, unsigned shared,
-              const std::vector<std::pair<std::string, py::object>>& args) {
-             p.add_launch(fn, make_config(grid, block, shared), pack_args(args));
+              const std::vector<std::pair<std::string, py::object>>& args,
+              std::array<unsigned, 3> cluster) {
+             p.add_launch(fn, make_config(grid, block, shared, cluster), pack_args(args));
            },
            py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared"), py::arg("args"),
-           "Append a launch; args as for Device.launch.")
+           py::arg("cluster") = kNoCluster, "Append a launch; args and cluster as for Device.launch.")
       .def("add_memset", &Program::add_memset_u32, py::arg("ptr"), py::arg("nbytes"),
            py::arg("value"), "Append a fill of nbytes (a multiple of 4) with a 32-bit word.")
       .def("__len__", &Program::size);
@@ -275,7 +292,28 @@ void def_cublas(py::module_& m) {
            },
            py::arg("device"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
            py::arg("k"), py::arg("settings"), py::arg("before") = py::none(),
-           py::arg("after") = py::none(), "Time row-major SGEMM under the same recipe.");
+           py::arg("after") = py::none(), "Time row-major SGEMM under the same recipe.")
+      .def("gemm_bf16",
+           [](Cublas& c, std::shared_ptr<Device> d, uint64_t a, uint64_t b, uint64_t out, int m,
+              int n, int k) {
+             py::gil_scoped_release release;
+             d->make_current();
+             c.gemm_bf16_row_major(d->stream(), a, b, out, m, n, k);
+           },
+           py::arg("device"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
+           py::arg("k"), "Enqueue row-major bf16 C = A @ B once (cublasGemmEx, fp32 compute).")
+      .def("time_gemm_bf16",
+           [](Cublas& c, std::shared_ptr<Device> d, uint64_t a, uint64_t b, uint64_t out, int m,
+              int n, int k, const TimingSettings& settings, py::object before, py::object after) {
+             Around pre = around(before), post = around(after);
+             py::gil_scoped_release release;
+             return time_loop(
+                 *d, [&](CUstream s) { c.gemm_bf16_row_major(s, a, b, out, m, n, k); }, settings,
+                 pre, post);
+           },
+           py::arg("device"), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("m"), py::arg("n"),
+           py::arg("k"), py::arg("settings"), py::arg("before") = py::none(),
+           py::arg("after") = py::none(), "Time row-major bf16 GEMM under the same recipe.");
 }
 
 }  // namespace

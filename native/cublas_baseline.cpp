@@ -12,6 +12,9 @@ using Status = int;
 using Handle = void*;
 constexpr int kOpN = 0;
 constexpr int kDefaultMath = 0;
+constexpr int kR16BF = 14;         // cudaDataType CUDA_R_16BF (library_types.h)
+constexpr int kCompute32F = 68;    // cublasComputeType_t CUBLAS_COMPUTE_32F
+constexpr int kGemmDefault = -1;   // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 
 struct Api {
   Status (*create)(Handle*) = nullptr;
@@ -21,6 +24,8 @@ struct Api {
   Status (*get_version)(Handle, int*) = nullptr;
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*,
                   int, const float*, float*, int) = nullptr;
+  Status (*gemm_ex)(Handle, int, int, int, int, int, const void*, const void*, int, int,
+                    const void*, int, int, const void*, void*, int, int, int, int) = nullptr;
 };
 
 const char* status_name(Status s) {
@@ -62,6 +67,7 @@ const Api& api(const std::vector<std::string>& candidates) {
   g_lib.load(g_api.set_math_mode, "cublasSetMathMode", "cuBLAS");
   g_lib.load(g_api.get_version, "cublasGetVersion_v2", "cuBLAS");
   g_lib.load(g_api.sgemm, "cublasSgemm_v2", "cuBLAS");
+  g_lib.load(g_api.gemm_ex, "cublasGemmEx", "cuBLAS");
   return g_api;
 }
 
@@ -93,6 +99,18 @@ void Cublas::sgemm_row_major(CUstream stream, uint64_t a, uint64_t b, uint64_t c
   check(x.sgemm(handle_, kOpN, kOpN, n, m, k, &alpha, reinterpret_cast<const float*>(b), n,
                 reinterpret_cast<const float*>(a), k, &beta, reinterpret_cast<float*>(c), n),
         "cublasSgemm_v2");
+}
+
+void Cublas::gemm_bf16_row_major(CUstream stream, uint64_t a, uint64_t b, uint64_t c, int m, int n,
+                                 int k) {
+  const Api& x = g_api;
+  const float alpha = 1.f, beta = 0.f;  // fp32 scalars: the compute type is fp32
+  check(x.set_stream(handle_, stream), "cublasSetStream_v2");
+  // Column-major C^T = B^T A^T, as for SGEMM.
+  check(x.gemm_ex(handle_, kOpN, kOpN, n, m, k, &alpha, reinterpret_cast<const void*>(b), kR16BF, n,
+                  reinterpret_cast<const void*>(a), kR16BF, k, &beta, reinterpret_cast<void*>(c),
+                  kR16BF, n, kCompute32F, kGemmDefault),
+        "cublasGemmEx(bf16, CUBLAS_COMPUTE_32F)");
 }
 
 }  // namespace ws

@@ -22,6 +22,10 @@ class Cublas {
   // Row-major C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C, enqueued on `stream`.
   void sgemm_row_major(CUstream stream, uint64_t a, uint64_t b, uint64_t c, int m, int n, int k,
                        float alpha, float beta);
+  // Row-major bf16 C[M,N] = A[M,K] @ B[K,N] with fp32 accumulation
+  // (cublasGemmEx, CUDA_R_16BF operands, CUBLAS_COMPUTE_32F): what a bf16 user calls.
+  void gemm_bf16_row_major(CUstream stream, uint64_t a, uint64_t b, uint64_t c, int m, int n,
+                           int k);
   const std::string& path() const { return path_; }
   int version() const { return version_; }
 

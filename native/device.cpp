@@ -189,8 +189,8 @@ Function Module::function(const std::string& name) {
 }
 
 void KernelArgs::push(const void* v, size_t n) {
-  uint64_t slot = 0;
-  std::memcpy(&slot, v, n);
+  Slot slot{};
+  std::memcpy(slot.bytes, v, n);
   slots_.push_back(slot);
 }
 
@@ -207,9 +207,29 @@ void launch(Device& device, const Function& fn, const LaunchConfig& cfg, KernelA
     // Dynamic shared memory above 48 KiB must be opted into per function.
     WS_CU(d.cuFuncSetAttribute(fn.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                static_cast<int>(cfg.shared_bytes)));
-  WS_CU(d.cuLaunchKernel(fn.handle, cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x,
-                         cfg.block.y, cfg.block.z, cfg.shared_bytes, device.stream(),
-                         args.pointers(), nullptr));
+  if (!cfg.clustered()) {
+    WS_CU(d.cuLaunchKernel(fn.handle, cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x,
+                           cfg.block.y, cfg.block.z, cfg.shared_bytes, device.stream(),
+                           args.pointers(), nullptr));
+    return;
+  }
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = cfg.cluster.x;
+  attr.value.clusterDim.y = cfg.cluster.y;
+  attr.value.clusterDim.z = cfg.cluster.z;
+  CUlaunchConfig lc{};
+  lc.gridDimX = cfg.grid.x;
+  lc.gridDimY = cfg.grid.y;
+  lc.gridDimZ = cfg.grid.z;
+  lc.blockDimX = cfg.block.x;
+  lc.blockDimY = cfg.block.y;
+  lc.blockDimZ = cfg.block.z;
+  lc.sharedMemBytes = cfg.shared_bytes;
+  lc.hStream = device.stream();
+  lc.attrs = &attr;
+  lc.numAttrs = 1;
+  WS_CU(d.cuLaunchKernelEx(&lc, fn.handle, args.pointers(), nullptr));
 }
 
 }  // namespace ws

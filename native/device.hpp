@@ -105,10 +105,13 @@ struct Dim3 {
 struct LaunchConfig {
   Dim3 grid, block;
   unsigned shared_bytes = 0;
+  Dim3 cluster;  // thread block cluster (sm_90+); 1x1x1 launches without one
+  bool clustered() const { return cluster.x * cluster.y * cluster.z > 1; }
 };
 
-// Kernel arguments packed in declaration order; each kept in its own 8-byte slot
-// so the pointers handed to cuLaunchKernel stay valid and aligned.
+// Kernel arguments packed in declaration order; each kept in its own 64-byte
+// aligned slot, wide enough for a 128-byte CUtensorMap passed by value, so the
+// pointers handed to cuLaunchKernel stay valid and aligned.
 class KernelArgs {
  public:
   void add_pointer(uint64_t p) { push(&p, sizeof p); }
@@ -116,17 +119,24 @@ class KernelArgs {
   void add_i64(int64_t v) { push(&v, sizeof v); }
   void add_f32(float v) { push(&v, sizeof v); }
   void add_f64(double v) { push(&v, sizeof v); }
+  void add_tensor_map(const CUtensorMap& map) { push(&map, sizeof map); }
   void** pointers();
   size_t size() const { return slots_.size(); }
 
  private:
+  struct alignas(64) Slot {
+    unsigned char bytes[128];
+  };
+  static_assert(sizeof(CUtensorMap) <= sizeof(Slot), "a CUtensorMap must fit one argument slot");
   void push(const void* v, size_t n);
-  std::vector<uint64_t> slots_;
+  std::vector<Slot> slots_;
   std::vector<void*> ptrs_;
 };
 
-// Enqueues one launch on the device's stream. Launch-time errors (bad block size,
-// too much shared memory) throw CudaError at once; faults surface at the next sync.
+// Enqueues one launch on the device's stream (cuLaunchKernelEx with the cluster
+// dimension attribute when cfg has a cluster). Launch-time errors (bad block size,
+// too much shared memory, a grid not a multiple of the cluster) throw CudaError at
+// once; faults surface at the next sync.
 void launch(Device& device, const Function& fn, const LaunchConfig& cfg, KernelArgs& args);
 
 }  // namespace ws

@@ -18,7 +18,8 @@ namespace ws {
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8)         \
   X(cuMemsetD32) X(cuMemsetD32Async) X(cuMemGetInfo)                              \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) \
-  X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy)       \
+  X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuEventCreate)      \
+  X(cuEventDestroy) X(cuTensorMapEncodeTiled)                                     \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
 
 struct Driver {

@@ -23,6 +23,11 @@ POINTS = [
     *[("gemm_bias_relu", "warptile", t) for t in TILES],
     *[("sgemm", "splitk_warptile", {**t, "SPLITK": 16}) for t in TILES],
     ("gemm_bias_relu", "splitk_warptile", {}), ("gemm_bias_relu", "splitk_warptile", {**TILES[2], "SPLITK": 4}),
+    # bf16 tensor-core GEMM (issue 17): the default 128x128 tile, a small one, a wide one.
+    ("bf16_gemm", "naive", {}), ("bf16_gemm", "mma_sync", {}),
+    ("bf16_gemm", "mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
+    ("bf16_gemm", "mma_sync", {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3}),
+    ("bf16_gemm", "wgmma_tma", {}), ("bf16_gemm", "wgmma_tma", {"BM": 64, "BN": 256, "STAGES": 3}),
 ]
 
 
@@ -39,7 +44,8 @@ def test_kernel_compiles_without_spills(workload, kernel, defines):
 
 
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"),
-                                             ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile")])
+                                             ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
+                                             ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma")])
 def test_kernel_resolves_on_every_case(workload, kernel):
     """The launch rule or program resolves on every case at the defaults: positive grids, at most 1024 threads."""
     w = load_workload(EXAMPLES / workload)

@@ -24,7 +24,7 @@ from agent.evaluate.records import Best, CandidateSpec
 from agent.loop.session import SessionInfo, session_dir
 from agent.spec.candidate import Candidate
 from agent.spec.workload import Case, load_workload
-from agent.tracking.launch_module import launch_module
+from agent.tracking.launch_module import hopper_only, launch_module
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
 EXAMPLES = sorted(p.parent.name for p in (ROOT / "examples").glob("*/workload.toml"))
@@ -147,6 +147,10 @@ def test_every_example_kernel_exports_with_its_launch_rule(example, tmp_path):
     for name, spec in workload.kernels.items():
         cand = Candidate.from_spec(spec)
         best = Best(spec=CandidateSpec.from_candidate(cand, "start"), score_ms=1.0, cases=[], iteration=0)
+        if hopper_only(cand):  # TMA descriptors, clusters, sm_90a: the runner's alone so far
+            with pytest.raises(ValueError, match="cannot be exported as a module yet"):
+                launch_module(workload, best)
+            continue
         path = tmp_path / f"{example}_{name}.py"
         path.write_text(launch_module(workload, best))
         module = _import(path, f"exported_{example}_{name}")

@@ -101,7 +101,7 @@ def _compile_kernels(w: Workload, arch: str, say) -> bool:
         c = Candidate.from_spec(spec)
         r = compile_kernel(c.source, c.entry, arch, c.compile_options(), filename=spec.path.name)
         if r.ok:
-            say("ok", "compile", f"kernel {name} -> {arch}: {r.resources.text()} ({r.compile_ms:.0f} ms)")
+            say("ok", "compile", f"kernel {name} -> {r.arch}: {r.resources.text()} ({r.compile_ms:.0f} ms)")
         else:
             first = next((line for line in r.log.splitlines() if "error" in line), r.error)
             say("FAIL", "compile", f"kernel {name} ({spec.path.name}): {r.error}: {first.strip()}")

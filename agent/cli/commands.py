@@ -190,7 +190,7 @@ def cmd_compile(args) -> int:
     if not r.ok:
         print(f"{r.error}: compilation failed", file=sys.stderr)
         return 1
-    print(f"\n{args.file.name} -> {arch} CUBIN, {len(r.cubin)} bytes in {r.compile_ms:.0f} ms")
+    print(f"\n{args.file.name} -> {r.arch} CUBIN, {len(r.cubin)} bytes in {r.compile_ms:.0f} ms")
     if args.entry:
         print(f"{r.symbol}: {r.resources.text()}")
     return 0

@@ -36,7 +36,7 @@ from ..spec.inputs import array_jobs, ensure_reference
 from ..spec.launch import LaunchJob, ProgramJob
 from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
 from ..spec.tolerance import case_rtol
-from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, program_problem
+from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, array_layouts, program_problem
 from ..worker.gpu_side import RECOVERABLE
 from ..worker.process import WorkerDied, WorkerProcess, WorkerTimeout
 from ..worker.protocol import (
@@ -163,6 +163,8 @@ class Evaluator(EvaluationBackend):
             return f"block {launch.block} has {threads} threads, the GPU allows {facts.max_threads_per_block}"
         if launch.shared > facts.smem_per_block_optin:
             return f"{launch.shared} B dynamic shared memory, the GPU allows {facts.smem_per_block_optin}"
+        if launch.cluster != (1, 1, 1) and facts.cc_major < 9:
+            return f"cluster {launch.cluster}: thread block clusters need compute capability 9.0 or newer"
         return ""
 
     def _resolve_program(self, candidate: Candidate, case: Case) -> tuple[Optional[ProgramJob], str]:
@@ -173,7 +175,8 @@ class Evaluator(EvaluationBackend):
         if problem:
             return None, f"program for case '{case.name}': {problem}"
         job = program.resolve(candidate.launch_env(case),
-                              {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)})
+                              {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)},
+                              array_layouts(w, case))
         for step in job.steps:
             problem = self._device_problem(step.launch) if isinstance(step, LaunchJob) else ""
             if problem and isinstance(step, LaunchJob):

@@ -21,7 +21,7 @@ from ..runtime.parent_watch import exit_with_warpsmith
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, generate_input
 from ..spec.launch import LaunchJob
-from ..spec.workload import ArrayParam, Case, ScalarParam, Workload, load_workload
+from ..spec.workload import ArrayParam, Case, ScalarParam, Workload, array_layouts, load_workload
 
 
 def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str]) -> list[str]:
@@ -58,7 +58,8 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
 def _run_program(device, module, workload: Workload, cand: Candidate, case: Case, buffers: dict) -> str:
     """Every step of the program once on `case`, over zeroed workspace; returns what ran."""
     job = cand.program.resolve(cand.launch_env(case),
-                               {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)})
+                               {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)},
+                               array_layouts(workload, case))
     for w in job.workspace:
         buffers[w.name] = device.alloc(w.nbytes)
         buffers[w.name].fill_u32(0, 0, w.nbytes)
@@ -67,7 +68,7 @@ def _run_program(device, module, workload: Workload, cand: Candidate, case: Case
         if isinstance(step, LaunchJob):
             l = step.launch
             program.add_launch(module.function(step.entry), l.grid, l.block, l.shared,
-                               [("ptr", buffers[a.array].ptr) if a.array else (a.kind, a.value) for a in step.args])
+                               [a.native(lambda name: buffers[name].ptr) for a in step.args], l.cluster)
         else:
             program.add_memset(buffers[step.target].ptr, buffers[step.target].nbytes, 0)
     device.run(program)

@@ -56,13 +56,18 @@ class LlmStep(BaseModel):
     shared: str = "0"
     args: list[str] = Field(default_factory=list, description=(
         "in the kernel's parameter order: parameter or workspace names, or KIND:EXPR (i32, i64, f32, f64) "
-        "for a computed scalar, e.g. i32:ceil_div(K, SPLITK)"))
+        "for a computed scalar, e.g. i32:ceil_div(K, SPLITK), or a TMA descriptor of a 2-D array parameter, "
+        "tma:NAME:box=ROWS x COLS[:swizzle=128B] (the kernel takes const __grid_constant__ CUtensorMap)"))
+    cluster: list[str] = Field(default_factory=list, max_length=3, description=(
+        "thread block cluster dimensions (Hopper), e.g. [\"2\", \"1\", \"1\"]; empty for none"))
     memset: str = Field(default="", description="a workspace buffer or output to zero (then leave the rest empty)")
 
     def data(self) -> dict:
         if self.memset:
             return {"memset": self.memset}
-        return {"entry": self.entry, "grid": self.grid, "block": self.block, "shared": self.shared, "args": self.args}
+        cluster = {"cluster": self.cluster} if self.cluster else {}
+        return {"entry": self.entry, "grid": self.grid, "block": self.block, "shared": self.shared, "args": self.args,
+                **cluster}
 
 
 class LlmCandidate(BaseModel):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import native
+from .arch_target import target_arch
 from .cache_dir import cache_root
 from .compile_policy import check_options, check_source
 from .compile_process import compile_pool
@@ -116,8 +117,11 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
     `allow_fast_math`: the workload's tolerance.allow_fast_math (precision-lowering math
     flags); `timeout_s`: the compile's limit (compile_process.TIMEOUT_S by default);
     `nvrtc`: where NVRTC runs (the Ray backend sends it to a CPU worker); the policy
-    and the cache stay here either way."""
+    and the cache stay here either way. A source that uses arch-specific instructions
+    (wgmma, setmaxnreg) compiles for the arch-specific target (sm_90 -> sm_90a;
+    agent/runtime/arch_target.py); the result's `arch` says which."""
     options = list(options or [])
+    arch = target_arch(arch, source)
     refusal = refused(source, entry, arch, options, allow_fast_math)
     if refusal:
         return refusal

@@ -14,7 +14,11 @@ workspace buffers the candidate declares:
     ]
 
 An argument is a parameter's or a workspace buffer's name, or ``KIND:EXPR`` (KIND one
-of i32, i64, f32, f64) for a scalar computed from sizes and knobs. A memset step
+of i32, i64, f32, f64) for a scalar computed from sizes and knobs, or a TMA
+descriptor of a 2-D array parameter, ``tma:NAME:box=ROWSxCOLS[:swizzle=128B]``
+(agent/spec/tensor_map.py). A launch step may carry
+``cluster = [X, Y, Z]``, a thread block cluster (launched with cuLaunchKernelEx; the
+grid must be a multiple of it, at most 8 blocks). A memset step
 (``{ memset = "NAME" }``) zeroes a workspace buffer or an output. Workspace starts
 each run zeroed (``init = "zero"``) or filled with the harness's unpredictable poison
 (``init = "poison"``): a program must write it before it reads it. Every entry of a
@@ -25,11 +29,13 @@ validated and timed, between one pair of events.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from .expr import Expr, ExprError
+from .tensor_map import TMA_KIND, TensorMap, TmaBox
 
 ARG_KINDS = ("i32", "i64", "f32", "f64")
+MAX_CLUSTER_BLOCKS = 8  # the portable cluster size; more needs a non-portable opt-in
 WORKSPACE_DTYPES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 WORKSPACE_INITS = ("zero", "poison")
 MAX_STEPS = 16
@@ -44,30 +50,40 @@ def xyz(dims: Sequence[T]) -> tuple[T, T, T]:
     return x, y, z
 
 
+NO_CLUSTER = (Expr.parse(1), Expr.parse(1), Expr.parse(1))
+
+
 @dataclass(frozen=True)
 class LaunchRule:
-    """Grid, block and dynamic shared memory as expressions of sizes and knobs."""
+    """Grid, block, dynamic shared memory and thread block cluster as expressions of sizes and knobs."""
 
     grid: tuple[Expr, Expr, Expr]
     block: tuple[Expr, Expr, Expr]
     shared: Expr = Expr.parse(0)
+    cluster: tuple[Expr, Expr, Expr] = NO_CLUSTER
 
     def resolve(self, env: dict[str, int]) -> "Launch":
         return Launch(xyz([e.evaluate_int(env) for e in self.grid]), xyz([e.evaluate_int(env) for e in self.block]),
-                      self.shared.evaluate_int(env))
+                      self.shared.evaluate_int(env), xyz([e.evaluate_int(env) for e in self.cluster]))
 
     @staticmethod
-    def parse(grid: Sequence[Any], block: Sequence[Any], shared: Any = 0) -> "LaunchRule":
+    def parse(grid: Sequence[Any], block: Sequence[Any], shared: Any = 0, cluster: Sequence[Any] = (1,)) -> "LaunchRule":
         """From 1-3 dimensions each (missing ones are 1); raises ValueError."""
-        for key, dims in (("grid", grid), ("block", block)):
+        for key, dims in (("grid", grid), ("block", block), ("cluster", cluster)):
             if not isinstance(dims, (list, tuple)) or not 1 <= len(dims) <= 3:
                 raise ValueError(f"{key}: expected 1 to 3 dimensions")
         def pad(dims: Sequence[Any]) -> tuple[Expr, Expr, Expr]:
             return xyz([Expr.parse(d) for d in (list(dims) + [1] * 3)[:3]])
-        return LaunchRule(pad(grid), pad(block), Expr.parse(shared))
+        return LaunchRule(pad(grid), pad(block), Expr.parse(shared), pad(cluster))
+
+    @property
+    def clustered(self) -> bool:
+        return any(str(e) != "1" for e in self.cluster)
 
     def text(self) -> dict[str, Any]:
-        return {"grid": [str(e) for e in self.grid], "block": [str(e) for e in self.block], "shared": str(self.shared)}
+        cluster = {"cluster": [str(e) for e in self.cluster]} if self.clustered else {}
+        return {"grid": [str(e) for e in self.grid], "block": [str(e) for e in self.block], "shared": str(self.shared),
+                **cluster}
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,7 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared: int
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
     def problems(self) -> Optional[str]:
         """A reason this launch cannot be valid on any GPU, or None."""
@@ -85,38 +102,63 @@ class Launch:
             return f"block {self.block} has {threads} threads, more than 1024"
         if self.shared < 0:
             return f"dynamic shared memory {self.shared} is negative"
+        if any(c < 1 for c in self.cluster):
+            return f"cluster {self.cluster} has a dimension below 1"
+        blocks = self.cluster[0] * self.cluster[1] * self.cluster[2]
+        if blocks > MAX_CLUSTER_BLOCKS:
+            return f"cluster {self.cluster} has {blocks} blocks, more than the portable {MAX_CLUSTER_BLOCKS}"
+        if any(g % c for g, c in zip(self.grid, self.cluster)):
+            return f"grid {self.grid} is not a multiple of cluster {self.cluster} in every dimension"
         return None
 
 
 @dataclass(frozen=True)
 class Arg:
-    """One kernel argument, resolved: an array or workspace buffer by name, or a scalar."""
+    """One kernel argument, resolved: an array or workspace buffer by name, a scalar, or a
+    TMA descriptor of an array (kind ``tma``, `tensor_map` set)."""
 
     array: Optional[str] = None
-    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64
+    kind: str = "ptr"  # ptr | i32 | i64 | f32 | f64 | tma
     value: Union[int, float] = 0
+    tensor_map: Optional[TensorMap] = None
+
+    def native(self, address: Callable[[str], int]) -> tuple[str, Any]:
+        """The runner's (kind, value) pair; `address` gives a buffer's device address by name."""
+        if self.tensor_map is not None and self.array:
+            t = self.tensor_map
+            return TMA_KIND, (address(self.array), t.dtype, t.rows, t.cols, t.box_rows, t.box_cols, t.swizzle)
+        if self.array:
+            return "ptr", address(self.array)
+        return self.kind, self.value
 
 
 @dataclass(frozen=True)
 class StepArg:
-    """One argument of a launch step as written: a name, or KIND:EXPR."""
+    """One argument of a launch step as written: a name, KIND:EXPR, or tma:NAME:box=RxC[:swizzle=S]."""
 
     name: str = ""
     kind: str = ""
     expr: Optional[Expr] = None
+    tma: Optional[TmaBox] = None  # kind tma: the descriptor of array `name`
 
     @staticmethod
     def parse(text: Any) -> "StepArg":
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"argument {text!r}: expected a name or KIND:EXPR")
         kind, sep, rest = text.partition(":")
+        if sep and kind.strip() == TMA_KIND:
+            tma = TmaBox.parse(text)
+            return StepArg(name=tma.array, kind=TMA_KIND, tma=tma)
         if sep:
             if kind.strip() not in ARG_KINDS:
-                raise ValueError(f"argument {text!r}: the kind before ':' must be one of {', '.join(ARG_KINDS)}")
+                raise ValueError(f"argument {text!r}: the kind before ':' must be one of "
+                                 f"{', '.join(ARG_KINDS + (TMA_KIND,))}")
             return StepArg(kind=kind.strip(), expr=Expr.parse(rest.strip()))
         return StepArg(name=text.strip())
 
     def text(self) -> str:
+        if self.tma is not None:
+            return self.tma.text()
         return f"{self.kind}:{self.expr}" if self.expr is not None else self.name
 
 
@@ -206,9 +248,9 @@ class Program:
                 _keys(s, where, {"memset"}, {"memset"})
                 parsed.append(MemsetStep(_name(s["memset"], f"{where}.memset")))
                 continue
-            _keys(s, where, {"entry", "grid", "block", "shared", "args"}, {"entry", "grid", "block", "args"})
+            _keys(s, where, {"entry", "grid", "block", "shared", "cluster", "args"}, {"entry", "grid", "block", "args"})
             try:
-                rule = LaunchRule.parse(s["grid"], s["block"], s.get("shared", 0))
+                rule = LaunchRule.parse(s["grid"], s["block"], s.get("shared", 0), s.get("cluster", [1]))
                 args = s["args"]
                 if not isinstance(args, (list, tuple)):
                     raise ValueError("args: expected a list")
@@ -241,7 +283,9 @@ class Program:
             else:
                 def dims(d: tuple[Expr, Expr, Expr]) -> str:
                     return "(" + ", ".join(str(e) for e in d) + ")"
-                shared = f", {s.launch.shared}" if str(s.launch.shared) != "0" else ""
+                shared = f", {s.launch.shared}" if str(s.launch.shared) != "0" or s.launch.clustered else ""
+                if s.launch.clustered:
+                    shared += f", cluster {dims(s.launch.cluster)}"
                 lines.append(f"step {i}: {s.entry}<<<{dims(s.launch.grid)}, {dims(s.launch.block)}{shared}>>>"
                              f"({', '.join(a.text() for a in s.args)})")
         return lines
@@ -260,14 +304,20 @@ class Program:
                     return f"steps[{i}]: memset '{s.target}' is neither a workspace buffer nor an output"
                 continue
             for a in s.args:
+                if a.tma is not None and a.name not in arrays:
+                    return (f"steps[{i}] ({s.entry}): a TMA descriptor needs an array parameter, "
+                            f"and '{a.name}' is not one")
                 if a.expr is None and a.name not in arrays and a.name not in scalars and a.name not in names:
                     return (f"steps[{i}] ({s.entry}): argument '{a.name}' is not a parameter or workspace buffer "
                             "(a computed scalar is written KIND:EXPR, e.g. i32:ceil_div(K, SPLITK))")
         return None
 
-    def resolve(self, env: dict[str, int], scalar_args: dict[str, tuple[str, Union[int, float]]]) -> ProgramJob:
+    def resolve(self, env: dict[str, int], scalar_args: dict[str, tuple[str, Union[int, float]]],
+                arrays: Optional[dict[str, tuple[str, tuple[int, ...]]]] = None) -> ProgramJob:
         """For one case: `env` holds sizes and knobs, `scalar_args` the scalar parameters'
-        (kind, value). Raises ValueError (an ExprError) when an expression cannot be evaluated."""
+        (kind, value), `arrays` the array parameters' (dtype, shape), which TMA descriptors
+        need. Raises ValueError (an ExprError) when an expression cannot be evaluated or
+        a descriptor's array is not 2-D of a dtype TMA copies."""
         spaces = []
         for w in self.workspace:
             count = w.size.evaluate_int(env)
@@ -282,7 +332,9 @@ class Program:
                 continue
             args = []
             for a in s.args:
-                if a.expr is not None:
+                if a.tma is not None:
+                    args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=a.tma.resolve(env, arrays or {})))
+                elif a.expr is not None:
                     value = a.expr.evaluate_int(env) if a.kind[0] == "i" else float(a.expr.evaluate(env))
                     args.append(Arg(kind=a.kind, value=value))
                 elif a.name in scalar_args:

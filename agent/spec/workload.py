@@ -40,7 +40,7 @@ ACCUMULATE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
 REFERENCE_STATUSES = ("", "drafted", "reviewed")
 DRAFT_MARKER = ".warpsmith-drafted"  # beside workload.toml while a model's reference is not reviewed
-BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "torch")
+BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "cublas_gemm_bf16", "torch")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characters, no leading . or -
 MAX_RTOL = 0.1  # a tolerance above 10 % judges nothing: a typo, not a policy
 MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can get through
@@ -49,7 +49,8 @@ FLOAT32_MAX = 3.4028234663852886e38
 SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 Table = dict[str, Any]  # a TOML table, checked key by key
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
-                     "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k")}
+                     "cublas_sgemm_bias_relu": ("a", "b", "bias", "c", "m", "n", "k"),
+                     "cublas_gemm_bf16": ("a", "b", "c", "m", "n", "k")}
 
 
 def name_problem(name: str) -> Optional[str]:
@@ -148,7 +149,7 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Baseline:
-    kind: str  # none | cublas_sgemm | cublas_sgemm_bias_relu | torch (the loop's baseline: PyTorch eager)
+    kind: str  # none | cublas_sgemm | cublas_sgemm_bias_relu | cublas_gemm_bf16 | torch (the loop's: PyTorch eager)
     bind: dict[str, str]  # baseline operand -> workload parameter (a -> A, m -> M, ...)
     torch: Optional[Path] = None  # PyTorch baseline file: eager and torch.compile, where PyTorch is installed
 
@@ -282,11 +283,23 @@ def program_problem(w: Workload, program: Program, case: Case, env: dict[str, in
     if problem:
         return problem
     try:
-        job = program.resolve(env, {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)})
+        job = program.resolve(env, {p.name: p.arg(case) for p in w.params if isinstance(p, ScalarParam)},
+                              array_layouts(w, case))
     except ValueError as e:  # ExprError is a ValueError
         return str(e)
-    return next((f"{s.entry}: {s.launch.problems()}" for s in job.steps
-                 if isinstance(s, LaunchJob) and s.launch.problems()), None)
+    for s in job.steps:
+        if isinstance(s, LaunchJob):
+            problem = s.launch.problems() or next(
+                (f"tma:{a.array}: {a.tensor_map.problems()}" for a in s.args
+                 if a.tensor_map is not None and a.tensor_map.problems()), None)
+            if problem:
+                return f"{s.entry}: {problem}"
+    return None
+
+
+def array_layouts(w: Workload, case: Case) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Every array parameter's (dtype, shape) on `case`: what a program's TMA descriptors describe."""
+    return {p.name: (p.dtype, w.shape(p, case)) for p in w.arrays}
 
 
 def probe_cases(params: tuple[Param, ...], cases: tuple[Case, ...], tolerance: Tolerance) -> tuple[Case, ...]:
@@ -583,6 +596,11 @@ class _Parser:
         for operand in needed:
             if not isinstance(bind.get(operand), str) or bind.get(operand) not in names:
                 raise self.fail(f"baseline.{operand}", f"must name a parameter (one of {', '.join(sorted(names))})")
+        dtypes = {p.name: p.dtype for p in params if isinstance(p, ArrayParam)}
+        for operand in ("a", "b", "c") if kind == "cublas_gemm_bf16" else ():
+            if dtypes.get(bind[operand]) != "bfloat16":
+                raise self.fail(f"baseline.{operand}", f"cublas_gemm_bf16 multiplies bfloat16 arrays; "
+                                f"'{bind[operand]}' is not one")
         return Baseline(kind, bind, torch)
 
     def check_against_cases(self, w: Workload) -> None:

@@ -17,13 +17,28 @@ from pathlib import Path
 from typing import Optional
 
 from ..evaluate.records import Best
+from ..runtime.arch_target import asks_arch_specific
 from ..runtime.compile_policy import check_options, check_source, define_options
+from ..spec.candidate import Candidate
 from ..spec.expr import PYTHON_HELPERS
 from ..spec.launch import MemsetStep, Program, StepArg
 from ..spec.workload import ArrayParam, Workload
 
 MODULE_FILE = "kernel.py"
 FIXED_HALF = Path(__file__).with_name("exported_module.py")
+
+
+def hopper_only(cand: Candidate) -> str:
+    """What of the kernel the exported module (CuPy's NVRTC and launch) cannot do, or "": the
+    runner's TMA descriptors and clusters, and the arch-specific target (sm_90a)."""
+    if asks_arch_specific(cand.source):
+        return "it needs the arch-specific target (wgmma, setmaxnreg: sm_90a)"
+    launches = cand.program.launches if cand.program else ()
+    if any(a.tma is not None for s in launches for a in s.args):
+        return "its program passes TMA descriptors"
+    if any(s.launch.clustered for s in launches):
+        return "its program launches thread block clusters"
+    return ""
 
 
 def launch_module(workload: Workload, best: Best) -> str:
@@ -36,6 +51,10 @@ def launch_module(workload: Workload, best: Best) -> str:
     if refusal:
         raise ValueError(f"the best kernel cannot be exported: {refusal}")
     cand = spec.to_candidate()
+    hopper = hopper_only(cand)
+    if hopper:
+        raise ValueError(f"the best kernel cannot be exported as a module yet: {hopper}; kernel.cu and "
+                         "launch.json hold it")
     arrays = workload.arrays
     scalars = [p for p in workload.params if not isinstance(p, ArrayParam)]
     sizes = list(dict.fromkeys(name for case in workload.cases for name in case.sizes))

@@ -233,7 +233,7 @@ class GpuWorker:
         """Every library baseline through one loop: validate each case like a kernel, then time it."""
         if req.kind in ("torch_eager", "torch_compile"):
             calls = self._torch_calls(req)
-        elif req.kind in ("cublas_sgemm", "cublas_sgemm_bias_relu"):
+        elif req.kind in ("cublas_sgemm", "cublas_sgemm_bias_relu", "cublas_gemm_bf16"):
             calls = self._cublas_calls(req)
         else:
             raise ValueError(f"unknown baseline {req.kind}")
@@ -263,6 +263,9 @@ class GpuWorker:
             ptr = lambda name: bufs.arrays[name].ptr
             m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
             operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
+            if req.kind == "cublas_gemm_bf16":  # bf16 operands, fp32 compute (cublasGemmEx)
+                return (lambda: blas.gemm_bf16(self.device, *operands),
+                        lambda settings, before: blas.time_gemm_bf16(self.device, *operands, settings, before=before))
             if epilogue is None:
                 return (lambda: blas.sgemm(self.device, *operands),
                         lambda settings, before: blas.time_sgemm(self.device, *operands, settings, before=before))

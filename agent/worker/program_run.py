@@ -38,8 +38,7 @@ class ProgramRun:
             if isinstance(step, LaunchJob):
                 l = step.launch
                 self.program.add_launch(function(step.entry), l.grid, l.block, l.shared,
-                                        [("ptr", self._ptr(a.array)) if a.array else (a.kind, a.value)
-                                         for a in step.args])
+                                        [a.native(self._ptr) for a in step.args], l.cluster)
             else:
                 target = self.workspace.get(step.target)
                 nbytes = target.nbytes if target else bufs.arrays[step.target].nbytes
