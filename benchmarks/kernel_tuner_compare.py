@@ -276,9 +276,11 @@ def parse_args(argv: Sequence[str]) -> CompareOptions:
     return CompareOptions(a.workload, a.kernel, a.case, a.time_budget, a.strategy, a.iterations, a.seed, tools)
 
 
-def _arguments(w: Workload, case, seed: int) -> tuple[list, list, float]:
+def _arguments(w: Workload, case) -> tuple[list, list, float]:
     """Kernel arguments in the workload's order, the expected outputs, and the rtol:
-    warpsmith's own seeded inputs and cached float64 reference for the case."""
+    the inputs warpsmith's evaluator draws for the case, and its cached float64 reference
+    (computed here once, outside both tools' wall time, and reused by `warpsmith run`)."""
+    from agent.evaluate.evaluator import DEFAULT_SEED as seed
     from agent.spec.inputs import ensure_reference, generate_inputs, load_reference
     from agent.spec.tolerance import case_rtol
     inputs = generate_inputs(w, case, seed)
@@ -295,7 +297,7 @@ def _arguments(w: Workload, case, seed: int) -> tuple[list, list, float]:
         else:
             shape = tuple(e.evaluate_int(case.sizes) for e in prm.shape)
             args.append(np.zeros(shape, dtype=prm.dtype))
-            answer.append(reference[prm.name].astype(prm.dtype))
+            answer.append(reference[prm.name])  # float64, as warpsmith compares
             rtols.append(case_rtol(w, case, prm.dtype))
     return args, answer, max(rtols or [0.0])
 
@@ -304,7 +306,7 @@ def run_kernel_tuner(w: Workload, o: CompareOptions) -> ToolRun:
     import kernel_tuner
     case = next(c for c in w.cases if c.name == o.case)
     problem = PeerProblem.build(w.kernels[o.kernel], case.sizes)
-    args, answer, rtol = _arguments(w, case, o.seed)
+    args, answer, rtol = _arguments(w, case)
     t0 = time.perf_counter()
     try:
         results, _env = kernel_tuner.tune_kernel(
@@ -316,11 +318,18 @@ def run_kernel_tuner(w: Workload, o: CompareOptions) -> ToolRun:
     except Exception as e:  # a failed verification ends Kernel Tuner's whole run: say so in the table
         return ToolRun("Kernel Tuner", 0, 0, time.perf_counter() - t0, note=f"{type(e).__name__}: {str(e)[:200]}")
     wall = time.perf_counter() - t0
-    timed = [r for r in results if isinstance(r.get("time"), (int, float)) and "__error__" not in r]
+    return summarise_peer(f"Kernel Tuner {kernel_tuner.__version__} ({o.strategy})", results, problem, wall,
+                          f"mean of {o.iterations} launches per configuration, hot L2")
+
+
+def summarise_peer(tool: str, results: Sequence[Mapping], problem: PeerProblem, wall_s: float, note: str) -> ToolRun:
+    """Kernel Tuner's result dicts (the parameters, then `time` in ms, or `__error__`) as a row."""
+    # a strategy may revisit a configuration (answered from Kernel Tuner's cache): count each once
+    unique = {tuple(problem.knobs_of(r).values()): r for r in results}
+    timed = [r for r in unique.values() if isinstance(r.get("time"), (int, float)) and "__error__" not in r]
     best = min(timed, key=lambda r: r["time"]) if timed else None
-    return ToolRun(f"Kernel Tuner {kernel_tuner.__version__} ({o.strategy})", len(results), len(timed), wall,
-                   problem.knobs_of(best) if best else {}, best["time"] if best else None,
-                   note=f"mean of {o.iterations} launches per configuration, hot L2")
+    return ToolRun(tool, len(unique), len(timed), wall_s, problem.knobs_of(best) if best else {},
+                   best["time"] if best else None, note=note)
 
 
 def _strategy_options(o: CompareOptions) -> dict:
@@ -397,6 +406,9 @@ def main(argv: Sequence[str]) -> int:
     case = next((c for c in w.cases if c.name == o.case and c.timed), None)
     if case is None:
         raise SystemExit(f"--case {o.case}: not a performance case of {w.name}")
+    if "kernel_tuner" in o.tools and importlib.util.find_spec("kernel_tuner") is None:
+        raise SystemExit("kernel_tuner is not importable: pip install --no-deps --target DIR its wheels and put DIR "
+                         "on PYTHONPATH (docs/performance.md lists them), or pass --only warpsmith")
     runs = []
     if "kernel_tuner" in o.tools:
         runs.append(run_kernel_tuner(w, o))
@@ -404,7 +416,11 @@ def main(argv: Sequence[str]) -> int:
         cupy.get_default_memory_pool().free_all_blocks()
     if "warpsmith" in o.tools:
         runs.append(run_warpsmith(w, o))
-    runs, base_ms = time_alike(w, o, runs)
+    from agent.worker.process import GpuUnavailable
+    try:
+        runs, base_ms = time_alike(w, o, runs)
+    except GpuUnavailable as e:
+        raise SystemExit(f"no usable GPU: {e}. `warpsmith doctor` says what is missing.")
     flops = w.flops.evaluate(case.sizes) if w.flops is not None else None
     print(f"{w.name}/{o.kernel}, time budget {o.time_budget_s:.0f} s per tool")
     print(render(runs, o.case, flops, base_ms, w.baseline.primary or "baseline"))

@@ -127,3 +127,17 @@ def test_table_rates_and_ratios():
     assert lines[4] == "| warpsmith tune | 45 (40) | 90.0 | 30.0 | BM=64 | 2.9000 | 2.7000 | 50.90 | 1.00x |"
     assert lines[5] == "| broken | 0 (0) | 1.0 | 0.0 | - | - | - | - | - |"
     assert lines[-1] == "broken: RuntimeError: verification failed"
+
+
+def test_peer_results_count_each_configuration_once(warptile):
+    """A configuration Kernel Tuner revisited counts once; a failed one is evaluated but not passed; the best is the fastest."""
+    problem = kt.PeerProblem.build(warptile, SQUARE)
+    tile = {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "MINB": 2, "GROUP": 1,
+            "block_size_x": 256, "block_size_y": 1, "block_size_z": 1}
+    other = {**tile, "GROUP": 16}
+    broken = {**tile, "MINB": 1}
+    results = [{**tile, "time": 3.2}, {**other, "time": 3.1}, {**tile, "time": 3.2},
+               {**broken, "time": 1e20, "__error__": RuntimeError("RuntimeFailedConfig")}]
+    run = kt.summarise_peer("Kernel Tuner", results, problem, 60.0, "hot L2")
+    assert (run.evaluated, run.passed, run.own_ms) == (3, 2, 3.1)
+    assert run.best == problem.knobs_of(other) and "block_size_x" not in run.best
