@@ -94,13 +94,13 @@ def test_verify_uses_warpsmiths_rule():
     """Within rtol * (|ref| + rms(ref)) passes; one element outside it, or a NaN, fails; inputs (None) are skipped."""
     ref = np.array([1.0, -2.0, 0.0, 4.0])
     scale = math.sqrt(np.mean(ref ** 2))
-    verify = kt.same_rule(1e-3)
+    verify = kt.same_rule(1e-3, [None, ref])
     near = (ref + 0.9e-3 * (np.abs(ref) + scale)).astype(np.float32)
     assert verify([None, ref], [np.zeros(1), near])
     off = near.copy()
     off[2] = 1.1e-3 * scale
     assert not verify([None, ref], [np.zeros(1), off])
-    assert not verify([ref], [np.array([1.0, -2.0, np.nan, 4.0], dtype=np.float32)])
+    assert not verify([None, ref], [np.zeros(1), np.array([1.0, -2.0, np.nan, 4.0], dtype=np.float32)])
 
 
 def test_options_default_to_the_issues_comparison():
