@@ -32,6 +32,9 @@ extern "C" __global__ void k(float* x) { x[0] = F<12, 12>::f(x[1]); }
 def fresh_process(monkeypatch):
     """A compile process started after the canary key entered this process's environment."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    # A fresh pool too: one left by earlier tests (the app's, compiling ahead) may hand out
+    # another of its processes, and then this one would never start.
+    monkeypatch.setattr(cp, "_pool", None)
     process = cp.compile_process(header_dir(native.nvrtc_version()))
     process.close()
     yield process
