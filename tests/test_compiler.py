@@ -103,3 +103,25 @@ def test_no_gpu_is_one_clear_error():
         assert "GPU" in str(e)
     else:
         pytest.skip("a GPU is present")
+
+
+def test_an_nvrtc_without_bundled_headers_gets_its_toolkits_include_directory(tmp_path, monkeypatch):
+    """NVRTC 13.0 (PyTorch's cu13 wheel) has no nvrtcInstallBundledHeaders: compiles get the
+    include directory beside its lib directory, if it holds the 16-bit float headers."""
+    from agent.runtime.compile_child import install_headers
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    lib, include = tmp_path / "cu13" / "lib", tmp_path / "cu13" / "include"
+    lib.mkdir(parents=True)
+    (lib / "libnvrtc.so.13").write_bytes(b"not a shared library")  # loading fails like a missing symbol would
+    assert install_headers(str(lib / "libnvrtc.so.13"), str(tmp_path / "headers")) == []
+    include.mkdir()
+    for name in ("cuda_fp16.h", "cuda_bf16.h"):
+        (include / name).write_text("// stand-in\n")
+    assert install_headers(str(lib / "libnvrtc.so.13"), str(tmp_path / "headers")) == [f"-I{include}"]
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cu13"))
+    (include / "cccl").mkdir()
+    other = tmp_path / "elsewhere" / "lib"
+    other.mkdir(parents=True)
+    (other / "libnvrtc.so.13").write_bytes(b"")
+    assert install_headers(str(other / "libnvrtc.so.13"), str(tmp_path / "h")) == [f"-I{include}", f"-I{include / 'cccl'}"]

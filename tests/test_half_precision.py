@@ -199,3 +199,19 @@ def test_probe_false_removes_the_accumulation_probe_alone():
     assert not attention.tolerance.probe and not any(c.probe for c in attention.cases)
     assert attention.tolerance.accumulate == "float32"
     assert any(c.probe for c in load_workload(ROOT / "examples" / "rmsnorm_bf16").cases)
+
+
+def test_a_bf16_cublas_baseline_is_evaluable_and_an_sgemm_one_on_bf16_is_not(tmp_path):
+    """check_evaluable refuses cuBLAS SGEMM bound to 16-bit arrays, never cublas_gemm_bf16."""
+    import shutil
+
+    import pytest
+    from workload_factory import ROOT
+
+    from agent.spec.workload import SpecError, load_workload
+    load_workload(ROOT / "examples" / "bf16_gemm").check_evaluable()
+    shutil.copytree(ROOT / "examples" / "bf16_gemm", tmp_path / "w")
+    toml = tmp_path / "w" / "workload.toml"
+    toml.write_text(toml.read_text().replace('kind = "cublas_gemm_bf16"', 'kind = "cublas_sgemm"'))
+    with pytest.raises(SpecError, match="reads float32 operands"):
+        load_workload(tmp_path / "w").check_evaluable()

@@ -14,9 +14,10 @@ Headers: NVRTC 13 bundles the CUDA and CCCL headers in libnvrtc-builtins but
 searches no directory by default; ``nvrtcInstallBundledHeaders`` extracts them
 (about 26 MB, 0.3 s, once per NVRTC version) into HEADER_DIR, and every compile
 gets ``-I HEADER_DIR`` and ``-I HEADER_DIR/cccl``. compile_policy.py decides which
-of them a source may name. Where HEADER_DIR cannot be written (or NVRTC predates
-the bundle) compiles get no ``-I``, and an include fails as NVRTC's "cannot open
-source file" compile error.
+of them a source may name. NVRTC 13.0 predates the bundle (PyTorch's cu13 wheels
+ship it): compiles then get the include directory beside that NVRTC's lib
+directory (:func:`toolkit_include`). With neither, compiles get no ``-I``, and an
+include fails as NVRTC's "cannot open source file" compile error.
 """
 
 from __future__ import annotations
@@ -53,16 +54,32 @@ def read_message(stream: IO[bytes]) -> Optional[dict[str, Any]]:
 
 
 def install_headers(nvrtc_path: str, directory: str) -> list[str]:
-    """Extract NVRTC's bundled headers once; the include options that find them ([] if unavailable)."""
+    """Extract NVRTC's bundled headers once; the include options that find them. Without
+    the bundle (NVRTC 13.0 has no nvrtcInstallBundledHeaders), the toolkit's own include
+    directory that ships with that NVRTC; [] if neither exists."""
     try:
         install = ctypes.CDLL(nvrtc_path).nvrtcInstallBundledHeaders
     except (OSError, AttributeError):  # an NVRTC older than the bundle
-        return []
+        return toolkit_include(nvrtc_path)
     install.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_char_p)]
     error = ctypes.c_char_p()
     if install(directory.encode(), 0, ctypes.byref(error)) != 0:
-        return []
+        return toolkit_include(nvrtc_path)
     return [f"-I{directory}", f"-I{Path(directory) / 'cccl'}"]
+
+
+def toolkit_include(nvrtc_path: str) -> list[str]:
+    """The include directory of the toolkit this NVRTC came with: beside its lib directory
+    (the nvidia-* wheels' nvidia/cu13/{lib,include}, a toolkit's lib64/include), else
+    CUDA_HOME's or CUDA_PATH's. It must hold the 16-bit float headers; compile_policy.py
+    still decides which headers a source may name."""
+    lib = Path(nvrtc_path).resolve().parent
+    homes = [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    for candidate in [lib.parent / "include", *(Path(h) / "include" for h in homes)]:
+        if (candidate / "cuda_fp16.h").is_file() and (candidate / "cuda_bf16.h").is_file():
+            cccl = candidate / "cccl"
+            return [f"-I{candidate}"] + ([f"-I{cccl}"] if cccl.is_dir() else [])
+    return []
 
 
 def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], CompileResult],

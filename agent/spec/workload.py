@@ -231,8 +231,11 @@ class Workload:
     def check_evaluable(self) -> None:
         """Raises SpecError (one line) for a workload `warpsmith check` passes but the GPU
         side cannot run as written: the cuBLAS SGEMM baselines read float32 operands, and
-        would read a 16-bit array's bytes as float32."""
+        would read a 16-bit array's bytes as float32 (cublas_gemm_bf16's bfloat16 operands
+        are checked when the spec is parsed)."""
         kind = self.baseline.kind
+        if not kind.startswith("cublas_sgemm"):
+            return
         for operand in BASELINE_OPERANDS.get(kind, ()):
             p = next((p for p in self.params if p.name == self.baseline.bind[operand]), None)
             if isinstance(p, ArrayParam) and p.dtype != "float32":
