@@ -74,8 +74,8 @@ def test_rmsnorm_bf16_torch_baselines_pass_on_bfloat16_tensors(rmsnorm_ev, kind)
 
 def test_an_unwritten_bf16_element_fails_as_never_written(rmsnorm, rmsnorm_ev):
     """Skipping each row's last column: wrong_answer, the report says those elements still hold the poison."""
-    cand = variant(rmsnorm, "for (int c = threadIdx.x; c < cols; c += BLOCK)\n        yr[c]",
-                   "for (int c = threadIdx.x; c < cols - 1; c += BLOCK)\n        yr[c]")
+    cand = variant(rmsnorm, "for (int c = threadIdx.x; c < cols; c += BLOCK)\n            yr[c]",
+                   "for (int c = threadIdx.x; c < cols - 1; c += BLOCK)\n            yr[c]")
     for _ in range(3):  # NaN-shaped and huge finite poisons alike
         r = rmsnorm_ev.evaluate(cand)
         assert r.status == "wrong_answer", (r.status, r.detail)

@@ -258,3 +258,22 @@ def test_session_ids_cannot_leave_the_store(command, tmp_path, capsys):
     assert main([command, "../../x", *extra, "--store", str(tmp_path / "store")]) == 2
     assert "no session '../../x'" in _one_line(capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("signature,problem", [
+    ("def baseline(x, weight, *, rows, cols):", "does not accept eps"),          # the scalar the worker passes
+    ("def baseline(x, w, *, rows, cols, eps):", "does not accept weight"),
+    ("def baseline(x, weight, *, rows, cols, eps, CAUSAL):", "asks for CAUSAL, which is neither"),
+    ("def run(x, weight, *, rows, cols, eps):", "must define baseline(x, weight, *, rows, cols, eps)"),
+])
+def test_a_torch_baseline_that_the_worker_cannot_call_is_refused_before_the_gpu(tmp_path, signature, problem):
+    """The worker calls baseline(**inputs, **scalars): the file's signature is checked statically
+    (ast, never imported) when the workload loads."""
+    import shutil
+
+    from workload_factory import ROOT
+    shutil.copytree(ROOT / "examples" / "rmsnorm_bf16", tmp_path / "w")
+    (tmp_path / "w" / "torch_baseline.py").write_text(f"{signature}\n    return x\n")
+    with pytest.raises(SpecError, match="baseline.torch") as e:
+        load_workload(tmp_path / "w")
+    assert problem in str(e.value)

@@ -27,6 +27,7 @@ from .expr import Expr, ExprError
 from .half_float import HALF_FORMATS, is_half, round_to
 from .kernel_source import Knob, parse_knobs
 from .launch import Launch, LaunchJob, LaunchRule, Program, xyz
+from .torch_signature import signature_problem
 
 __all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported from here by older code
 
@@ -424,6 +425,11 @@ class _Parser:
         w = Workload(name, self.dir, description.strip(), params, cases + probe_cases(params, cases, tolerance),
                      tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status)
         self.check_against_cases(w)
+        if w.baseline.torch is not None:  # last: a scalar's own error first, then what the baseline lacks
+            problem = signature_problem(w.baseline.torch, [a.name for a in w.inputs], [p.name for p in params
+                                                                                       if not isinstance(p, ArrayParam)])
+            if problem:
+                raise self.fail("baseline.torch", problem)
         return w
 
     def parse_params(self) -> tuple[Param, ...]:
@@ -592,7 +598,7 @@ class _Parser:
         if "torch" in b:
             torch = self.file(self.get(b, "torch", "baseline.", str), "baseline.torch")
         elif kind == "torch":
-            raise self.fail("baseline.torch", "kind = \"torch\" needs torch = \"FILE.py\" defining baseline(**inputs, **sizes)")
+            raise self.fail("baseline.torch", "kind = \"torch\" needs torch = \"FILE.py\" defining baseline(**inputs, **scalars)")
         bind = {k: v for k, v in b.items() if k not in ("kind", "torch")}
         names = {p.name for p in params}
         needed = BASELINE_OPERANDS.get(kind, ())
