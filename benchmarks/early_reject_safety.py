@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
+    sys.path.insert(0, str(ROOT))
 
 from agent.evaluate.early_reject import MARGIN, Replay, replay  # noqa: E402
 

@@ -342,7 +342,7 @@ def run_warpsmith(w: Workload, o: CompareOptions) -> ToolRun:
     from agent.evaluate.results import Status
     from agent.loop.session import stored_session
     with tempfile.TemporaryDirectory(prefix="warpsmith-compare-") as store:
-        command = [sys.executable, "-m", "tui", "run", str(o.workload), "--proposer", "tune", "--kernel", o.kernel,
+        command = [sys.executable, "-P", "-m", "tui", "run", str(o.workload), "--proposer", "tune", "--kernel", o.kernel,
                    "--cases", o.case, "--time-budget", str(o.time_budget_s), "--budget", "100000",
                    "--seed", str(o.seed), "--headless", "--no-tracking", "--store", store]
         t0 = time.perf_counter()

@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
+    sys.path.insert(0, str(ROOT))
 
 WITHIN = 0.02
 
@@ -56,15 +57,17 @@ def main(argv: list[str]) -> int:
     p.add_argument("run_flags", nargs="*", help="after --: more flags for `warpsmith run`")
     args = p.parse_args(argv)
     store = Path(tempfile.mkdtemp(prefix="search-speed-"))
-    cmd = [sys.executable, "-m", "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
+    cmd = [sys.executable, "-P", "-m", "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
            "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store), "--no-tracking",
            *(["--cases", args.cases] if args.cases else []), *(["--kernel", args.kernel] if args.kernel else []),
            *args.run_flags]
-    env = dict(os.environ)
-    if args.site:
-        env["PYTHONPATH"] = args.site + os.pathsep + env.get("PYTHONPATH", "")
+    # -P: the child never imports the checkout it was started in by accident (a source tree
+    # without the built module); it gets this checkout only where the module is built in place.
+    paths = [args.site] if args.site else []
+    paths += [str(ROOT)] if any(ROOT.glob("agent/_runner*.so")) else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
     t0 = time.time()
-    proc = subprocess.run(cmd, env=env, cwd=str(ROOT) if not args.site else "/tmp", capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.time() - t0
     if proc.returncode != 0:
         print(f"run failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
