@@ -66,3 +66,26 @@ def test_clocks_without_nvml_read_nothing():
     from agent.worker.clocks import Clocks
     assert Clocks("GPU-00000000-0000-0000-0000-000000000000").read() is None
     assert Clocks("GPU-x", library="libnot-there.so").read() is None
+
+
+def test_16_bit_workloads_are_floored_by_the_tensor_core_peak_not_fp32_fma():
+    """bf16 GEMM on an H200: 132 SMs x 2048 FMA x 2 x 1.98 GHz = 1070.5 TFLOP/s; the wgmma
+    kernel's 501 TFLOP/s (measured) is then 47% of the floor, not 'faster than physics' as
+    against 60.5 TFLOP/s of fp32 FMA. fp32 workloads keep the FMA rate; TF32 ones get half."""
+    from workload_factory import ROOT
+
+    from agent.runtime.device_facts import DeviceFacts
+    from agent.spec.speed_of_light import Ceilings, case_floor, compute_ceiling, tensor_peak_tflops
+    from agent.spec.workload import load_workload
+    h200 = DeviceFacts(name="NVIDIA H200", arch="sm_90", cc_major=9, cc_minor=0, sm_count=132, sm_clock_khz=1980000)
+    assert tensor_peak_tflops(h200) == 1070.5
+    assert tensor_peak_tflops(DeviceFacts(cc_major=7, cc_minor=5, sm_count=40, sm_clock_khz=1590000)) is None
+    c = Ceilings(4274.5, 60.5, "measured", tensor_peak_tflops(h200))
+    bf16 = load_workload(ROOT / "examples" / "bf16_gemm")
+    case = bf16.case("square-4096")
+    floor = case_floor(bf16, case, c, 0.2739)
+    assert compute_ceiling(bf16, c) == (1070.5, "16-bit tensor core")
+    assert not floor.suspect and floor.pct_of_floor == pytest.approx(2 * 4096 ** 3 / 1070.5e12 * 1e3 / 0.2739)
+    sgemm = load_workload(ROOT / "examples" / "sgemm")
+    assert compute_ceiling(sgemm, c) == (60.5, "fp32")
+    assert case_floor(sgemm, sgemm.case("square-4096"), c, 2.0).suspect  # 68.7 TFLOP/s of FFMA is impossible

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional
 
 from ..runtime.cache_dir import cache_root
 from ..runtime.device_facts import DeviceFacts
+from .half_float import is_half
 from .workload import Case, Workload
 
 # Leads from the vendor's datasheet (H200 SXM: 4.8 TB/s HBM3e, 67 TFLOP/s fp32),
@@ -25,12 +26,40 @@ from .workload import Case, Workload
 DATASHEET = {"NVIDIA H200": (4800.0, 67.0)}
 SUSPECT_MARGIN = 0.97  # 3% of timing noise before "faster than the floor" is a red flag
 
+# Dense 16-bit tensor-core FMAs per SM per clock with fp32 accumulation, by compute
+# capability: A100 (8.0) 1024 (312 TFLOP/s on 108 SMs at 1.41 GHz), H100/H200 (9.0)
+# 2048 (989 TFLOP/s on 132 SMs at 1.83 GHz). TF32 runs at half that. The peak is this
+# rate at the GPU's top SM clock: nothing can beat it, so a kernel (cuBLAS included)
+# is never called faster than physics by it; a measured wgmma loop would be tighter.
+TENSOR_FMA_PER_SM_CLOCK = {(8, 0): 1024, (9, 0): 2048}
+
 
 @dataclass(frozen=True)
 class Ceilings:
     bandwidth_gbs: float  # bytes read + written per second, in GB/s
     fp32_tflops: float
     source: str  # "measured on <uuid> <date>" or "datasheet"
+    # Dense bf16/fp16 tensor-core rate (fp32 accumulate): the compute ceiling of workloads
+    # with 16-bit inputs, and half of it of fp32 ones that allow TF32. None: unknown GPU.
+    tensor_tflops: Optional[float] = None
+
+
+def tensor_peak_tflops(facts: DeviceFacts) -> Optional[float]:
+    """The tensor-core peak of this GPU at its top SM clock, None where the rate is not known."""
+    per_clock = TENSOR_FMA_PER_SM_CLOCK.get((facts.cc_major, facts.cc_minor))
+    if not per_clock or not facts.sm_count or not facts.sm_clock_khz:
+        return None
+    return round(facts.sm_count * per_clock * 2 * facts.sm_clock_khz * 1e3 / 1e12, 1)
+
+
+def compute_ceiling(workload: Workload, ceilings: Ceilings) -> tuple[float, str]:
+    """The arithmetic rate a workload's floor is computed from (TFLOP/s) and its name."""
+    if ceilings.tensor_tflops:
+        if any(is_half(a.dtype) for a in workload.inputs):
+            return ceilings.tensor_tflops, "16-bit tensor core"
+        if workload.tolerance.allow_tf32:
+            return ceilings.tensor_tflops / 2, "TF32 tensor core"
+    return ceilings.fp32_tflops, "fp32"
 
 
 @dataclass(frozen=True)
@@ -50,11 +79,12 @@ def load_ceilings(facts: DeviceFacts) -> Optional[Ceilings]:
     """Measured ceilings for this GPU if cached, else the datasheet lead, else None."""
     path = ceilings_path(facts.uuid or "unknown")
     try:
-        return Ceilings(**json.loads(path.read_text()))
+        found = Ceilings(**json.loads(path.read_text()))
+        return found if found.tensor_tflops else replace(found, tensor_tflops=tensor_peak_tflops(facts))
     except (OSError, ValueError, TypeError):  # none yet, or unreadable: measure again / datasheet
         pass
     lead = DATASHEET.get(facts.name)
-    return Ceilings(lead[0], lead[1], "datasheet") if lead else None
+    return Ceilings(lead[0], lead[1], "datasheet", tensor_peak_tflops(facts)) if lead else None
 
 
 def save_ceilings(facts: DeviceFacts, ceilings: Ceilings) -> None:
@@ -68,7 +98,8 @@ def save_ceilings(facts: DeviceFacts, ceilings: Ceilings) -> None:
 def case_floor(workload: Workload, case: Case, ceilings: Ceilings, median_ms: Optional[float] = None) -> Optional[CaseFloor]:
     if workload.flops is None and workload.bytes is None:
         return None
-    compute_ms = workload.flops.evaluate(case.sizes) / (ceilings.fp32_tflops * 1e12) * 1e3 if workload.flops else 0.0
+    rate, _ = compute_ceiling(workload, ceilings)
+    compute_ms = workload.flops.evaluate(case.sizes) / (rate * 1e12) * 1e3 if workload.flops else 0.0
     memory_ms = workload.bytes.evaluate(case.sizes) / (ceilings.bandwidth_gbs * 1e9) * 1e3 if workload.bytes else 0.0
     floor = max(compute_ms, memory_ms)
     bound = "compute" if compute_ms >= memory_ms else "memory"

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..evaluate.results import EvaluationResult, Status
 from ..runtime.device_facts import DeviceFacts
-from ..spec.speed_of_light import Ceilings, case_floor
+from ..spec.speed_of_light import Ceilings, case_floor, compute_ceiling
 from ..spec.workload import Workload
 
 
@@ -51,7 +51,8 @@ def render_table(workload: Workload, result: EvaluationResult, baseline: Optiona
     lines.append("")
     lines.append(summary_line(result, baseline))
     if ceilings:
-        lines.append(f"% floor: the case's FLOP/byte floor over its median, from {ceilings.fp32_tflops:g} TFLOP/s fp32 "
+        rate, kind = compute_ceiling(workload, ceilings)
+        lines.append(f"% floor: the case's FLOP/byte floor over its median, from {rate:g} TFLOP/s {kind} "
                      f"and {ceilings.bandwidth_gbs:g} GB/s ({ceilings.source}); SUSPECT = faster than physically possible")
     clocks = [c.clocks_mhz for c in result.cases if c.clocks_mhz]
     if clocks:

@@ -17,7 +17,7 @@ import statistics
 
 from ..runtime.compiler import compile_kernel
 from ..runtime.device_facts import DeviceFacts
-from ..spec.speed_of_light import Ceilings, save_ceilings
+from ..spec.speed_of_light import Ceilings, save_ceilings, tensor_peak_tflops
 
 PROBE_SOURCE = r"""
 extern "C" __global__ void ws_copy(const float4* __restrict__ src, float4* __restrict__ dst, long long n) {
@@ -79,7 +79,7 @@ def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     when = datetime.date.today().isoformat()
     return Ceilings(bandwidth_gbs=round(2 * COPY_BYTES / (copy_ms * 1e-3) / 1e9, 1),
                     fp32_tflops=round(flops / (fma_ms * 1e-3) / 1e12, 2),
-                    source=f"measured on this GPU {when}")
+                    source=f"measured on this GPU {when}", tensor_tflops=tensor_peak_tflops(facts))
 
 
 def ensure_ceilings(device, facts: DeviceFacts) -> Ceilings:
