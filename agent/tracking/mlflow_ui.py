@@ -123,6 +123,7 @@ def _raise_terminated(signum, frame):
 
 def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> int:
     """Runs until Ctrl-C or SIGTERM; prints one line, the URL to open."""
+    telemetry_off_by_default()  # before find_spec("mlflow.server") imports mlflow in this process
     if not (importlib.util.find_spec("flask") and importlib.util.find_spec("mlflow.server")):
         raise UiFailed("the MLflow UI needs the full mlflow package (pip install the warpsmith package again)")
     store = store.resolve()
