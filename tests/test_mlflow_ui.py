@@ -102,9 +102,11 @@ def test_ui_shows_the_session_and_its_attempts_then_stops_on_ctrl_c(tmp_path, wo
 
     # The warpsmith under test (installed, or PYTHONPATH's), started away from the source tree.
     path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    # Started with SIGINT ignored, as a parent that ignores it leaves a child: Ctrl-C must still stop it.
     proc = subprocess.Popen([sys.executable, "-m", "tui", "ui", "--store", str(store), "--port", str(port)],
                             cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         url = _first_line(proc, 180)  # printed once the server answers
         base = f"http://127.0.0.1:{port}"

@@ -151,6 +151,10 @@ def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> in
            "--default-artifact-root", (store / "artifacts").as_uri(), "--no-serve-artifacts",
            "--host", host, "--port", str(port), "--workers", "1"]
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    # Ctrl-C stops the server even when this process was started with SIGINT ignored
+    # (Python then installs no handler of its own: a parent that ignores it, a script's
+    # `trap '' INT`). The README's test run hung here: the test runner's SIGINT was ignored.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)  # its own group: Ctrl-C reaches us, we stop it
@@ -171,3 +175,4 @@ def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> in
     finally:
         stop(proc)
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
