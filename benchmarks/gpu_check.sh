@@ -68,6 +68,22 @@ if [ -n "${WS_BEFORE:-}" ] && [ -n "${WS_SPEED:-1}" ] && [ "${WS_SPEED:-1}" != 0
   python3 "$OLDPWD/benchmarks/harness_speed.py" /tmp/before-site /tmp/no-such-site ${WS_SPEED_TARGETS:-} 2>&1 | tee "$OUT/speed.txt"
 fi
 
+if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases square-4096 --time-budget 60"
+  # Issue 18's bar: this tree's search, then (with WS_BEFORE) the older install's, on the same workload.
+  for side in after ${WS_BEFORE:+before}; do
+    site=$([ $side = before ] && echo "--site /tmp/before-site" || echo "")
+    step "search speed ($side): $WS_SEARCH"
+    (cd "$OLDPWD" && python3 benchmarks/search_speed.py $WS_SEARCH $site 2>&1) | tee -a "$OUT/search-speed.txt"
+  done
+fi
+
+if [ -d "$OLDPWD/.whl-peer" ] && [ "${WS_KT:-0}" != 0 ]; then  # the peer, Kernel Tuner, from its carried wheels
+  step "Kernel Tuner against warpsmith's tuner: ${WS_KT_ARGS:-}"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kt "$OLDPWD"/.whl-peer/*.whl > "$OUT/kt-wheels.log" 2>&1
+  (cd "$OLDPWD" && PYTHONPATH="/tmp/kt:${PYTHONPATH:-}" python3 benchmarks/kernel_tuner_compare.py ${WS_KT_ARGS:-} 2>&1) \
+    | tee "$OUT/kernel-tuner.txt" | tail -25
+fi
+
 if [ "${WS_RUN_EXAMPLES:-0}" != 0 ]; then
   for w in $(cd "$OLDPWD" && ls -d examples/*/); do
     step "run $w --proposer tune --budget $WS_RUN_EXAMPLES"
@@ -139,7 +155,9 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
+[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first" "$OUT/search-speed.txt"
+[ -f "$OUT/kernel-tuner.txt" ] && grep -E "^\\|" "$OUT/kernel-tuner.txt"
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(search-speed|kernel-tuner|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')

@@ -94,7 +94,34 @@ def main(argv: list[str]) -> int:
     print(f"best after {args.time_budget:.0f} s: {best:.4f} ms")
     print(f"first within {WITHIN:.0%} of {'the target ' if args.target_ms else 'its final best '}{target:.4f} ms: "
           + (f"{reached:.1f} s" if reached is not None else "never"))
+    where_time_went(store, t0, wall)
     return 0
+
+
+def where_time_went(store: Path, t0: float, wall: float) -> None:
+    """The session's timeline (agent/loop/timeline.py) split by loop node: seconds spent
+    in each (from its NodeStarted to its NodeFinished), and the start-up before the plan."""
+    from agent.loop.timeline import read_timeline
+    records = read_timeline(next((store / "sessions").iterdir()))
+    if not records:
+        print("no timeline (an older install writes none)")
+        return
+    spent: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    open_at: dict[str, float] = {}
+    for r in records:
+        if r["event"] == "NodeStarted":
+            open_at[r["node"]] = r["t"]
+        elif r["event"] == "NodeFinished" and r["node"] in open_at:
+            node = r["node"]
+            spent[node] = spent.get(node, 0.0) + r["t"] - open_at.pop(node)
+            counts[node] = counts.get(node, 0) + 1
+    first = records[0]["t"] - t0
+    accounted = first + sum(spent.values())
+    print(f"where the {wall:.1f} s went: start-up before the plan {first:.1f} s; "
+          + "; ".join(f"{n} {spent[n]:.1f} s ({counts[n]}x, {1000 * spent[n] / counts[n]:.0f} ms each)"
+                      for n in sorted(spent, key=spent.get, reverse=True))
+          + f"; between nodes and after the last {wall - accounted:.1f} s")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from .limits import Limits, Spent
 from .options import SearchOptions
 from .session_control import SessionControl
 from .state import STATE_TYPES, LoopState
+from .timeline import Timeline
 
 
 @dataclass
@@ -203,10 +204,12 @@ class Session:
     def run(self, on_event: Callable[[object], None] = lambda e: None) -> str:
         """Run (or continue) until the budget is spent or a pause/stop is requested.
         Returns finished, paused or stopped. When it returns, everything it logged is in
-        MLflow."""
+        MLflow, and every event is in the session's timeline (agent/loop/timeline.py)."""
+        timeline = Timeline(self.dir, on_event)
         try:
-            return self._run(on_event)
+            return self._run(timeline)
         finally:
+            timeline.close()
             self.tracker.flush()
 
     def _run(self, on_event: Callable[[object], None]) -> str:
