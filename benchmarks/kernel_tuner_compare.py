@@ -216,7 +216,7 @@ class ToolRun:
 
     tool: str
     evaluated: int  # configurations compiled and run (or refused by the compiler)
-    passed: int  # of those, verified and timed
+    passed: int  # of those, verified and timed (warpsmith: in full or until rejected early)
     wall_s: float
     best: dict[str, int] = field(default_factory=dict)  # knob values of its best
     own_ms: Optional[float] = None  # the best as the tool itself timed it
@@ -357,9 +357,16 @@ def run_warpsmith(w: Workload, o: CompareOptions) -> ToolRun:
     best = state.get("best")
     if best is not None and best.spec.entry != w.kernels[o.kernel].entry:  # nothing beat the starting kernel
         best = None
-    return ToolRun("warpsmith tune", len(tuned), sum(a.status == Status.OK for a in tuned), wall,
+    counts: dict[str, int] = {}
+    for a in tuned:
+        counts[str(a.status)] = counts.get(str(a.status), 0) + 1
+    # Passed: verified on every case and timed, in full (ok) or until the early-rejection
+    # screen showed it slower than the best (rejected_early): both ran, as Kernel Tuner's do.
+    passed = sum(a.status in (Status.OK, Status.REJECTED_EARLY) for a in tuned)
+    return ToolRun("warpsmith tune", len(tuned), passed, wall,
                    dict(best.spec.defines) if best else {}, best.score_ms if best else None,
-                   note="median of up to 100 launches after 10 warm-up, L2 flushed before each")
+                   note="median of up to 100 launches after 10 warm-up, L2 flushed before each; attempts by status: "
+                        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
 def _without_kernel_tuner_path(env: Mapping[str, str]) -> dict[str, str]:
