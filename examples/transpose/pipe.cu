@@ -1,0 +1,169 @@
+// transpose_pipe: 64x64-tile transpose, float4s on both sides (vec4.cu's tile and
+// swizzle), a fixed grid of blocks that each walk many tiles with the next tile's
+// loads in flight while the current tile is written.
+//   out[c, r] = x[r, c], x row-major [rows, cols], out row-major [cols, rows].
+//   Correct for any rows, cols >= 1.
+//
+// Launch rule:
+//   block  = (16, ROWS, 1)
+//   grid   = (min(GRID, ceil_div(cols, 64) * ceil_div(rows, 64)), 1, 1)
+//   shared = 0   (static: two 64 x 64 float tiles = 32 KiB)
+// Block b does tiles b, b + gridDim.x, b + 2 gridDim.x, ... Tile t is x's tile
+// (tr, tc) = (t / ntc, t % ntc) with ORDER = 0 (the blocks running at once cover
+// a band of x rows: x read in long runs), (t % ntr, t / ntr) with ORDER = 1 (a band
+// of x columns: out written in long runs).
+//
+// Why: vec4.cu (85% of the floor) gives one tile to a block: four float4 loads per
+// thread, a barrier, four stores, exit, so each block's load and store phases
+// alternate and 16384 short blocks come and go. Here a block loads tile k + 1 into
+// registers right after tile k is in shared memory, so its loads are in flight
+// while it writes tile k, and GRID blocks (6 per SM fit: 32 KiB of shared memory
+// each; 792 = 6 x 132 SMs on an H200) stay resident for the whole transpose.
+//
+// Per tile, thread (tx, ty) holds x[r0 + ty + j ROWS, c0 + 4 tx .. 4 tx + 3] in
+// v[j], j < 64 / ROWS; it writes them to shared memory as float4s (vec4.cu's XOR
+// swizzle: conflict-free), then builds out[c0 + cc, r0 + 4 tx .. 4 tx + 3] for
+// cc = ty + j ROWS from four LDS.32 (2-way conflict) and writes one float4.
+// Shared memory is double-buffered by tile parity: one barrier per tile (a thread
+// writes buffer k & 1 for tile k only after the barrier of tile k - 1, which every
+// thread reaches after its reads of tile k - 2, the same buffer).
+// A whole tile of an aligned problem (cols % 4 == 0, rows % 4 == 0, 16-byte
+// aligned buffers) moves float4s; other tiles load and store element by element
+// with bounds checks (slots outside the matrix are loaded as 0, never stored).
+
+// knob ROWS: 4 8 16
+#ifndef ROWS
+#define ROWS 8
+#endif
+
+// knob GRID: 132 264 396 528 660 792 1056 1584 100000
+#ifndef GRID
+#define GRID 792
+#endif
+
+// knob ORDER: 0 1
+#ifndef ORDER
+#define ORDER 0
+#endif
+
+// Blocks per SM that ptxas must fit: shared memory allows 6 (33 KiB each with the
+// runtime's reserve, of 228); unbounded, ptxas took 96 registers at ROWS = 8, which
+// fits only 5.
+// knob MINB: 4 5 6
+#ifndef MINB
+#define MINB 6
+#endif
+
+#define T64 64
+#define NJ (T64 / ROWS)
+
+static_assert(T64 % ROWS == 0, "ROWS must divide 64");
+
+__device__ __forceinline__ int swz(int row, int col)
+{
+    return row * T64 + (((col >> 2) ^ ((row >> 2) & 7)) << 2) + (col & 3);
+}
+
+struct Tile {
+    int r0, c0;
+    bool whole;
+};
+
+__device__ __forceinline__ Tile tile_at(int t, int rows, int cols, bool aligned)
+{
+    const int ntc = (cols + T64 - 1) / T64;
+    const int ntr = (rows + T64 - 1) / T64;
+    Tile k;
+#if ORDER == 0
+    k.r0 = (t / ntc) * T64;
+    k.c0 = (t % ntc) * T64;
+#else
+    k.r0 = (t % ntr) * T64;
+    k.c0 = (t / ntr) * T64;
+#endif
+    k.whole = aligned && k.r0 + T64 <= rows && k.c0 + T64 <= cols;
+    return k;
+}
+
+__device__ __forceinline__ void load_tile(float4 (&v)[NJ], const float* __restrict__ x, const Tile& k,
+                                          int rows, int cols)
+{
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    if (k.whole) {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+            v[j] = __ldcs(reinterpret_cast<const float4*>(x + (size_t)(k.r0 + ty + j * ROWS) * cols + k.c0) + tx);
+    } else {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const int r = k.r0 + ty + j * ROWS;
+            const int c = k.c0 + 4 * tx;
+            const float* p = x + (size_t)r * cols + c;
+            const bool in = r < rows;
+            v[j].x = in && c + 0 < cols ? p[0] : 0.0f;
+            v[j].y = in && c + 1 < cols ? p[1] : 0.0f;
+            v[j].z = in && c + 2 < cols ? p[2] : 0.0f;
+            v[j].w = in && c + 3 < cols ? p[3] : 0.0f;
+        }
+    }
+}
+
+__device__ __forceinline__ void store_tile(float* __restrict__ out, const float* s, const Tile& k,
+                                           int rows, int cols)
+{
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    if (k.whole) {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const int cc = ty + j * ROWS;
+            float4 v;
+            v.x = s[swz(4 * tx + 0, cc)];
+            v.y = s[swz(4 * tx + 1, cc)];
+            v.z = s[swz(4 * tx + 2, cc)];
+            v.w = s[swz(4 * tx + 3, cc)];
+            __stcs(reinterpret_cast<float4*>(out + (size_t)(k.c0 + cc) * rows + k.r0) + tx, v);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const int cc = ty + j * ROWS;
+            const int oc = k.c0 + cc;             // out row == x column
+            if (oc >= cols) continue;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int r = k.r0 + 4 * tx + q;  // out column == x row
+                if (r < rows)
+                    out[(size_t)oc * rows + r] = s[swz(4 * tx + q, cc)];
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(16 * ROWS, MINB)
+transpose_pipe(const float* __restrict__ x, float* __restrict__ out, int rows, int cols)
+{
+    __shared__ __align__(16) float s[2][T64 * T64];
+
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int ntiles = ((cols + T64 - 1) / T64) * ((rows + T64 - 1) / T64);
+    const bool aligned = (cols & 3) == 0 && (rows & 3) == 0
+                      && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
+
+    float4 v[NJ];
+    int t = blockIdx.x;  // uniform per block: every thread runs the same iterations
+    Tile k = tile_at(t, rows, cols, aligned);
+    if (t < ntiles) load_tile(v, x, k, rows, cols);
+    for (int it = 0; t < ntiles; ++it) {
+        float* sb = s[it & 1];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+            *reinterpret_cast<float4*>(&sb[swz(ty + j * ROWS, 4 * tx)]) = v[j];
+        __syncthreads();
+        const int tn = t + gridDim.x;
+        const Tile kn = tile_at(tn, rows, cols, aligned);
+        if (tn < ntiles) load_tile(v, x, kn, rows, cols);  // in flight while tile t is written
+        store_tile(out, sb, k, rows, cols);
+        t = tn;
+        k = kn;
+    }
+}
