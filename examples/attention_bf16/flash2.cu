@@ -60,10 +60,12 @@
 #endif
 
 // Block order. 0: the query blocks of one head are consecutive (its K and V stay in L2
-// while they run); 1: the heads of one query block are consecutive.
+// while they run); 1: the heads of one query block are consecutive. 1 by default: on the
+// H200 it ran causal 4096/d128 in 0.410 ms against 0.495 with 0 (the long diagonal blocks
+// of every head start first), non-causal 0.791 against 0.781.
 // knob ORDER: 0 1
 #ifndef ORDER
-#define ORDER 0
+#define ORDER 1
 #endif
 
 #define BM (16 * MT * WARPS)
