@@ -28,6 +28,10 @@ POINTS = [
     ("bf16_gemm", "mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
     ("bf16_gemm", "mma_sync", {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3}),
     ("bf16_gemm", "wgmma_tma", {}), ("bf16_gemm", "wgmma_tma", {"BM": 64, "BN": 256, "STAGES": 3}),
+    # Warp-specialised: 128x256 and 256x128 (128 accumulators a consumer thread), multicast clusters, 5 stages.
+    ("bf16_gemm", "wgmma_ws", {}), ("bf16_gemm", "wgmma_ws", {"CLUSTER": 2}),
+    ("bf16_gemm", "wgmma_ws", {"BM": 256, "BN": 128, "CLUSTER": 2}),
+    ("bf16_gemm", "wgmma_ws", {"BM": 128, "BN": 128, "STAGES": 5, "PERSISTENT": 0}),
 ]
 
 
@@ -45,7 +49,8 @@ def test_kernel_compiles_without_spills(workload, kernel, defines):
 
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
-                                             ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma")])
+                                             ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
+                                             ("bf16_gemm", "wgmma_ws")])
 def test_kernel_resolves_on_every_case(workload, kernel):
     """The launch rule or program resolves on every case at the defaults: positive grids, at most 1024 threads."""
     w = load_workload(EXAMPLES / workload)

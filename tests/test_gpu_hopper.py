@@ -219,6 +219,11 @@ def test_cublas_bf16_gemm_is_exact_on_integers_and_timed(device):
     # BN = 64 is one swizzle atom of B: it isolates the A side and the pipeline from B's atom stride.
     ("wgmma_tma", {"BM": 64, "BN": 64, "STAGES": 2}), ("wgmma_tma", {}),
     ("wgmma_tma", {"BM": 128, "BN": 256, "STAGES": 3}),
+    # Warp-specialised: SMS=2 (4 with clusters) makes each CTA walk several tiles, so the
+    # ring's phases carry across tiles; CLUSTER=2 multicasts B, an odd tile row count
+    # leaves one CTA of a cluster on zero-filled rows.
+    ("wgmma_ws", {}), ("wgmma_ws", {"SMS": 2}), ("wgmma_ws", {"CLUSTER": 2}), ("wgmma_ws", {"CLUSTER": 2, "SMS": 4}),
+    ("wgmma_ws", {"BM": 256, "BN": 128, "STAGES": 3, "SMS": 2}), ("wgmma_ws", {"BN": 128, "PERSISTENT": 0}),
 ])
 def test_bf16_gemm_example_kernels_match_float64(device, kernel, defines):
     """The example's kernels (wgmma + TMA through the program path), on ragged shapes, stay within
