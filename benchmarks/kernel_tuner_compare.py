@@ -30,13 +30,8 @@ What each tool searches and how it times:
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.util
-import itertools
-import math
-import operator
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -47,106 +42,8 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from agent.spec.kernel_source import parse_knobs
+from agent.spec.knob_space import KnobSpace, RestrictionError  # noqa: F401 (RestrictionError: tests)
 from agent.spec.workload import KernelSpec, Workload, load_workload
-
-# ---- the knob space and the source's #error restrictions -------------------------
-
-_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.MULTILINE)  # object-like only
-_IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+(.+?)[ \t]*\n[ \t]*#[ \t]*error[ \t]*(.*?)[ \t]*$", re.MULTILINE)
-_NAME = re.compile(r"[A-Za-z_]\w*")
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.Div: lambda a, b: int(a / b), ast.Mod: lambda a, b: int(math.fmod(a, b))}  # C: truncate toward zero
-_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-        ast.Eq: operator.eq, ast.NotEq: operator.ne}
-
-
-class RestrictionError(ValueError):
-    """A #if condition this translator does not read (say which, so it can be extended)."""
-
-
-def _c_to_python(condition: str) -> str:
-    if re.search(r"!(?!=)|[&|^~?]|<<|>>|\bdefined\b", condition.replace("&&", " ").replace("||", " ")):
-        raise RestrictionError(f"#if {condition}: only + - * / %, comparisons, && and || are read here")
-    return condition.replace("&&", " and ").replace("||", " or ")
-
-
-def _walk(node: ast.AST, env: Mapping[str, int], text: str) -> int:
-    if isinstance(node, ast.Expression):
-        return _walk(node.body, env, text)
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id not in env:
-            raise RestrictionError(f"#if {text}: '{node.id}' is neither a knob nor a macro of the source")
-        return env[node.id]
-    if isinstance(node, ast.BoolOp):
-        values = (_walk(v, env, text) for v in node.values)
-        return int(all(values) if isinstance(node.op, ast.And) else any(values))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_walk(node.operand, env, text)
-    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-        left, right = _walk(node.left, env, text), _walk(node.right, env, text)
-        if right == 0 and isinstance(node.op, (ast.Div, ast.Mod)):
-            raise ZeroDivisionError(f"#if {text}: division by zero")
-        return _BIN[type(node.op)](left, right)
-    if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
-        values = [_walk(v, env, text) for v in (node.left, *node.comparators)]
-        return int(all(_CMP[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:])))
-    raise RestrictionError(f"#if {text}: {type(node).__name__} is not read here")
-
-
-@dataclass(frozen=True)
-class Restriction:
-    """One `#if CONDITION` / `#error MESSAGE` pair: CONDITION true means the config is refused."""
-
-    condition: str  # as written in the source
-    message: str
-    expanded: str  # macros expanded, in Python's syntax
-
-    def refuses(self, knobs: Mapping[str, int]) -> bool:
-        try:
-            return bool(_walk(ast.parse(self.expanded, mode="eval"), knobs, self.condition))
-        except ZeroDivisionError:
-            return True  # the preprocessor refuses it too
-
-
-def _expand(text: str, macros: Mapping[str, str]) -> str:
-    for _ in range(32):  # macros defined through macros: expand until nothing changes
-        expanded = _NAME.sub(lambda m: f"({macros[m.group()]})" if m.group() in macros else m.group(), text)
-        if expanded == text:
-            return text
-        text = expanded
-    raise RestrictionError(f"#if {text}: macros nest deeper than 32")
-
-
-@dataclass(frozen=True)
-class KnobSpace:
-    """The knobs a kernel declares and the configurations its source refuses."""
-
-    knobs: dict[str, tuple[int, ...]]
-    restrictions: tuple[Restriction, ...]
-
-    @staticmethod
-    def from_source(source: str) -> "KnobSpace":
-        knobs = {k.name: k.values for k in parse_knobs(source).values()}
-        macros = {m.group(1): m.group(2).split("//")[0].strip() for m in _MACRO.finditer(source) if m.group(1) not in knobs}
-        restrictions = []
-        for m in _IF_ERROR.finditer(source):
-            condition = m.group(1).split("//")[0].strip()
-            expanded = _c_to_python(_expand(condition, macros))
-            ast.parse(expanded, mode="eval")  # a syntax error names the source line here, not mid-tuning
-            restrictions.append(Restriction(condition, m.group(2).strip('"'), expanded))
-        return KnobSpace(knobs, tuple(restrictions))
-
-    def allows(self, values: Mapping[str, int]) -> bool:
-        return not any(r.refuses(values) for r in self.restrictions)
-
-    def configurations(self) -> list[dict[str, int]]:
-        """Every combination of knob values the source accepts, in declaration order."""
-        combos = (dict(zip(self.knobs, vs)) for vs in itertools.product(*self.knobs.values()))
-        return [c for c in combos if self.allows(c)]
-
 
 # ---- Kernel Tuner's view of a workload kernel -----------------------------------
 

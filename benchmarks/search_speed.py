@@ -54,10 +54,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--kernel", default="", help="the kernel to tune (run's --kernel)")
     p.add_argument("--site", default="", help="an older install's site directory, first on PYTHONPATH")
     p.add_argument("--target-ms", type=float, help="report when the session came within 2%% of this score")
+    p.add_argument("--profile", type=Path, help="sample the session's threads (benchmarks/sample_profile.py) into this file")
     p.add_argument("run_flags", nargs="*", help="after --: more flags for `warpsmith run`")
     args = p.parse_args(argv)
     store = Path(tempfile.mkdtemp(prefix="search-speed-"))
-    cmd = [sys.executable, "-P", "-m", "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
+    runner = [str(ROOT / "benchmarks" / "sample_profile.py"), str(args.profile.resolve())] if args.profile else ["-m"]
+    cmd = [sys.executable, "-P", *runner, "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
            "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store), "--no-tracking",
            *(["--cases", args.cases] if args.cases else []), *(["--kernel", args.kernel] if args.kernel else []),
            *args.run_flags]

@@ -61,7 +61,7 @@ def test_exhausted_space_is_a_search_exhausted_error():
 
 
 def test_combinations_that_do_not_compile_are_skipped_without_spending_budget():
-    """A kernel's #error guard rules a knob value out: NVRTC says so, the tuner never proposes it."""
+    """A kernel's #error guard rules a knob value out: the tuner never proposes it."""
     from agent.evaluate.records import Best, CandidateSpec
     source = ('// knob X: 1 2 3\n#ifndef X\n#define X 1\n#endif\n#if X == 2\n#error X = 2 spills\n#endif\n'
               'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X; }\n')
@@ -202,3 +202,47 @@ def test_a_batch_of_one_is_a_plain_proposal():
     ctx = ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)
     assert [p.spec for p in TuneProposer(0, kernel="tiled").propose_batch(ctx, 1)] == \
         [TuneProposer(0, kernel="tiled").propose(ctx).spec]
+
+
+def test_error_guards_are_read_without_compiling(monkeypatch):
+    """A point an `#if ... #error` pair refuses is skipped before NVRTC sees it
+    (agent/spec/knob_space.py); what the reader cannot judge still goes to the compiler."""
+    import agent.proposers.tune as tune
+    from agent.evaluate.records import Best, CandidateSpec
+    compiled = []
+    real = tune._compile
+    monkeypatch.setattr(tune, "_compile", lambda base, defines, *a: compiled.append(defines["X"]) or real(base, defines, *a))
+    source = ('// knob X: 1 2 3\n#ifndef X\n#define X 1\n#endif\n#define TWICE_X (X * 2)\n'
+              '#if TWICE_X == 4\n#error X = 2 spills\n#endif\n'
+              'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X; }\n')
+    spec = CandidateSpec(name="guarded", source=source, entry="k", grid=["1"], block=["32"], proposer="tune")
+    best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
+    tuner, history = TuneProposer(0, ahead=0), []
+    for i in range(1, 3):
+        p = tuner.propose(ProposalContext(load_workload(SGEMM), DeviceFacts(arch="sm_90"), i, "optimise", list(history),
+                                          best, history[-1] if history else None))
+        history.append(Attempt(iteration=i, name=p.spec.name, proposer="tune", status="ok", score_ms=1.0 + i,
+                               defines=p.spec.defines))
+    assert [a.defines["X"] for a in history] == [1, 3]
+    assert 2 not in compiled and set(compiled) == {1, 3}
+
+
+def test_a_neighbour_compiled_ahead_is_taken_before_one_that_must_compile():
+    """The GPU should not wait on NVRTC: among the best point's neighbours, one whose compile
+    already finished is proposed without compiling (or waiting for) the others."""
+    import random
+
+    from agent.spec.kernel_source import parse_knobs
+    knobs = parse_knobs("// knob X: 1 2 3 4 5\n#define X 3\n")
+    asked = []
+    feasible = lambda d: asked.append(d["X"]) or True
+    for seed in range(5):  # whatever the shuffle, the ready neighbour wins
+        found = TuneProposer(0)._next(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(seed),
+                                      ready=lambda d: d["X"] == 4, prefetch=lambda points: None)
+        assert found == {"X": 4}
+    assert asked == []
+    # Nothing ready: the neighbours are prefetched together, then judged in the shuffled order.
+    prefetched = []
+    found = TuneProposer(0)._next(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(0),
+                                  ready=lambda d: False, prefetch=prefetched.extend)
+    assert sorted(d["X"] for d in prefetched) == [2, 4] and found == prefetched[0]

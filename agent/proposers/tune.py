@@ -38,6 +38,7 @@ from ..evaluate.records import CandidateSpec
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
+from ..spec.knob_space import KnobSpace, RestrictionError
 from ..spec.launch import LaunchJob
 from ..spec.workload import KernelSpec, ScalarParam, Workload, program_problem
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
@@ -67,6 +68,7 @@ class TuneProposer:
         # (workload digest, source tag, defines) -> launchable: best-first asks again for
         # the neighbours of every scored point on each proposal.
         self._launchables: dict[tuple, bool] = {}
+        self._spaces: dict[str, KnobSpace] = {}  # source tag -> its knobs' #error restrictions
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
@@ -187,10 +189,17 @@ class TuneProposer:
                       for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
+        allow_fast_math = ctx.workload.tolerance.allow_fast_math
         feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
-                              and (arch is None or self._compiles_ok(base, d, arch,
-                                                                     ctx.workload.tolerance.allow_fast_math)))
-        choice = self._next(knobs, base.defines, scores, feasible, rng)
+                              and (arch is None or self._compiles_ok(base, d, arch, allow_fast_math)))
+        # Compiled ahead and accepted: taken before a neighbour that would have to be compiled
+        # now, so the GPU does not wait on NVRTC (the neighbours' order is a shuffle anyway).
+        ready = None if arch is None or not self.ahead else \
+            (lambda d: _key({**base.defines, **d}) not in tried and self._compiled_already(base, d, arch, allow_fast_math))
+        prefetch = None if arch is None or not self.ahead else \
+            (lambda points: [self._submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
+                             if _key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)])
+        choice = self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch)
         if choice is None:
             size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
@@ -208,7 +217,7 @@ class TuneProposer:
                                        "parent": _parent(choice, scores, mine, ctx)})
         return Proposal(spec)
 
-    def _next(self, knobs, fixed, scores, feasible, rng) -> Optional[dict[str, int]]:
+    def _next(self, knobs, fixed, scores, feasible, rng, ready=None, prefetch=None) -> Optional[dict[str, int]]:
         free = {n: k for n, k in knobs.items() if n not in fixed}
         defaults = {n: k.default for n, k in free.items()}
         if not scores and feasible(defaults):
@@ -223,7 +232,12 @@ class TuneProposer:
             origin = {k: v for k, v in point if k in free}
             neighbours = list(_neighbours(origin, free))
             rng.shuffle(neighbours)
-            found = next((n for n in neighbours if feasible(n)), None)  # compiles lazily, one at a time
+            found = next((n for n in neighbours if ready(n)), None) if ready else None
+            if found is not None:
+                return found
+            if prefetch:  # compile the neighbours in parallel rather than one after another
+                prefetch(neighbours)
+            found = next((n for n in neighbours if feasible(n)), None)
             if found is not None:
                 return found
         return self._random_point(free, feasible, rng)
@@ -247,6 +261,15 @@ class TuneProposer:
         if isinstance(known, Future):  # compiled ahead: wait for it (usually done already)
             known = self._compiles[key] = known.result()
         return known
+
+    def _compiled_already(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
+        """Compiled (ahead, or before) and accepted by NVRTC, known without waiting."""
+        known = self._compiles.get((source_tag(base.source), arch, _key({**base.defines, **defines})))
+        if isinstance(known, Future):
+            if not known.done():
+                return False
+            known = self._compiles[(source_tag(base.source), arch, _key({**base.defines, **defines}))] = known.result()
+        return bool(known)
 
     def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
                        choice: dict[str, int], scores: dict, tried: set, arch: str) -> None:
@@ -274,8 +297,22 @@ class TuneProposer:
     def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
         key = (workload.digest, source_tag(base.source), _key({**base.defines, **defines}))
         if key not in self._launchables:
-            self._launchables[key] = self._launchable(workload, base, defines)
+            self._launchables[key] = self._allowed(base, defines) and self._launchable(workload, base, defines)
         return self._launchables[key]
+
+    def _allowed(self, base: CandidateSpec, defines: dict[str, int]) -> bool:
+        """Not refused by one of the source's `#if ... #error` pairs (agent/spec/knob_space.py):
+        such a point is skipped without a compile. One the reader cannot judge is allowed,
+        and NVRTC decides as before."""
+        tag = source_tag(base.source)
+        if tag not in self._spaces:
+            self._spaces[tag] = KnobSpace.from_source(base.source, lenient=True)
+        space = self._spaces[tag]
+        values = {**{k: kn.default for k, kn in parse_knobs(base.source).items()}, **base.defines, **defines}
+        try:
+            return space.allows(values)
+        except RestrictionError:
+            return True
 
     @staticmethod
     def _launchable(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:

@@ -1,0 +1,141 @@
+"""A kernel's knob space and the configurations its source refuses.
+
+The knobs are the source's ``// knob NAME: v1 v2 ...`` comments; a ``#if CONDITION``
+directly followed by ``#error MESSAGE`` is a restriction: CONDITION true means NVRTC
+would refuse the configuration. Reading them lets the tuner skip such points without
+compiling them (agent/proposers/tune.py) and lets benchmarks/kernel_tuner_compare.py give
+Kernel Tuner the same space.
+
+Only what can be read exactly is read: object-like macros defined once (a name
+#defined twice, say in two #if branches, makes the restrictions that use it
+unreadable), integers, + - * / % with C's truncation, comparisons, && and ||.
+Anything else raises RestrictionError, and the tuner then compiles as before.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+import operator
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Mapping
+
+from .kernel_source import parse_knobs
+
+_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.MULTILINE)  # object-like only
+_IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+(.+?)[ \t]*\n[ \t]*#[ \t]*error[ \t]*(.*?)[ \t]*$", re.MULTILINE)
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.Div: lambda a, b: int(a / b), ast.Mod: lambda a, b: int(math.fmod(a, b))}  # C: truncate toward zero
+_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+        ast.Eq: operator.eq, ast.NotEq: operator.ne}
+
+
+class RestrictionError(ValueError):
+    """A #if condition this translator does not read (say which, so it can be extended)."""
+
+
+def _c_to_python(condition: str) -> str:
+    if re.search(r"!(?!=)|[&|^~?]|<<|>>|\bdefined\b", condition.replace("&&", " ").replace("||", " ")):
+        raise RestrictionError(f"#if {condition}: only + - * / %, comparisons, && and || are read here")
+    return condition.replace("&&", " and ").replace("||", " or ")
+
+
+def _walk(node: ast.AST, env: Mapping[str, int], text: str) -> int:
+    if isinstance(node, ast.Expression):
+        return _walk(node.body, env, text)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            raise RestrictionError(f"#if {text}: '{node.id}' is neither a knob nor a macro of the source")
+        return env[node.id]
+    if isinstance(node, ast.BoolOp):
+        values = (_walk(v, env, text) for v in node.values)
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_walk(node.operand, env, text)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
+        left, right = _walk(node.left, env, text), _walk(node.right, env, text)
+        if right == 0 and isinstance(node.op, (ast.Div, ast.Mod)):
+            raise ZeroDivisionError(f"#if {text}: division by zero")
+        return _BIN[type(node.op)](left, right)
+    if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
+        values = [_walk(v, env, text) for v in (node.left, *node.comparators)]
+        return int(all(_CMP[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:])))
+    raise RestrictionError(f"#if {text}: {type(node).__name__} is not read here")
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """One `#if CONDITION` / `#error MESSAGE` pair: CONDITION true means the config is refused."""
+
+    condition: str  # as written in the source
+    message: str
+    expanded: str  # macros expanded, in Python's syntax
+
+    def refuses(self, knobs: Mapping[str, int]) -> bool:
+        try:
+            return bool(_walk(ast.parse(self.expanded, mode="eval"), knobs, self.condition))
+        except ZeroDivisionError:
+            return True  # the preprocessor refuses it too
+
+
+_TWICE = "\0"  # the text of a macro defined more than once: which one applies is not read here
+
+
+def _expand(text: str, macros: Mapping[str, str]) -> str:
+    if any(macros.get(name) == _TWICE for name in _NAME.findall(text)):
+        raise RestrictionError(f"#if {text}: a macro it uses is #defined more than once")
+    for _ in range(32):  # macros defined through macros: expand until nothing changes
+        expanded = _NAME.sub(lambda m: f"({macros[m.group()]})" if m.group() in macros else m.group(), text)
+        if _TWICE in expanded:
+            raise RestrictionError(f"#if {text}: a macro it uses is #defined more than once")
+        if expanded == text:
+            return text
+        text = expanded
+    raise RestrictionError(f"#if {text}: macros nest deeper than 32")
+
+
+@dataclass(frozen=True)
+class KnobSpace:
+    """The knobs a kernel declares and the configurations its source refuses."""
+
+    knobs: dict[str, tuple[int, ...]]
+    restrictions: tuple[Restriction, ...]
+
+    @staticmethod
+    def from_source(source: str, lenient: bool = False) -> "KnobSpace":
+        """The source's space; `lenient`: a restriction that cannot be read is left out
+        (the compiler still refuses what it forbids) instead of raising RestrictionError."""
+        knobs = {k.name: k.values for k in parse_knobs(source).values()}
+        found = [(m.group(1), m.group(2).split("//")[0].strip()) for m in _MACRO.finditer(source)
+                 if m.group(1) not in knobs]
+        twice = {name for name, n in Counter(name for name, _ in found).items() if n > 1}
+        macros = {name: (_TWICE if name in twice else text) for name, text in found}
+        restrictions = []
+        for m in _IF_ERROR.finditer(source):
+            condition = m.group(1).split("//")[0].strip()
+            try:
+                expanded = _c_to_python(_expand(condition, macros))
+                ast.parse(expanded, mode="eval")  # a syntax error names the source line here, not mid-tuning
+                restriction = Restriction(condition, m.group(2).strip('"'), expanded)
+                if lenient:
+                    restriction.refuses({k: v[0] for k, v in knobs.items()})  # names it cannot resolve: unreadable
+            except (RestrictionError, SyntaxError):
+                if lenient:
+                    continue
+                raise
+            restrictions.append(restriction)
+        return KnobSpace(knobs, tuple(restrictions))
+
+    def allows(self, values: Mapping[str, int]) -> bool:
+        return not any(r.refuses(values) for r in self.restrictions)
+
+    def configurations(self) -> list[dict[str, int]]:
+        """Every combination of knob values the source accepts, in declaration order."""
+        combos = (dict(zip(self.knobs, vs)) for vs in itertools.product(*self.knobs.values()))
+        return [c for c in combos if self.allows(c)]

@@ -1,0 +1,32 @@
+"""A kernel's knob space as its source declares it: `// knob` values and `#if ... #error`
+restrictions read exactly, or not at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.spec.knob_space import KnobSpace, RestrictionError
+
+GUARDED = ("// knob A: 1 2 4\n#define A 1\n// knob B: 1 2 4\n#define B 1\n#define PRODUCT (A * B)\n"
+           "#if PRODUCT > 4 || (B % A) != 0\n#error \"too big, or A does not divide B\"\n#endif\n")
+
+
+def test_restrictions_refuse_what_the_preprocessor_would():
+    space = KnobSpace.from_source(GUARDED)
+    assert space.configurations() == [{"A": 1, "B": 1}, {"A": 1, "B": 2}, {"A": 1, "B": 4}, {"A": 2, "B": 2}]
+
+
+def test_a_macro_defined_twice_is_not_guessed():
+    """Which of two #defines applies depends on #if branches this reader does not follow:
+    strict reading refuses to go on; lenient reading (the tuner's) leaves that restriction to NVRTC."""
+    source = GUARDED.replace("#define PRODUCT (A * B)\n", "#if A > 1\n#define PRODUCT (A * B)\n#else\n#define PRODUCT 0\n#endif\n")
+    with pytest.raises(RestrictionError, match="more than once"):
+        KnobSpace.from_source(source)
+    assert KnobSpace.from_source(source, lenient=True).restrictions == ()
+
+
+def test_lenient_reading_keeps_the_readable_ones():
+    source = GUARDED + "#if defined(FOO)\n#error \"foo\"\n#endif\n#if A == 4\n#error \"no 4\"\n#endif\n"
+    space = KnobSpace.from_source(source, lenient=True)
+    assert [r.condition for r in space.restrictions] == ["PRODUCT > 4 || (B % A) != 0", "A == 4"]
+    assert not space.allows({"A": 4, "B": 4}) and space.allows({"A": 2, "B": 2})
