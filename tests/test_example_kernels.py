@@ -32,6 +32,11 @@ POINTS = [
     ("bf16_gemm", "wgmma_ws", {}), ("bf16_gemm", "wgmma_ws", {"CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 256, "BN": 128, "CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 128, "BN": 128, "STAGES": 5, "PERSISTENT": 0}),
+    # fp32 on tensor cores, 3xTF32 (issue 16): the defaults, a small tile, FLUSH=0's 64x64 warps.
+    ("sgemm", "tf32x3", {}), ("sgemm", "tf32x3", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "STAGES": 2}),
+    ("sgemm", "tf32x3", {"BM": 128, "BN": 256, "WM": 64, "WN": 64, "FLUSH": 0}),
+    ("sgemm", "tf32x3_splitk", {}), ("sgemm", "tf32x3_splitk", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "SPLITK": 16}),
+    ("gemm_bias_relu", "tf32x3", {}),
 ]
 
 
@@ -50,7 +55,9 @@ def test_kernel_compiles_without_spills(workload, kernel, defines):
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
-                                             ("bf16_gemm", "wgmma_ws")])
+                                             ("bf16_gemm", "wgmma_ws"),
+                                             ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
+                                             ("gemm_bias_relu", "tf32x3")])
 def test_kernel_resolves_on_every_case(workload, kernel):
     """The launch rule or program resolves on every case at the defaults: positive grids, at most 1024 threads."""
     w = load_workload(EXAMPLES / workload)
@@ -61,3 +68,13 @@ def test_kernel_resolves_on_every_case(workload, kernel):
         launches = ([s.launch for s in spec.program.launches] if spec.program else [spec.launch])
         for rule in launches:
             assert rule.resolve(env).problems() is None, case.name
+
+
+def test_tf32x3_copies_share_one_body():
+    """The three 3xTF32 sources (plain, split-K, bias+ReLU) carry the same knobs and body text."""
+    def shared(path):
+        text = path.read_text()
+        return text[text.index("// knob BM:"):text.index("// ---- end of the tf32x3 body ----")]
+    plain = shared(EXAMPLES / "sgemm" / "tf32x3.cu")
+    assert shared(EXAMPLES / "sgemm" / "tf32x3_splitk.cu") == plain
+    assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3.cu") == plain
