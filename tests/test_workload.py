@@ -61,6 +61,8 @@ def break_spec(tmp_path: Path, old: str, new: str) -> Path:
     ('block = [16, 16, 1]', 'block = [64, 64, 1]', "kernels.naive", "4096 threads, more than 1024"),
     ('source = "naive.cu"', 'source = "missing.cu"', "kernels.naive.source", "not found"),
     ('kernel = "naive"', 'kernel = "fast"', "start.kernel", "'fast' is not one of"),
+    ('kernel = "naive"', 'kernel = "naive"\ntune = "fast"', "start.tune", "'fast' is not one of"),
+    ('kernel = "naive"', 'kernel = "naive"\ntune = "naive"', "start.tune", "declares no knobs"),
     ('sizes = { M = 97, N = 83, K = 61 }', 'sizes = { M = 97, N = 83, K = -1 }', "cases[0].sizes.K", "non-negative integer"),
     ('sizes = { M = 97, N = 83, K = 61 }', 'sizes = { M = 97, N = 83, K = 0 }', "params[0].shape[1]", "dimension 0 < 1"),
     ('a = "A"', 'a = "X"', "baseline.a", "must name a parameter"),
@@ -139,3 +141,15 @@ def test_fast_math_options_load_where_the_workload_allows_them(tmp_path):
     toml.write_text(toml.read_text().replace("allow_tf32 = false", "allow_tf32 = false\nallow_fast_math = true"))
     w = load_workload(d)
     assert w.tolerance.allow_fast_math and w.kernels["naive"].options == ("--use_fast_math",)
+
+
+def test_start_tune_names_the_kernel_the_tuner_searches_first(tmp_path):
+    """[start] tune overrides "the kernel with most knobs" as the tuner's main kernel."""
+    from agent.proposers.base import ProposalContext
+    from agent.proposers.tune import TuneProposer
+    from agent.runtime.device_facts import DeviceFacts
+    plain = load_workload(make_sgemm_workload(tmp_path / "a"))
+    chosen = load_workload(break_spec(tmp_path / "b", 'kernel = "naive"', 'kernel = "naive"\ntune = "tiled"'))
+    assert plain.tune == "" and chosen.tune == "tiled"
+    ctx = lambda w: ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)
+    assert TuneProposer(0, ahead=0).base(ctx(chosen))[0].entry == chosen.kernels["tiled"].entry

@@ -72,7 +72,8 @@ class TuneProposer:
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
-        LLM's kernel included), else the workload's kernel with the most knobs. Returned
+        LLM's kernel included), else the workload's `[start] tune` kernel, else the one
+        with the most knobs. Returned
         with its knob values stripped, so every knob is free."""
         kernel = kernel or self.kernel
         if ctx.best and parse_knobs(ctx.best.spec.source) and not kernel:
@@ -82,6 +83,7 @@ class TuneProposer:
             if not kernels:
                 raise ProposalError(f"{ctx.workload.name} ships no kernel to tune and the best so far (if any) "
                                     "declares no knobs (// knob NAME: values); nothing to tune")
+            kernel = kernel or ctx.workload.tune
             chosen: KernelSpec = kernels[kernel] if kernel else max(kernels.values(), key=lambda k: len(k.knobs()))
             spec = CandidateSpec.from_candidate(Candidate.from_spec(chosen), self.name)
         knobs = parse_knobs(spec.source)

@@ -183,6 +183,9 @@ class Workload:
     # "" (written by hand), "drafted" (by a model, not yet trusted) or "reviewed"
     # (the user agreed and an independent second draft matched it): agent/drafting.py
     reference_status: str = ""
+    # [start] tune: the kernel the tuner searches first ("": the one with most knobs);
+    # the other kernels with knobs still get their turns (agent/proposers/tune.py)
+    tune: str = ""
 
     @property
     def arrays(self) -> list[ArrayParam]:
@@ -410,7 +413,7 @@ class _Parser:
         flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
         nbytes = self.expr(metrics["bytes"], "metrics.bytes") if "bytes" in metrics else None
         start_table = self.get(self.doc, "start", "", dict, {})
-        self.known(start_table, "start.", {"kernel", "from_scratch"})
+        self.known(start_table, "start.", {"kernel", "from_scratch", "tune"})
         from_scratch = self.get(start_table, "from_scratch", "start.", bool, False)
         kernels = self.parse_kernels(tolerance.allow_fast_math, required=not from_scratch)
         if from_scratch and "kernel" in start_table:
@@ -420,10 +423,15 @@ class _Parser:
         if not from_scratch and start not in kernels:
             raise self.fail("start.kernel", f"'{start}' is not one of the [kernels.*] tables "
                             f"({', '.join(kernels) or 'none defined'})")
+        tune = self.get(start_table, "tune", "start.", str, "")
+        if tune and tune not in kernels:
+            raise self.fail("start.tune", f"'{tune}' is not one of the [kernels.*] tables ({', '.join(kernels)})")
+        if tune and not kernels[tune].knobs():
+            raise self.fail("start.tune", f"'{tune}' declares no knobs (// knob NAME: values): nothing to tune")
         baseline = self.parse_baseline(params)
         digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
         w = Workload(name, self.dir, description.strip(), params, cases + probe_cases(params, cases, tolerance),
-                     tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status)
+                     tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status, tune)
         self.check_against_cases(w)
         if w.baseline.torch is not None:  # last: a scalar's own error first, then what the baseline lacks
             problem = signature_problem(w.baseline.torch, [a.name for a in w.inputs], [p.name for p in params
