@@ -118,6 +118,11 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
             node = r["node"]
             spent[node] = spent.get(node, 0.0) + r["t"] - open_at.pop(node)
             counts[node] = counts.get(node, 0) + 1
+    compiles = [r for r in records if r["event"] == "CompileFinished"]
+    if compiles:
+        hits = sum(bool(r.get("cached")) for r in compiles)
+        print(f"compile node: {hits} of {len(compiles)} from the cache (compiled ahead); the others compiled "
+              f"{sum(r.get('compile_ms', 0) for r in compiles if not r.get('cached')) / 1000:.1f} s while the GPU waited")
     first = records[0]["t"] - t0
     accounted = first + sum(spent.values())
     print(f"where the {wall:.1f} s went: start-up before the plan {first:.1f} s; "

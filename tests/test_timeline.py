@@ -36,6 +36,8 @@ def test_a_session_writes_when_each_node_ran_and_nothing_of_the_kernels(tmp_path
     assert started[0] == ("plan", 0)
     assert {("compile", i) for i in (1, 2, 3)} <= set(started)
     assert sum(r["event"] == "NodeFinished" and r["node"] == "benchmark" for r in records) >= 1
+    compiles = [r for r in records if r["event"] == "CompileFinished"]
+    assert compiles and all(isinstance(r["cached"], bool) and "compile_ms" in r for r in compiles)
     text = (directory / FILE).read_text()
     source = workload.kernels["tiled"].source()
     assert "__global__" in source and "__global__" not in text and "tiled" not in text

@@ -51,6 +51,7 @@ class CompileFinished:
     compile_ms: float
     resources: str
     log: str
+    cached: bool = False  # the CUBIN came from the compile cache (compiled ahead, or before)
 
 
 @dataclass(frozen=True)

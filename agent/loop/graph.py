@@ -205,7 +205,7 @@ def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         return {"attempt": attempt.model_copy(update={"status": Status.LAUNCH_INVALID, "detail": f"launch rule: {e}"})}
     compiled = runtime.context.evaluator.compile(candidate)
     runtime.stream_writer(events.CompileFinished(attempt.iteration, compiled.ok, compiled.compile_ms,
-                                                 compiled.resources.text(), compiled.log))
+                                                 compiled.resources.text(), compiled.log, compiled.cached))
     if not compiled.ok:
         return {"attempt": attempt.model_copy(update={"status": Status.COMPILE_FAILED, "detail": compiled.log})}
     return {"attempt": attempt.model_copy(update={"status": Progress.COMPILED})}
