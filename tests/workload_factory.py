@@ -36,6 +36,8 @@ def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: st
     kept = "|".join(kernels)
     text = re.sub(rf"\[kernels\.(?!(?:{kept})\])\w+\]\n(?:[^\[\n].*\n|\n)*", "", text)
     text = re.sub(rf"\[\[kernels\.(?!(?:{kept})\.)\w+\.steps\]\]\n(?:[^\[\n].*\n|\n)*", "", text)
+    if not re.search(r'^tune = "(?:' + kept + ')"', text, re.M):  # the example's tuned kernel was left out
+        text = re.sub(r'^tune = ".*\n', "", text, flags=re.M)
     text = text.replace("allow_tf32 = false", tolerance)
     (directory / "workload.toml").write_text(text)
     return directory
