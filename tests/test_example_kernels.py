@@ -32,6 +32,11 @@ POINTS = [
     ("bf16_gemm", "wgmma_ws", {}), ("bf16_gemm", "wgmma_ws", {"CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 256, "BN": 128, "CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 128, "BN": 128, "STAGES": 5, "PERSISTENT": 0}),
+    # Its second version: TMA-store epilogue (default 2 staging boxes, 4 stages), split-K for few tiles.
+    ("bf16_gemm", "wgmma_ws2", {}), ("bf16_gemm", "wgmma_ws2", {"SPLITK": 4}),
+    ("bf16_gemm", "wgmma_ws2", {"BN": 128, "SPLITK": 2}),
+    ("bf16_gemm", "wgmma_ws2", {"BM": 256, "BN": 128, "CBUF": 4, "STAGES": 3, "SPLITK": 3}),
+    ("bf16_gemm", "wgmma_ws2", {"CBUF": 1, "PERSISTENT": 0}), ("bf16_gemm", "wgmma_ws2", {"BN": 128, "STAGES": 5}),
     # fp32 on tensor cores, 3xTF32 (issue 16): the defaults, a small tile, FLUSH=0's 64x64 warps.
     ("sgemm", "tf32x3", {}), ("sgemm", "tf32x3", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "STAGES": 2}),
     ("sgemm", "tf32x3", {"BM": 128, "BN": 256, "WM": 64, "WN": 64, "FLUSH": 0}),
@@ -55,7 +60,7 @@ def test_kernel_compiles_without_spills(workload, kernel, defines):
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
-                                             ("bf16_gemm", "wgmma_ws"),
+                                             ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
                                              ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
                                              ("gemm_bias_relu", "tf32x3")])
 def test_kernel_resolves_on_every_case(workload, kernel):
@@ -68,6 +73,21 @@ def test_kernel_resolves_on_every_case(workload, kernel):
         launches = ([s.launch for s in spec.program.launches] if spec.program else [spec.launch])
         for rule in launches:
             assert rule.resolve(env).problems() is None, case.name
+
+
+@pytest.mark.parametrize("splitk", [2, 4, 16])
+def test_wgmma_ws2_splitk_resolves_on_every_case(splitk):
+    """wgmma_ws2's split-K program resolves on every case, its workspace one fp32 tile per (tile, slice)."""
+    w = load_workload(EXAMPLES / "bf16_gemm")
+    spec = w.kernels["wgmma_ws2"]
+    knobs = {**{n: k.default for n, k in spec.knobs().items()}, "SPLITK": splitk}
+    for case in w.cases:
+        env = {**case.sizes, **knobs}
+        for rule in (s.launch for s in spec.program.launches):
+            assert rule.resolve(env).problems() is None, case.name
+        tiles = -(-env["M"] // env["BM"]) * -(-env["N"] // env["BN"])
+        sizes = {ws.name: ws.size.evaluate_int(env) for ws in spec.program.workspace}
+        assert sizes == {"partial": tiles * splitk * env["BM"] * env["BN"] + 4, "counters": tiles}, case.name
 
 
 def test_tf32x3_copies_share_one_body():

@@ -224,6 +224,11 @@ def test_cublas_bf16_gemm_is_exact_on_integers_and_timed(device):
     # leaves one CTA of a cluster on zero-filled rows.
     ("wgmma_ws", {}), ("wgmma_ws", {"SMS": 2}), ("wgmma_ws", {"CLUSTER": 2}), ("wgmma_ws", {"CLUSTER": 2, "SMS": 4}),
     ("wgmma_ws", {"BM": 256, "BN": 128, "STAGES": 3, "SMS": 2}), ("wgmma_ws", {"BN": 128, "PERSISTENT": 0}),
+    # Its second version: the TMA-store epilogue's staging ring carries across tiles (SMS=2,
+    # CBUF=1), split-K slices (some empty at K=8) meet on the tile counters.
+    ("wgmma_ws2", {}), ("wgmma_ws2", {"SMS": 2, "CBUF": 1}), ("wgmma_ws2", {"SPLITK": 4}),
+    ("wgmma_ws2", {"SPLITK": 3, "BN": 128, "SMS": 3}),
+    ("wgmma_ws2", {"BM": 256, "BN": 128, "CBUF": 4, "STAGES": 3, "SMS": 2}), ("wgmma_ws2", {"PERSISTENT": 0}),
 ])
 def test_bf16_gemm_example_kernels_match_float64(device, kernel, defines):
     """The example's kernels (wgmma + TMA through the program path), on ragged shapes, stay within
@@ -249,6 +254,9 @@ def test_bf16_gemm_example_kernels_match_float64(device, kernel, defines):
         else:
             layouts = {"A": ("bfloat16", (m, k)), "B": ("bfloat16", (k, n)), "C": ("bfloat16", (m, n))}
             job = cand.program.resolve(env, {x: ("i32", v) for x, v in sizes.items()}, layouts)
+            for ws in job.workspace:  # zeroed, or poisoned with NaN words
+                buffers[ws.name] = device.alloc(ws.nbytes)
+                buffers[ws.name].fill_u32(0 if ws.init == "zero" else NAN_WORD, 0, ws.nbytes)
             steps = [(s.entry, s.launch, [a.native(lambda name: buffers[name].ptr) for a in s.args]) for s in job.steps]
         for entry, launch, args in steps:
             if launch.shared > device.facts.smem_per_block_optin:
