@@ -25,6 +25,7 @@ from langgraph.runtime import Runtime
 
 from ..evaluate.backend import EvaluationBackend
 from ..evaluate.dispatch import build_dispatch, update_winners
+from ..evaluate.evaluator import FRESH_SEED
 from ..evaluate.records import Attempt, AttemptSamples, Best, CandidateSpec, CaseOutcome
 from ..evaluate.results import EvaluationResult, Progress, Status
 from ..evaluate.selection import challenge
@@ -35,6 +36,8 @@ from ..proposers.base import Proposal, ProposalContext, ProposalError, Proposer,
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
+from ..spec.inputs import prefetch_references
+from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload
 from ..tracking.session_tracker import SessionTracker
@@ -117,6 +120,9 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     facts = ev.facts
     check_memory(w, gpu_bytes=facts.total_memory or None, host=False)  # every case fits this GPU, or one line
     _stream_cases(runtime, 0)
+    # The fresh seed's references, computed while the baseline and the starting kernel run:
+    # the first new best's check on fresh inputs then does not wait for them.
+    prefetch_references(w, FRESH_SEED, getattr(ev, "reference_timeout_s", REFERENCE_TIMEOUT_S))  # --reference-timeout
     baseline, baseline_score = {}, None
     b = ev.baseline()
     if b is not None and b.ok:

@@ -21,16 +21,17 @@ import operator
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .kernel_source import parse_knobs
 
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.MULTILINE)  # object-like only
 _IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+(.+?)[ \t]*\n[ \t]*#[ \t]*error[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.Div: lambda a, b: int(a / b), ast.Mod: lambda a, b: int(math.fmod(a, b))}  # C: truncate toward zero
-_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+_BIN: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: lambda a, b: int(a / b), ast.Mod: lambda a, b: int(math.fmod(a, b))}  # C: truncate toward zero
+_CMP: dict[type, Callable[[int, int], bool]] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.Eq: operator.eq, ast.NotEq: operator.ne}
 
 
@@ -54,8 +55,8 @@ def _walk(node: ast.AST, env: Mapping[str, int], text: str) -> int:
             raise RestrictionError(f"#if {text}: '{node.id}' is neither a knob nor a macro of the source")
         return env[node.id]
     if isinstance(node, ast.BoolOp):
-        values = (_walk(v, env, text) for v in node.values)
-        return int(all(values) if isinstance(node.op, ast.And) else any(values))
+        operands = (_walk(v, env, text) for v in node.values)  # lazily: C's && and || short-circuit
+        return int(all(operands) if isinstance(node.op, ast.And) else any(operands))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_walk(node.operand, env, text)
     if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
