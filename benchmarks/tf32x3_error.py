@@ -20,6 +20,13 @@
    counts shared-memory bank conflicts of every fragment load (32 banks of 4
    bytes; a 64-bit load is served a half-warp at a time).
 
+3. Split-K indexing. The programs' K ranges (kchunk = ceil_div(ceil_div(K, SPLITK),
+   BK) * BK, block z over [z*kchunk, min(K, (z+1)*kchunk))) and the reduces' index
+   expressions (sgemm's, and gemm_bias_relu's with bias[(4q) % N] on the float4 path
+   and bias[i % N] element by element), emulated on every correctness case of both
+   workloads at each SPLITK: every K index is covered once, every C element is
+   written once, and the result equals the (relu(... + bias)) reference.
+
     python benchmarks/tf32x3_error.py [--size 32]
 """
 
@@ -196,12 +203,84 @@ def fragments(BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int 
     assert not any(conflicts.values()), "shared-memory bank conflicts"
 
 
+# ---- split-K indexing: the workload.toml args and the reduce kernels' expressions ----
+
+SPLITK_CASES = [(97, 83, 61), (1, 257, 33), (513, 7, 129), (1000, 1030, 1001), (67, 4099, 130),
+                (1000, 1028, 1056), (128, 256, 300)]
+
+
+def splitk_reduce(partial: np.ndarray, mn: int, n: int, splits: int, bias: np.ndarray | None) -> np.ndarray:
+    """The reduce kernel's loop body over every quad q, in its two paths (vec as the kernel decides it,
+    with aligned buffers): plane z of element i is partial[z * mn + i]; the planes are added in order."""
+    c = np.full(mn, np.nan, np.float32)
+    written = np.zeros(mn, np.int64)
+    vec = (n & 3) == 0 if bias is not None else (mn & 3) == 0
+    q = np.arange((mn + 3) // 4)
+    if vec:
+        s = partial[4 * q[:, None] + np.arange(4)]  # float4 at quad q of plane 0
+        for z in range(1, splits):
+            s = (s + partial[z * mn + 4 * q[:, None] + np.arange(4)]).astype(np.float32)
+        if bias is not None:
+            b = bias[((4 * q) % n)[:, None] + np.arange(4)]  # one float4 of bias at (4q) % n
+            s = np.maximum((s + b).astype(np.float32), np.float32(0))
+        idx = (4 * q[:, None] + np.arange(4)).ravel()
+        c[idx] = s.ravel()
+        np.add.at(written, idx, 1)
+    else:
+        for j in range(4):
+            i = 4 * q + j
+            i = i[i < mn]
+            s = partial[i]
+            for z in range(1, splits):
+                s = (s + partial[z * mn + i]).astype(np.float32)
+            if bias is not None:
+                s = np.maximum((s + bias[i % n]).astype(np.float32), np.float32(0))
+            c[i] = s
+            np.add.at(written, i, 1)
+    assert (written == 1).all(), "a C element written twice or never"
+    return c
+
+
+def splitk_indexing() -> None:
+    rng = np.random.default_rng(5)
+    worst = 0.0
+    checked = 0
+    for m, n, k in SPLITK_CASES:
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        bias = rng.uniform(-1, 1, n).astype(np.float32)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        for splits in (1, 2, 3, 4, 6, 8, 16, 32):
+            for bk in (16, 32):
+                kchunk = -(-(-(-k // splits)) // bk) * bk
+                assert kchunk % 4 == 0, "a 16-byte chunk would straddle two K ranges"
+                covered = np.zeros(k, np.int64)
+                partial = np.empty(splits * m * n, np.float32)
+                for z in range(splits):  # the partial kernel's clamped range of block z
+                    kb = z * kchunk
+                    kbeg, kend = min(kb, k), min(kb + kchunk, k)
+                    covered[kbeg:kend] += 1
+                    plane = (a[:, kbeg:kend].astype(np.float64) @ b[kbeg:kend].astype(np.float64)).astype(np.float32)
+                    partial[z * m * n:(z + 1) * m * n] = plane.ravel()  # an empty range writes zeros
+                assert (covered == 1).all(), f"K ranges miss or repeat an index: {m}x{n}x{k} SPLITK={splits} BK={bk}"
+                for with_bias in (False, True):
+                    c = splitk_reduce(partial, m * n, n, splits, bias if with_bias else None).reshape(m, n)
+                    want = np.maximum(ref + bias, 0) if with_bias else ref
+                    scale = np.abs(want) + np.sqrt(np.mean(ref**2))
+                    worst = max(worst, float(np.max(np.abs(c - want) / scale)))
+                    checked += 1
+    print(f"split-K indexing: {checked} (case, SPLITK, BK, bias) programs, K covered once, C written once, "
+          f"max error vs reference {worst:.2e} (fp32 partials and ordered fp32 adds)")
+    assert worst < 1e-5, "split-K reduce indexing mismatch"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=32, help="M = N of the accuracy emulation (default 32)")
     args = parser.parse_args()
     for tile in ({}, {"BK": 16}, {"WM": 32, "WN": 64}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}):
         fragments(**tile)
+    splitk_indexing()
     accuracy(args.size)
 
 

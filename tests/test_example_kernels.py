@@ -42,6 +42,8 @@ POINTS = [
     ("sgemm", "tf32x3", {"BM": 128, "BN": 256, "WM": 64, "WN": 64, "FLUSH": 0}),
     ("sgemm", "tf32x3_splitk", {}), ("sgemm", "tf32x3_splitk", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "SPLITK": 16}),
     ("gemm_bias_relu", "tf32x3", {}),
+    ("gemm_bias_relu", "tf32x3_splitk", {}), ("gemm_bias_relu", "tf32x3_splitk", {"SPLITK": 8, "STAGES": 3}),
+    ("gemm_bias_relu", "tf32x3_splitk", {"BM": 64, "BN": 128, "WM": 32, "WN": 32, "SPLITK": 3}),
 ]
 
 
@@ -62,7 +64,7 @@ def test_kernel_compiles_without_spills(workload, kernel, defines):
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
                                              ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
                                              ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
-                                             ("gemm_bias_relu", "tf32x3")])
+                                             ("gemm_bias_relu", "tf32x3"), ("gemm_bias_relu", "tf32x3_splitk")])
 def test_kernel_resolves_on_every_case(workload, kernel):
     """The launch rule or program resolves on every case at the defaults: positive grids, at most 1024 threads."""
     w = load_workload(EXAMPLES / workload)
@@ -91,10 +93,11 @@ def test_wgmma_ws2_splitk_resolves_on_every_case(splitk):
 
 
 def test_tf32x3_copies_share_one_body():
-    """The three 3xTF32 sources (plain, split-K, bias+ReLU) carry the same knobs and body text."""
+    """The four 3xTF32 sources (plain, split-K, bias+ReLU, split-K bias+ReLU) carry the same knobs and body text."""
     def shared(path):
         text = path.read_text()
         return text[text.index("// knob BM:"):text.index("// ---- end of the tf32x3 body ----")]
     plain = shared(EXAMPLES / "sgemm" / "tf32x3.cu")
     assert shared(EXAMPLES / "sgemm" / "tf32x3_splitk.cu") == plain
     assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3.cu") == plain
+    assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3_splitk.cu") == plain

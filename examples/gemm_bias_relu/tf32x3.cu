@@ -56,7 +56,8 @@
 #define FLUSH 1
 #endif
 
-// ---- tf32x3 body: the same text in tf32x3_splitk.cu and examples/gemm_bias_relu/tf32x3.cu
+// ---- tf32x3 body: the same text in examples/sgemm/tf32x3.cu, tf32x3_splitk.cu and
+// examples/gemm_bias_relu/tf32x3.cu, tf32x3_splitk.cu
 // (tests/test_example_kernels.py checks it) ----
 #define TX3_THREADS ((BM / WM) * (BN / WN) * 32)
 #define TX3_AS (BK + 8)  // As row stride, floats
