@@ -60,3 +60,52 @@ def test_reference_that_raises_is_one_clear_error(tmp_path):
     w = load_workload(d)
     with pytest.raises(ReferenceFailed, match=r"reference.py: reference raised ValueError: .* \(case 'odd-97x83x61'\)"):
         compute_reference(w, w.case("odd-97x83x61"), 1)
+
+
+def test_one_thread_computes_a_reference_the_others_wait_for(tmp_path, monkeypatch):
+    """The plan computes the fresh seed's references in the background while the loop may
+    ask for the same file: the second asker waits and reads it, nothing is computed twice
+    and no two threads write one temporary file."""
+    import threading
+    from pathlib import Path
+
+    import agent.spec.inputs as inputs
+    w = load_workload(make_sgemm_workload(tmp_path / "w"))
+    case = w.case("odd-97x83x61")
+    second_looked = threading.Event()
+    release = threading.Event()
+    computed = []
+
+    class Watched(type(Path())):  # the second thread's first look at the file is seen
+        def is_file(self):
+            if threading.current_thread().name == "second":
+                second_looked.set()
+            return super().is_file()
+
+    real_path, real_run = inputs.reference_path, inputs.run_reference
+    monkeypatch.setattr(inputs, "reference_path", lambda *a: Watched(real_path(*a)))
+
+    def run(workload, case_, seed, out, timeout_s):
+        computed.append(out.name)
+        release.wait(60)
+        real_run(workload, case_, seed, out, timeout_s)
+    monkeypatch.setattr(inputs, "run_reference", run)
+    paths = {}
+    threads = [threading.Thread(target=lambda n=n: paths.__setitem__(n, ensure_reference(w, case, 7)), name=n)
+               for n in ("first", "second")]
+    threads[0].start()
+    while not computed:  # the first is computing (blocked in run until released)
+        threads[0].join(0.01)
+    threads[1].start()
+    assert second_looked.wait(60)  # the second found no file yet
+    release.set()
+    for t in threads:
+        t.join(60)
+    assert len(computed) == 1 and paths["first"] == paths["second"] and paths["first"].is_file()
+
+
+def test_prefetch_computes_every_case_for_the_seed(tmp_path):
+    from agent.spec.inputs import prefetch_references, reference_path
+    w = load_workload(make_sgemm_workload(tmp_path / "w"))
+    prefetch_references(w, 9).join(120)
+    assert all(reference_path(w, c, 9).is_file() for c in w.cases)
