@@ -75,6 +75,24 @@ def test_cache_hit_returns_the_same_cubin():
     assert not third.cached
 
 
+def test_one_configuration_is_one_cache_entry_whatever_the_order_of_its_knobs():
+    """The tuner compiles a point ahead from one dict, the loop's compile node the proposal
+    built from another: the same knob values must give the same options and cache key.
+    On the H200 they did not (insertion order), and the compile node ran NVRTC again."""
+    import uuid
+
+    from agent.spec.candidate import Candidate
+    from agent.spec.workload import load_workload
+    kernel = load_workload(SGEMM).kernels["tiled"]
+    src = kernel.source() + f"\n// {uuid.uuid4()}\n"  # never compiled before
+    ahead = Candidate.from_spec(kernel, {"BM": 64, "BN": 128, "TM": 8}, source=src)
+    node = Candidate.from_spec(kernel, {"TM": 8, "BN": 128, "BM": 64}, source=src)
+    assert ahead.compile_options() == node.compile_options()
+    first = compile_kernel(ahead.source, ahead.entry, "sm_90", ahead.compile_options())
+    second = compile_kernel(node.source, node.entry, "sm_90", node.compile_options())
+    assert first.ok and not first.cached and second.cached
+
+
 def test_parse_resources_picks_the_entry():
     """With several functions in the log, the entry's own block is read."""
     log = ("ptxas info    : Compiling entry function 'other' for 'sm_90'\n"

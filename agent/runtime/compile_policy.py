@@ -147,7 +147,11 @@ ALLOWED_OPTIONS = ("-DNAME", "-DNAME=VALUE", "-maxrregcount=N", "--maxrregcount=
 
 
 def define_options(defines: dict[str, int]) -> list[str]:
-    return [f"-D{k}={v}" for k, v in defines.items()]
+    """-DNAME=VALUE per knob, in name order: the same configuration gives the same options,
+    hence the same compile-cache key, however its dict was built. (In insertion order, the
+    tuner's compile-ahead and the loop's compile node keyed one configuration twice, and
+    on the H200 the compile node ran NVRTC for half a second per attempt while the GPU waited.)"""
+    return [f"-D{k}={v}" for k, v in sorted(defines.items())]
 
 
 def check_options(options: Iterable[str], allow_fast_math: bool = False) -> str:
