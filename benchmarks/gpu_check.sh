@@ -41,6 +41,16 @@ if [ -n "${WS_SWEEP:-}" ]; then  # e.g. WS_SWEEP='"" MINB=1 BK=16,MINB=1', WS_SW
   eval "python3 \"\$OLDPWD/benchmarks/knob_sweep.py\" \"\$OLDPWD/examples/${target%%:*}\" ${target#*:} $WS_SWEEP" 2>&1 | tee "$OUT/sweep.txt"
 fi
 
+if [ -n "${WS_PLAN:-}" ]; then  # a file of sweeps: "SECONDS WORKLOAD KERNEL SETTING..." per line, # comments
+  while read -r line; do
+    case "$line" in ''|'#'*) continue ;; esac
+    eval "set -- $line"
+    step "knob sweep of $2 $3 (at most $1 s)"
+    (cd "$OLDPWD" && timeout "$1" python3 benchmarks/knob_sweep.py "examples/$2" "$3" "${@:4}" < /dev/null 2>&1) \
+      | tee -a "$OUT/sweeps.txt" | tail -12
+  done < "$(cd "$OLDPWD" && realpath "$WS_PLAN")"
+fi
+
 for kernel in ${WS_KERNELS:-naive tiled}; do
   step "eval sgemm --kernel $kernel"
   warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"
@@ -160,4 +170,4 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(search-speed|kernel-tuner|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(sweeps|search-speed|kernel-tuner|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
