@@ -73,8 +73,7 @@ class TuneProposer:
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
         LLM's kernel included), else the workload's `[start] tune` kernel, else the one
-        with the most knobs. Returned
-        with its knob values stripped, so every knob is free."""
+        with the most knobs. Returned with its knob values stripped, so every knob is free."""
         kernel = kernel or self.kernel
         if ctx.best and parse_knobs(ctx.best.spec.source) and not kernel:
             spec = ctx.best.spec
@@ -266,11 +265,12 @@ class TuneProposer:
 
     def _compiled_already(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
         """Compiled (ahead, or before) and accepted by NVRTC, known without waiting."""
-        known = self._compiles.get((source_tag(base.source), arch, _key({**base.defines, **defines})))
+        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        known = self._compiles.get(key)
         if isinstance(known, Future):
             if not known.done():
                 return False
-            known = self._compiles[(source_tag(base.source), arch, _key({**base.defines, **defines}))] = known.result()
+            known = self._compiles[key] = known.result()
         return bool(known)
 
     def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
