@@ -30,3 +30,21 @@ def test_lenient_reading_keeps_the_readable_ones():
     space = KnobSpace.from_source(source, lenient=True)
     assert [r.condition for r in space.restrictions] == ["PRODUCT > 4 || (B % A) != 0", "A == 4"]
     assert not space.allows({"A": 4, "B": 4}) and space.allows({"A": 2, "B": 2})
+
+
+def test_a_hostile_source_cannot_stall_the_reader():
+    """Model-written sources reach this reader (the tuner tunes a model's kernel with knobs):
+    macros that double at every level, and conditions nested thousands deep, are left
+    unread at once instead of expanding to gigabytes or overflowing the stack."""
+    doubling = "".join(f"#define M{i} (M{i + 1} + M{i + 1})\n" for i in range(40)) + "#define M40 A\n"
+    source = "// knob A: 1 2\n#define A 1\n" + doubling + "#if M0 > 3\n#error \"boom\"\n#endif\n"
+    with pytest.raises(RestrictionError, match="expands past"):
+        KnobSpace.from_source(source)
+    assert KnobSpace.from_source(source, lenient=True).restrictions == ()
+    deep = "// knob A: 1 2\n#define A 1\n#if " + "(" * 3000 + "A" + ")" * 3000 + " > 1\n#error \"deep\"\n#endif\n"
+    assert KnobSpace.from_source(deep, lenient=True).restrictions == ()
+    chain = "// knob A: 1 2\n#define A 1\n#if " + " + ".join(["A"] * 1900) + " > 1\n#error \"long\"\n#endif\n"
+    assert KnobSpace.from_source(chain, lenient=True).restrictions == ()  # 1900 operators deep once parsed
+    short = "// knob A: 1 2\n#define A 1\n#if " + " + ".join(["A"] * 50) + " > 60\n#error \"long\"\n#endif\n"
+    space = KnobSpace.from_source(short, lenient=True)  # an ordinary length is read and judged
+    assert len(space.restrictions) == 1 and space.allows({"A": 1}) and not space.allows({"A": 2})

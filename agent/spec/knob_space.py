@@ -83,9 +83,14 @@ class Restriction:
             return bool(_walk(ast.parse(self.expanded, mode="eval"), knobs, self.condition))
         except ZeroDivisionError:
             return True  # the preprocessor refuses it too
+        except (RecursionError, MemoryError):  # nested past what is worth reading: leave it to NVRTC
+            raise RestrictionError(f"#if {self.condition}: nested too deeply to read here") from None
 
 
 _TWICE = "\0"  # the text of a macro defined more than once: which one applies is not read here
+# A model writes the sources the tuner reads: macros that double at each level would
+# expand to gigabytes, so an expansion past this many characters is not read.
+MAX_EXPANDED = 4000
 
 
 def _expand(text: str, macros: Mapping[str, str]) -> str:
@@ -95,6 +100,8 @@ def _expand(text: str, macros: Mapping[str, str]) -> str:
         expanded = _NAME.sub(lambda m: f"({macros[m.group()]})" if m.group() in macros else m.group(), text)
         if _TWICE in expanded:
             raise RestrictionError(f"#if {text}: a macro it uses is #defined more than once")
+        if len(expanded) > MAX_EXPANDED:
+            raise RestrictionError(f"#if {text[:80]}...: expands past {MAX_EXPANDED} characters")
         if expanded == text:
             return text
         text = expanded
@@ -126,8 +133,8 @@ class KnobSpace:
                 restriction = Restriction(condition, m.group(2).strip('"'), expanded)
                 if lenient:
                     restriction.refuses({k: v[0] for k, v in knobs.items()})  # names it cannot resolve: unreadable
-            except (RestrictionError, SyntaxError):
-                if lenient:
+            except (RestrictionError, SyntaxError, RecursionError, MemoryError, ValueError):
+                if lenient:  # (ValueError: a literal Python will not read, e.g. a huge int)
                     continue
                 raise
             restrictions.append(restriction)
