@@ -48,3 +48,23 @@ def test_a_hostile_source_cannot_stall_the_reader():
     short = "// knob A: 1 2\n#define A 1\n#if " + " + ".join(["A"] * 50) + " > 60\n#error \"long\"\n#endif\n"
     space = KnobSpace.from_source(short, lenient=True)  # an ordinary length is read and judged
     assert len(space.restrictions) == 1 and space.allows({"A": 1}) and not space.allows({"A": 2})
+
+
+def test_values_are_read_as_the_preprocessor_reads_them():
+    """intmax_t arithmetic with C's truncation, C's comparisons, comments unseen; a value
+    past 64 bits (a float division would overflow, a big integer would take seconds) is
+    not read, and the lenient reader leaves it to NVRTC instead of raising."""
+    def refused(condition: str, a: int = 1, extra: str = "") -> bool:
+        space = KnobSpace.from_source(f"// knob A: 1 2 4\n#define A 1\n{extra}#if {condition}\n#error \"no\"\n#endif\n")
+        return not space.allows({"A": a})
+    assert refused("1 < 3 < 2")  # C: (1 < 3) < 2 is true
+    assert refused("9007199254740993 / 1 == 9007199254740993")  # exact, not via a float
+    assert refused("-7 / 2 == -3 && -7 % 2 == -1")  # truncation toward zero
+    assert not refused("A > 1", 1) and refused("A > 1", 2)
+    commented = "// knob A: 1 2\n#define A 1\n/*\n#if A == 1\n#error \"in a comment\"\n#endif\n*/\n"
+    assert KnobSpace.from_source(commented).restrictions == ()
+    huge = "// knob A: 1 2\n#define A 1\n#if (" + "9" * 400 + " / 3) > A\n#error \"big\"\n#endif\n"
+    with pytest.raises(RestrictionError, match="64 bits"):
+        KnobSpace.from_source(huge).allows({"A": 1})
+    assert KnobSpace.from_source(huge, lenient=True).restrictions == ()
+    assert KnobSpace.from_source("// knob A: 1 " + "9" * 40 + "\n", lenient=True).knobs == {}

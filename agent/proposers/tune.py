@@ -38,7 +38,7 @@ from ..evaluate.records import CandidateSpec
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
-from ..spec.knob_space import KnobSpace, RestrictionError
+from ..spec.knob_space import KnobSpace
 from ..spec.launch import LaunchJob
 from ..spec.workload import KernelSpec, ScalarParam, Workload, program_problem
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
@@ -68,7 +68,8 @@ class TuneProposer:
         # (workload digest, source tag, defines) -> launchable: best-first asks again for
         # the neighbours of every scored point on each proposal.
         self._launchables: dict[tuple, bool] = {}
-        self._spaces: dict[str, KnobSpace] = {}  # source tag -> its knobs' #error restrictions
+        # source tag -> its knobs' #error restrictions and their defaults
+        self._spaces: dict[str, tuple[KnobSpace, dict[str, int]]] = {}
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
@@ -307,13 +308,13 @@ class TuneProposer:
         such a point is skipped without a compile. One the reader cannot judge is allowed,
         and NVRTC decides as before."""
         tag = source_tag(base.source)
-        if tag not in self._spaces:
-            self._spaces[tag] = KnobSpace.from_source(base.source, lenient=True)
-        space = self._spaces[tag]
-        values = {**{k: kn.default for k, kn in parse_knobs(base.source).items()}, **base.defines, **defines}
         try:
-            return space.allows(values)
-        except RestrictionError:
+            if tag not in self._spaces:
+                self._spaces[tag] = (KnobSpace.from_source(base.source, lenient=True),
+                                     {k: kn.default for k, kn in parse_knobs(base.source).items()})
+            space, defaults = self._spaces[tag]
+            return space.allows({**defaults, **base.defines, **defines})
+        except Exception:  # noqa: BLE001 - a model's source this reader cannot judge: NVRTC decides
             return True
 
     @staticmethod

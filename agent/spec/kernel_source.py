@@ -15,8 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_KNOB = re.compile(r"^\s*//\s*knob\s+([A-Za-z_]\w*)\s*:\s*(.+?)\s*$", re.MULTILINE)
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(-?\d+)\s*$", re.MULTILINE)
+# [ \t] rather than \s: a pattern that may cross lines backtracks quadratically over a
+# model-written source of blank lines; one that stays on its line cannot.
+_KNOB = re.compile(r"^[ \t]*//[ \t]*knob[ \t]+([A-Za-z_]\w*)[ \t]*:([^\n]*)$", re.MULTILINE)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(-?\d+)[ \t]*$", re.MULTILINE)
+KNOB_LIMIT = 1 << 31  # a knob is a -D value in int's range
 
 
 @dataclass(frozen=True)
@@ -29,13 +32,15 @@ class Knob:
 def parse_knobs(source: str) -> dict[str, Knob]:
     """Knobs in declaration order; a knob without a numeric ``#define`` default
     takes its first listed value."""
-    defaults = {m.group(1): int(m.group(2)) for m in _DEFINE.finditer(source)}
+    defaults = {m.group(1): int(m.group(2)) for m in _DEFINE.finditer(source) if len(m.group(2)) <= 12}
     knobs = {}
     for m in _KNOB.finditer(source):
-        name = m.group(1)
+        name, listed = m.group(1), m.group(2).strip()
         try:
-            values = tuple(int(v) for v in m.group(2).replace(",", " ").split())
+            values = tuple(int(v) for v in listed.replace(",", " ").split())
         except ValueError:
-            raise ValueError(f"knob {name}: values must be integers, got '{m.group(2)}'") from None
+            raise ValueError(f"knob {name}: values must be integers, got '{listed[:80]}'") from None
+        if not values or any(abs(v) >= KNOB_LIMIT for v in values):
+            raise ValueError(f"knob {name}: give one or more values, each within +-2^31")
         knobs[name] = Knob(name, values, defaults.get(name, values[0]))
     return knobs

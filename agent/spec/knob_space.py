@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import math
 import operator
 import re
 from collections import Counter
@@ -25,12 +24,27 @@ from typing import Callable, Mapping
 
 from .kernel_source import parse_knobs
 
-_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.MULTILINE)  # object-like only
-_IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+(.+?)[ \t]*\n[ \t]*#[ \t]*error[ \t]*(.*?)[ \t]*$", re.MULTILINE)
+# Each pattern stays on its line and strips in Python (no overlapping quantifiers: a
+# model-written source of long blank runs cannot make them backtrack quadratically).
+_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]+)$", re.MULTILINE)  # object-like only
+_IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+([^\n]+)\n[ \t]*#[ \t]*error([^\n]*)$", re.MULTILINE)
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)  # what NVRTC never sees (// knob lines are read apart)
 _NAME = re.compile(r"[A-Za-z_]\w*")
+MAX_LINE = 4000  # a directive longer than this is not read
+MAX_RESTRICTIONS = 64  # read per source; the rest are left to NVRTC
+# The preprocessor computes in intmax_t: a value outside 64 bits is not read (and Python's
+# big integers would let a crafted source spend seconds on one multiplication).
+LOW, HIGH = -(1 << 63), 1 << 64
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)  # C truncates toward zero, in integers (a float would overflow or round)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
 _BIN: dict[type, Callable[[int, int], int]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: lambda a, b: int(a / b), ast.Mod: lambda a, b: int(math.fmod(a, b))}  # C: truncate toward zero
+    ast.Div: _c_div, ast.Mod: lambda a, b: a - b * _c_div(a, b)}
 _CMP: dict[type, Callable[[int, int], bool]] = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.Eq: operator.eq, ast.NotEq: operator.ne}
 
@@ -46,9 +60,16 @@ def _c_to_python(condition: str) -> str:
 
 
 def _walk(node: ast.AST, env: Mapping[str, int], text: str) -> int:
+    value = _walk_unbounded(node, env, text)
+    if not LOW <= value < HIGH:
+        raise RestrictionError(f"#if {text[:80]}: a value past 64 bits")
+    return value
+
+
+def _walk_unbounded(node: ast.AST, env: Mapping[str, int], text: str) -> int:
     if isinstance(node, ast.Expression):
         return _walk(node.body, env, text)
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+    if isinstance(node, ast.Constant) and type(node.value) is int:  # not True / False
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in env:
@@ -65,8 +86,10 @@ def _walk(node: ast.AST, env: Mapping[str, int], text: str) -> int:
             raise ZeroDivisionError(f"#if {text}: division by zero")
         return _BIN[type(node.op)](left, right)
     if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
-        values = [_walk(v, env, text) for v in (node.left, *node.comparators)]
-        return int(all(_CMP[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:])))
+        result = _walk(node.left, env, text)  # C: a < b < c is (a < b) < c, not Python's chain
+        for op, operand in zip(node.ops, node.comparators):
+            result = int(_CMP[type(op)](result, _walk(operand, env, text)))
+        return result
     raise RestrictionError(f"#if {text}: {type(node).__name__} is not read here")
 
 
@@ -119,22 +142,33 @@ class KnobSpace:
     def from_source(source: str, lenient: bool = False) -> "KnobSpace":
         """The source's space; `lenient`: a restriction that cannot be read is left out
         (the compiler still refuses what it forbids) instead of raising RestrictionError."""
-        knobs = {k.name: k.values for k in parse_knobs(source).values()}
-        found = [(m.group(1), m.group(2).split("//")[0].strip()) for m in _MACRO.finditer(source)
-                 if m.group(1) not in knobs]
+        try:
+            knobs = {k.name: k.values for k in parse_knobs(source).values()}
+        except ValueError:  # a malformed // knob line: the launch rule refuses the kernel anyway
+            if lenient:
+                return KnobSpace({}, ())
+            raise
+        source = _COMMENT.sub(" ", source)
+        found = [(m.group(1), m.group(2).strip()) for m in _MACRO.finditer(source)
+                 if m.group(1) not in knobs and len(m.group(2)) <= MAX_LINE]
         twice = {name for name, n in Counter(name for name, _ in found).items() if n > 1}
         macros = {name: (_TWICE if name in twice else text) for name, text in found}
-        restrictions = []
+        restrictions: list[Restriction] = []
         for m in _IF_ERROR.finditer(source):
-            condition = m.group(1).split("//")[0].strip()
+            condition = m.group(1).strip()
+            if len(restrictions) >= MAX_RESTRICTIONS or len(condition) > MAX_LINE:
+                if lenient:
+                    continue
+                raise RestrictionError(f"#if {condition[:80]}: past {MAX_RESTRICTIONS} restrictions or "
+                                       f"{MAX_LINE} characters")
             try:
                 expanded = _c_to_python(_expand(condition, macros))
                 ast.parse(expanded, mode="eval")  # a syntax error names the source line here, not mid-tuning
-                restriction = Restriction(condition, m.group(2).strip('"'), expanded)
+                restriction = Restriction(condition, m.group(2).strip().strip('"'), expanded)
                 if lenient:
                     restriction.refuses({k: v[0] for k, v in knobs.items()})  # names it cannot resolve: unreadable
-            except (RestrictionError, SyntaxError, RecursionError, MemoryError, ValueError):
-                if lenient:  # (ValueError: a literal Python will not read, e.g. a huge int)
+            except Exception:  # noqa: BLE001 - lenient: whatever cannot be read is left to NVRTC
+                if lenient:
                     continue
                 raise
             restrictions.append(restriction)
