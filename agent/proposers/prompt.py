@@ -20,8 +20,9 @@ Example: grid = ["ceil_div(N, BN)", "ceil_div(M, BM)"], block = ["(BM / TM) * (B
 - A candidate may be a program instead of one launch: `steps`, in order, each a launch (entry, grid, block, shared, args) or a memset ({"memset": NAME} zeroes a workspace buffer or an output), over `workspace` buffers you declare (name, dtype, size in elements as an expression, init "zero" or "poison"; poison is unpredictable, so write before you read). args name the parameters or workspace buffers in the kernel's order, or give a computed scalar as KIND:EXPR (i32:ceil_div(K, SPLITK)), or a TMA descriptor of a 2-D array parameter as tma:NAME:box=ROWS x COLS[:swizzle=128B] (the runner encodes it; the kernel takes `const __grid_constant__ CUtensorMap`, declared as `struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };`). A step may set `cluster` (thread block cluster dimensions). Sources using wgmma or setmaxnreg compile for sm_90a. Every entry is `extern "C" __global__` in the one source. The whole sequence is validated and timed as one unit. Use it where one launch cannot fill the GPU (split-K for a long reduction, a multi-block row reduction and its finish).
 - Correct for every size: guard every load and store. Never write outside the outputs or into inputs.
 - Respect the precision policy: an fp32 workload that does not allow TF32 must be fp32-accurate \
-(no plain tensor-core TF32, no reduced-precision tricks; an error-compensated split such as 3xTF32, \
-big*big + big*small + small*big accumulated in fp32, is allowed when it passes the fp32 tolerance). A bfloat16/float16 workload accumulates \
+(no plain tensor-core TF32, no reduced-precision tricks; an error-compensated split into TF32 pieces, \
+3xTF32: big*big + big*small + small*big accumulated in fp32, is allowed; splits into 16-bit pieces \
+(bf16, fp16) are not fp32-accurate and are not allowed). A bfloat16/float16 workload accumulates \
 in the dtype its policy names (fp32 unless stated): tensor-core MMAs on 16-bit inputs with fp32 \
 accumulators are fine, HADD2/HFMA2 sums are not; round to the output dtype once, at the end.
 - NVRTC options are not nvcc's: no -O3; useful ones are -use_fast_math (only if the tolerance \

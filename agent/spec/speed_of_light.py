@@ -52,26 +52,21 @@ def tensor_peak_tflops(facts: DeviceFacts) -> Optional[float]:
     return round(facts.sm_count * per_clock * 2 * facts.sm_clock_khz * 1e3 / 1e12, 1)
 
 
-# fp32-accurate products on the tensor cores (3xTF32, docs/performance.md): three TF32
-# products per fp32 one.
-TF32_SPLIT_PRODUCTS = 3
-
-
 def compute_ceiling(workload: Workload, ceilings: Ceilings) -> tuple[float, str]:
-    """The arithmetic rate a workload's floor is computed from (TFLOP/s) and its name: the
-    fastest way the hardware can compute to the workload's precision. For float32 inputs
-    that is FFMA or the error-compensated TF32 split on the tensor cores, whichever is
-    faster (on the H200: 60 TFLOP/s against 1070 / 2 / 3 = 178), since a kernel that
-    splits is fp32-accurate and passes validation: a floor from FFMA alone would call it
-    faster than physics."""
+    """The arithmetic rate a workload's floor is computed from (TFLOP/s) and its name.
+
+    float32 workloads keep the FFMA rate even though an error-compensated 3xTF32 kernel
+    on the tensor cores could in principle pass it (1070 / 2 / 3 = 178 TFLOP/s on the
+    H200): the fp32 tolerance (8 u sqrt(K)) also passes a split into 16-bit pieces at long
+    K (bf16x3, twice as fast, not fp32-accurate: an attack review emulated it on the
+    sgemm cases), and this floor is what refuses such a kernel past the FFMA rate. The
+    cost: a 3xTF32 kernel past ~58 TFLOP/s would be refused as below_floor, visibly,
+    until a precision probe and an audit of tensor-core operand types exist."""
     if ceilings.tensor_tflops:
         if any(is_half(a.dtype) for a in workload.inputs):
             return ceilings.tensor_tflops, "16-bit tensor core"
         if workload.tolerance.allow_tf32:
             return ceilings.tensor_tflops / 2, "TF32 tensor core"
-        split = ceilings.tensor_tflops / 2 / TF32_SPLIT_PRODUCTS
-        if any(a.dtype == "float32" for a in workload.inputs) and split > ceilings.fp32_tflops:
-            return round(split, 1), "fp32 as 3xTF32 on tensor cores"
     return ceilings.fp32_tflops, "fp32"
 
 
