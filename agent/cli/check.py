@@ -40,8 +40,9 @@ def add_reference_timeout(p) -> None:
 
 def checked_cases(workload: Workload, everything: bool = False) -> list:
     """The cases whose references are computed before any GPU work: correctness cases
-    and cheap performance cases (every case with everything=True)."""
-    return [c for c in workload.cases if everything or not c.timed or cheap(workload, c)]
+    and cheap performance cases (every case with everything=True). An exact probe has a
+    performance case's sizes: it counts as one."""
+    return [c for c in workload.cases if everything or not (c.timed or c.exact) or cheap(workload, c)]
 
 
 def preflight(workload: Workload, seeds: Iterable[int] = RUN_SEEDS, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:

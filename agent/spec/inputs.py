@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..runtime.cache_dir import cache_root
+from .exact_probe import exact_input
 from .half_float import is_half, round_to, to_float64, to_storage
 from .reference_run import REFERENCE_TIMEOUT_S, run_reference
 from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload, name_problem
@@ -45,6 +46,8 @@ class ArrayJob:
     low: float
     high: float
     constant: bool = False  # the accumulation probe's inputs (agent/spec/accumulation_probe.py)
+    exact: str = ""  # an exact probe's input (agent/spec/exact_probe.py): "wide" integers or "sign" (+-1, 0)
+    reduction: float = 1.0  # the case's reduction length, for an exact probe's density of non-zeros
 
     @property
     def nbytes(self) -> int:
@@ -52,7 +55,12 @@ class ArrayJob:
 
 
 def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
-    return [ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low, p.high, case.probe)
+    first_input = next((p.name for p in workload.inputs), None)
+    reduction = workload.tolerance.reduction
+    length = float(reduction.evaluate(case.sizes)) if case.exact and reduction is not None else 1.0
+    return [ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low, p.high, case.probe,
+                     ("wide" if p.name == first_input else "sign") if case.exact and p.role == "input" else "",
+                     length)
             for p in workload.arrays]
 
 
@@ -62,6 +70,8 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     rng = np.random.default_rng(key)
     if job.constant:
         return _constant_input(job)
+    if job.exact:
+        return exact_input(rng, job.shape, job.exact == "wide", job.reduction)
     if is_half(job.dtype):
         return _half_input(rng, job)
     dtype = np.dtype(job.dtype)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..runtime.compile_policy import check_options, define_options
 from .accumulation_probe import probe_name, probe_sizes
+from .exact_probe import exact_probe_name, exact_probe_problem
 from .expr import Expr, ExprError
 from .half_float import HALF_FORMATS, is_half, round_to
 from .kernel_source import Knob, parse_knobs
@@ -105,6 +106,7 @@ class Case:
     role: str
     sizes: dict[str, int]
     probe: bool = False  # the precision policy's probe (agent/spec/accumulation_probe.py): constant inputs
+    exact: bool = False  # an exact probe (agent/spec/exact_probe.py): inputs an fp32-accurate kernel sums exactly
 
     @property
     def timed(self) -> bool:
@@ -146,6 +148,9 @@ class Tolerance:
     # The accumulation probe (agent/spec/accumulation_probe.py), on unless the workload says
     # `probe = false`: where the reduction's size cannot grow (a head dimension of 64 or 128).
     probe: bool = True
+    # The exact probe (agent/spec/exact_probe.py), `exact_probe = true`: a correctness case
+    # at each performance case's sizes whose inputs every fp32-accurate kernel sums exactly.
+    exact_probe: bool = False
 
 
 @dataclass(frozen=True)
@@ -324,6 +329,11 @@ def probe_cases(params: tuple[Param, ...], cases: tuple[Case, ...], tolerance: T
     return (Case(probe_name(tolerance.reduction.text.strip()), "correctness", sizes, probe=True),)
 
 
+def exact_probe_cases(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """One exact probe per performance case, at its sizes (agent/spec/exact_probe.py)."""
+    return tuple(Case(exact_probe_name(c.name), "correctness", dict(c.sizes), exact=True) for c in cases if c.timed)
+
+
 def load_workload(directory: Path | str) -> Workload:
     """Parse and check a workload directory; raises SpecError (one line)."""
     directory = Path(directory)
@@ -407,7 +417,7 @@ class _Parser:
         reference = self.file(self.get(top, "reference", "workload.", str, "reference.py"), "workload.reference")
         params = self.parse_params()
         cases = self.parse_cases()
-        tolerance = self.parse_tolerance(top)
+        tolerance = self.parse_tolerance(top, params)
         metrics = self.get(self.doc, "metrics", "", dict, {})
         self.known(metrics, "metrics.", {"flops", "bytes"})
         flops = self.expr(metrics["flops"], "metrics.flops") if "flops" in metrics else None
@@ -430,7 +440,8 @@ class _Parser:
             raise self.fail("start.tune", f"'{tune}' declares no knobs (// knob NAME: values): nothing to tune")
         baseline = self.parse_baseline(params)
         digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
-        w = Workload(name, self.dir, description.strip(), params, cases + probe_cases(params, cases, tolerance),
+        cases = cases + probe_cases(params, cases, tolerance) + (exact_probe_cases(cases) if tolerance.exact_probe else ())
+        w = Workload(name, self.dir, description.strip(), params, cases,
                      tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status, tune)
         self.check_against_cases(w)
         if w.baseline.torch is not None:  # last: a scalar's own error first, then what the baseline lacks
@@ -526,9 +537,9 @@ class _Parser:
             raise self.fail("cases", "no case has role = \"performance\": nothing would be timed")
         return tuple(cases)
 
-    def parse_tolerance(self, top: Table) -> Tolerance:
+    def parse_tolerance(self, top: Table, params: tuple[Param, ...]) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
-        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate", "probe"})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate", "probe", "exact_probe"})
         accumulate = self.get(t, "accumulate", "tolerance.", str, None)
         if accumulate is not None and accumulate not in ACCUMULATE_DTYPES:
             raise self.fail("tolerance.accumulate", f"'{accumulate}' must be one of {', '.join(ACCUMULATE_DTYPES)}")
@@ -539,9 +550,15 @@ class _Parser:
         fast_math = self.get(t, "allow_fast_math", "tolerance.", bool, False)
         reduction = top.get("reduction")
         probe = self.get(t, "probe", "tolerance.", bool, True)
+        exact = self.get(t, "exact_probe", "tolerance.", bool, False)
+        if exact:
+            problem = exact_probe_problem([p.dtype for p in params if isinstance(p, ArrayParam) and p.role == "input"],
+                                          allow, reduction is not None)
+            if problem:
+                raise self.fail("tolerance.exact_probe", problem)
         return Tolerance(None if rtol is None else float(rtol), allow,
                          self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math,
-                         accumulate, probe)
+                         accumulate, probe, exact)
 
     def parse_kernels(self, allow_fast_math: bool, required: bool = True) -> dict[str, KernelSpec]:
         table = self.get(self.doc, "kernels", "", dict, {})
