@@ -78,7 +78,8 @@ def cmd_check(args) -> int:
         ok = fits = False
     for case in w.cases:
         if not fits or case not in checked_cases(w):
-            why = "does not fit" if not fits else "performance case above the CPU budget: eval and run compute it"
+            kind = "exact probe at a performance case's sizes" if case.exact else "performance case"
+            why = "does not fit" if not fits else f"{kind} above the CPU budget: eval and run compute it"
             say("skip", "reference", f"case '{case.name}': {why}")
             continue
         t0 = time.monotonic()
