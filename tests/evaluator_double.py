@@ -113,7 +113,8 @@ class EvaluatorDouble:
     def abort(self):
         self.aborted = True
 
-    def evaluate(self, candidate, seed: int = 1, revalidate: bool = True, time_cases: bool = True) -> EvaluationResult:
+    def evaluate(self, candidate, seed: int = 1, revalidate: bool = True, time_cases: bool = True,
+                 validate: bool = True) -> EvaluationResult:
         self.calls.append((candidate.name, seed, time_cases))
         import time
         if self.die_at is not None and len(self.calls) == self.die_at[0] and not self.die_at[1].exists():

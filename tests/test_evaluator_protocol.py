@@ -282,3 +282,24 @@ def test_failed_validation_is_not_continued(workload):
     assert ev.validate(naive(workload)).status == "wrong_answer"
     ev.benchmark(naive(workload))
     assert ev.doubles[0].sent[1].steps == ATTEMPT
+
+
+def test_time_only_sends_one_timing_step_and_scores_the_performance_cases(workload):
+    """The selection's re-timing (validate=False): one TIME step, no validation asked for,
+    only the performance cases in the result, scored by their medians."""
+    ev = DoubleEvaluator(workload, [Started("square-256", "time"), CaseTimed("square-256", (2.0, 2.2, 1.8), 1.0, 5.0),
+                                    JobDone()])
+    r = ev.evaluate(naive(workload), revalidate=False, validate=False)
+    req = ev.doubles[0].sent[0]
+    assert isinstance(req, EvaluateKernel) and req.steps == (Step.TIME,)
+    assert r.status == "ok" and r.score_ms == pytest.approx(2.0) and [c.case for c in r.cases] == ["square-256"]
+    with pytest.raises(ValueError, match="nothing to do"):
+        ev.evaluate(naive(workload), validate=False, time_cases=False)
+
+
+def test_time_only_still_fails_a_kernel_wrong_in_the_timing_loop(workload):
+    """No validation step does not mean no checks: a timed launch's wrong outputs fail it."""
+    ev = DoubleEvaluator(workload, [Started("square-256", "time"), CaseTimed("square-256", (2.0, 2.2, 1.8), 1.0, 5.0),
+                                    CaseChecked("square-256", "time", WRONG, 5.0), JobDone()])
+    r = ev.evaluate(naive(workload), revalidate=False, validate=False)
+    assert r.status == "unstable" and r.score_ms is None

@@ -30,8 +30,9 @@ class EvaluationBackend(Protocol):
         ...
 
     def evaluate(self, candidate: Candidate, seed: int = 1, revalidate: bool = True,
-                 time_cases: bool = True) -> EvaluationResult:
-        """Compile, validate, time and validate again; failures are statuses, not exceptions."""
+                 time_cases: bool = True, validate: bool = True) -> EvaluationResult:
+        """Compile, validate, time and validate again; failures are statuses, not exceptions.
+        `validate=False`: time the performance cases only (a kernel validated already)."""
         ...
 
     def validate(self, candidate: Candidate, seed: int = 1) -> EvaluationResult:

@@ -172,13 +172,13 @@ class RayBackend(EvaluationBackend):
         return reply
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
-                 time_cases: bool = True) -> EvaluationResult:
+                 time_cases: bool = True, validate: bool = True) -> EvaluationResult:
         compiled = self.compile(candidate)  # on a CPU worker; the actor then finds the CUBIN in the cache
         if not compiled.ok:  # as the local evaluator says it, without a GPU's time (failures are not cached)
             self.on_event(compiled)
             return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
                                     wall_ms={"compile": compiled.compile_ms})
-        return _given(self._call(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases))[1])
+        return _given(self._call(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases, validate))[1])
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
