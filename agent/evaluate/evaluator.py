@@ -199,10 +199,11 @@ class Evaluator(EvaluationBackend):
             + (((Step.TIME,) + ((Step.REVALIDATE,) if revalidate else ())) if time_cases else ())
         t_start = time.perf_counter()
         result, request = self._request(candidate, seed, t_start)
-        if not validate:  # validated already, the caller's premise: a check failing in the timing loop still fails it
+        if not validate:
             result.cases = [c for c in result.cases if c.role == "performance"]
-            for c in result.cases:
-                c.status = Status.OK if request is not None else c.status
+            if request is not None:  # validated already, the caller's premise; a check failing in the timing loop still fails it
+                for c in result.cases:
+                    c.status = Status.OK
         return self._steps(result, request, steps, t_start)
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
