@@ -42,7 +42,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from agent.spec.knob_space import KnobSpace, RestrictionError  # noqa: F401 (RestrictionError: tests)
+from agent.spec.knob_space import KnobSpace
 from agent.spec.workload import KernelSpec, Workload, load_workload
 
 # ---- Kernel Tuner's view of a workload kernel -----------------------------------

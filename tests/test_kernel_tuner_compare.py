@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.spec.knob_space import RestrictionError
 from agent.spec.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def test_conditions_use_c_integer_division_and_macros_within_macros():
 @pytest.mark.parametrize("condition", ["!defined(A)", "A & 1", "A ? 1 : 0", "A << 1 > 4"])
 def test_conditions_it_cannot_read_are_refused_when_parsed(condition):
     """A #if it does not read (defined, bitwise, ternary, shifts) fails on reading the source, not mid-tuning."""
-    with pytest.raises(kt.RestrictionError, match="only"):
+    with pytest.raises(RestrictionError, match="only"):
         kt.KnobSpace.from_source(f"// knob A: 1 2\n#define A 1\n#if {condition}\n#error \"x\"\n#endif\n")
 
 
