@@ -23,7 +23,7 @@ from agent.cli.commands import main
 from agent.evaluate.records import Best, CandidateSpec
 from agent.loop.session import SessionInfo, session_dir
 from agent.spec.candidate import Candidate
-from agent.spec.workload import Case, load_workload
+from agent.spec.workload import Case, array_layouts, load_workload
 from agent.tracking.launch_module import hopper_only, launch_module
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
@@ -121,7 +121,7 @@ def _program_steps(module, sizes):
 
 def _warpsmith_steps(workload, cand, case):
     scalars = {p.name: p.arg(case) for p in workload.params if p.role == "scalar"}
-    job = cand.program.resolve(cand.launch_env(case), scalars)
+    job = cand.program.resolve(cand.launch_env(case), scalars, array_layouts(workload, case))
     arg = lambda a: a.array if a.array else (_KIND[a.kind], a.value)
     return ([(s.entry, s.launch.grid, s.launch.block, s.launch.shared, [arg(a) for a in s.args])
              if hasattr(s, "launch") else ("memset", s.target) for s in job.steps], [w.count for w in job.workspace])

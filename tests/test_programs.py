@@ -14,7 +14,7 @@ from agent.evaluate.records import CandidateSpec
 from agent.runtime.compiler import compile_kernel
 from agent.spec.candidate import Candidate
 from agent.spec.launch import LaunchJob, MemsetStep, Program
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import SpecError, array_layouts, load_workload
 
 SPLIT = {"workspace": [{"name": "partial", "dtype": "float32", "size": "SPLITK * M * N", "init": "poison"}],
          "steps": [{"entry": "sgemm_splitk_partial", "grid": ["ceil_div(N, BN)", "ceil_div(M, BM)", "SPLITK"],
@@ -35,7 +35,7 @@ def test_split_k_program_resolves_per_case(workload):
     assert c.program.entries == ("sgemm_splitk_partial", "sgemm_splitk_reduce")
     case = workload.case("odd-97x83x61")
     scalars = {p.name: p.arg(case) for p in workload.params if p.role == "scalar"}
-    job = c.program.resolve(c.launch_env(case), scalars)
+    job = c.program.resolve(c.launch_env(case), scalars, array_layouts(workload, case))
     assert job.workspace[0].count == 4 * 97 * 83 and job.workspace[0].init == "poison"
     partial, reduce = job.steps
     assert partial.launch.grid == (2, 2, 4) and partial.args[-1].value == 16  # ceil(61/4)=16 -> 16

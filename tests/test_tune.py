@@ -246,3 +246,27 @@ def test_a_neighbour_compiled_ahead_is_taken_before_one_that_must_compile():
     found = TuneProposer(0)._next(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(0),
                                   ready=lambda d: False, prefetch=prefetched.extend)
     assert sorted(d["X"] for d in prefetched) == [2, 4] and found == prefetched[0]
+
+
+EXAMPLES = sorted(p for p in (SGEMM.parent).iterdir() if (p / "workload.toml").exists())
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_shipped_kernel_is_proposed_at_its_defaults(example):
+    """The tuner's first proposal for each kernel with knobs is that kernel's defaults: its
+    static launch check resolves programs as the evaluator does (TMA arguments need the
+    arrays' layouts; on the H200 bf16 wgmma_ws was once refused at all 384 points), and
+    the best-kernel files (launch.json) are written for it."""
+    from agent.evaluate.records import Best
+    from agent.tracking.best_kernel import launch_json
+    w = load_workload(example)
+    for name, kernel in w.kernels.items():
+        if not kernel.knobs():
+            continue
+        ctx = ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)
+        tuner = TuneProposer(0, kernel=name, ahead=0)
+        base, knobs = tuner.base(ctx)
+        p = tuner.propose(ctx)
+        assert p.spec.defines == {**base.defines, **{k: kn.default for k, kn in knobs.items()}}, \
+            f"{example.name}:{name}: its defaults were refused"
+        launch_json(w, Best(spec=p.spec, score_ms=1.0, cases=[], iteration=1))

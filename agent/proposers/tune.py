@@ -40,7 +40,7 @@ from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
 from ..spec.knob_space import KnobSpace
 from ..spec.launch import LaunchJob
-from ..spec.workload import KernelSpec, ScalarParam, Workload, program_problem
+from ..spec.workload import KernelSpec, ScalarParam, Workload, array_layouts, program_problem
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
 TOP_K = 3  # a batch branches from the neighbourhoods of this many best points
@@ -325,10 +325,12 @@ class TuneProposer:
             cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
             for case in workload.cases:
                 if cand.program is not None:
+                    # program_problem resolves the steps as the evaluator does (TMA arguments
+                    # need the arrays' layouts) and checks every launch
                     if program_problem(workload, cand.program, case, cand.launch_env(case)):
                         return False
                     scalars = {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)}
-                    job = cand.program.resolve(cand.launch_env(case), scalars)
+                    job = cand.program.resolve(cand.launch_env(case), scalars, array_layouts(workload, case))
                     launches = [s.launch for s in job.steps if isinstance(s, LaunchJob)]
                 else:
                     launches = [cand.rule_for(case).resolve(cand.launch_env(case))]

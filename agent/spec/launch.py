@@ -313,10 +313,10 @@ class Program:
         return None
 
     def resolve(self, env: dict[str, int], scalar_args: dict[str, tuple[str, Union[int, float]]],
-                arrays: Optional[dict[str, tuple[str, tuple[int, ...]]]] = None) -> ProgramJob:
+                arrays: dict[str, tuple[str, tuple[int, ...]]]) -> ProgramJob:
         """For one case: `env` holds sizes and knobs, `scalar_args` the scalar parameters'
         (kind, value), `arrays` the array parameters' (dtype, shape), which TMA descriptors
-        need. Raises ValueError (an ExprError) when an expression cannot be evaluated or
+        need (required, so that no caller resolves a TMA program without them). Raises ValueError (an ExprError) when an expression cannot be evaluated or
         a descriptor's array is not 2-D of a dtype TMA copies."""
         spaces = []
         for w in self.workspace:
@@ -333,7 +333,7 @@ class Program:
             args = []
             for a in s.args:
                 if a.tma is not None:
-                    args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=a.tma.resolve(env, arrays or {})))
+                    args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=a.tma.resolve(env, arrays)))
                 elif a.expr is not None:
                     value = a.expr.evaluate_int(env) if a.kind[0] == "i" else float(a.expr.evaluate(env))
                     args.append(Arg(kind=a.kind, value=value))

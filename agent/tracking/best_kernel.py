@@ -12,7 +12,7 @@ from ..evaluate.records import Best
 from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
 from ..spec.launch import LaunchJob
-from ..spec.workload import ScalarParam, Workload
+from ..spec.workload import ScalarParam, Workload, array_layouts
 from .dispatch_module import DISPATCH_FILE, dispatch_module, variant_file
 from .launch_module import MODULE_FILE, launch_module
 
@@ -29,7 +29,7 @@ def launch_json(workload: Workload, best: Best) -> dict:
     for case in workload.cases:
         if cand.program is not None:  # every step resolved, and the workspace sizes
             scalars = {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)}
-            job = cand.program.resolve(cand.launch_env(case), scalars)
+            job = cand.program.resolve(cand.launch_env(case), scalars, array_layouts(workload, case))
             per_case[case.name] = {"sizes": case.sizes, "workspace": {w.name: w.count for w in job.workspace},
                                    "steps": [{"entry": s.entry, "grid": list(s.launch.grid), "block": list(s.launch.block),
                                               "shared": s.launch.shared} if isinstance(s, LaunchJob)
