@@ -107,8 +107,8 @@ def test_search_comes_back_for_the_neighbours_of_earlier_points():
 
 
 def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_path):
-    """tiled is the best; every fourth proposal tunes split-K instead, scored on the case
-    furthest behind the baseline (long-K), and its own turns rank by that case only."""
+    """tiled is the best; after every three of its proposals one tunes split-K instead, scored
+    on the case furthest behind the baseline (long-K), and its own turns rank by that case only."""
     from test_dispatch import CASES
     from workload_factory import make_sgemm_workload
 
@@ -134,8 +134,57 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
                                       CaseOutcome(case="long-k", role="performance", status="ok", median_ms=long_k)]))
         if split:
             assert "(searched for case long-k)" in spec.rationale
-    assert kernels == ["tiled", "tiled", "splitk", "tiled", "tiled", "tiled", "splitk", "tiled", "tiled", "tiled",
-                       "splitk", "tiled"]
+    assert kernels == ["tiled", "tiled", "tiled", "splitk", "tiled", "tiled", "tiled", "splitk", "tiled", "tiled",
+                       "tiled", "splitk"]
+
+
+def _sgemm_best(w, medians):
+    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from agent.spec.candidate import Candidate
+    spec = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tf32x3"]), "tune")
+    return Best(spec=spec, score_ms=1.0, iteration=1, cases=[
+        CaseOutcome(case=c, role="performance", status="ok", median_ms=m) for c, m in medians.items()])
+
+
+def test_batches_give_every_tunable_kernel_a_turn():
+    """Steps of four (one propose, three batch neighbours): each of sgemm's other tunable
+    kernels gets its defaults within the first steps. On the H200 the turn was the step's
+    iteration modulo a cycle that a batch of four strides through, and one kernel
+    (splitk_warptile) got every turn while tf32x3_splitk, the one the long-K case needed, got none."""
+    from agent.evaluate.records import CaseOutcome
+    w = load_workload(SGEMM)
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    best = _sgemm_best(w, {c: 1.0 for c in perf})
+    baseline = {c: (0.05 if c == "256x256x131072" else 1.0) for c in perf}
+    tuner, history = TuneProposer(0, ahead=0), []
+    for step in range(8):
+        ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None, baseline)
+        for p in tuner.propose_batch(ctx, 4):
+            history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
+                                   score_ms=1.0, defines=p.spec.defines,
+                                   cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
+                                          for c in perf]))
+    tried = {a.name.split("@")[0] for a in history}
+    assert tried >= {n for n, k in w.kernels.items() if k.knobs()}, tried
+
+
+def test_the_focus_moves_on_once_another_kernel_wins_the_worst_case():
+    """The focus is the case furthest behind over every attempt's medians (what the dispatch
+    gives it), not the single best's: once split-K wins long-K, 128x4096x4096 is next."""
+    from agent.evaluate.records import CaseOutcome
+    from agent.proposers.tune import _focus_case
+    w = load_workload(SGEMM)
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    single = {c: 1.0 for c in perf} | {"256x256x131072": 20.0, "128x4096x4096": 2.0}
+    best = _sgemm_best(w, single)
+    base = {c: 1.0 for c in perf}
+    ctx = lambda history: ProposalContext(w, DeviceFacts(), 9, "optimise", history, best, None, base)
+    assert _focus_case(ctx([])) == "256x256x131072"
+    won = Attempt(iteration=5, name="tf32x3_splitk@x[SPLITK=32]", proposer="tune", status="ok", score_ms=3.0,
+                  cases=[CaseOutcome(case="256x256x131072", role="performance", status="ok", median_ms=1.0)])
+    assert _focus_case(ctx([won])) == "128x4096x4096"
+    refused = won.model_copy(update={"status": "wrong_answer"})
+    assert _focus_case(ctx([refused])) == "256x256x131072"
 
 
 def test_the_next_candidates_are_compiled_ahead():

@@ -166,7 +166,13 @@ class TuneProposer:
         self._compiles[key] = self._executor.submit(_compile, base, defines, arch, allow_fast_math)
 
     def _other_turn(self, ctx: ProposalContext) -> Optional[tuple[str, str]]:
-        """(kernel, focus case) when this proposal is another tunable kernel's turn."""
+        """(kernel, focus case) when this proposal is another tunable kernel's turn.
+
+        Counted from the session's history, not the iteration (a batch advances that by its
+        size, and with four per step one kernel got every turn on the H200): another kernel
+        gets a turn once the main one has had MAIN_TURNS per turn the others have had. Each
+        other kernel first gets one (its defaults); after that the one fastest on the focus
+        case so far gets two turns in three, and the least tried the third."""
         if self.kernel:
             return None
         try:
@@ -176,9 +182,22 @@ class TuneProposer:
         if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone (HybridProposer)
             return None
         others = [n for n, k in ctx.workload.kernels.items() if n != main and k.knobs()]
-        turn = ctx.iteration % (MAIN_TURNS + len(others)) - MAIN_TURNS
+        mine = [a for a in ctx.history if a.proposer == self.name]
+        counts = {n: sum(1 for a in mine if a.name.split("@")[0] == n) for n in others}
+        other_turns = sum(counts.values())
+        if not others or len(mine) - other_turns < MAIN_TURNS * (other_turns + 1):
+            return None
         focus = _focus_case(ctx)
-        return (others[turn], focus) if others and turn >= 0 and focus else None
+        if not focus:
+            return None
+        untried = [n for n in others if counts[n] == 0]
+        if untried:
+            return untried[0], focus
+        on_focus = {n: min((c.median_ms for a in mine if a.name.split("@")[0] == n and a.status == "ok"
+                            for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}
+        if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:
+            return min(others, key=lambda n: counts[n]), focus
+        return min(others, key=lambda n: on_focus[n]), focus
 
     def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
         base, knobs = self.base(ctx, kernel)
@@ -350,13 +369,20 @@ def _compile(base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast
 
 
 def _focus_case(ctx: ProposalContext) -> Optional[str]:
-    """The performance case where the best is furthest behind: against the baseline where
-    there is one, else against the best's own geomean."""
+    """The performance case where the session is furthest behind: each case's fastest
+    validated median over every attempt (what the dispatch would give it), against the
+    baseline where there is one, else against the best's own geomean. Not the single best's
+    medians: once another kernel wins a case, the next-worst case becomes the focus."""
     if ctx.best is None:
         return None
     medians = {c.case: c.median_ms for c in ctx.best.cases if c.role == "performance" and c.median_ms}
     if not medians:
         return None
+    for a in ctx.history:
+        if a.status == "ok":
+            for c in a.cases:
+                if c.case in medians and c.median_ms:
+                    medians[c.case] = min(medians[c.case], c.median_ms)
     ref = {case: ctx.baseline.get(case) or ctx.best.score_ms for case in medians}
     return max(medians, key=lambda case: medians[case] / ref[case])
 
