@@ -1,8 +1,8 @@
 """Would early rejection ever have cut a winner? Replays the rule
 (agent/evaluate/early_reject.py) over every recorded attempt of every session in a
 store: each attempt's first launches per case (attempts/NNN/samples.json) against the
-best score it was timed against, and whether it became the new best
-(attempts/NNN/attempt.json). Prints, per session and in all, the attempts the rule
+best score and the case winners it was timed against, and whether it became the new
+best (attempts/NNN/attempt.json) or a case's new winner (its median below that case's). Prints, per session and in all, the attempts the rule
 would cut and the winners among them, which must be zero. Exits 1 if a winner is cut.
 
     python3 benchmarks/early_reject_safety.py [STORE ...]   (default: mlruns)
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -23,15 +24,18 @@ if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in p
 from agent.evaluate.early_reject import MARGIN, Replay, replay  # noqa: E402
 
 
-def session_attempts(session: Path) -> list[tuple[dict, float | None, bool]]:
+def session_attempts(session: Path) -> list[tuple[dict, float | None, bool, dict | None]]:
     rows = []
     for samples in sorted(session.glob("attempts/*/samples.json")):
         data = json.loads(samples.read_text())
         if data.get("status") not in ("ok", "rejected_early"):
             continue  # failed while timing: no verdict on speed to replay
         attempt = samples.with_name("attempt.json")
-        new_best = bool(json.loads(attempt.read_text()).get("new_best")) if attempt.exists() else False
-        rows.append((data.get("cases") or {}, data.get("best_ms"), new_best))
+        won = bool(json.loads(attempt.read_text()).get("new_best")) if attempt.exists() else False
+        cases, case_best = data.get("cases") or {}, data.get("case_best_ms")
+        if data["status"] == "ok" and case_best is not None:  # a case's new winner counts as a winner too
+            won = won or any(s and (c not in case_best or statistics.median(s) < case_best[c]) for c, s in cases.items())
+        rows.append((cases, data.get("best_ms"), won, case_best))
     return rows
 
 

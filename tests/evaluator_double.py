@@ -172,12 +172,14 @@ class EvaluatorDouble:
     def validate(self, candidate, seed: int = 1) -> EvaluationResult:
         return self.evaluate(candidate, seed, revalidate=False, time_cases=False)
 
-    def benchmark(self, candidate, seed: int = 1, best_ms: float | None = None) -> EvaluationResult:
+    def benchmark(self, candidate, seed: int = 1, best_ms: float | None = None,
+                  case_best_ms=None) -> EvaluationResult:
         """The scripted timing, judged by the real early-rejection rule when told the best."""
         result = self.evaluate(candidate, seed)
         if best_ms is not None and result.ok:
             from agent.evaluate.early_reject import screen
-            verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms)
+            verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms,
+                             case_best_ms=case_best_ms)
             if verdict.reject:
                 self.rejected.append(candidate.name)
                 result.status, result.detail, result.score_ms = Status.REJECTED_EARLY, verdict.note, None

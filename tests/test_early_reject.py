@@ -73,12 +73,76 @@ def test_the_margin_is_the_boundary():
     assert screen({"a": [1.0 + MARGIN + 1e-3] * 10}, best_ms=1.0).reject
 
 
+def test_a_variant_for_one_case_is_kept_though_slower_overall():
+    """Split-K's shape: 3x slower on the square case, twice as fast as the winner on the long-K one. The
+    geomean alone cuts it; against the case winners it is timed in full, and the note names the case."""
+    chunks = {"square": steady(3.0), "long-k": steady(0.5)}
+    assert screen(chunks, best_ms=1.0).reject
+    v = screen(chunks, best_ms=1.0, case_best_ms={"square": 1.0, "long-k": 1.0})
+    assert not v.reject and "'long-k'" in v.note
+
+
+def test_slower_than_every_case_winner_is_cut():
+    """Slower than the best and than each case's winner by more than the margin: cut, and the note says both."""
+    v = screen({"square": steady(1.3), "long-k": steady(1.3)}, best_ms=1.0, case_best_ms={"square": 1.0, "long-k": 1.0})
+    assert v.reject and "every case's winner" in v.note
+
+
+def test_a_case_without_a_winner_keeps_the_candidate():
+    """A performance case nobody has won yet (none passed on it): any candidate may become its winner."""
+    assert not screen({"square": steady(3.0), "long-k": steady(3.0)}, best_ms=1.0, case_best_ms={"square": 1.0}).reject
+
+
+def test_the_case_margin_is_the_boundary():
+    """A case just inside 1 + MARGIN of its winner keeps the candidate; just outside on every case cuts it."""
+    best = {"a": 1.0, "b": 1.0}
+    assert not screen({"a": [2.0] * 10, "b": [1.0 + MARGIN - 1e-6] * 10}, 1.0, case_best_ms=best).reject
+    assert screen({"a": [2.0] * 10, "b": [1.0 + MARGIN + 1e-3] * 10}, 1.0, case_best_ms=best).reject
+
+
 def test_replay_counts_cuts_and_winners():
     """The replay counts what the rule cuts and the winners among them; a winner slower than its best is caught."""
-    r = replay([({"a": steady(2.0)}, 1.0, False), ({"a": steady(0.9)}, 1.0, True), ({"a": steady(5.0)}, None, False)])
+    r = replay([({"a": steady(2.0)}, 1.0, False, None), ({"a": steady(0.9)}, 1.0, True, None),
+                ({"a": steady(5.0)}, None, False, None)])
     assert (r.timed, r.cut, r.winners, r.winners_cut) == (2, 1, 1, 0)
     assert r.saved_launches == 100 - SCREEN_LAUNCHES
-    assert replay([({"a": steady(2.0)}, 1.0, True)]).winners_cut == 1
+    assert replay([({"a": steady(2.0)}, 1.0, True, None)]).winners_cut == 1
+
+
+def test_replay_judges_a_case_winner_with_the_case_winners_it_was_timed_against():
+    """A case's new winner, slower overall: the geomean-only rule would cut it (a winner cut); with the recorded
+    case winners it is kept."""
+    won_long_k = ({"square": steady(3.0), "long-k": steady(0.5)}, 1.0, True)
+    assert replay([won_long_k + (None,)]).winners_cut == 1
+    assert replay([won_long_k + ({"square": 1.0, "long-k": 1.0},)]).winners_cut == 0
+
+
+def test_a_session_keeps_the_variant_its_long_k_case_wants(tmp_path):
+    """Through the loop, early rejection on: BM=128 is 4x slower on square-1024 and twice as fast on long-k,
+    so slower than the best by its geomean. It is timed in full, wins long-k, and the dispatch takes it there;
+    its samples.json records the case winners it was timed against."""
+    from test_dispatch import CASES
+
+    from agent.loop.options import SearchOptions
+    from agent.loop.session import Session, SessionInfo, session_dir
+    from agent.proposers.choice import ProposerChoice
+    from agent.proposers.tune import TuneProposer
+    from agent.tracking.session_tracker import NullTracker
+    w = load_workload(make_sgemm_workload(tmp_path / "w", CASES))
+    factor = lambda d, case: (0.5 if d.get("BM") == 128 else 1.0) if case == "long-k" else \
+        (4.0 if d.get("BM") == 128 else 1.0)
+    ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=factor)
+    info = SessionInfo("keeps-long-k", str(w.directory), SearchOptions(ProposerChoice("tune"), 12))
+    s = Session(info, session_dir(tmp_path / "store", info.id), w, ev, TuneProposer(0, kernel="tiled"), NullTracker())
+    assert info.search.early_reject
+    assert s.end(s.run()) == "finished"
+    d, history = s.state["dispatch"], s.state["history"]
+    s.close()
+    bm128 = [a for a in history if a.defines.get("BM") == 128]
+    assert bm128 and all(a.status == Status.OK for a in bm128)
+    assert {e.case: d.variants[e.variant].defines.get("BM") for e in d.entries}["long-k"] == 128 and d.pays
+    timed = json.loads((s.dir / "attempts" / f"{bm128[0].iteration:03d}" / "samples.json").read_text())
+    assert timed["case_best_ms"] and set(timed["case_best_ms"]) <= {"square-1024", "long-k"}
 
 
 def slow_corner(defines: dict) -> float:

@@ -5,7 +5,7 @@ Everything above evaluate/ names this, never a concrete evaluator."""
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Protocol
+from typing import Callable, Mapping, Optional, Protocol
 
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
@@ -39,10 +39,12 @@ class EvaluationBackend(Protocol):
         """An attempt's first half: compile and validate every case, nothing timed."""
         ...
 
-    def benchmark(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None) -> EvaluationResult:
-        """An attempt's second half: time and validate again. Given the best score so far,
-        a candidate clearly slower than it stops after a first chunk of launches, as
-        ``rejected_early`` (agent/evaluate/early_reject.py)."""
+    def benchmark(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,
+                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
+        """An attempt's second half: time and validate again. Given the best score so far
+        (and each performance case's fastest median, the dispatch's winners), a candidate
+        clearly slower than it (and than every case's winner) stops after a first chunk
+        of launches, as ``rejected_early`` (agent/evaluate/early_reject.py)."""
         ...
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = 1) -> list[EvaluationResult]:

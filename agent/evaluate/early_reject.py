@@ -6,6 +6,16 @@ case (after SCREEN.warmup warm-up launches):
 
     bound = geomean over the performance cases of the chunk's minimum
     reject when bound > best score x (1 + MARGIN)
+           and, for every performance case, its chunk minimum > that case's fastest
+               median so far (the dispatch's winner) x (1 + MARGIN)
+
+The second clause is there because a session's result may be a dispatch, a variant per
+shape (agent/evaluate/dispatch.py): a split-K kernel three times slower on the square
+cases and twice as fast on the long-K one is slower than the best by its geomean, and
+is still the variant that case wants. Judged by the geomean alone it was cut on the
+H200 (session 9: every split-K attempt of a 40-attempt sgemm bench was rejected early,
+and the long-K case stayed at 0.06x cuBLAS). A case with no winner yet keeps any
+candidate timed in full.
 
 Why it is safe. A candidate's score is the geometric mean of its cases' medians. The
 minimum of a chunk is, per case, at or below the median of the full timing unless all
@@ -14,7 +24,9 @@ of 2^-10 for a chunk of 10, and then by less than the spread of the samples), so
 geomean of the minima is a lower bound on the score the full timing would give. A
 candidate whose lower bound is slower than the best by MARGIN (10%) could not become
 the best: the selection already refuses any score at or above the best's
-(agent/evaluate/selection.py), and MARGIN is two orders of magnitude above the
+(agent/evaluate/selection.py); the same bound per case means it could not become that
+case's winner either (update_winners takes a case's median only below the winner's).
+MARGIN is two orders of magnitude above the
 run-to-run noise of a median measured on the H200 (CV ~0.1%, benchmarks/harness.py)
 and several times the per-launch spread of a cold timing (a CV of a few percent).
 A noisy candidate is kept: its spread pulls its minimum down, so it gets the full
@@ -52,29 +64,40 @@ class EarlyVerdict:
 
 
 def screen(chunks: Mapping[str, Sequence[float]], best_ms: Optional[float], margin: float = MARGIN,
-           launches: int = SCREEN_LAUNCHES) -> EarlyVerdict:
+           launches: int = SCREEN_LAUNCHES, case_best_ms: Optional[Mapping[str, float]] = None) -> EarlyVerdict:
     """The verdict on the first `launches` samples of each performance case (`chunks`, by case)
-    against the best score so far. No best, or a case without samples: keep timing."""
-    firsts = [list(s)[:launches] for s in chunks.values()]
-    if best_ms is None or best_ms <= 0 or not firsts or any(not s or min(s) <= 0 for s in firsts):
+    against the best score so far and, given `case_best_ms` (each case's fastest median so
+    far), against every case's winner. No best, or a case without samples: keep timing."""
+    firsts = {case: list(s)[:launches] for case, s in chunks.items()}
+    if best_ms is None or best_ms <= 0 or not firsts or any(not s or min(s) <= 0 for s in firsts.values()):
         return EarlyVerdict(False, None, "no best to compare with" if best_ms is None else "a case has no samples")
-    bound = geomean([min(s) for s in firsts])
+    bound = geomean([min(s) for s in firsts.values()])
     ratio = bound / best_ms
-    if ratio > 1.0 + margin:
-        return EarlyVerdict(True, bound, f"rejected early: its fastest of the first {launches} launches per case "
-                                         f"give {bound:.4f} ms (geomean), {ratio:.2f}x the best's {best_ms:.4f} ms, "
-                                         f"more than {margin:.0%} slower; timing stopped")
-    return EarlyVerdict(False, bound, f"within {margin:.0%} of the best ({ratio:.3f}x): timed in full")
+    if ratio <= 1.0 + margin:
+        return EarlyVerdict(False, bound, f"within {margin:.0%} of the best ({ratio:.3f}x): timed in full")
+    if case_best_ms is not None:
+        for case, s in firsts.items():
+            winner = case_best_ms.get(case)
+            if winner is None or winner <= 0 or min(s) <= winner * (1.0 + margin):
+                near = "no winner yet" if winner is None or winner <= 0 else \
+                    f"{min(s) / winner:.3f}x its fastest median {winner:.4f} ms"
+                return EarlyVerdict(False, bound, f"{ratio:.2f}x the best, but within {margin:.0%} on case "
+                                                  f"{case!r} ({near}): timed in full, a variant for that case")
+    per_case = " and slower than every case's winner" if case_best_ms is not None else ""
+    return EarlyVerdict(True, bound, f"rejected early: its fastest of the first {launches} launches per case "
+                                     f"give {bound:.4f} ms (geomean), {ratio:.2f}x the best's {best_ms:.4f} ms, "
+                                     f"more than {margin:.0%} slower{per_case}; timing stopped")
 
 
 @dataclass(frozen=True)
 class Replay:
     """The rule replayed over recorded attempts: how many it would have cut, and how many
-    of those were winners (a new best when recorded): that number must be zero."""
+    of those were winners (a new best or a case's new winner when recorded): that number
+    must be zero."""
 
     timed: int  # attempts with samples and a best to compare with
     cut: int
-    winners: int  # new bests among the timed
+    winners: int  # new bests and new case winners among the timed
     winners_cut: int
     saved_launches: int  # measured launches the cut attempts would not have run
 
@@ -83,17 +106,19 @@ class Replay:
                 f"({self.saved_launches} launches saved); winners {self.winners}, winners cut {self.winners_cut}")
 
 
-def replay(attempts: Sequence[tuple[Mapping[str, Sequence[float]], Optional[float], bool]],
+def replay(attempts: Sequence[tuple[Mapping[str, Sequence[float]], Optional[float], bool,
+                                   Optional[Mapping[str, float]]]],
            margin: float = MARGIN) -> Replay:
     """`attempts`: (samples per timed case in launch order, the best score it was timed
-    against, whether it became the new best) for each recorded attempt."""
+    against, whether it became the new best or a case's winner, the case winners'
+    medians it was timed against or None where not recorded) for each recorded attempt."""
     timed = cut = winners = winners_cut = saved = 0
-    for cases, best_ms, new_best in attempts:
+    for cases, best_ms, new_best, case_best in attempts:
         if best_ms is None or not cases:
             continue
         timed += 1
         winners += new_best
-        if screen(cases, best_ms, margin).reject:
+        if screen(cases, best_ms, margin, case_best_ms=case_best).reject:
             cut += 1
             winners_cut += new_best
             saved += sum(max(0, len(s) - SCREEN_LAUNCHES) for s in cases.values())

@@ -26,7 +26,7 @@ import copy
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from ..runtime.compiler import CompiledKernel, Nvrtc, compile_kernel, run_nvrtc
 from ..runtime.cubin_audit import audit_cubin
@@ -219,15 +219,16 @@ class Evaluator(EvaluationBackend):
         self._validated = _Validated(request, self._worker, copy.deepcopy(result)) if result.ok and request else None
         return result
 
-    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED,
-                  best_ms: Optional[float] = None) -> EvaluationResult:
+    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
+                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
         """An attempt's second half: time and revalidate the kernel validate() passed last,
         on the worker that validated it, which still has it loaded (one request, no second
         validation). Anything else (another kernel, a restarted worker, a resumed session)
         gets the whole recipe.
 
         Given the best score so far (`best_ms`), a first chunk of launches per performance
-        case comes first, and a candidate clearly slower than the best stops there:
+        case comes first, and a candidate clearly slower than the best (and, given
+        `case_best_ms`, than each case's fastest median so far) stops there:
         ``rejected_early``, its partial samples kept (agent/evaluate/early_reject.py).
         Otherwise the chunk was a screen only: the full timing's samples are the record."""
         t_start = time.perf_counter()
@@ -240,19 +241,20 @@ class Evaluator(EvaluationBackend):
         validated.status, validated.compiled = Progress.PENDING, result.compiled
         validated.wall_ms["compile"] = result.wall_ms["compile"]
         if best_ms is not None:
-            screened = self._screen(validated, request, best_ms, t_start)
+            screened = self._screen(validated, request, best_ms, t_start, case_best_ms)
             if screened is not None:
                 return screened
         return self._steps(validated, request, (Step.TIME, Step.REVALIDATE), t_start)
 
     def _screen(self, result: EvaluationResult, request: EvaluateKernel, best_ms: float,
-                t_start: float) -> Optional[EvaluationResult]:
+                t_start: float, case_best_ms: Optional[Mapping[str, float]] = None) -> Optional[EvaluationResult]:
         """The first chunk of launches per performance case: the finished result if it failed
         there or the rule rejects it, else None (time it in full)."""
         self._run(dataclasses.replace(request, steps=(Step.TIME,), timing=screen_timing(request.timing)), result)
         if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
             return _finish(result, t_start)  # unstable, crashed... in the chunk: a verdict already
-        verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms)
+        verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms,
+                         case_best_ms=case_best_ms)
         if not verdict.reject:
             return None
         result.status, result.detail = Status.REJECTED_EARLY, verdict.note

@@ -19,7 +19,7 @@ import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..runtime.compiler import CompiledKernel, run_nvrtc
 from ..runtime.device_facts import DeviceFacts
@@ -190,11 +190,13 @@ class RayBackend(EvaluationBackend):
         self._validated_on = index
         return _given(result)
 
-    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None) -> EvaluationResult:
+    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
+                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
         """On the actor that validated it, whose worker still has the kernel loaded; with
         `best_ms`, the same early rejection as the local evaluator (it runs there)."""
         only, self._validated_on = self._validated_on, None
-        return _given(self._call(candidate.name, "benchmark", (candidate, seed, best_ms), only=only)[1])
+        bests = dict(case_best_ms) if case_best_ms is not None else None
+        return _given(self._call(candidate.name, "benchmark", (candidate, seed, best_ms, bests), only=only)[1])
 
     def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
         return self._call(kind or "baseline", "baseline", (seed, kind))[1]

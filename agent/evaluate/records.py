@@ -119,4 +119,7 @@ class AttemptSamples(BaseModel):
     iteration: int
     status: Status | Progress
     best_ms: Optional[float] = None  # the best score when it was timed (None: no best yet)
+    # each performance case's fastest median when it was timed (the dispatch's winners);
+    # None in sessions recorded before the per-case rule
+    case_best_ms: Optional[dict[str, float]] = None
     cases: dict[str, list[float]] = {}  # every sample, in launch order, per timed case

@@ -234,10 +234,13 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     ctx = runtime.context
     ev, best = ctx.evaluator, state.get("best")
     best_ms = best.score_ms if best else None
-    # Continues what validate() began, on the same worker; told the best, it may stop a slow one early.
-    r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None)
+    case_best = {case: w.median_ms for case, w in state.get("winners", {}).items()}
+    # Continues what validate() began, on the same worker; told the best and each case's winner,
+    # it may stop one early that could be neither.
+    r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
+                     case_best_ms=case_best)
     if ctx.archive is not None:
-        archive_samples(ctx.archive, attempt.iteration, r, best_ms)
+        archive_samples(ctx.archive, attempt.iteration, r, best_ms, case_best)
     cases = outcomes(r, ctx.workload, ev.ceilings)
     detail = r.detail
     suspects = [f"{c.case} at {c.pct_of_floor:.0%} of its floor" for c in cases if c.suspect]
@@ -333,14 +336,15 @@ def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None
     (d / "attempt.json").write_text(attempt.model_dump_json(indent=2))
 
 
-def archive_samples(folder: Path, iteration: int, result: EvaluationResult, best_ms: Optional[float]) -> None:
+def archive_samples(folder: Path, iteration: int, result: EvaluationResult, best_ms: Optional[float],
+                    case_best_ms: Optional[dict[str, float]] = None) -> None:
     """attempts/NNN/samples.json: every timed sample per case (the first chunk's, when
-    rejected early) and the best score it was timed against, so that the early-rejection
+    rejected early) and the best score and case winners it was timed against, so that the early-rejection
     rule can be replayed over recorded sessions (benchmarks/early_reject_safety.py).
     Kept beside the checkpoint, not in it: a hundred samples per case per attempt."""
     d = folder / f"{iteration:03d}"
     d.mkdir(parents=True, exist_ok=True)
-    record = AttemptSamples(iteration=iteration, status=result.status, best_ms=best_ms,
+    record = AttemptSamples(iteration=iteration, status=result.status, best_ms=best_ms, case_best_ms=case_best_ms,
                             cases={c.case: list(c.samples_ms) for c in result.cases if c.samples_ms})
     (d / "samples.json").write_text(record.model_dump_json())
 
