@@ -28,7 +28,38 @@
 #define VEC 4
 #endif
 
+// x loads and y stores evict-first (1: __ldcs / __stcs, neither is read again) or plain (0)
+// knob HINT: 0 1
+#ifndef HINT
+#define HINT 1
+#endif
+
+// weight's uint4s loaded before the block reduction (1), so their L2 latency overlaps the
+// barrier, or after it (0)
+// knob WPRE: 0 1
+#ifndef WPRE
+#define WPRE 0
+#endif
+
 #define NWARPS (BLOCK / 32)
+
+__device__ __forceinline__ uint4 load_x(const uint4* p)
+{
+#if HINT
+    return __ldcs(p);
+#else
+    return *p;
+#endif
+}
+
+__device__ __forceinline__ void store_y(uint4* p, const uint4& v)
+{
+#if HINT
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
 
 __device__ __forceinline__ float block_sum(float v, float* scratch)
 {
@@ -92,17 +123,30 @@ rmsnorm_bf16_vec8(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __re
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             const int idx = threadIdx.x + i * BLOCK;
-            r[i] = idx < nvec ? __ldcs(xv + idx) : make_uint4(0u, 0u, 0u, 0u);
+            r[i] = idx < nvec ? load_x(xv + idx) : make_uint4(0u, 0u, 0u, 0u);
             sum += sum_squares8(r[i]);
         }
-        const float inv = rsqrtf(block_sum(sum, scratch) / cols + eps);
         const uint4* wv = reinterpret_cast<const uint4*>(weight);
+#if WPRE
+        uint4 w[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            const int idx = threadIdx.x + i * BLOCK;
+            w[i] = idx < nvec ? __ldg(wv + idx) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#endif
+        const float inv = rsqrtf(block_sum(sum, scratch) / cols + eps);
         uint4* yv = reinterpret_cast<uint4*>(yr);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             const int idx = threadIdx.x + i * BLOCK;
+#if WPRE
             if (idx < nvec)
-                __stcs(yv + idx, scale8(r[i], __ldg(wv + idx), inv));
+                store_y(yv + idx, scale8(r[i], w[i], inv));
+#else
+            if (idx < nvec)
+                store_y(yv + idx, scale8(r[i], __ldg(wv + idx), inv));
+#endif
         }
         return;
     }
