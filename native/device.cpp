@@ -24,53 +24,6 @@ std::string format_uuid(const CUuuid& u) {
   return text;
 }
 
-// The L2 flush: every thread reads 16-byte vectors of the flush buffer, grid-stride, and
-// stores only when the XOR of what it read equals a constant the buffer's fill never
-// gives, so the loads cannot be dropped and the store never happens. PTX, not a CUBIN:
-// the driver JITs it once per worker for whatever GPU this is (a harness kernel, not a
-// candidate; candidates are CUBINs for the exact arch).
-const char kFlushPtx[] = R"(
-.version 7.0
-.target sm_52
-.address_size 64
-.visible .entry ws_flush_read(.param .u64 src, .param .u64 n16, .param .u64 sink)
-{
-  .reg .pred p;
-  .reg .b32 r<10>;
-  .reg .b64 rd<10>;
-  ld.param.u64 rd1, [src];
-  ld.param.u64 rd2, [n16];
-  ld.param.u64 rd3, [sink];
-  mov.u32 r1, %ctaid.x;
-  mov.u32 r2, %ntid.x;
-  mov.u32 r3, %tid.x;
-  mov.u32 r4, %nctaid.x;
-  mul.wide.u32 rd4, r1, r2;
-  cvt.u64.u32 rd5, r3;
-  add.u64 rd4, rd4, rd5;
-  mul.wide.u32 rd6, r4, r2;
-  mov.u32 r5, 0;
-LOOP:
-  setp.ge.u64 p, rd4, rd2;
-  @p bra DONE;
-  shl.b64 rd7, rd4, 4;
-  add.u64 rd8, rd1, rd7;
-  ld.global.v4.u32 {r6, r7, r8, r9}, [rd8];
-  xor.b32 r5, r5, r6;
-  xor.b32 r5, r5, r7;
-  xor.b32 r5, r5, r8;
-  xor.b32 r5, r5, r9;
-  add.u64 rd4, rd4, rd6;
-  bra LOOP;
-DONE:
-  setp.ne.u32 p, r5, 0x9E3779B9;
-  @p bra END;
-  st.global.u32 [rd3], r5;
-END:
-  ret;
-}
-)";
-
 void warn_if_failed(CUresult r, const char* call) {
   // Destructors must not throw; a failure here is reported, not hidden.
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
@@ -129,18 +82,11 @@ Device::Device(int ordinal) {
   // nvbench sizes its flush from the real L2; twice it so no line survives.
   flush_bytes_ = std::max<size_t>(2 * static_cast<size_t>(f.l2_bytes), 64u << 20);
   WS_CU(d.cuMemAlloc(&flush_, flush_bytes_));
-  WS_CU(d.cuMemsetD32(flush_, 0x5A5A5A5Au, flush_bytes_ / 4));  // every word alike: the XOR is 0
-  WS_CU(d.cuMemAlloc(&flush_sink_, 16));
-  WS_CU(d.cuModuleLoadData(&flush_module_, kFlushPtx));
-  WS_CU(d.cuModuleGetFunction(&flush_fn_, flush_module_, "ws_flush_read"));
-  flush_blocks_ = static_cast<unsigned>(std::max(1, f.sm_count) * 8);
 }
 
 Device::~Device() {
   const Driver& d = driver();
   d.cuCtxSetCurrent(ctx_);
-  if (flush_module_) warn_if_failed(d.cuModuleUnload(flush_module_), "cuModuleUnload(flush)");
-  if (flush_sink_) warn_if_failed(d.cuMemFree(flush_sink_), "cuMemFree(flush sink)");
   if (flush_) warn_if_failed(d.cuMemFree(flush_), "cuMemFree(flush)");
   if (stream_) warn_if_failed(d.cuStreamDestroy(stream_), "cuStreamDestroy");
   if (ctx_) warn_if_failed(d.cuDevicePrimaryCtxRelease(dev_), "cuDevicePrimaryCtxRelease");
@@ -154,15 +100,8 @@ void Device::synchronize() const {
 }
 
 void Device::flush_l2() {
-  // A read, not a write: reading twice the L2 of other data evicts every line the last
-  // launch (or the poison) left, and writes back the dirty ones now, before the timed
-  // launch starts. A write flush (a memset, as nvbench and Triton's do_bench do) leaves
-  // the L2 full of dirty lines of its own, and their write-back (the whole L2, 50 MB on
-  // an H200) lands inside the next timed launch: a memory-bound kernel that moves 268 MB
-  // paid for 318. Cold here means: nothing of the kernel's in L2, and nothing owed.
-  unsigned long long n16 = flush_bytes_ / 16;
-  void* args[] = {&flush_, &n16, &flush_sink_};
-  WS_CU(driver().cuLaunchKernel(flush_fn_, flush_blocks_, 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  // A changing value keeps the write from being a no-op the hardware could skip.
+  WS_CU(driver().cuMemsetD32Async(flush_, ++flush_value_, flush_bytes_ / 4, stream_));
 }
 
 Buffer::Buffer(std::shared_ptr<Device> device, size_t bytes)

@@ -34,8 +34,8 @@ class Device {
   void make_current() const;
   CUstream stream() const { return stream_; }
   void synchronize() const;
-  // Reads a buffer of at least twice the L2 on the stream, evicting the previous
-  // launch's data (and writing back its dirty lines) so the next launch starts cold.
+  // Overwrites a buffer of at least twice the L2 on the stream, evicting the
+  // previous launch's data so the next launch starts cold.
   void flush_l2();
   size_t flush_bytes() const { return flush_bytes_; }
 
@@ -43,11 +43,9 @@ class Device {
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
-  CUdeviceptr flush_ = 0, flush_sink_ = 0;
+  CUdeviceptr flush_ = 0;
   size_t flush_bytes_ = 0;
-  CUmodule flush_module_ = nullptr;
-  CUfunction flush_fn_ = nullptr;
-  unsigned flush_blocks_ = 1;
+  unsigned flush_value_ = 0;
   DeviceFacts facts_;
 };
 
