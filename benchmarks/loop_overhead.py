@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
+    sys.path.insert(0, str(ROOT))
 
 from agent.evaluate.results import CaseResult, EvaluationResult  # noqa: E402
 from agent.evaluate.stats import TimingStats  # noqa: E402
@@ -43,7 +45,7 @@ class InstantEvaluator:
     def compile(self, candidate):
         return CompiledKernel(True, "sm_90", candidate.entry, candidate.entry, "", "", 0.0, True)
 
-    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True):
+    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True, validate=True):
         t0 = time.perf_counter()
         d = candidate.knob_values()
         score = 1.0 + sum(d.values()) / 1000  # distinct per configuration
@@ -58,7 +60,7 @@ class InstantEvaluator:
     def validate(self, candidate, seed=1):
         return self.evaluate(candidate, seed, time_cases=False)
 
-    def benchmark(self, candidate, seed=1):
+    def benchmark(self, candidate, seed=1, best_ms=None, case_best_ms=None):
         return self.evaluate(candidate, seed)
 
     def baseline(self, seed=1):

@@ -297,6 +297,69 @@ def test_a_neighbour_compiled_ahead_is_taken_before_one_that_must_compile():
     assert sorted(d["X"] for d in prefetched) == [2, 4] and found == prefetched[0]
 
 
+def test_a_ready_neighbour_of_the_runner_up_is_taken_before_the_best_must_compile():
+    """Nothing around the best has compiled yet, a neighbour of the second best has: it is proposed at once,
+    without blocking on a compile of one of the best's neighbours (a tree from the frontier)."""
+    import random
+
+    from agent.spec.kernel_source import parse_knobs
+    knobs = parse_knobs("// knob X: 1 2 3 4 5\n// knob Y: 1 2 3\n#define X 3\n#define Y 1\n")
+    scores = {(("X", 3), ("Y", 1)): 1.0, (("X", 1), ("Y", 3)): 1.5}
+    asked = []
+    for seed in range(5):
+        found = TuneProposer(0)._next(knobs, {}, scores, lambda d: asked.append(d) or True, random.Random(seed),
+                                      ready=lambda d: d == {"X": 1, "Y": 2}, prefetch=lambda points: None)
+        assert found == {"X": 1, "Y": 2}
+    assert asked == []
+
+
+def test_a_needed_compile_queued_behind_guesses_is_compiled_at_once():
+    """The compile pool busy with speculative work: a configuration the proposal needs now, still queued, is
+    compiled in the proposing thread (real NVRTC) instead of waiting for the pool to reach it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent.proposers.tune import _key, source_tag
+    w = load_workload(SGEMM)
+    tuner = TuneProposer(0, kernel="tiled", ahead=1)
+    base, knobs = tuner.base(ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None))
+    defaults = {k: kn.default for k, kn in knobs.items()}
+    tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
+    try:
+        busy = tuner._executor.submit(release.wait, 60)  # the one worker, held until the check is done
+        tuner._submit(base, defaults, "sm_90", False)
+        key = (source_tag(base.source), "sm_90", _key({**base.defines, **defaults}))
+        queued = tuner._compiles[key]
+        assert tuner._compiles_ok(base, defaults, "sm_90", False) is True
+        assert queued.cancelled() and not busy.done() and tuner._compiles[key] is True
+    finally:
+        release.set()
+        tuner._executor.shutdown()
+
+
+def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
+    """Compile-ahead guesses still queued when the next proposal guesses again are cancelled unless wanted
+    again, so the queue does not grow with every step; what is kept is what the next proposals look at."""
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+    w = load_workload(SGEMM)
+    tuner, facts = TuneProposer(0, kernel="tiled", ahead=3), DeviceFacts(arch="sm_90")
+    tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
+    try:
+        tuner._executor.submit(release.wait, 60)
+        history = []
+        for i in range(1, 5):
+            spec = tuner.propose(ProposalContext(w, facts, i, "optimise", list(history), None,
+                                                 history[-1] if history else None)).spec
+            history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok",
+                                   score_ms=1.0 - i / 10, defines=spec.defines))  # each a new best
+            queued = [f for f in tuner._compiles.values() if isinstance(f, Future)]
+            assert len(queued) <= tuner.ahead and not any(f.cancelled() for f in queued)
+    finally:
+        release.set()
+        tuner._executor.shutdown(cancel_futures=True)
+
+
 EXAMPLES = sorted(p for p in (SGEMM.parent).iterdir() if (p / "workload.toml").exists())
 
 
