@@ -52,13 +52,62 @@ def test_eval_table_shows_percent_of_floor_and_its_source():
 
 
 def test_ceiling_probe_kernels_compile_for_sm_90():
-    """The copy and FMA probes the worker times once per GPU compile with NVRTC, no spills."""
+    """The copy, read and FMA probes the worker times once per GPU compile with NVRTC, no spills."""
     from agent.runtime.compiler import compile_kernel
     from agent.worker.ceilings_probe import PROBE_SOURCE
-    for entry in ("ws_copy", "ws_fma"):
+    for entry in ("ws_copy", "ws_read", "ws_fma"):
         r = compile_kernel(PROBE_SOURCE, entry, "sm_90", use_cache=False)
         assert r.ok, r.log
         assert r.resources.spill_stores == 0 and r.resources.registers > 0
+
+
+def test_a_read_only_case_is_floored_by_the_read_rate():
+    """rowsum's 32768x4096 case reads 537 MB and writes 128 KB: at a read rate of 4500 GB/s its floor is its bytes
+    over 4500, not over the copy rate, so a kernel reading at 4400 GB/s (above the copy rate) is not suspect."""
+    from workload_factory import ROOT
+    w = load_workload(ROOT / "examples" / "rowsum")
+    case = w.case("32768x4096")
+    measured = Ceilings(4246.0, 60.5, "test", read_gbs=4500.0)
+    total = float(w.bytes.evaluate(case.sizes))
+    reads, writes = 32768 * 4096 * 4, 32768 * 4
+    expected = (2 * writes / 4246e9 + (reads - writes) / 4500e9) * 1e3
+    assert case_floor(w, case, measured).floor_ms == pytest.approx(expected * total / (reads + writes))
+    at_4400 = total / 4400e9 * 1e3
+    assert case_floor(w, case, Ceilings(4246.0, 60.5, "test"), at_4400).suspect  # judged at the copy rate alone
+    assert not case_floor(w, case, measured, at_4400).suspect
+
+
+def test_the_memory_floor_is_exact_at_a_copy_and_never_above_the_copy_rule():
+    """Equal reads and writes go at the copy rate whatever the read rate; more writes than reads never get a
+    higher floor than every byte at the copy rate; no read rate (or one below the copy's) is the old rule."""
+    c = Ceilings(4000.0, 60.0, "test", read_gbs=5000.0)
+    copy_rule = lambda r, w: (r + w) / 4000e9 * 1e3
+    assert c.memory_ms(1e9, 1e9) == pytest.approx(copy_rule(1e9, 1e9))
+    assert c.memory_ms(1e9, 0) == pytest.approx(1e9 / 5000e9 * 1e3)
+    for r, w in ((1e9, 3e9), (3e9, 1e9), (0, 2e9), (2e9, 0)):
+        assert c.memory_ms(r, w) <= copy_rule(r, w) + 1e-12
+    assert Ceilings(4000.0, 60.0, "test").memory_ms(3e9, 1e9) == pytest.approx(copy_rule(3e9, 1e9))
+    assert Ceilings(4000.0, 60.0, "test", read_gbs=3000.0).memory_ms(3e9, 1e9) == pytest.approx(copy_rule(3e9, 1e9))
+
+
+def test_a_ceilings_cache_without_the_read_rate_is_read_and_measured_again(tmp_path, monkeypatch):
+    """A cache written before the read probe loads (old JSON keys only) with read_gbs None, and ensure_ceilings
+    measures again rather than keep it; a complete cache is kept."""
+    import json
+
+    from agent.spec import speed_of_light
+    from agent.worker import ceilings_probe
+    monkeypatch.setattr(speed_of_light, "cache_root", lambda: tmp_path)
+    facts = DeviceFacts(name="NVIDIA H200", uuid="GPU-test-read")
+    speed_of_light.ceilings_path(facts.uuid).parent.mkdir(parents=True)
+    speed_of_light.ceilings_path(facts.uuid).write_text(json.dumps(
+        {"bandwidth_gbs": 4246.0, "fp32_tflops": 60.5, "source": "measured on this GPU 2026-12-03", "tensor_tflops": 1070.5}))
+    assert load_ceilings(facts).read_gbs is None
+    fresh = Ceilings(4247.0, 60.6, "measured on this GPU 2026-12-04", 1070.5, read_gbs=4480.0)
+    measured = []
+    monkeypatch.setattr(ceilings_probe, "measure_ceilings", lambda device, f: measured.append(f) or fresh)
+    assert ceilings_probe.ensure_ceilings(None, facts) == fresh and len(measured) == 1
+    assert ceilings_probe.ensure_ceilings(None, facts) == fresh and len(measured) == 1  # cached now
 
 
 def test_clocks_without_nvml_read_nothing():

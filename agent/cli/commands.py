@@ -167,7 +167,8 @@ def _doctor_ceilings(device, facts: DeviceFacts, line, again: bool) -> None:
         line("ceilings", f"probe failed ({getattr(e, 'name', '')} {e}); % of floor uses datasheet figures")
         return
     tensor = f", 16-bit tensor core {c.tensor_tflops:.0f} TFLOP/s (peak at the top SM clock)" if c.tensor_tflops else ""
-    line("ceilings", f"copy {c.bandwidth_gbs:.0f} GB/s, fp32 FMA {c.fp32_tflops:.1f} TFLOP/s ({c.source}; "
+    read = f", read {c.read_gbs:.0f} GB/s" if c.read_gbs else ""
+    line("ceilings", f"copy {c.bandwidth_gbs:.0f} GB/s{read}, fp32 FMA {c.fp32_tflops:.1f} TFLOP/s ({c.source}; "
                      f"`doctor --measure` measures again){tensor}")
 
 

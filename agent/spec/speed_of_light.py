@@ -1,7 +1,18 @@
 """How far a result is from the hardware's limit.
 
 The floor of a case is the larger of its FLOPs over the GPU's arithmetic rate
-and its bytes over the memory bandwidth (the workload's [metrics] formulas).
+and the time its bytes take through memory (the workload's [metrics] formulas).
+
+Memory time is not one rate: a kernel that only reads can run faster than a copy
+(no write turnaround on the bus), and judged at the copy rate it would be refused as
+faster than physics. Two rates are measured, a copy (C: bytes read + written per
+second, in equal parts) and a read-only stream (R), and a case's bytes are split into
+reads and writes by its arrays (inputs read once, outputs written once). Each read
+paired with a write goes at the copy rate, the reads beyond them at max(R, C), the
+writes beyond them at C: exact at both measured points (a copy, a pure read), and never
+a higher floor than every byte at C (the rule before the read rate), so the harness
+refuses nothing it accepted before. Without a read rate (a cache written before it was
+measured, the datasheet) every byte goes at C.
 Ceilings should be measured once per GPU (a large device-to-device copy, an FMA
 loop) and cached by GPU UUID; until they are, datasheet leads are used and the
 report says so. A median below the floor is physically impossible: the result
@@ -19,7 +30,7 @@ from typing import Optional
 from ..runtime.cache_dir import cache_root
 from ..runtime.device_facts import DeviceFacts
 from .half_float import is_half
-from .workload import Case, Workload
+from .workload import ARRAY_ITEMSIZE, ArrayParam, Case, Workload
 
 # Leads from the vendor's datasheet (H200 SXM: 4.8 TB/s HBM3e, 67 TFLOP/s fp32),
 # used only until the GPU's own ceilings have been measured.
@@ -42,6 +53,16 @@ class Ceilings:
     # Dense bf16/fp16 tensor-core rate (fp32 accumulate): the compute ceiling of workloads
     # with 16-bit inputs, and half of it of fp32 ones that allow TF32. None: unknown GPU.
     tensor_tflops: Optional[float] = None
+    # Bytes read per second by a read-only stream, in GB/s. None: not measured (every
+    # byte then goes at bandwidth_gbs).
+    read_gbs: Optional[float] = None
+
+    def memory_ms(self, read_bytes: float, write_bytes: float) -> float:
+        """The fewest milliseconds these bytes take through memory (the module's docstring)."""
+        copy = self.bandwidth_gbs * 1e9
+        read = max(copy, (self.read_gbs or 0.0) * 1e9)
+        paired = min(read_bytes, write_bytes)
+        return (2 * paired / copy + (read_bytes - paired) / read + (write_bytes - paired) / copy) * 1e3
 
 
 def tensor_peak_tflops(facts: DeviceFacts) -> Optional[float]:
@@ -103,12 +124,30 @@ def save_ceilings(facts: DeviceFacts, ceilings: Ceilings) -> None:
     os.replace(tmp, path)
 
 
+def read_share(workload: Workload, case: Case) -> float:
+    """The part of a case's bytes that are reads: its inputs' bytes over its arrays' (an
+    output is written once, an input read once); 0.5 where the arrays hold no bytes."""
+    def nbytes(params: list[ArrayParam]) -> int:
+        total = 0
+        for p in params:
+            n = ARRAY_ITEMSIZE[p.dtype]
+            for d in workload.shape(p, case):
+                n *= d
+            total += n
+        return total
+    reads, writes = nbytes(workload.inputs), nbytes(workload.outputs)
+    return reads / (reads + writes) if reads + writes else 0.5
+
+
 def case_floor(workload: Workload, case: Case, ceilings: Ceilings, median_ms: Optional[float] = None) -> Optional[CaseFloor]:
     if workload.flops is None and workload.bytes is None:
         return None
     rate, _ = compute_ceiling(workload, ceilings)
     compute_ms = workload.flops.evaluate(case.sizes) / (rate * 1e12) * 1e3 if workload.flops else 0.0
-    memory_ms = workload.bytes.evaluate(case.sizes) / (ceilings.bandwidth_gbs * 1e9) * 1e3 if workload.bytes else 0.0
+    memory_ms = 0.0
+    if workload.bytes:
+        total, share = float(workload.bytes.evaluate(case.sizes)), read_share(workload, case)
+        memory_ms = ceilings.memory_ms(total * share, total * (1.0 - share))
     floor = max(compute_ms, memory_ms)
     bound = "compute" if compute_ms >= memory_ms else "memory"
     if median_ms is None or median_ms <= 0:

@@ -53,7 +53,9 @@ def render_table(workload: Workload, result: EvaluationResult, baseline: Optiona
     if ceilings:
         rate, kind = compute_ceiling(workload, ceilings)
         lines.append(f"% floor: the case's FLOP/byte floor over its median, from {rate:g} TFLOP/s {kind} "
-                     f"and {ceilings.bandwidth_gbs:g} GB/s ({ceilings.source}); SUSPECT = faster than physically possible")
+                     f"and {ceilings.bandwidth_gbs:g} GB/s"
+                     + (f" (reads beyond the writes at {ceilings.read_gbs:g} GB/s)" if ceilings.read_gbs else "")
+                     + f" ({ceilings.source}); SUSPECT = faster than physically possible")
     clocks = [c.clocks_mhz for c in result.cases if c.clocks_mhz]
     if clocks:
         sm = sorted(x for c in clocks for x in (c[0], c[2]))

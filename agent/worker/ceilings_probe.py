@@ -4,6 +4,8 @@ Two kernels, timed by the runner's own loop (events, warm-up):
 - copy: 1 GiB read + 1 GiB written with 16-byte loads, far past the L2, so the
   figure is what a memory-bound kernel can really reach (a copy, not the
   datasheet's peak);
+- read: 1 GiB read with 16-byte loads and nothing written (a read-only stream runs
+  faster than a copy: agent/spec/speed_of_light.py splits a case's bytes into both);
 - fma: independent fp32 FMA chains in every thread of a full grid, so the figure
   is the fp32 rate at the clocks the card runs now (TF32 and tensor cores are off
   in warpsmith's numbers, so this is the compute ceiling that applies).
@@ -23,6 +25,15 @@ PROBE_SOURCE = r"""
 extern "C" __global__ void ws_copy(const float4* __restrict__ src, float4* __restrict__ dst, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
     dst[i] = src[i];
+}
+
+extern "C" __global__ void ws_read(const uint4* __restrict__ src, long long n, unsigned* out) {
+  unsigned acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = src[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) out[0] = acc;  // keeps the loads; never true for a buffer of equal words
 }
 
 #define CHAINS 8
@@ -53,7 +64,7 @@ def _median_ms(device, fn, grid, block, kernel_args) -> float:
 def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     """Measure copy bandwidth and the fp32 FMA rate on an open runner device."""
     module = {}
-    for entry in ("ws_copy", "ws_fma"):
+    for entry in ("ws_copy", "ws_read", "ws_fma"):
         compiled = compile_kernel(PROBE_SOURCE, entry, facts.arch)
         if not compiled.ok:
             raise RuntimeError(f"ceiling probe {entry} did not compile: {compiled.error}")
@@ -65,9 +76,11 @@ def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     n16 = COPY_BYTES // 16
     copy_ms = min(_median_ms(device, module["ws_copy"], (blocks, 1, 1), 256, [("ptr", src.ptr), ("ptr", dst.ptr), ("i64", n16)])
                   for blocks in (sms * 8, sms * 32, (n16 + 255) // 256))
+    out = device.alloc(4)
+    read_ms = min(_median_ms(device, module["ws_read"], (blocks, 1, 1), 256, [("ptr", src.ptr), ("i64", n16), ("ptr", out.ptr)])
+                  for blocks in (sms * 8, sms * 32, (n16 + 255) // 256))
     del src, dst
 
-    out = device.alloc(4)
     fma_ms, threads = float("inf"), 0
     for per_sm in (8, 16):
         blocks = sms * per_sm
@@ -79,15 +92,16 @@ def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     when = datetime.date.today().isoformat()
     return Ceilings(bandwidth_gbs=round(2 * COPY_BYTES / (copy_ms * 1e-3) / 1e9, 1),
                     fp32_tflops=round(flops / (fma_ms * 1e-3) / 1e12, 2),
-                    source=f"measured on this GPU {when}", tensor_tflops=tensor_peak_tflops(facts))
+                    source=f"measured on this GPU {when}", tensor_tflops=tensor_peak_tflops(facts),
+                    read_gbs=round(COPY_BYTES / (read_ms * 1e-3) / 1e9, 1))
 
 
 def ensure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     """The cached ceilings of this GPU, measured now if there are none yet (about a second)."""
     from ..spec.speed_of_light import load_ceilings
     cached = load_ceilings(facts)
-    if cached is not None and cached.source != "datasheet":
-        return cached
+    if cached is not None and cached.source != "datasheet" and cached.read_gbs:
+        return cached  # (a cache from before the read probe is measured again)
     ceilings = measure_ceilings(device, facts)
     save_ceilings(facts, ceilings)
     return ceilings
