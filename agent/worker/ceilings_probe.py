@@ -62,7 +62,7 @@ def _median_ms(device, fn, grid, block, kernel_args) -> float:
 
 
 def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
-    """Measure copy bandwidth and the fp32 FMA rate on an open runner device."""
+    """Measure copy and read bandwidth and the fp32 FMA rate on an open runner device."""
     module = {}
     for entry in ("ws_copy", "ws_read", "ws_fma"):
         compiled = compile_kernel(PROBE_SOURCE, entry, facts.arch)
