@@ -107,8 +107,8 @@ def test_search_comes_back_for_the_neighbours_of_earlier_points():
 
 
 def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_path):
-    """tiled is the best; after every three of its proposals one tunes split-K instead, scored
-    on the case furthest behind the baseline (long-K), and its own turns rank by that case only."""
+    """tiled is the best and still improving; after every three of its proposals one tunes split-K instead,
+    scored on the case furthest behind the baseline (long-K), and its own turns rank by that case only."""
     from test_dispatch import CASES
     from workload_factory import make_sgemm_workload
 
@@ -129,13 +129,46 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
         split = spec.name.startswith("splitk")
         long_k = 0.3 if split and spec.defines.get("SPLITK") == 64 else 1.0  # split-K pays on long-K only
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
-                               defines=spec.defines,
+                               defines=spec.defines, new_best=not split,  # tiled improves every time: not stalled
                                cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
                                       CaseOutcome(case="long-k", role="performance", status="ok", median_ms=long_k)]))
         if split:
             assert "(searched for case long-k)" in spec.rationale
     assert kernels == ["tiled", "tiled", "tiled", "splitk", "tiled", "tiled", "tiled", "splitk", "tiled", "tiled",
                        "tiled", "splitk"]
+
+
+def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
+    """tiled's last STALL attempts brought no new best: from then on split-K gets every other turn instead
+    of one in four; a new best from tiled brings the three-in-four rule back."""
+    from test_dispatch import CASES
+    from workload_factory import make_sgemm_workload
+
+    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from agent.proposers.tune import STALL
+    from agent.spec.candidate import Candidate
+    w = load_workload(make_sgemm_workload(tmp_path / "w", CASES, kernels=("naive", "tiled", "splitk")))
+    tiled = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tiled"]), "tune")
+    best = Best(spec=tiled, score_ms=0.45, iteration=1, cases=[
+        CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=0.1),
+        CaseOutcome(case="long-k", role="performance", status="ok", median_ms=2.0)])
+    baseline = {"square-1024": 0.09, "long-k": 0.2}
+    tuner, history, kernels = TuneProposer(0, ahead=0), [], []
+    for i in range(1, 15):
+        ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
+                              baseline)
+        spec = tuner.propose(ctx).spec
+        kernels.append(spec.name.split("@")[0])
+        history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
+                               defines=spec.defines, new_best=(i == 1 or i == 10),
+                               cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
+                                      CaseOutcome(case="long-k", role="performance", status="ok", median_ms=1.0)]))
+    assert STALL == 4
+    # 1-3 tiled (1 a new best), 4 split-K (one in four); tiled's 2, 3, 5, 6 without a new best: stalled after 6,
+    # so 7 split-K, 8 tiled, 9 split-K, 10 tiled (a new best: the cumulative three-in-four rule again, which owes
+    # tiled its turns up to 12 of 15), 11-14 tiled.
+    assert kernels == ["tiled", "tiled", "tiled", "splitk", "tiled", "tiled", "splitk", "tiled", "splitk", "tiled",
+                       "tiled", "tiled", "tiled", "tiled"]
 
 
 def _sgemm_best(w, medians):

@@ -45,6 +45,11 @@ from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
 TOP_K = 3  # a batch branches from the neighbourhoods of this many best points
 MAIN_TURNS = 3  # proposals for the kernel being improved before each other tunable kernel gets one
+# The kernel being improved, this many attempts in a row without a new best: stalled, and
+# from then on the other tunable kernels get every other turn (on the H200 sgemm's tf32x3
+# found its best by attempt 13 of 40 and kept 3 turns in 4 to the end, while tf32x3_splitk,
+# the variant 128x4096x4096 wanted, got 3 turns and never left its defaults' SPLITK).
+STALL = 4
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 
@@ -170,7 +175,9 @@ class TuneProposer:
 
         Counted from the session's history, not the iteration (a batch advances that by its
         size, and with four per step one kernel got every turn on the H200): another kernel
-        gets a turn once the main one has had MAIN_TURNS per turn the others have had. Each
+        gets a turn once the main one has had MAIN_TURNS per turn the others have had, or,
+        once the main one has stalled (STALL attempts in a row without a new best), every
+        turn that follows one of the main kernel's. Each
         other kernel first gets one (its defaults); after that the one fastest on the focus
         case so far gets two turns in three, and the least tried the third."""
         if self.kernel:
@@ -185,7 +192,13 @@ class TuneProposer:
         mine = [a for a in ctx.history if a.proposer == self.name]
         counts = {n: sum(1 for a in mine if a.name.split("@")[0] == n) for n in others}
         other_turns = sum(counts.values())
-        if not others or len(mine) - other_turns < MAIN_TURNS * (other_turns + 1):
+        if not others:
+            return None
+        main_runs = [a for a in mine if a.name.split("@")[0] == main]
+        if len(main_runs) >= STALL and not any(a.new_best for a in main_runs[-STALL:]):
+            if mine[-1].name.split("@")[0] != main:  # stalled: the main kernel and the others alternate
+                return None
+        elif len(mine) - other_turns < MAIN_TURNS * (other_turns + 1):
             return None
         focus = _focus_case(ctx)
         if not focus:
@@ -328,10 +341,12 @@ class TuneProposer:
                     or not self._launchable_cached(ctx.workload, base, n):
                 continue
             wanted[key] = n
-        # Last round's guesses not started and not wanted now are dropped, so the pool works
-        # on what the next proposals look at first instead of a queue that grows each step.
+        # Last round's guesses for this kernel not started and not wanted now are dropped, so
+        # the pool works on what the next proposals look at first instead of a queue that
+        # grows each step (another kernel's guesses wait for that kernel's next turn).
+        tag = source_tag(base.source)
         for key, known in list(self._compiles.items()):
-            if isinstance(known, Future) and key not in wanted and known.cancel():
+            if key[0] == tag and isinstance(known, Future) and key not in wanted and known.cancel():
                 del self._compiles[key]
         for n in wanted.values():
             self._submit(base, n, arch, ctx.workload.tolerance.allow_fast_math)
