@@ -59,6 +59,38 @@ def test_kernel_compiles_without_spills(workload, kernel, defines):
         assert r.resources.spill_stores == 0 and r.resources.spill_loads == 0, (entry, r.resources.text())
 
 
+LISTED = [(d.name, name, config) for d in sorted(EXAMPLES.iterdir()) if (d / "workload.toml").exists()
+          for name, spec in load_workload(d).kernels.items() for config in spec.configs]
+
+
+@pytest.mark.parametrize("workload,kernel,config", LISTED, ids=lambda v: str(v) if not isinstance(v, dict) else
+                         ",".join(f"{k}={n}" for k, n in v.items()))
+def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel, config):
+    """A shipped kernel's `configs` (measured starting points) compile for sm_90 without spills at the
+    setting the tuner makes of them (the knobs left out at their defaults) and pass its launch check on every
+    case: the tuner proposes the first one right after the defaults."""
+    from agent.evaluate.records import Attempt
+    from agent.proposers.base import ProposalContext
+    from agent.proposers.tune import TuneProposer
+    from agent.runtime.device_facts import DeviceFacts
+    w = load_workload(EXAMPLES / workload)
+    spec = w.kernels[kernel]
+    point = {**{n: k.default for n, k in spec.knobs().items()}, **config}
+    for entry in (spec.program.entries if spec.program else (spec.entry,)):
+        r = compile_kernel(spec.source(), entry, "sm_90", define_options(point), use_cache=False)
+        assert r.ok, r.log
+        assert r.resources.spill_stores == 0 and r.resources.spill_loads == 0, (entry, r.resources.text())
+    tuner = TuneProposer(0, kernel=kernel, ahead=0)
+    first = tuner.propose(ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)).spec
+    history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0, defines=first.defines)]
+    earlier = spec.configs[:spec.configs.index(config)]
+    for i, c in enumerate(earlier, 2):  # the configs before this one, tried already
+        history.append(Attempt(iteration=i, name=first.name, proposer="tune", status="ok", score_ms=1.0 + i,
+                               defines={**first.defines, **c}))
+    nxt = tuner.propose(ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", history, None, history[-1]))
+    assert nxt.spec.defines == {**first.defines, **config}, nxt.spec.rationale
+
+
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),

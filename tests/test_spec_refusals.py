@@ -82,6 +82,14 @@ BROKEN = {  # id: (edit of the small sgemm workload, key in the message, words i
                   "params[0].range", "finite"),
     "nonfinite-on-input": (_sub('shape = ["M", "K"]', 'shape = ["M", "K"]\nallow_nonfinite = true'),
                            "params[0].allow_nonfinite", "float output"),
+    "config-unknown-knob": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [{ BM = 64, SPLITK = 4 }]'),
+                            "kernels.tiled.configs[0].SPLITK", "not a knob of the kernel's source"),
+    "config-undeclared-value": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [{ BM = 96 }]'),
+                                "kernels.tiled.configs[0].BM", "not one of the knob's values [32, 64, 128]"),
+    "config-not-a-table": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = ["BM=64"]'),
+                           "kernels.tiled.configs[0]", "table of knob = value"),
+    "config-too-many": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [' + ", ".join(["{ BM = 64 }"] * 33)
+                             + "]"), "kernels.tiled.configs", "at most 32"),
 }
 
 

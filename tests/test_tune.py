@@ -138,6 +138,30 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
                        "tiled", "splitk"]
 
 
+def test_a_kernels_listed_configs_come_right_after_its_defaults(tmp_path):
+    """`configs` in a kernel's table: the tuner proposes the defaults, then each listed setting in order (the
+    knobs it leaves out at their defaults), naming it in the rationale, and only then neighbours."""
+    from workload_factory import make_sgemm_workload
+    d = make_sgemm_workload(tmp_path / "w")
+    text = (d / "workload.toml").read_text().replace(
+        'entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [{ BM = 128, BN = 128 }, { BK = 32, TM = 4 }]', 1)
+    (d / "workload.toml").write_text(text)
+    w = load_workload(d)
+    assert w.kernels["tiled"].configs == ({"BM": 128, "BN": 128}, {"BK": 32, "TM": 4})
+    defaults = {k: kn.default for k, kn in w.kernels["tiled"].knobs().items()}
+    tuner, history, proposed = TuneProposer(0, kernel="tiled", ahead=0), [], []
+    for i in range(1, 5):
+        spec = tuner.propose(ProposalContext(w, DeviceFacts(), i, "optimise", list(history), None,
+                                             history[-1] if history else None)).spec
+        proposed.append(spec)
+        history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0 + i / 10,
+                               defines=spec.defines))
+    assert proposed[0].defines == defaults
+    assert proposed[1].defines == {**defaults, "BM": 128, "BN": 128} and "BM=128,BN=128" in proposed[1].rationale
+    assert proposed[2].defines == {**defaults, "BK": 32, "TM": 4} and "lists for this kernel" in proposed[2].rationale
+    assert proposed[3].rationale.startswith("neighbour of the best so far")
+
+
 def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
     """tiled's last STALL attempts brought no new best: from then on split-K gets every other turn instead
     of one in four; a new best from tiled brings the three-in-four rule back."""

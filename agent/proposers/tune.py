@@ -233,7 +233,9 @@ class TuneProposer:
         prefetch = None if arch is None or not self.ahead else \
             (lambda points: [self._submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
                              if _key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)])
-        choice = self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch)
+        listed = ctx.workload.kernels.get(base.name)
+        choice = self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch,
+                            starts=listed.configs if listed is not None else ())
         if choice is None:
             size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
@@ -245,17 +247,26 @@ class TuneProposer:
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         if arch is not None and self.ahead:
             self._compile_ahead(ctx, base, knobs, prefix, choice, scores, tried, arch)
-        why = _why(choice, scores) + (f" (searched for case {focus})" if focus else "")
+        why = _why(choice, scores, listed.configs if listed is not None else (), knobs) \
+            + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": why,
                                        "parent": _parent(choice, scores, mine, ctx)})
         return Proposal(spec)
 
-    def _next(self, knobs, fixed, scores, feasible, rng, ready=None, prefetch=None) -> Optional[dict[str, int]]:
+    def _next(self, knobs, fixed, scores, feasible, rng, ready=None, prefetch=None,
+              starts=()) -> Optional[dict[str, int]]:
         free = {n: k for n, k in knobs.items() if n not in fixed}
         defaults = {n: k.default for n, k in free.items()}
         if not scores and feasible(defaults):
             return defaults
+        # The workload's listed settings for this kernel (`configs`), untried ones in order,
+        # before any neighbour: measured starting points for the shapes the defaults do not
+        # serve (tf32x3_splitk's SPLITK = 32 suits long K, 4 suits M = 128).
+        for start in starts:
+            point = {**defaults, **{k: v for k, v in start.items() if k in free}}
+            if feasible(point):
+                return point
         # Best-first: the untried neighbours of the best point, then of the runner-up,
         # and so on; a random restart only when every scored point's neighbourhood is
         # used up. Greedy moves alone strand the search: on the H200 the sgemm tuner
@@ -453,9 +464,13 @@ def _parent(choice: dict[str, int], scores: dict, mine: list, ctx: ProposalConte
     return None
 
 
-def _why(choice: dict[str, int], scores: dict) -> str:
+def _why(choice: dict[str, int], scores: dict, starts=(), knobs=None) -> str:
     if not scores:
         return "the kernel's declared defaults, as a starting point"
+    defaults = {n: k.default for n, k in (knobs or {}).items()}
+    for start in starts:
+        if all(choice.get(k) == v for k, v in {**defaults, **start}.items() if k in choice):
+            return "a setting the workload lists for this kernel: " + ",".join(f"{k}={v}" for k, v in start.items())
     for rank, point in enumerate(sorted(scores, key=scores.get), 1):
         origin = dict(point)
         moved = [f"{k} {origin.get(k)} -> {v}" for k, v in choice.items() if origin.get(k) != v]

@@ -45,6 +45,7 @@ DRAFT_MARKER = ".warpsmith-drafted"  # beside workload.toml while a model's refe
 BASELINES = ("none", "cublas_sgemm", "cublas_sgemm_bias_relu", "cublas_gemm_bf16", "torch")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characters, no leading . or -
 MAX_RTOL = 0.1  # a tolerance above 10 % judges nothing: a typo, not a policy
+MAX_CONFIGS = 32  # a kernel's listed knob settings: a handful of measured starts, not a search space
 MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can get through
 ARRAY_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
 FLOAT32_MAX = 3.4028234663852886e38
@@ -124,6 +125,9 @@ class KernelSpec:
     options: tuple[str, ...] = ()
     defines: dict[str, int] = field(default_factory=dict)
     program: Optional[Program] = None  # several launches and workspace; `launch` is then its first launch's
+    # Knob settings the tuner tries right after the defaults (as Triton's autotune configs):
+    # each a subset of the kernel's knobs, the rest at their defaults.
+    configs: tuple[dict[str, int], ...] = ()
 
     def source(self) -> str:
         return self.path.read_text()
@@ -570,7 +574,7 @@ class _Parser:
             if name_problem(name):
                 raise self.fail(f"kernels.{name[:80]}", f"kernel name {name_problem(name)}")
             self.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines", "steps",
-                                  "workspace"})
+                                  "workspace", "configs"})
             src = self.file(self.get(k, "source", where, str), where + "source")
             program = None
             if "steps" in k:  # a program of several launches (agent/spec/launch.py)
@@ -605,14 +609,36 @@ class _Parser:
             spec = KernelSpec(name, src, entry, rule, tuple(str(o) for o in options),
                               {str(a): int(b) for a, b in defines.items()}, program)
             try:
-                spec.knobs()
+                knobs = spec.knobs()
             except ValueError as e:
                 raise self.fail(where + "source", str(e)) from None
-            kernels[name] = spec
+            configs = self.parse_configs(k, where, knobs)
+            kernels[name] = replace(spec, configs=configs) if configs else spec
         if not kernels and required:
             raise self.fail("kernels", "no kernel defined: add a [kernels.NAME] table, or [start] from_scratch = true "
                             "(the llm proposer then writes the first kernel)")
         return kernels
+
+    def parse_configs(self, k: Table, where: str, knobs: dict[str, Knob]) -> tuple[dict[str, int], ...]:
+        """`configs = [{ SPLITK = 4, STAGES = 3 }, ...]`: each entry names declared knobs only,
+        each value one of that knob's declared values; at most MAX_CONFIGS entries."""
+        configs = self.get(k, "configs", where, list, [])
+        if len(configs) > MAX_CONFIGS:
+            raise self.fail(where + "configs", f"{len(configs)} entries; at most {MAX_CONFIGS}")
+        out = []
+        for i, c in enumerate(configs):
+            at = f"{where}configs[{i}]"
+            if not isinstance(c, dict) or not c:
+                raise self.fail(at, "expected a non-empty table of knob = value")
+            for knob, value in c.items():
+                if knob not in knobs:
+                    raise self.fail(f"{at}.{knob[:80]}", f"not a knob of the kernel's source (knobs: "
+                                                        f"{', '.join(knobs) or 'none'})")
+                if not isinstance(value, int) or isinstance(value, bool) or value not in knobs[knob].values:
+                    raise self.fail(f"{at}.{knob}", f"{value!r} is not one of the knob's values "
+                                                    f"{list(knobs[knob].values)}")
+            out.append({str(a): int(b) for a, b in c.items()})
+        return tuple(out)
 
     def parse_baseline(self, params: tuple[Param, ...]) -> Baseline:
         b = self.get(self.doc, "baseline", "", dict, {"kind": "none"})
