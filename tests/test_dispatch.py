@@ -96,9 +96,9 @@ def test_no_dispatch_when_the_best_wins_every_case(workload):
     assert ev.calls == []
 
 
-def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_path):
-    """Through the loop: BM=128 wins long-K, smaller tiles win square-1024; the session's end
-    re-times both, keeps the dispatch, and the report and dispatch.json carry it."""
+def tiles_session(tmp_path, factor, name: str = "dispatch-session"):
+    """A 12-attempt tune session of tiled on the small sgemm workload (early rejection on), each case's time
+    `factor(knob values, case)` (the EvaluatorDouble stands in for the GPU), run to its end."""
     from evaluator_double import EvaluatorDouble
 
     from agent.loop.options import SearchOptions
@@ -107,12 +107,20 @@ def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_pat
     from agent.proposers.tune import TuneProposer
     from agent.tracking.session_tracker import NullTracker
     w = load_workload(make_sgemm_workload(tmp_path / "w", CASES))
+    ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=factor)
+    info = SessionInfo(name, str(w.directory), SearchOptions(ProposerChoice("tune"), 12))
+    s = Session(info, session_dir(tmp_path / "store", info.id), w, ev, TuneProposer(0, kernel="tiled"), NullTracker())
+    assert info.search.early_reject
+    assert s.end(s.run()) == "finished"
+    return s
+
+
+def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_path):
+    """Through the loop: BM=128 wins long-K, smaller tiles win square-1024; the session's end
+    re-times both, keeps the dispatch, and the report and dispatch.json carry it."""
     factor = lambda d, case: (0.2 if d.get("BM") == 128 else 1.0) if case == "long-k" else \
         (1.0 if d.get("BM") == 64 else 3.0)
-    ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=factor)
-    info = SessionInfo("dispatch-session", str(w.directory), SearchOptions(ProposerChoice("tune"), 12))
-    s = Session(info, session_dir(tmp_path / "store", info.id), w, ev, TuneProposer(0, kernel="tiled"), NullTracker())
-    assert s.end(s.run()) == "finished"
+    s = tiles_session(tmp_path, factor)
     d = s.state["dispatch"]
     s.close()
     chosen = {e.case: d.variants[e.variant].defines["BM"] for e in d.entries}

@@ -121,21 +121,10 @@ def test_a_session_keeps_the_variant_its_long_k_case_wants(tmp_path):
     """Through the loop, early rejection on: BM=128 is 4x slower on square-1024 and twice as fast on long-k,
     so slower than the best by its geomean. It is timed in full, wins long-k, and the dispatch takes it there;
     its samples.json records the case winners it was timed against."""
-    from test_dispatch import CASES
-
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import Session, SessionInfo, session_dir
-    from agent.proposers.choice import ProposerChoice
-    from agent.proposers.tune import TuneProposer
-    from agent.tracking.session_tracker import NullTracker
-    w = load_workload(make_sgemm_workload(tmp_path / "w", CASES))
+    from test_dispatch import tiles_session
     factor = lambda d, case: (0.5 if d.get("BM") == 128 else 1.0) if case == "long-k" else \
         (4.0 if d.get("BM") == 128 else 1.0)
-    ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=factor)
-    info = SessionInfo("keeps-long-k", str(w.directory), SearchOptions(ProposerChoice("tune"), 12))
-    s = Session(info, session_dir(tmp_path / "store", info.id), w, ev, TuneProposer(0, kernel="tiled"), NullTracker())
-    assert info.search.early_reject
-    assert s.end(s.run()) == "finished"
+    s = tiles_session(tmp_path, factor, "keeps-long-k")
     d, history = s.state["dispatch"], s.state["history"]
     s.close()
     bm128 = [a for a in history if a.defines.get("BM") == 128]

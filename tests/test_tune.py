@@ -106,9 +106,8 @@ def test_search_comes_back_for_the_neighbours_of_earlier_points():
         assert all(w.startswith("neighbour of the") for w in why[1:]), f"seed {seed}: {why}"
 
 
-def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_path):
-    """tiled is the best and still improving; after every three of its proposals one tunes split-K instead,
-    scored on the case furthest behind the baseline (long-K), and its own turns rank by that case only."""
+def _tiled_and_splitk(tmp_path):
+    """The small sgemm workload with tiled and split-K, tiled the best (10x behind the baseline on long-K)."""
     from test_dispatch import CASES
     from workload_factory import make_sgemm_workload
 
@@ -120,6 +119,14 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
         CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=0.1),
         CaseOutcome(case="long-k", role="performance", status="ok", median_ms=2.0)])
     baseline = {"square-1024": 0.09, "long-k": 0.2}
+    return w, best, baseline
+
+
+def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_path):
+    """tiled is the best and still improving; after every three of its proposals one tunes split-K instead,
+    scored on the case furthest behind the baseline (long-K), and its own turns rank by that case only."""
+    from agent.evaluate.records import CaseOutcome
+    w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner, history, kernels = TuneProposer(0), [], []
     for i in range(1, 13):
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
@@ -165,18 +172,9 @@ def test_a_kernels_listed_configs_come_right_after_its_defaults(tmp_path):
 def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
     """tiled's last STALL attempts brought no new best: from then on split-K gets every other turn instead
     of one in four; a new best from tiled brings the three-in-four rule back."""
-    from test_dispatch import CASES
-    from workload_factory import make_sgemm_workload
-
-    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from agent.evaluate.records import CaseOutcome
     from agent.proposers.tune import STALL
-    from agent.spec.candidate import Candidate
-    w = load_workload(make_sgemm_workload(tmp_path / "w", CASES, kernels=("naive", "tiled", "splitk")))
-    tiled = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tiled"]), "tune")
-    best = Best(spec=tiled, score_ms=0.45, iteration=1, cases=[
-        CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=0.1),
-        CaseOutcome(case="long-k", role="performance", status="ok", median_ms=2.0)])
-    baseline = {"square-1024": 0.09, "long-k": 0.2}
+    w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner, history, kernels = TuneProposer(0, ahead=0), [], []
     for i in range(1, 15):
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
