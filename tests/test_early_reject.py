@@ -93,6 +93,17 @@ def test_a_case_without_a_winner_keeps_the_candidate():
     assert not screen({"square": steady(3.0), "long-k": steady(3.0)}, best_ms=1.0, case_best_ms={"square": 1.0}).reject
 
 
+def test_a_number_that_is_not_one_never_cuts():
+    """A NaN bound or best keeps the candidate (nothing is cut on it), and a NaN or infinite winner counts as
+    no winner for its case."""
+    nan, inf = float("nan"), float("inf")
+    assert not screen({"a": [nan] * 10}, 1.0).reject
+    assert not screen({"a": [5.0] * 10}, nan).reject
+    assert not screen({"a": [5.0] * 10, "b": [5.0] * 10}, 1.0, case_best_ms={"a": 1.0, "b": nan}).reject
+    assert not screen({"a": [5.0] * 10, "b": [5.0] * 10}, 1.0, case_best_ms={"a": 1.0, "b": inf}).reject
+    assert screen({"a": [5.0] * 10, "b": [5.0] * 10}, 1.0, case_best_ms={"a": 1.0, "b": 1.0}).reject
+
+
 def test_the_case_margin_is_the_boundary():
     """A case just inside 1 + MARGIN of its winner keeps the candidate; just outside on every case cuts it."""
     best = {"a": 1.0, "b": 1.0}

@@ -88,6 +88,8 @@ BROKEN = {  # id: (edit of the small sgemm workload, key in the message, words i
                                 "kernels.tiled.configs[0].BM", "not one of the knob's values [32, 64, 128]"),
     "config-not-a-table": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = ["BM=64"]'),
                            "kernels.tiled.configs[0]", "table of knob = value"),
+    "config-huge-value": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [{ BM = "' + "x" * 5000 + '" }]'),
+                          "kernels.tiled.configs[0].BM", "is not one of the knob's values"),
     "config-too-many": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [' + ", ".join(["{ BM = 64 }"] * 33)
                              + "]"), "kernels.tiled.configs", "at most 32"),
 }

@@ -77,6 +77,26 @@ def test_a_read_only_case_is_floored_by_the_read_rate():
     assert not case_floor(w, case, measured, at_4400).suspect
 
 
+def test_a_read_only_case_that_skips_work_is_still_suspect():
+    """The read rate lowers a read-bound floor, not the check: rowsum at 0.9x its floor at the measured read
+    rate (a kernel skipping a tenth of its reads) is refused; an absurd cached read rate (inf, 100x the copy)
+    counts as at most READ_OVER_COPY x the copy rate, never as free reads."""
+    import math
+
+    from workload_factory import ROOT
+
+    from agent.spec.speed_of_light import READ_OVER_COPY
+    w = load_workload(ROOT / "examples" / "rowsum")
+    case = w.case("32768x4096")
+    measured = Ceilings(4246.0, 60.5, "test", read_gbs=4500.0)
+    floor = case_floor(w, case, measured).floor_ms
+    assert case_floor(w, case, measured, floor * 0.9).suspect
+    for absurd in (math.inf, 424600.0):
+        f = case_floor(w, case, Ceilings(4246.0, 60.5, "test", read_gbs=absurd)).floor_ms
+        assert f >= case_floor(w, case, Ceilings(4246.0, 60.5, "test", read_gbs=READ_OVER_COPY * 4246.0)).floor_ms * 0.999
+        assert f > 0
+
+
 def test_the_memory_floor_is_exact_at_a_copy_and_never_above_the_copy_rule():
     """Equal reads and writes go at the copy rate whatever the read rate; more writes than reads never get a
     higher floor than every byte at the copy rate; no read rate (or one below the copy's) is the old rule."""
@@ -108,6 +128,11 @@ def test_a_ceilings_cache_without_the_read_rate_is_read_and_measured_again(tmp_p
     monkeypatch.setattr(ceilings_probe, "measure_ceilings", lambda device, f: measured.append(f) or fresh)
     assert ceilings_probe.ensure_ceilings(None, facts) == fresh and len(measured) == 1
     assert ceilings_probe.ensure_ceilings(None, facts) == fresh and len(measured) == 1  # cached now
+    for unusable in ("Infinity", "0", "-1"):  # json.loads reads Infinity; none of these is a rate
+        speed_of_light.ceilings_path(facts.uuid).write_text(
+            '{"bandwidth_gbs": 4246.0, "fp32_tflops": 60.5, "source": "measured", "read_gbs": %s}' % unusable)
+        ceilings_probe.ensure_ceilings(None, facts)
+    assert len(measured) == 4
 
 
 def test_clocks_without_nvml_read_nothing():

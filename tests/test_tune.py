@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from workload_factory import SGEMM
 
@@ -202,8 +204,8 @@ def _sgemm_best(w, medians):
 
 
 def test_batches_give_every_tunable_kernel_a_turn():
-    """Steps of four (one propose, three batch neighbours): each of sgemm's other tunable
-    kernels gets its defaults within the first steps. On the H200 the turn was the step's
+    """Steps of four (one propose, three batch neighbours), the main kernel still improving: each of sgemm's
+    other tunable kernels gets its defaults within the first steps. On the H200 the turn was the step's
     iteration modulo a cycle that a batch of four strides through, and one kernel
     (splitk_warptile) got every turn while tf32x3_splitk, the one the long-K case needed, got none."""
     from agent.evaluate.records import CaseOutcome
@@ -216,11 +218,96 @@ def test_batches_give_every_tunable_kernel_a_turn():
         ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None, baseline)
         for p in tuner.propose_batch(ctx, 4):
             history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
-                                   score_ms=1.0, defines=p.spec.defines,
+                                   score_ms=1.0, defines=p.spec.defines, new_best=p.spec.name.startswith("tf32x3@"),
                                    cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
                                           for c in perf]))
     tried = {a.name.split("@")[0] for a in history}
     assert tried >= {n for n, k in w.kernels.items() if k.knobs()}, tried
+
+
+def test_once_stalled_another_kernels_turn_fills_the_whole_step(tmp_path):
+    """Steps of four with tiled (the main kernel) stalled: the steps alternate between tiled and split-K, and
+    a split-K step is split-K's throughout (its defaults, then its listed configs, then its neighbours, each
+    searched for the focus case). With one turn per step it had a quarter of the attempts at most."""
+    from agent.evaluate.records import CaseOutcome
+    w, best, baseline = _tiled_and_splitk(tmp_path)
+    toml = w.directory / "workload.toml"
+    toml.write_text(toml.read_text().replace('size = "SPLITK * M * N", init = "poison" }]',
+                                             'size = "SPLITK * M * N", init = "poison" }]\n'
+                                             'configs = [{ SPLITK = 64, BM = 32 }, { SPLITK = 64 }]', 1))
+    w = load_workload(w.directory)
+    tuner, history, steps = TuneProposer(0, ahead=0), [], []
+    for step in range(8):
+        ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None, baseline)
+        batch = tuner.propose_batch(ctx, 4)
+        steps.append([p.spec.name.split("@")[0] for p in batch])
+        for p in batch:
+            history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
+                                   score_ms=1.0, defines=p.spec.defines,
+                                   cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
+                                          for c in ("square-1024", "long-k")]))
+    assert all(len(set(s)) == 1 for s in steps), steps  # one kernel a step
+    kinds = [s[0] for s in steps]
+    stalled_from = next(i for i in range(len(steps)) if sum(len(s) for s in steps[:i]) >= 4)
+    assert all(kinds[i] != kinds[i + 1] for i in range(stalled_from, len(kinds) - 1)), kinds
+    splitk_steps = [s for s in steps if s[0] == "splitk"]
+    assert max(len(s) for s in splitk_steps) > 1  # whole steps, not one turn and three of tiled's
+    splitk = [a.defines for a in history if a.name.startswith("splitk@")]
+    assert [d["SPLITK"] for d in splitk[1:3]] == [64, 64] and splitk[1]["BM"] == 32  # the listed configs next
+
+
+def test_an_exhausted_other_kernel_gives_its_turns_to_the_rest(tmp_path):
+    """An other kernel whose space is used up (every point tried) is left out of the turns from then on;
+    the next other kernel gets them instead of the main kernel taking them all."""
+    w, best, baseline = _tiled_and_splitk(tmp_path)
+    tuner = TuneProposer(0, ahead=0)
+    ctx = ProposalContext(w, DeviceFacts(), 5, "optimise", [], best, None, baseline)
+    from agent.proposers.base import SearchExhausted
+    calls = []
+    real = tuner._propose
+    def propose(ctx, kernel=None, focus=None):
+        calls.append(kernel)
+        if kernel == "splitk":
+            raise SearchExhausted("used up")
+        return real(ctx, kernel, focus)
+    tuner._propose = propose
+    tuner._other_turn = lambda ctx: ("splitk", "long-k") if "splitk" not in tuner._exhausted else None
+    assert tuner.propose(ctx).spec.name.startswith("tiled@") and calls == ["splitk", None]
+    assert tuner._exhausted == {"splitk"}
+
+
+def test_known_verdicts_take_no_compile_ahead_slot():
+    """Neighbours NVRTC has already judged (accepted or refused) are not counted against `ahead`: the slots go
+    to neighbours whose compile is still unknown."""
+    from agent.proposers.tune import _key, _neighbours, source_tag
+    w = load_workload(SGEMM)
+    tuner = TuneProposer(0, kernel="tiled", ahead=2)
+    ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
+    base, knobs = tuner.base(ctx)
+    defaults = {k: kn.default for k, kn in knobs.items()}
+    submitted = []
+    tuner._submit = lambda b, d, arch, fm: submitted.append(d)
+    neighbours = list(_neighbours(defaults, knobs))
+    for n in neighbours[:-2]:  # all but two already judged, some refused
+        tuner._compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = len(submitted) % 2 == 0
+    tuner._compile_ahead(ctx, base, knobs, f"{base.name}@{source_tag(base.source)}[", defaults, {}, set(), "sm_90")
+    assert sorted(map(_key, submitted)) == sorted(map(_key, neighbours[-2:]))
+
+
+def test_a_compile_that_raises_after_its_queued_future_is_cancelled_leaves_no_cancelled_future(monkeypatch):
+    """_compiles_ok cancels a queued compile and runs it itself; if that raises, the table holds no
+    cancelled future for _compiled_already to trip on."""
+    import agent.proposers.tune as tune
+    from agent.proposers.tune import _key, source_tag
+    with _held_pool() as (tuner, base, defaults, busy):
+        tuner._submit(base, defaults, "sm_90", False)
+        def broken(*a):
+            raise RuntimeError("compile process died")
+        monkeypatch.setattr(tune, "_compile", broken)
+        with pytest.raises(RuntimeError):
+            tuner._compiles_ok(base, defaults, "sm_90", False)
+        assert (source_tag(base.source), "sm_90", _key({**base.defines, **defaults})) not in tuner._compiles
+        assert tuner._compiled_already(base, defaults, "sm_90", False) is False
 
 
 def test_the_focus_moves_on_once_another_kernel_wins_the_worst_case():
@@ -368,28 +455,33 @@ def test_a_ready_neighbour_of_the_runner_up_is_taken_before_the_best_must_compil
     assert asked == []
 
 
+@contextlib.contextmanager
+def _held_pool():
+    """A tuner of sgemm's tiled kernel (ahead=1) whose one compile-pool worker is held busy until the block ends:
+    (tuner, its base spec, the knobs' defaults, the busy future)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    tuner = TuneProposer(0, kernel="tiled", ahead=1)
+    base, knobs = tuner.base(ProposalContext(load_workload(SGEMM), DeviceFacts(), 1, "optimise", [], None, None))
+    tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
+    try:
+        busy = tuner._executor.submit(release.wait, 60)  # a bound, so old code fails instead of hanging
+        yield tuner, base, {k: kn.default for k, kn in knobs.items()}, busy
+    finally:
+        release.set()
+        tuner._executor.shutdown()
+
+
 def test_a_needed_compile_queued_behind_guesses_is_compiled_at_once():
     """The compile pool busy with speculative work: a configuration the proposal needs now, still queued, is
     compiled in the proposing thread (real NVRTC) instead of waiting for the pool to reach it."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
     from agent.proposers.tune import _key, source_tag
-    w = load_workload(SGEMM)
-    tuner = TuneProposer(0, kernel="tiled", ahead=1)
-    base, knobs = tuner.base(ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None))
-    defaults = {k: kn.default for k, kn in knobs.items()}
-    tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
-    try:
-        busy = tuner._executor.submit(release.wait, 60)  # the one worker, held until the check is done
+    with _held_pool() as (tuner, base, defaults, busy):
         tuner._submit(base, defaults, "sm_90", False)
         key = (source_tag(base.source), "sm_90", _key({**base.defines, **defaults}))
         queued = tuner._compiles[key]
         assert tuner._compiles_ok(base, defaults, "sm_90", False) is True
         assert queued.cancelled() and not busy.done() and tuner._compiles[key] is True
-    finally:
-        release.set()
-        tuner._executor.shutdown()
 
 
 def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():

@@ -38,6 +38,7 @@ benchmarks/early_reject_safety.py (each attempt's samples: attempts/NNN/samples.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -73,13 +74,13 @@ def screen(chunks: Mapping[str, Sequence[float]], best_ms: Optional[float], marg
         return EarlyVerdict(False, None, "no best to compare with" if best_ms is None else "a case has no samples")
     bound = geomean([min(s) for s in firsts.values()])
     ratio = bound / best_ms
-    if ratio <= 1.0 + margin:
+    if not ratio > 1.0 + margin:  # (a NaN anywhere keeps the candidate: nothing is cut on a number that is not one)
         return EarlyVerdict(False, bound, f"within {margin:.0%} of the best ({ratio:.3f}x): timed in full")
     if case_best_ms is not None:
         for case, s in firsts.items():
             winner = case_best_ms.get(case)
-            if winner is None or winner <= 0 or min(s) <= winner * (1.0 + margin):
-                near = "no winner yet" if winner is None or winner <= 0 else \
+            if winner is None or not 0 < winner < math.inf or not min(s) > winner * (1.0 + margin):
+                near = "no winner yet" if winner is None or not 0 < winner < math.inf else \
                     f"{min(s) / winner:.3f}x its fastest median {winner:.4f} ms"
                 return EarlyVerdict(False, bound, f"{ratio:.2f}x the best, but within {margin:.0%} on case "
                                                   f"{case!r} ({near}): timed in full, a variant for that case")

@@ -234,7 +234,8 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     ctx = runtime.context
     ev, best = ctx.evaluator, state.get("best")
     best_ms = best.score_ms if best else None
-    case_best = {case: w.median_ms for case, w in state.get("winners", {}).items()}
+    # (none recorded, e.g. a checkpoint from before winners: the geomean rule alone, not "every case unwon")
+    case_best = {case: w.median_ms for case, w in state.get("winners", {}).items()} or None
     # Continues what validate() began, on the same worker; told the best and each case's winner,
     # it may stop one early that could be neither.
     r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,

@@ -75,6 +75,9 @@ class TuneProposer:
         self._launchables: dict[tuple, bool] = {}
         # source tag -> its knobs' #error restrictions and their defaults
         self._spaces: dict[str, tuple[KnobSpace, dict[str, int]]] = {}
+        # other kernels whose space is used up: their turns go to the rest (else the same one,
+        # least tried, would be picked again every time and the others never get a turn)
+        self._exhausted: set[str] = set()
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
@@ -102,7 +105,9 @@ class TuneProposer:
         if other is not None:
             try:
                 return self._propose(ctx, *other)
-            except ProposalError:  # that kernel's space is used up or unreachable: back to the main one
+            except SearchExhausted:  # that kernel's space is used up: its turns go to the others
+                self._exhausted.add(other[0])
+            except ProposalError:  # unreachable this time (a sampled space): back to the main one
                 pass
         return self._propose(ctx)
 
@@ -111,20 +116,27 @@ class TuneProposer:
         the first as propose() chooses it, the others untried neighbours of the TOP_K best
         points taken in turn (a tree that grows from several nodes, not a line from the
         best), compiled in parallel in the compile pool; fewer when the space runs out."""
+        other = self._other_turn(ctx)  # what propose() decides too: it reads the same history
         first = self.propose(ctx)
         if n <= 1:
             return [first]
+        # Once the main kernel has stalled, another kernel's turn is the whole step's: with one
+        # turn per step, a batch of four gave the others a quarter of the attempts whatever
+        # the stall. Before that, the step's other members are the main kernel's neighbours.
+        kernel, focus = other if other is not None and first.spec.name.split("@")[0] == other[0] \
+            and self._stalled(ctx) else (None, None)
         try:
-            return [first] + self._propose_more(ctx, n - 1, first.spec.defines)
+            return [first] + self._propose_more(ctx, n - 1, first.spec.defines, kernel, focus)
         except ProposalError:  # nothing beside the first: a batch of one
             return [first]
 
-    def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int]) -> list[Proposal]:
-        base, knobs = self.base(ctx)
+    def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int], kernel: Optional[str] = None,
+                      focus: Optional[str] = None) -> list[Proposal]:
+        base, knobs = self.base(ctx, kernel)
         prefix = f"{base.name}@{source_tag(base.source)}["
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
         tried = {_key(a.defines) for a in mine} | {_key(taken)}
-        scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
+        scores = _scores(mine, focus)
         free = {k: kn for k, kn in knobs.items() if k not in base.defines}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}:batch")
         arch = ctx.facts.arch or None
@@ -134,7 +146,10 @@ class TuneProposer:
             points = list(_neighbours({k: v for k, v in point if k in free}, free))
             rng.shuffle(points)
             lists.append(points)
-        order = (p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None)
+        listed = ctx.workload.kernels.get(base.name)
+        defaults = {k: kn.default for k, kn in free.items()}
+        starts = [{**defaults, **{k: v for k, v in c.items() if k in free}} for c in (listed.configs if listed else ())]
+        order = itertools.chain(starts, (p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None))
         chosen: list[dict[str, int]] = []
         while len(chosen) < n:
             window = []  # the next few untried launchable points, compiled together
@@ -154,8 +169,10 @@ class TuneProposer:
         out = []
         for choice in chosen:
             label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
+            why = _why(choice, scores, listed.configs if listed else (), knobs) + " (batch)" \
+                + (f" (searched for case {focus})" if focus else "")
             spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
-                                           "proposer": self.name, "rationale": _why(choice, scores) + " (batch)",
+                                           "proposer": self.name, "rationale": why,
                                            "parent": _parent(choice, scores, mine, ctx)})
             out.append(Proposal(spec))
         return out
@@ -188,14 +205,13 @@ class TuneProposer:
             return None
         if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone (HybridProposer)
             return None
-        others = [n for n, k in ctx.workload.kernels.items() if n != main and k.knobs()]
+        others = [n for n, k in ctx.workload.kernels.items() if n != main and k.knobs() and n not in self._exhausted]
         mine = [a for a in ctx.history if a.proposer == self.name]
         counts = {n: sum(1 for a in mine if a.name.split("@")[0] == n) for n in others}
         other_turns = sum(counts.values())
         if not others:
             return None
-        main_runs = [a for a in mine if a.name.split("@")[0] == main]
-        if len(main_runs) >= STALL and not any(a.new_best for a in main_runs[-STALL:]):
+        if self._stalled(ctx):
             if mine[-1].name.split("@")[0] != main:  # stalled: the main kernel and the others alternate
                 return None
         elif len(mine) - other_turns < MAIN_TURNS * (other_turns + 1):
@@ -212,15 +228,21 @@ class TuneProposer:
             return min(others, key=lambda n: counts[n]), focus
         return min(others, key=lambda n: on_focus[n]), focus
 
+    def _stalled(self, ctx: ProposalContext) -> bool:
+        """The kernel being improved has had STALL attempts in a row without a new best."""
+        try:
+            main = self.base(ctx)[0].name.split("@")[0]
+        except ProposalError:
+            return False
+        runs = [a for a in ctx.history if a.proposer == self.name and a.name.split("@")[0] == main]
+        return len(runs) >= STALL and not any(a.new_best for a in runs[-STALL:])
+
     def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
         base, knobs = self.base(ctx, kernel)
         prefix = f"{base.name}@{source_tag(base.source)}["
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
         tried = {_key(a.defines) for a in mine}
-        scores = {_key(a.defines): a.score_ms for a in mine if a.score_ms}
-        if focus:  # another kernel's turn: judged on the case it is searched for
-            scores = {_key(a.defines): m for a in mine if a.score_ms
-                      for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
+        scores = _scores(mine, focus)
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         allow_fast_math = ctx.workload.tolerance.allow_fast_math
@@ -317,8 +339,12 @@ class TuneProposer:
             # Still queued behind speculative compiles: compile it here, now, rather than wait
             # for the pool to reach it (the queue only grows while the GPU works); under way
             # or done: wait for it.
-            known = self._compiles[key] = _compile(base, defines, arch, allow_fast_math) if known.cancel() \
-                else known.result()
+            if known.cancel():
+                del self._compiles[key]  # (gone before NVRTC runs: an error there leaves no cancelled future)
+                known = _compile(base, defines, arch, allow_fast_math)
+            else:
+                known = known.result()
+            self._compiles[key] = known
         return known
 
     def _compiled_already(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
@@ -348,9 +374,9 @@ class TuneProposer:
             if len(wanted) >= self.ahead:
                 break
             key = (source_tag(base.source), arch, _key({**base.defines, **n}))
-            if key in wanted or _key({**base.defines, **n}) in tried or n == choice \
-                    or not self._launchable_cached(ctx.workload, base, n):
-                continue
+            if key in wanted or isinstance(self._compiles.get(key), bool) or _key({**base.defines, **n}) in tried \
+                    or n == choice or not self._launchable_cached(ctx.workload, base, n):
+                continue  # (a known verdict, NVRTC's yes or no, takes no slot; one under way keeps its)
             wanted[key] = n
         # Last round's guesses for this kernel not started and not wanted now are dropped, so
         # the pool works on what the next proposals look at first instead of a queue that
@@ -462,6 +488,14 @@ def _parent(choice: dict[str, int], scores: dict, mine: list, ctx: ProposalConte
         if sum(origin.get(k) != v for k, v in choice.items()) == 1:
             return at.get(point)
     return None
+
+
+def _scores(mine: list, focus: Optional[str]) -> dict:
+    """Each scored point's score; on another kernel's turn, its median on the focus case."""
+    if not focus:
+        return {_key(a.defines): a.score_ms for a in mine if a.score_ms}
+    return {_key(a.defines): m for a in mine if a.score_ms
+            for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
 
 
 def _why(choice: dict[str, int], scores: dict, starts=(), knobs=None) -> str:

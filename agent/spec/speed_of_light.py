@@ -22,6 +22,7 @@ is `suspect` (a timing or validation hole), never silently a new best.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -36,6 +37,9 @@ from .workload import ARRAY_ITEMSIZE, ArrayParam, Case, Workload
 # used only until the GPU's own ceilings have been measured.
 DATASHEET = {"NVIDIA H200": (4800.0, 67.0)}
 SUSPECT_MARGIN = 0.97  # 3% of timing noise before "faster than the floor" is a red flag
+# A read-only stream past 1.25x the copy rate is not one a memory bus gives (the H200's
+# reads ran at ~1.05x its copy rate): a read rate above that is a measurement gone wrong.
+READ_OVER_COPY = 1.25
 
 # Dense 16-bit tensor-core FMAs per SM per clock with fp32 accumulation, by compute
 # capability: A100 (8.0) 1024 (312 TFLOP/s on 108 SMs at 1.41 GHz), H100/H200 (9.0)
@@ -60,7 +64,10 @@ class Ceilings:
     def memory_ms(self, read_bytes: float, write_bytes: float) -> float:
         """The fewest milliseconds these bytes take through memory (the module's docstring)."""
         copy = self.bandwidth_gbs * 1e9
-        read = max(copy, (self.read_gbs or 0.0) * 1e9)
+        # max(R, C), and never past READ_OVER_COPY x C: a corrupt or absurd read rate must not
+        # take a read-bound case's floor (the harness's check against faster-than-physics) to zero
+        read = min(max(copy, (self.read_gbs or 0.0) * 1e9), READ_OVER_COPY * copy) \
+            if self.read_gbs is not None and math.isfinite(self.read_gbs) else copy
         paired = min(read_bytes, write_bytes)
         return (2 * paired / copy + (read_bytes - paired) / read + (write_bytes - paired) / copy) * 1e3
 

@@ -635,7 +635,7 @@ class _Parser:
                     raise self.fail(f"{at}.{knob[:80]}", f"not a knob of the kernel's source (knobs: "
                                                         f"{', '.join(knobs) or 'none'})")
                 if not isinstance(value, int) or isinstance(value, bool) or value not in knobs[knob].values:
-                    raise self.fail(f"{at}.{knob}", f"{value!r} is not one of the knob's values "
+                    raise self.fail(f"{at}.{knob}", f"{repr(value)[:80]} is not one of the knob's values "
                                                     f"{list(knobs[knob].values)}")
             out.append({str(a): int(b) for a, b in c.items()})
         return tuple(out)

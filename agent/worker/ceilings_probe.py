@@ -15,6 +15,7 @@ The best of a few launch shapes is kept: a ceiling is a best case.
 from __future__ import annotations
 
 import datetime
+import math
 import statistics
 
 from ..runtime.compiler import compile_kernel
@@ -100,8 +101,9 @@ def ensure_ceilings(device, facts: DeviceFacts) -> Ceilings:
     """The cached ceilings of this GPU, measured now if there are none yet (about a second)."""
     from ..spec.speed_of_light import load_ceilings
     cached = load_ceilings(facts)
-    if cached is not None and cached.source != "datasheet" and cached.read_gbs:
-        return cached  # (a cache from before the read probe is measured again)
+    if cached is not None and cached.source != "datasheet" and cached.read_gbs is not None \
+            and math.isfinite(cached.read_gbs) and cached.read_gbs > 0:
+        return cached  # (a cache from before the read probe, or with an unusable rate, is measured again)
     ceilings = measure_ceilings(device, facts)
     save_ceilings(facts, ceilings)
     return ceilings
