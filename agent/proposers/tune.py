@@ -113,9 +113,11 @@ class TuneProposer:
 
     def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
         """Up to `n` proposals for one step, evaluated one after another as separate attempts:
-        the first as propose() chooses it, the others untried neighbours of the TOP_K best
-        points taken in turn (a tree that grows from several nodes, not a line from the
-        best), compiled in parallel in the compile pool; fewer when the space runs out."""
+        the first as propose() chooses it, the others the step's kernel's untried listed
+        configs, then untried neighbours of its TOP_K best points taken in turn (a tree that
+        grows from several nodes, not a line from the best), compiled in parallel in the
+        compile pool; fewer when the space runs out. The step's kernel is the main one's,
+        or, once that has stalled, the other kernel whose turn the first proposal was."""
         other = self._other_turn(ctx)  # what propose() decides too: it reads the same history
         first = self.propose(ctx)
         if n <= 1:
