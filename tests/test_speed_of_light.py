@@ -112,7 +112,8 @@ def test_the_memory_floor_is_exact_at_a_copy_and_never_above_the_copy_rule():
 
 def test_a_ceilings_cache_without_the_read_rate_is_read_and_measured_again(tmp_path, monkeypatch):
     """A cache written before the read probe loads (old JSON keys only) with read_gbs None, and ensure_ceilings
-    measures again rather than keep it; a complete cache is kept."""
+    measures again rather than keep it; a complete cache is kept; one whose read rate is Infinity, 0 or -1 is
+    measured again."""
     import json
 
     from agent.spec import speed_of_light
