@@ -32,7 +32,7 @@ import math
 import os
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from ..evaluate.records import CandidateSpec
 from ..spec.candidate import Candidate
@@ -148,10 +148,9 @@ class TuneProposer:
             points = list(_neighbours({k: v for k, v in point if k in free}, free))
             rng.shuffle(points)
             lists.append(points)
-        listed = ctx.workload.kernels.get(base.name)
-        defaults = {k: kn.default for k, kn in free.items()}
-        starts = [{**defaults, **{k: v for k, v in c.items() if k in free}} for c in (listed.configs if listed else ())]
-        order = itertools.chain(starts, (p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None))
+        listed = _listed(ctx.workload, base, free)
+        order = itertools.chain((point for point, _ in listed),
+                                (p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None))
         chosen: list[dict[str, int]] = []
         while len(chosen) < n:
             window = []  # the next few untried launchable points, compiled together
@@ -171,7 +170,7 @@ class TuneProposer:
         out = []
         for choice in chosen:
             label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
-            why = _why(choice, scores, listed.configs if listed else (), knobs) + " (batch)" \
+            why = _why(choice, scores, listed) + " (batch)" \
                 + (f" (searched for case {focus})" if focus else "")
             spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                            "proposer": self.name, "rationale": why,
@@ -257,9 +256,9 @@ class TuneProposer:
         prefetch = None if arch is None or not self.ahead else \
             (lambda points: [self._submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
                              if _key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)])
-        listed = ctx.workload.kernels.get(base.name)
+        listed = _listed(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines})
         choice = self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch,
-                            starts=listed.configs if listed is not None else ())
+                            starts=[point for point, _ in listed])
         if choice is None:
             size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
@@ -271,7 +270,7 @@ class TuneProposer:
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         if arch is not None and self.ahead:
             self._compile_ahead(ctx, base, knobs, prefix, choice, scores, tried, arch)
-        why = _why(choice, scores, listed.configs if listed is not None else (), knobs) \
+        why = _why(choice, scores, listed) \
             + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": why,
@@ -284,11 +283,10 @@ class TuneProposer:
         defaults = {n: k.default for n, k in free.items()}
         if not scores and feasible(defaults):
             return defaults
-        # The workload's listed settings for this kernel (`configs`), untried ones in order,
-        # before any neighbour: measured starting points for the shapes the defaults do not
-        # serve (tf32x3_splitk's SPLITK = 32 suits long K, 4 suits M = 128).
-        for start in starts:
-            point = {**defaults, **{k: v for k, v in start.items() if k in free}}
+        # The workload's listed settings for this kernel (`configs`, as points), untried ones
+        # in order, before any neighbour: measured starting points for the shapes the defaults
+        # do not serve (tf32x3_splitk's SPLITK = 32 suits long K, 4 suits M = 128).
+        for point in starts:
             if feasible(point):
                 return point
         # Best-first: the untried neighbours of the best point, then of the runner-up,
@@ -303,17 +301,25 @@ class TuneProposer:
         # now (a tree that branches from the frontier, not a line from the best). On the H200
         # the propose node waited 662 ms per attempt on compiles of the best's neighbours
         # while compiled neighbours of the runner-up sat ready.
-        ordered = []
-        for point in sorted(scores, key=scores.get):
-            neighbours = list(_neighbours({k: v for k, v in point if k in free}, free))
-            rng.shuffle(neighbours)
-            ordered.append(neighbours)
+        points = sorted(scores, key=scores.get)
+        ordered: list[list[dict[str, int]]] = []
+
+        def neighbourhood(rank: int) -> list[dict[str, int]]:
+            """The rank-th best point's neighbours, shuffled once, in rank order (the draws an
+            eager loop over every point would make, without shuffling those never looked at)."""
+            while len(ordered) <= rank:
+                neighbours = list(_neighbours({k: v for k, v in points[len(ordered)] if k in free}, free))
+                rng.shuffle(neighbours)
+                ordered.append(neighbours)
+            return ordered[rank]
+
         if ready:
-            for neighbours in ordered[:TOP_K]:
-                found = next((n for n in neighbours if ready(n)), None)
+            for rank in range(min(TOP_K, len(points))):
+                found = next((n for n in neighbourhood(rank) if ready(n)), None)
                 if found is not None:
                     return found
-        for neighbours in ordered:
+        for rank in range(len(points)):
+            neighbours = neighbourhood(rank)
             if prefetch:  # compile the neighbours in parallel rather than one after another
                 prefetch(neighbours)
             found = next((n for n in neighbours if feasible(n)), None)
@@ -500,13 +506,20 @@ def _scores(mine: list, focus: Optional[str]) -> dict:
             for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
 
 
-def _why(choice: dict[str, int], scores: dict, starts=(), knobs=None) -> str:
+def _listed(workload: Workload, base: CandidateSpec, free: dict[str, Knob]) -> list[tuple[dict[str, int], dict[str, int]]]:
+    """The kernel's listed configs (its `[kernels.X] configs`), each as the point it makes of the
+    free knobs (the knobs it leaves out at their defaults), beside the config as written."""
+    kernel = workload.kernels.get(base.name)
+    defaults = {k: kn.default for k, kn in free.items()}
+    return [({**defaults, **{k: v for k, v in c.items() if k in free}}, c) for c in (kernel.configs if kernel else ())]
+
+
+def _why(choice: dict[str, int], scores: dict, listed: Sequence[tuple[dict[str, int], dict[str, int]]] = ()) -> str:
     if not scores:
         return "the kernel's declared defaults, as a starting point"
-    defaults = {n: k.default for n, k in (knobs or {}).items()}
-    for start in starts:
-        if all(choice.get(k) == v for k, v in {**defaults, **start}.items() if k in choice):
-            return "a setting the workload lists for this kernel: " + ",".join(f"{k}={v}" for k, v in start.items())
+    for point, config in listed:
+        if choice == point:
+            return "a setting the workload lists for this kernel: " + ",".join(f"{k}={v}" for k, v in config.items())
     for rank, point in enumerate(sorted(scores, key=scores.get), 1):
         origin = dict(point)
         moved = [f"{k} {origin.get(k)} -> {v}" for k, v in choice.items() if origin.get(k) != v]

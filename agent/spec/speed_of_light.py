@@ -31,7 +31,7 @@ from typing import Optional
 from ..runtime.cache_dir import cache_root
 from ..runtime.device_facts import DeviceFacts
 from .half_float import is_half
-from .workload import ARRAY_ITEMSIZE, ArrayParam, Case, Workload
+from .workload import Case, Workload
 
 # Leads from the vendor's datasheet (H200 SXM: 4.8 TB/s HBM3e, 67 TFLOP/s fp32),
 # used only until the GPU's own ceilings have been measured.
@@ -134,15 +134,8 @@ def save_ceilings(facts: DeviceFacts, ceilings: Ceilings) -> None:
 def read_share(workload: Workload, case: Case) -> float:
     """The part of a case's bytes that are reads: its inputs' bytes over its arrays' (an
     output is written once, an input read once); 0.5 where the arrays hold no bytes."""
-    def nbytes(params: list[ArrayParam]) -> int:
-        total = 0
-        for p in params:
-            n = ARRAY_ITEMSIZE[p.dtype]
-            for d in workload.shape(p, case):
-                n *= d
-            total += n
-        return total
-    reads, writes = nbytes(workload.inputs), nbytes(workload.outputs)
+    reads = sum(workload.array_bytes(p, case) for p in workload.inputs)
+    writes = sum(workload.array_bytes(p, case) for p in workload.outputs)
     return reads / (reads + writes) if reads + writes else 0.5
 
 

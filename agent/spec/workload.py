@@ -265,6 +265,10 @@ class Workload:
     def shape(self, param: ArrayParam, case: Case) -> tuple[int, ...]:
         return tuple(e.evaluate_int(case.sizes) for e in param.shape)
 
+    def array_bytes(self, param: ArrayParam, case: Case) -> int:
+        """The array's bytes in this case (exact: Python ints, however large)."""
+        return math.prod(self.shape(param, case)) * ARRAY_ITEMSIZE[param.dtype]
+
     def signature(self) -> str:
         """The kernel's parameter list as C, for people and models."""
         ctype = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -677,7 +681,7 @@ class _Parser:
                 if isinstance(p, ArrayParam):
                     for d, e in enumerate(p.shape):
                         check(e, f"params[{j}].shape[{d}]")
-                    nbytes = math.prod(w.shape(p, case)) * ARRAY_ITEMSIZE[p.dtype]  # exact: Python ints
+                    nbytes = w.array_bytes(p, case)
                     if nbytes > MAX_ARRAY_BYTES:
                         raise self.fail(f"params[{j}].shape", f"for case '{case.name}': {p.name} would be "
                                         f"{nbytes} bytes, more than any machine ({MAX_ARRAY_BYTES})")
