@@ -465,7 +465,7 @@ def _held_pool():
     base, knobs = tuner.base(ProposalContext(load_workload(SGEMM), DeviceFacts(), 1, "optimise", [], None, None))
     tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
     try:
-        busy = tuner._executor.submit(release.wait, 60)  # a bound, so old code fails instead of hanging
+        busy = tuner._executor.submit(release.wait, 600)  # held far longer than any compile; a bound all the same
         yield tuner, base, {k: kn.default for k, kn in knobs.items()}, busy
     finally:
         release.set()
@@ -493,7 +493,7 @@ def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=3), DeviceFacts(arch="sm_90")
     tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
     try:
-        tuner._executor.submit(release.wait, 60)
+        tuner._executor.submit(release.wait, 600)
         history = []
         for i in range(1, 5):
             spec = tuner.propose(ProposalContext(w, facts, i, "optimise", list(history), None,
