@@ -169,14 +169,25 @@ class EvaluatorDouble:
     def evaluate_many(self, candidates, seed: int = 1) -> list[EvaluationResult]:
         return [self.evaluate(c, seed) for c in candidates]
 
-    def validate(self, candidate, seed: int = 1) -> EvaluationResult:
+    def validate(self, candidate, seed: int = 1, best_ms: float | None = None, case_best_ms=None) -> EvaluationResult:
+        """Told the best, the scripted timing screened first by the real early-rejection
+        rule, as the local evaluator does: a rejected candidate is never validated."""
+        if best_ms is not None:
+            timed = self._screened(candidate, seed, best_ms, case_best_ms)
+            if timed.status == Status.REJECTED_EARLY:
+                timed.cases = [c for c in timed.cases if c.role == "performance"]
+                return timed
         return self.evaluate(candidate, seed, revalidate=False, time_cases=False)
 
     def benchmark(self, candidate, seed: int = 1, best_ms: float | None = None,
                   case_best_ms=None) -> EvaluationResult:
         """The scripted timing, judged by the real early-rejection rule when told the best."""
+        return self._screened(candidate, seed, best_ms, case_best_ms) if best_ms is not None \
+            else self.evaluate(candidate, seed)
+
+    def _screened(self, candidate, seed: int, best_ms: float, case_best_ms) -> EvaluationResult:
         result = self.evaluate(candidate, seed)
-        if best_ms is not None and result.ok:
+        if result.ok:
             from agent.evaluate.early_reject import screen
             verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms,
                              case_best_ms=case_best_ms)

@@ -303,3 +303,47 @@ def test_time_only_still_fails_a_kernel_wrong_in_the_timing_loop(workload):
                                     CaseChecked("square-256", "time", WRONG, 5.0), JobDone()])
     r = ev.evaluate(naive(workload), revalidate=False, validate=False)
     assert r.status == "unstable" and r.score_ms is None
+
+
+def _screen(samples, timed=None):
+    """The first chunk of launches on the performance case, as a real worker sends it."""
+    return ([Started("square-256", "time"), CaseTimed("square-256", samples, 1.0, 5.0)]
+            + ([CaseChecked("square-256", "time", timed, 5.0)] if timed else []) + [JobDone()])
+
+
+def test_told_the_best_a_clearly_slower_candidate_is_rejected_before_any_validation(workload):
+    """validate(best_ms=...) sends the screen first: one TIME step of SCREEN_LAUNCHES launches; clearly
+    slower, it is rejected_early with the performance case alone in the result, and no validation is sent."""
+    from agent.evaluate.early_reject import SCREEN_LAUNCHES
+    ev = DoubleEvaluator(workload, _screen((2.0,) * 10))
+    r = ev.validate(naive(workload), best_ms=1.0)
+    sent = ev.doubles[0].sent
+    assert [req.steps for req in sent] == [(Step.TIME,)] and sent[0].timing.repetitions == SCREEN_LAUNCHES
+    assert r.status == "rejected_early" and r.score_ms is None and "before validation" in r.detail
+    assert [c.case for c in r.cases] == ["square-256"] and r.case("square-256").samples_ms == (2.0,) * 10
+
+
+def test_a_candidate_the_screen_keeps_is_validated_then_timed_without_a_second_screen(workload):
+    """Near the best: validated on every case, then benchmark() times it in full straight away."""
+    first, second = _split(full_run())
+    ev = DoubleEvaluator(workload, _screen((1.0,) * 10) + first + second)
+    assert ev.validate(naive(workload), best_ms=1.0).status == "ok"
+    r = ev.benchmark(naive(workload), best_ms=1.0)
+    assert [req.steps for req in ev.doubles[0].sent] == [(Step.TIME,), (Step.VALIDATE,), (Step.TIME, Step.REVALIDATE)]
+    assert r.status == "ok" and r.score_ms == pytest.approx(1.0) and r.case("odd-97x83x61").check == OK
+
+
+def test_a_wrong_timed_launch_in_the_screen_is_a_wrong_answer_not_a_rejection(workload):
+    """The screen checks every timed launch: wrong outputs there are the attempt's verdict, even when slower."""
+    ev = DoubleEvaluator(workload, _screen((2.0,) * 10, timed=WRONG))
+    r = ev.validate(naive(workload), best_ms=1.0)
+    assert r.status == "wrong_answer" and "5 wrong" in r.detail and r.score_ms is None
+    assert len(ev.doubles[0].sent) == 1
+
+
+def test_a_crash_in_the_screen_is_crashed(workload):
+    """A kernel that faults in its first timed launches: crashed, the worker restarted for the next call."""
+    fault = Fault("square-256", "time", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access", fatal=True)
+    ev = DoubleEvaluator(workload, [Started("square-256", "time"), fault])
+    r = ev.validate(naive(workload), best_ms=1.0)
+    assert r.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in r.detail

@@ -196,3 +196,27 @@ def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workl
     assert evaluator.validate(naive(workload)).ok
     kept = evaluator.benchmark(naive(workload), best_ms=full.score_ms * 10)
     assert kept.ok and len(kept.case("square-256").samples_ms) == 50 and kept.case("square-256").recheck.status == "ok"
+
+
+def test_validate_told_the_best_screens_first_and_never_validates_a_rejected_candidate(evaluator, workload):
+    """validate() told a best 10x faster: rejected_early from the first chunk alone, no case validated; told a
+    best 10x slower: screened, every case validated, and benchmark() then times it in full without a second chunk."""
+    from agent.evaluate.early_reject import SCREEN_LAUNCHES
+    from agent.evaluate.results import Status
+    from agent.worker.protocol import CaseChecked
+    full = evaluator.evaluate(naive(workload))
+    assert full.ok, full.detail
+    seen = []
+    evaluator.on_event = seen.append
+    try:
+        r = evaluator.validate(naive(workload), best_ms=full.score_ms / 10)
+        assert r.status == Status.REJECTED_EARLY and "before validation" in r.detail, r.detail
+        assert [c.case for c in r.cases] == ["square-256"] and len(r.case("square-256").samples_ms) == SCREEN_LAUNCHES
+        assert not [e for e in seen if isinstance(e, CaseChecked) and e.phase == "validate"]
+        assert evaluator.validate(naive(workload), best_ms=full.score_ms * 10).ok
+        kept = evaluator.benchmark(naive(workload), best_ms=full.score_ms * 10)
+    finally:
+        evaluator.on_event = lambda event: None
+    assert kept.ok and len(kept.case("square-256").samples_ms) == 50, kept.detail
+    assert sorted(e.case for e in seen if isinstance(e, CaseChecked) and e.phase == "validate") \
+        == sorted(c.name for c in workload.cases)

@@ -35,8 +35,11 @@ class EvaluationBackend(Protocol):
         `validate=False`: time the performance cases only (a kernel validated already)."""
         ...
 
-    def validate(self, candidate: Candidate, seed: int = 1) -> EvaluationResult:
-        """An attempt's first half: compile and validate every case, nothing timed."""
+    def validate(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,
+                 case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
+        """An attempt's first half: compile and validate every case, nothing timed. Given
+        the best score so far, the early-rejection screen may come first: a candidate it
+        rejects is ``rejected_early`` and never validated (it can never be accepted)."""
         ...
 
     def benchmark(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,

@@ -32,6 +32,13 @@ and several times the per-launch spread of a cold timing (a CV of a few percent)
 A noisy candidate is kept: its spread pulls its minimum down, so it gets the full
 budget and, when it is close, the selection's interleaved re-timing.
 
+Where it runs: before the validation (Evaluator.validate, told the best). A candidate the
+chunk rejects is never validated: it can never be accepted, so its validation (every
+case, the exact probes) would be GPU time spent on a verdict that changes nothing. The
+chunk is judged like any timing (each timed launch's outputs against the reference, the
+guard bands and inputs after it, the sweep after the request), so a kernel wrong in it
+is wrong_answer, not rejected. A candidate it keeps is validated, then timed in full.
+
 Whether the rule would ever have cut a winner is replayed over recorded sessions by
 benchmarks/early_reject_safety.py (each attempt's samples: attempts/NNN/samples.json).
 """

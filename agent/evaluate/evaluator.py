@@ -72,6 +72,7 @@ class _Validated:
     request: EvaluateKernel
     worker: Optional[WorkerProcess]
     result: EvaluationResult
+    screened: bool = False  # the early-rejection screen ran before the validation and kept it
 
 
 class EvaluationAborted(RuntimeError):
@@ -210,13 +211,30 @@ class Evaluator(EvaluationBackend):
         """One GPU: one after another, in order."""
         return [self.evaluate(c, seed) for c in candidates]
 
-    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
+    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
+                 case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
         """An attempt's first half: every case validated, nothing timed. A pass is kept
-        so that benchmark() continues this attempt instead of starting it again."""
+        so that benchmark() continues this attempt instead of starting it again.
+
+        Given the best score so far, the early-rejection screen comes first: a candidate
+        the first chunk of launches rejects is never validated (it can never be accepted
+        either), so a clearly slower kernel costs a chunk of launches, not a validation of
+        every case as well. The screen is no blind spot: every timed launch's outputs are
+        checked against the reference, the guard bands and inputs after the chunk and the
+        sweep after the request, as for any timing; a failure there is the attempt's
+        verdict. A candidate the screen keeps is validated, then timed in full by
+        benchmark() without a second screen."""
         t_start = time.perf_counter()
         result, request = self._request(candidate, seed, t_start)
+        self._validated = None
+        if request is not None and best_ms is not None:
+            verdict = self._screen_first(copy.deepcopy(result), request, best_ms, t_start, case_best_ms)
+            if verdict is not None:
+                verdict.gpu = self.gpu_label()
+                return verdict
         result = self._steps(result, request, (Step.VALIDATE,), t_start)
-        self._validated = _Validated(request, self._worker, copy.deepcopy(result)) if result.ok and request else None
+        if result.ok and request:
+            self._validated = _Validated(request, self._worker, copy.deepcopy(result), screened=best_ms is not None)
         return result
 
     def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
@@ -240,7 +258,7 @@ class Evaluator(EvaluationBackend):
         validated = copy.deepcopy(v.result)
         validated.status, validated.compiled = Progress.PENDING, result.compiled
         validated.wall_ms["compile"] = result.wall_ms["compile"]
-        if best_ms is not None:
+        if best_ms is not None and not v.screened:
             screened = self._screen(validated, request, best_ms, t_start, case_best_ms)
             if screened is not None:
                 return screened
@@ -258,6 +276,24 @@ class Evaluator(EvaluationBackend):
         if not verdict.reject:
             return None
         result.status, result.detail = Status.REJECTED_EARLY, verdict.note
+        return _finish(result, t_start)
+
+    def _screen_first(self, result: EvaluationResult, request: EvaluateKernel, best_ms: float, t_start: float,
+                      case_best_ms: Optional[Mapping[str, float]]) -> Optional[EvaluationResult]:
+        """The first chunk of launches per performance case, before any validation: the
+        verdict (a failure in the chunk, or rejected early), the performance cases alone in
+        it, or None (validate, then time in full)."""
+        self._run(dataclasses.replace(request, steps=(Step.TIME,), timing=screen_timing(request.timing)), result)
+        result.cases = [c for c in result.cases if c.role == "performance" or c.status != Progress.PENDING]
+        for c in result.cases:  # a case whose every timed launch passed its check
+            if c.status == Progress.PENDING and c.timing is not None:
+                c.status = Status.OK
+        if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
+            return _finish(result, t_start)  # wrong in a timed launch, out of bounds, crashed...: a verdict already
+        verdict = screen({c.case: c.samples_ms for c in result.cases}, best_ms, case_best_ms=case_best_ms)
+        if not verdict.reject:
+            return None
+        result.status, result.detail = Status.REJECTED_EARLY, verdict.note + " (before validation)"
         return _finish(result, t_start)
 
     def _request(self, candidate: Candidate, seed: int,
@@ -407,6 +443,10 @@ class Evaluator(EvaluationBackend):
             return
         if reply.phase == "revalidate":
             c.recheck = reply.check
+        if reply.check.status != Status.OK and c.status == Progress.PENDING:
+            # Timed before any validation (the screen): the check's verdict as it stands.
+            c.status, c.detail = reply.check.status, reply.check.detail
+            return
         if reply.check.status == Status.OK or c.status != Status.OK:
             return
         # After the validation passed: wrong after the timing loop, in a timed launch, or found by the sweep.

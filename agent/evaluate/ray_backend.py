@@ -185,8 +185,11 @@ class RayBackend(EvaluationBackend):
         with ThreadPoolExecutor(len(self._actors)) as pool:
             return list(pool.map(lambda c: self.evaluate(c, seed), candidates))
 
-    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED) -> EvaluationResult:
-        index, result = self._call(candidate.name, "validate", (candidate, seed))
+    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
+                 case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
+        """On the first free actor; with `best_ms`, the local evaluator's screen first (it runs there)."""
+        bests = dict(case_best_ms) if case_best_ms is not None else None
+        index, result = self._call(candidate.name, "validate", (candidate, seed, best_ms, bests))
         self._validated_on = index
         return _given(result)
 

@@ -217,13 +217,33 @@ def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     return {"attempt": attempt.model_copy(update={"status": Progress.COMPILED})}
 
 
+def _bests(state: LoopState) -> tuple[Optional[float], Optional[dict[str, float]]]:
+    """What early rejection compares a candidate with (and samples.json records, with
+    --no-early-reject too, for the safety replay): the best score and each case's winner
+    (none recorded, e.g. a checkpoint from before winners: the geomean rule alone, not
+    "every case unwon")."""
+    best = state.get("best")
+    case_best = {case: w.median_ms for case, w in state.get("winners", {}).items()} or None
+    return (best.score_ms if best else None), case_best
+
+
 def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     attempt = state["attempt"]
     runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
-    r = runtime.context.evaluator.validate(state["pending"].to_candidate())
+    ctx = runtime.context
+    best_ms, case_best = _bests(state)
+    # Told the best, the evaluator screens first: a clearly slower candidate is rejected
+    # early without a validation (agent/evaluate/evaluator.py, validate()).
+    r = ctx.evaluator.validate(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
+                               case_best_ms=case_best)
+    if r.status == Status.REJECTED_EARLY:
+        if ctx.archive is not None:
+            archive_samples(ctx.archive, attempt.iteration, r, best_ms, case_best)
+        return {"attempt": attempt.model_copy(update={"status": r.status, "detail": r.detail, "gpu": r.gpu,
+                                                      "cases": outcomes(r, ctx.workload, ctx.evaluator.ceilings)})}
     status = Progress.VALIDATED if r.ok else r.status
-    cases = outcomes(r, runtime.context.workload, None)  # untimed: no floor to compare with
+    cases = outcomes(r, ctx.workload, None)  # untimed: no floor to compare with
     return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases, "gpu": r.gpu})}
 
 
@@ -232,12 +252,11 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
     _stream_cases(runtime, attempt.iteration)
     ctx = runtime.context
-    ev, best = ctx.evaluator, state.get("best")
-    best_ms = best.score_ms if best else None
-    # (none recorded, e.g. a checkpoint from before winners: the geomean rule alone, not "every case unwon")
-    case_best = {case: w.median_ms for case, w in state.get("winners", {}).items()} or None
-    # Continues what validate() began, on the same worker; told the best and each case's winner,
-    # it may stop one early that could be neither.
+    ev = ctx.evaluator
+    best_ms, case_best = _bests(state)
+    # Continues what validate() began, on the same worker (which screened it already, told
+    # the best); a backend that did not screen it may still stop one early that could be
+    # neither the best nor a case's winner.
     r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
                      case_best_ms=case_best)
     if ctx.archive is not None:
