@@ -80,10 +80,14 @@ fi
 
 if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases square-4096 --time-budget 60"
   # Issue 18's bar: this tree's search, then (with WS_BEFORE) the older install's, on the same workload.
-  for side in after ${WS_BEFORE:+before}; do
-    site=$([ $side = before ] && echo "--site /tmp/before-site" || echo "")
-    step "search speed ($side): $WS_SEARCH"
-    (cd "$OLDPWD" && python3 benchmarks/search_speed.py $WS_SEARCH $site 2>&1) | tee -a "$OUT/search-speed.txt"
+  # Several searches one after another: separated by ';' (e.g. the same with "-- --no-overlap").
+  IFS=';' read -ra searches <<< "$WS_SEARCH"
+  for search in "${searches[@]}"; do
+    for side in after ${WS_BEFORE:+before}; do
+      site=$([ $side = before ] && echo "--site /tmp/before-site" || echo "")
+      step "search speed ($side): $search"
+      (cd "$OLDPWD" && python3 benchmarks/search_speed.py $search $site 2>&1) | tee -a "$OUT/search-speed.txt"
+    done
   done
 fi
 

@@ -114,6 +114,9 @@ def _search_args(p) -> None:
     p.add_argument("--no-early-reject", action="store_true",
                    help="time every candidate in full (default: one clearly slower than the best stops after "
                         "its first launches, recorded as rejected_early)")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="evaluate a step's candidates one at a time as the loop reaches each (default: the GPU "
+                        "runs them back to back while the loop logs, checkpoints and proposes)")
 
 
 def _common(p) -> None:

@@ -54,7 +54,7 @@ def run_options(args) -> SessionOptions:
                             args.reasoning_effort if llm else "", args.base_url, args.nvidia_research,
                             args.web_search, str(args.prices.resolve()) if args.prices else "")
     search = SearchOptions(choice, args.budget, Limits().merged(limit_changes(args)), args.use_nsight, tuple(args.cases),
-                           batch=_batch(args), early_reject=not args.no_early_reject)
+                           batch=_batch(args), early_reject=not args.no_early_reject, overlap=not args.no_overlap)
     return SessionOptions(search, evaluation_options(args), tracking_options(args, trace=args.trace and llm))
 
 
@@ -62,7 +62,7 @@ def bench_options(args) -> SessionOptions:
     """`bench`: a tune session per workload (the same search for each)."""
     search = SearchOptions(ProposerChoice("tune", args.seed, args.kernel or ""), args.budget,
                            Limits().merged(limit_changes(args)), cases=tuple(args.cases), batch=_batch(args),
-                           early_reject=not args.no_early_reject)
+                           early_reject=not args.no_early_reject, overlap=not args.no_overlap)
     return SessionOptions(search, evaluation_options(args), tracking_options(args))
 
 

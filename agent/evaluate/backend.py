@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Protocol
 
+from ..runtime.compiler import CompiledKernel
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
@@ -27,6 +28,10 @@ class EvaluationBackend(Protocol):
     @property
     def ceilings(self) -> Optional[Ceilings]:
         """The GPU's measured ceilings, else datasheet leads, else None."""
+        ...
+
+    def compile(self, candidate: Candidate) -> CompiledKernel:
+        """NVRTC and the CUBIN audit (host work, through the compile cache); safe from any thread."""
         ...
 
     def evaluate(self, candidate: Candidate, seed: int = 1, revalidate: bool = True,

@@ -23,6 +23,7 @@ from typing import Optional
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from ..evaluate.ahead import AheadEvaluator
 from ..evaluate.backend import EvaluationBackend
 from ..evaluate.dispatch import build_dispatch, update_winners
 from ..evaluate.evaluator import FRESH_SEED
@@ -187,6 +188,9 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                               status=Status.PROPOSAL_INVALID, detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
             return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
         proposal, update["queued"] = batch[0], [p.spec for p in batch[1:]]
+        if len(batch) > 1 and isinstance(ctx.evaluator, AheadEvaluator):
+            _submit_ahead(ctx.evaluator, state, batch, update.get("budget", state["budget"]) - iteration + 1,
+                          ctx.early_reject)
         if len(batch) > 1:
             runtime.stream_writer(events.Notice(f"step of {len(batch)} candidates: attempts {iteration}-"
                                                 f"{iteration + len(batch) - 1}"))
@@ -200,6 +204,21 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources), parent=spec.parent)
     return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
+
+
+def _submit_ahead(evaluator: AheadEvaluator, state: LoopState, batch: list[Proposal], room: int,
+                  early_reject: bool) -> None:
+    """The step's candidates, as many as the budget has room for, to the GPU ahead of the
+    graph (agent/evaluate/ahead.py); one whose launch rule does not parse is left to the
+    compile node, which reports it."""
+    candidates = []
+    for p in batch[:max(0, room)]:
+        try:
+            candidates.append(p.spec.to_candidate())
+        except (ExprError, ValueError):
+            continue
+    best_ms, case_best = _bests(state)
+    evaluator.submit(candidates, best_ms if early_reject else None, case_best)
 
 
 def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -313,6 +332,8 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if attempt.status == Status.OK and attempt.score_ms is not None:  # per-case winners, for the dispatch
         update["winners"] = update_winners(state.get("winners", {}), attempt.iteration, state["pending"],
                                            _medians(attempt.cases))
+    if isinstance(ctx.evaluator, AheadEvaluator) and ctx.early_reject and ("best" in update or "winners" in update):
+        ctx.evaluator.update_bests(*_bests({**state, **update}))  # the step's attempts not begun yet
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
                                                  attempt.detail))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
@@ -335,6 +356,8 @@ def conclude(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     """At the end of a session: a variant per shape, when the per-case winners differ from
     the best (agent/evaluate/dispatch.py); re-timed beside the best, so it costs a few
     evaluations. The dispatch is kept (and reported) whether or not it pays."""
+    if isinstance(runtime.context.evaluator, AheadEvaluator):  # the budget's end: nothing more ahead
+        runtime.context.evaluator.cancel()
     best, winners = state.get("best"), state.get("winners", {})
     if best is None or not winners:
         return {}

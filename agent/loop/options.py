@@ -25,16 +25,18 @@ class SearchOptions:
     cases: tuple[str, ...] = ()  # --cases: the performance cases timed (() = all)
     batch: int = 1  # --batch: candidates proposed per step (each its own attempt; the budget counts attempts)
     early_reject: bool = True  # --no-early-reject: time every candidate in full
+    overlap: bool = True  # --no-overlap: a step's candidates evaluated one by one as the loop reaches them
 
     def stored(self) -> dict:
         """session.json's flat form: the proposer's kind under "proposer", its other
-        fields beside budget, limits (those set), nsight, cases, batch and early_reject."""
+        fields beside budget, limits (those set), nsight, cases, batch, early_reject and overlap."""
         choice = {f.name: getattr(self.proposer, f.name) for f in fields(ProposerChoice) if f.name != "kind"}
         return {"proposer": self.proposer.kind, "budget": self.budget, **choice, "nsight": self.nsight,
                 "limits": self.limits.given(), "cases": list(self.cases),
                 # only when set: a session stored before them saves back unchanged
                 **({"batch": self.batch} if self.batch != 1 else {}),
-                **({"early_reject": False} if not self.early_reject else {})}
+                **({"early_reject": False} if not self.early_reject else {}),
+                **({"overlap": False} if not self.overlap else {})}
 
     @staticmethod
     def from_stored(data: dict) -> "SearchOptions":
@@ -43,7 +45,8 @@ class SearchOptions:
         return SearchOptions(ProposerChoice(kind=data.get("proposer", "tune"), **choice),
                              budget=data.get("budget", SearchOptions.budget), limits=Limits().merged(data.get("limits") or {}),
                              nsight=data.get("nsight", False), cases=tuple(data.get("cases") or ()),
-                             batch=data.get("batch", 1), early_reject=data.get("early_reject", True))
+                             batch=data.get("batch", 1), early_reject=data.get("early_reject", True),
+                             overlap=data.get("overlap", True))
 
 
 @dataclass(frozen=True)

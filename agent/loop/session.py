@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphDrained
 
+from ..evaluate.ahead import AheadEvaluator
 from ..evaluate.backend import EvaluationBackend
 from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
@@ -134,6 +135,8 @@ class Session:
         self.graph = open_graph(directory, self._conn)
         self.config = graph_config(info.id)
         self._ended: Optional[str] = None
+        # A step of several candidates is evaluated ahead of the graph (agent/evaluate/ahead.py).
+        self._ahead: Optional[AheadEvaluator] = None
         self._end_lock = threading.Lock()  # the app's thread and the CLI may both try to end it
 
     @property
@@ -182,7 +185,7 @@ class Session:
         raises EvaluationAborted or ModelCallAborted, or returns "stopped" if the step
         boundary comes first. Either way the checkpoint is where the step began."""
         self.control.stop_now()
-        self.evaluator.abort()
+        (self._ahead or self.evaluator).abort()
 
     # -- running ----------------------------------------------------------------
     def run_to_end(self, on_event: Callable[[object], None] = lambda e: None) -> Ending:
@@ -215,8 +218,10 @@ class Session:
     def _run(self, on_event: Callable[[object], None]) -> str:
         search = self.info.search
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
-        ctx = LoopContext(self.workload, self.evaluator, self.proposer, self.control, self.tracker, profiler,
-                          self.dir / "attempts", early_reject=search.early_reject, batch=search.batch)
+        if search.batch > 1 and search.overlap and self._ahead is None:
+            self._ahead = AheadEvaluator(self.evaluator)
+        ctx = LoopContext(self.workload, self._ahead or self.evaluator, self.proposer, self.control, self.tracker,
+                          profiler, self.dir / "attempts", early_reject=search.early_reject, batch=search.batch)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
         inputs = {"iteration": 0, "budget": search.budget, "history": [],
@@ -235,6 +240,8 @@ class Session:
                     for node in chunk:
                         on_event(NodeFinished(node))
         except GraphDrained as e:
+            if self._ahead is not None:  # the step's attempts not begun wait in the checkpoint's queue
+                self._ahead.cancel()
             self.control.clear()
             if e.reason != "pause":
                 return "stopped"
@@ -282,6 +289,8 @@ class Session:
 
     def close(self) -> None:
         """Release the GPU worker and the checkpoint (the end, if any, is recorded already)."""
+        if self._ahead is not None:
+            self._ahead.close()
         self.evaluator.close()
         self._conn.close()
 

@@ -1,0 +1,150 @@
+"""Evaluation ahead of the loop (agent/evaluate/ahead.py): a step's candidates run on the
+GPU stand-in back to back while the graph reflects, logs and proposes. What is proven
+here: the same attempts as without it; the overlap itself (by the order of events, never
+by the clock); every candidate evaluated once, across a pause too; the budget's end and
+"stop now" leave nothing running. An EvaluatorDouble stands in for the GPU."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from evaluator_double import EvaluatorDouble, Gate
+from test_loop import open_session, workload  # noqa: F401  (the fixture)
+
+from agent.evaluate.ahead import AheadEvaluator
+from agent.evaluate.evaluator import EvaluationAborted
+from agent.loop import events
+
+WAIT_S = 120.0  # what a test waits for an event before it fails; never a race on a fast machine
+
+
+class RecordingDouble(EvaluatorDouble):
+    """The double, recording each validate() and benchmark() call: (which, candidate, thread)."""
+
+    def __init__(self, workload, **kwargs):
+        super().__init__(workload, **kwargs)
+        self.log: list[tuple[str, str, str]] = []
+        self.validated = threading.Condition()
+
+    def validate(self, candidate, seed=1, best_ms=None, case_best_ms=None):
+        with self.validated:
+            self.log.append(("validate", candidate.name, threading.current_thread().name))
+            self.validated.notify_all()
+        return super().validate(candidate, seed, best_ms, case_best_ms)
+
+    def benchmark(self, candidate, seed=1, best_ms=None, case_best_ms=None):
+        self.log.append(("benchmark", candidate.name, threading.current_thread().name))
+        return super().benchmark(candidate, seed, best_ms, case_best_ms)
+
+
+def _records(history):
+    return [(a.iteration, a.name, a.status, a.score_ms, tuple(sorted(a.defines.items())), a.parent) for a in history]
+
+
+def test_the_same_attempts_with_and_without_overlap(tmp_path, workload):  # noqa: F811
+    """--batch 3, every candidate timed in full: the session evaluated ahead makes exactly the attempts, statuses
+    and scores of the one that evaluates each candidate as the graph reaches it."""
+    runs = {}
+    for overlap in (True, False):
+        s = open_session(tmp_path / str(overlap), workload, 9, session_id=f"s-{overlap}", batch=3,
+                         early_reject=False, overlap=overlap)
+        assert s.end(s.run()) == "finished"
+        runs[overlap] = _records(s.state["history"])
+        s.close()
+    assert len(runs[True]) == 9 and runs[True] == runs[False]
+
+
+def test_the_gpu_runs_the_next_candidate_while_the_graph_reflects(tmp_path, workload):  # noqa: F811
+    """The order of events proves the overlap: attempt 1's reflect node waits until the second candidate of its
+    step has begun its validation on the GPU stand-in, from the evaluate-ahead thread. Without evaluation ahead
+    that validation only begins after reflect, and the test fails after WAIT_S instead of passing."""
+    double = RecordingDouble(workload)
+    s = open_session(tmp_path, workload, 6, evaluator=double, batch=3)
+    step, names, seen_ahead = [], {}, []
+
+    def on_event(e):
+        if isinstance(e, events.Notice) and e.text.startswith("step of 3 candidates") and not step:
+            step.append(int(e.text.split("attempts ")[1].split("-")[0]))  # the first step of three
+        if isinstance(e, events.CandidateProposed):
+            names[e.iteration] = e.name
+        if isinstance(e, events.NodeStarted) and e.node == "reflect" and step and e.iteration == step[0]:
+            with double.validated:
+                seen_ahead.append(double.validated.wait_for(
+                    lambda: any(k == "validate" and n != names[step[0]] and t == "evaluate-ahead"
+                                for k, n, t in double.log), WAIT_S))
+
+    assert s.end(s.run(on_event)) == "finished"
+    assert seen_ahead == [True]
+    history = s.state["history"]
+    assert [n for k, n, _ in double.log if k == "validate"] == [a.name for a in history]  # each once, in order
+    s.close()
+
+
+def test_each_candidate_is_evaluated_once_across_a_pause(tmp_path, workload):  # noqa: F811
+    """A pause after the first attempt of a step of three: the attempts not begun are dropped from the GPU's queue and
+    stay in the checkpoint's; on resume the one that ran ahead (if any did) is used, not evaluated again. Each
+    candidate: one validate() and one benchmark(), whatever the GPU had begun when the pause came."""
+    double = RecordingDouble(workload)
+    s = open_session(tmp_path, workload, 6, evaluator=double, batch=3, early_reject=False)
+
+    step = []
+
+    def pause_after_one(e):
+        if isinstance(e, events.Notice) and e.text.startswith("step of 3 candidates") and not step:
+            step.append(int(e.text.split("attempts ")[1].split("-")[0]))
+        if isinstance(e, events.AttemptFinished) and step and e.iteration == step[0]:
+            s.control.request("pause")
+    assert s.run(pause_after_one) == "paused"
+    assert s.state["iteration"] == step[0] and len(s.state["queued"]) == 2
+    assert s.end(s.run()) == "finished"
+    history = s.state["history"]
+    assert len(history) == 6
+    for a in history:
+        assert [k for k, n, _ in double.log if n == a.name] == ["validate", "benchmark"], a.name
+    s.close()
+
+
+def test_the_budget_end_leaves_no_candidate_evaluated_past_it(tmp_path, workload):  # noqa: F811
+    """Budget 4 in steps of 3: the second step has room for one attempt, and only that one goes to the GPU."""
+    double = RecordingDouble(workload)
+    s = open_session(tmp_path, workload, 4, evaluator=double, batch=3, early_reject=False)
+    assert s.end(s.run()) == "finished"
+    names = {a.name for a in s.state["history"]}
+    assert len(names) == 4
+    evaluated = {n for k, n, _ in double.log if k == "validate"} - {"naive"}
+    assert evaluated == names
+    s.close()
+
+
+def test_stop_now_kills_the_attempt_in_flight_and_drops_the_rest(tmp_path, workload):  # noqa: F811
+    """"Stop now" while the first candidate of a step of three runs ahead: its GPU work is aborted, its siblings
+    never begin, and the checkpoint stays where the step began."""
+    gate = Gate(free=3)  # the start kernel and attempt 1 (a step of one) pass; attempt 2's validation is held
+    double = RecordingDouble(workload, gate=gate)
+    s = open_session(tmp_path, workload, 6, evaluator=double, batch=3, early_reject=False)
+
+    def stop():
+        gate.held.wait(WAIT_S)
+        s.stop_now()
+    threading.Thread(target=stop, daemon=True).start()
+    assert s.run() == "stopped"
+    begun = [n for k, n, _ in double.log if k == "validate" and n != "naive"]
+    assert len(begun) == 2 and double.log[-1] == ("validate", begun[1], "evaluate-ahead")
+    assert s.state["iteration"] in (0, 1)  # where the step began: before attempt 2, or before 1 if its reflect was cut
+    s.close()
+
+
+def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  # noqa: F811
+    """A backend error in the ahead thread (here an abort) reaches the caller of validate(), not a log."""
+    gate = Gate(free=0)
+    double = EvaluatorDouble(workload, gate=gate)
+    ahead = AheadEvaluator(double)
+    from agent.spec.candidate import Candidate
+    candidate = Candidate.from_spec(workload.start_kernel)
+    ahead.submit([candidate], None)
+    assert gate.held.wait(WAIT_S)
+    ahead.abort()
+    with pytest.raises(EvaluationAborted):
+        ahead.validate(candidate)
+    ahead.close()
