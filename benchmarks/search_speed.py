@@ -58,10 +58,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--site", default="", help="an older install's site directory, first on PYTHONPATH")
     p.add_argument("--target-ms", type=float, help="report when the session came within 2%% of this score")
     p.add_argument("--profile", type=Path, help="sample the session's threads (benchmarks/sample_profile.py) into this file")
-    p.add_argument("run_flags", nargs="*", help="after --: more flags for `warpsmith run`")
     p.add_argument("--cold", action="store_true",
                    help="leave the references uncomputed: the session computes them inside its wall time")
-    args = p.parse_args(argv)
+    # After "--": more flags for `warpsmith run` (split here: argparse would take an
+    # empty positional list before the options and then refuse what follows "--").
+    run_flags = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     if not args.cold:
         warm_references(args.workload)
     store = Path(tempfile.mkdtemp(prefix="search-speed-"))
@@ -69,7 +71,7 @@ def main(argv: list[str]) -> int:
     cmd = [sys.executable, "-P", *runner, "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
            "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store), "--no-tracking",
            *(["--cases", args.cases] if args.cases else []), *(["--kernel", args.kernel] if args.kernel else []),
-           *args.run_flags]
+           *run_flags]
     # -P: the child never imports the checkout it was started in by accident (a source tree
     # without the built module); it gets this checkout only where the module is built in place.
     paths = [args.site] if args.site else []
@@ -95,7 +97,8 @@ def main(argv: list[str]) -> int:
     for a, _ in attempts:
         statuses[str(a.status)] = statuses.get(str(a.status), 0) + 1
     print(f"workload {args.workload.name}{' cases ' + args.cases if args.cases else ''}, "
-          f"{'site ' + args.site if args.site else 'this checkout'}, time budget {args.time_budget:.0f} s, wall {wall:.1f} s")
+          f"{'site ' + args.site if args.site else 'this checkout'}{', run ' + ' '.join(run_flags) if run_flags else ''}, "
+          f"time budget {args.time_budget:.0f} s, wall {wall:.1f} s")
     print(f"attempts {len(attempts)} ({', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}); "
           f"first finished at {first_done - t0:.1f} s")
     print(f"throughput: {len(attempts) / searching:.2f} attempts/s, {searching / len(attempts):.3f} s per attempt "

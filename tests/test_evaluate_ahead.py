@@ -15,6 +15,7 @@ from test_loop import open_session, workload  # noqa: F401  (the fixture)
 from agent.evaluate.ahead import AheadEvaluator
 from agent.evaluate.evaluator import EvaluationAborted
 from agent.loop import events
+from agent.proposers.tune import TuneProposer
 
 WAIT_S = 120.0  # what a test waits for an event before it fails; never a race on a fast machine
 
@@ -42,13 +43,20 @@ def _records(history):
     return [(a.iteration, a.name, a.status, a.score_ms, tuple(sorted(a.defines.items())), a.parent) for a in history]
 
 
+class StepByStepTuner(TuneProposer):
+    """The real tuner, asked for a step only once the last one's results are in."""
+    proposes_ahead = False
+
+
 def test_the_same_attempts_with_and_without_overlap(tmp_path, workload):  # noqa: F811
-    """--batch 3, every candidate timed in full: the session evaluated ahead makes exactly the attempts, statuses
-    and scores of the one that evaluates each candidate as the graph reaches it."""
+    """--batch 3, every candidate timed in full, steps proposed one after another: the session evaluated ahead
+    makes exactly the attempts, statuses and scores of the one that evaluates each candidate as the graph
+    reaches it (the evaluation ahead changes when the GPU works, not what it finds)."""
     runs = {}
     for overlap in (True, False):
         s = open_session(tmp_path / str(overlap), workload, 9, session_id=f"s-{overlap}", batch=3,
                          early_reject=False, overlap=overlap)
+        s.proposer = StepByStepTuner(0)
         assert s.end(s.run()) == "finished"
         runs[overlap] = _records(s.state["history"])
         s.close()
@@ -148,3 +156,24 @@ def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  
     with pytest.raises(EvaluationAborted):
         ahead.validate(candidate)
     ahead.close()
+
+
+def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # noqa: F811
+    """Batch 4: the tuner's next step is proposed once less than a step is left to run, and handed to the GPU
+    behind it: a step of four is announced ahead; no configuration twice; the budget is met exactly; with
+    overlap off, no step is proposed ahead."""
+    double = RecordingDouble(workload)
+    s = open_session(tmp_path, workload, 12, evaluator=double, batch=4, early_reject=False)
+    seen = []
+    assert s.end(s.run(seen.append)) == "finished"
+    history = s.state["history"]
+    ahead = [e.text for e in seen if isinstance(e, events.Notice) and "proposed ahead" in e.text]
+    assert ahead and all(t.startswith("next step of ") for t in ahead)
+    assert len(history) == 12 and len({tuple(sorted(a.defines.items())) for a in history}) == 12
+    assert [n for k, n, _ in double.log if k == "validate"] == [a.name for a in history]
+    s.close()
+    off = open_session(tmp_path / "off", workload, 12, session_id="off", batch=4, early_reject=False, overlap=False)
+    seen = []
+    assert off.end(off.run(seen.append)) == "finished"
+    assert not [e for e in seen if isinstance(e, events.Notice) and "proposed ahead" in e.text]
+    off.close()

@@ -119,6 +119,20 @@ def test_validation_catches(evaluator, name, status, hint):
     assert r.score_ms is None
 
 
+@pytest.mark.parametrize("name,status,hint", [
+    ("writes_nothing", "wrong_answer", "before any validation"),
+    ("writes_half", "wrong_answer", "before any validation"),
+    ("out_of_bounds", "out_of_bounds", "C (after)"),
+])
+def test_a_wrong_kernel_screened_first_gets_the_status_validation_would_give(evaluator, name, status, hint):
+    """validate() told the best screens first; a kernel wrong in the screen's timed launches is a wrong answer
+    (not "unstable": it was never correct), one writing out of bounds is out_of_bounds, as validation says."""
+    r = evaluator.validate(bad(name), best_ms=1e9)
+    assert r.status == status, r.detail
+    assert hint in r.detail, r.detail
+    assert r.score_ms is None
+
+
 def test_behaviour_change_after_repeated_launches_is_refused(evaluator):
     """A kernel that counts its launches in a __device__ global is refused before it runs."""
     r = evaluator.evaluate(bad("changes_after_20"))

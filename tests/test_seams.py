@@ -13,6 +13,7 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
+from agent.evaluate.ahead import AheadEvaluator
 from agent.evaluate.backend import EvaluationBackend
 from agent.evaluate.evaluator import Evaluator
 from agent.spec.workload import load_workload
@@ -49,9 +50,10 @@ def workload(tmp_path):
 
 
 def test_evaluators_implement_the_backend(workload):
-    """The local Evaluator and the EvaluatorDouble each implement every EvaluationBackend member, same parameters."""
+    """The local Evaluator, the EvaluatorDouble and the evaluation ahead each implement every EvaluationBackend member, same parameters."""
     assert EvaluationBackend in Evaluator.__mro__  # named as its base: mypy checks it when it checks evaluator.py
-    for cls, instance in ((Evaluator, Evaluator(workload)), (EvaluatorDouble, EvaluatorDouble(workload))):
+    for cls, instance in ((Evaluator, Evaluator(workload)), (EvaluatorDouble, EvaluatorDouble(workload)),
+                          (AheadEvaluator, AheadEvaluator(EvaluatorDouble(workload)))):
         assert mismatches(EvaluationBackend, cls, instance) == [], cls.__name__
 
 
@@ -74,4 +76,4 @@ def test_the_check_sees_a_departure():
     found = mismatches(EvaluationBackend, Partial, Partial())
     assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "evaluate_many",
                                                 "baseline", "baseline_kinds", "abort", "close", "validate",
-                                                "benchmark"}, found
+                                                "benchmark", "compile"}, found

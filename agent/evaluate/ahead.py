@@ -77,6 +77,10 @@ class AheadEvaluator(EvaluationBackend):
         self._attempts: list[_Attempt] = []  # submitted and not yet taken by the graph
         self._bests: tuple[Optional[float], Optional[dict[str, float]]] = (None, None)
         self._taken: Optional[_Attempt] = None  # validate() took it: benchmark() continues it
+        # The graph's own calls waiting for the backend: they go before the next attempt ahead
+        # (a plain lock is not fair: the thread that releases it takes it again at once, and
+        # the graph's re-timing of a near-best candidate would wait for the whole queue).
+        self._urgent = 0
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         # Read once (a backend's GPU does not change): the nodes read them between attempts,
@@ -116,7 +120,7 @@ class AheadEvaluator(EvaluationBackend):
     def _work(self) -> None:
         while True:
             with self._state:
-                while not self._queue and not self._closed:
+                while (not self._queue or self._urgent) and not self._closed:
                     self._state.wait()
                 if self._closed:
                     return
@@ -153,9 +157,16 @@ class AheadEvaluator(EvaluationBackend):
 
     # -- the backend's calls ----------------------------------------------------------
     def _call(self, fn: Callable[[], T]) -> T:
-        with self._calls:
-            self.backend.on_event = self.on_event
-            return fn()
+        with self._state:
+            self._urgent += 1
+        try:
+            with self._calls:
+                self.backend.on_event = self.on_event
+                return fn()
+        finally:
+            with self._state:
+                self._urgent -= 1
+                self._state.notify_all()
 
     def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:

@@ -444,8 +444,12 @@ class Evaluator(EvaluationBackend):
         if reply.phase == "revalidate":
             c.recheck = reply.check
         if reply.check.status != Status.OK and c.status == Progress.PENDING:
-            # Timed before any validation (the screen): the check's verdict as it stands.
-            c.status, c.detail = reply.check.status, reply.check.detail
+            # Timed before any validation (the screen): the first check it met. Wrong in a
+            # timed launch is a wrong answer here, not "unstable" (correct, then wrong).
+            wrong = reply.check.status == Status.UNSTABLE
+            c.status = Status.WRONG_ANSWER if wrong else reply.check.status
+            c.detail = ("wrong in the screen's timed launches, before any validation: " if wrong else "") \
+                + reply.check.detail
             return
         if reply.check.status == Status.OK or c.status != Status.OK:
             return

@@ -4,7 +4,9 @@
 
 A step's proposals may be a batch (--batch): the first goes on at once, the others
 wait in state (`queued`) and are taken by the next propose nodes, one attempt each,
-before the proposer is asked again. benchmark tells the evaluator the best score, so a
+before the proposer is asked again. Evaluated ahead (agent/evaluate/ahead.py), a step's
+candidates run on the GPU while the graph reflects on the earlier ones, and a tuner's
+next step is proposed once less than a step is left to run (`_propose_ahead`). benchmark tells the evaluator the best score, so a
 clearly slower candidate stops timing early (``rejected_early``, not a failure: the
 next proposal still optimises). A failure at compile or validate goes straight to
 reflect, which switches the next proposal to repair mode; every attempt, repairs included, counts against
@@ -16,7 +18,7 @@ front end and leave their results in the checkpointed state.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -33,7 +35,15 @@ from ..evaluate.selection import challenge
 from ..evaluate.stats import TimingStats
 from ..profiling.nsight import Nsight
 from ..profiling.profiler import ProfilerUnavailable
-from ..proposers.base import Proposal, ProposalContext, ProposalError, Proposer, SearchExhausted, propose_step
+from ..proposers.base import (
+    Proposal,
+    ProposalContext,
+    ProposalError,
+    Proposer,
+    SearchExhausted,
+    propose_step,
+    proposes_ahead,
+)
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
@@ -178,6 +188,9 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     queued = state.get("queued") or []
     if queued:  # the rest of this step's batch: proposed already, one attempt each
         proposal, update["queued"] = Proposal(queued[0]), queued[1:]
+        if _looks_ahead(ctx) and len(queued) - 1 < ctx.batch:  # less than a step left: propose the next
+            update["queued"] = queued[1:] + _propose_ahead(runtime, state, pctx, queued, iteration,
+                                                           update.get("budget", state["budget"]))
     else:
         try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step
             batch = propose_step(ctx.proposer, pctx, ctx.batch)
@@ -204,6 +217,34 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources), parent=spec.parent)
     return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
+
+
+def _looks_ahead(ctx: LoopContext) -> bool:
+    return ctx.batch > 1 and isinstance(ctx.evaluator, AheadEvaluator) and proposes_ahead(ctx.proposer)
+
+
+def _propose_ahead(runtime: Runtime[LoopContext], state: LoopState, pctx: ProposalContext,
+                   in_flight: list[CandidateSpec], iteration: int, budget: int) -> list[CandidateSpec]:
+    """The next step, proposed once less than a step is left to run, and handed to the GPU
+    behind it: so the GPU does not wait while the proposer picks and NVRTC compiles (about
+    1.4 s per tuner step of four on sgemm, session 11; the GPU's share of a step is less). It is proposed from the
+    results in so far, the rest of this step counted as tried (an asynchronous search:
+    each step branches from the best known when it is proposed). Nothing past the budget;
+    an exhausted or failing proposer leaves it to the next ordinary step to say so."""
+    ctx = runtime.context
+    first = iteration + len(in_flight)  # the pending attempt and the rest of the queue come before it
+    room = budget - first + 1
+    if room <= 0:
+        return []
+    try:
+        batch = propose_step(ctx.proposer, replace(pctx, iteration=first, in_flight=tuple(in_flight)), ctx.batch)
+    except ProposalError:  # SearchExhausted included
+        return []
+    assert isinstance(ctx.evaluator, AheadEvaluator)
+    _submit_ahead(ctx.evaluator, state, batch, room, ctx.early_reject)
+    runtime.stream_writer(events.Notice(f"next step of {len(batch)} candidates proposed ahead: attempts {first}-"
+                                        f"{first + len(batch) - 1}"))
+    return [p.spec for p in batch]
 
 
 def _submit_ahead(evaluator: AheadEvaluator, state: LoopState, batch: list[Proposal], room: int,

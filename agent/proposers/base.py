@@ -37,6 +37,9 @@ class ProposalContext:
     baseline: dict[str, float] = field(default_factory=dict)
     stopping: Callable[[], bool] = lambda: False  # "stop now" asked: abandon a model call (SessionControl)
     hint: str = ""  # the optimisation idea this proposal should try (one per call of a batch)
+    # Proposed already and not in the history yet (a step proposed ahead of the last one's
+    # results, agent/loop/graph.py): not to be proposed again.
+    in_flight: tuple[CandidateSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,13 @@ class BatchProposer(Protocol):
     def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
         """One to `n` proposals, each to be evaluated as its own attempt."""
         ...
+
+
+def proposes_ahead(proposer: Proposer) -> bool:
+    """Whether the loop may ask for the next step before this one's results are all in.
+    The tuner: yes (free, and it reads whatever history there is). The model: no, each
+    call costs money and its proposal is meant to answer the results it was shown."""
+    return bool(getattr(proposer, "proposes_ahead", False))
 
 
 def propose_step(proposer: Proposer, ctx: ProposalContext, n: int) -> list[Proposal]:

@@ -60,6 +60,7 @@ def source_tag(source: str) -> str:
 
 class TuneProposer:
     name = "tune"
+    proposes_ahead = True  # agent/proposers/base.py's proposes_ahead
 
     def __init__(self, seed: int = 0, kernel: Optional[str] = None, ahead: Optional[int] = None):
         self.seed, self.kernel = seed, kernel
@@ -137,7 +138,7 @@ class TuneProposer:
         base, knobs = self.base(ctx, kernel)
         prefix = f"{base.name}@{source_tag(base.source)}["
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
-        tried = {_key(a.defines) for a in mine} | {_key(taken)}
+        tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(taken)}
         scores = _scores(mine, focus)
         free = {k: kn for k, kn in knobs.items() if k not in base.defines}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}:batch")
@@ -242,7 +243,7 @@ class TuneProposer:
         base, knobs = self.base(ctx, kernel)
         prefix = f"{base.name}@{source_tag(base.source)}["
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
-        tried = {_key(a.defines) for a in mine}
+        tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
         scores = _scores(mine, focus)
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
@@ -470,6 +471,11 @@ def _focus_case(ctx: ProposalContext) -> Optional[str]:
 def _space_size(free: dict[str, Knob]) -> int:
     """How many configurations the free knobs span: enumerated up to MAX_SPACE, sampled beyond."""
     return math.prod(len(k.values) for k in free.values())
+
+
+def _in_flight(ctx: ProposalContext, prefix: str) -> set[tuple]:
+    """The configurations proposed already whose attempts have not finished (tried, for choosing)."""
+    return {_key(s.defines) for s in ctx.in_flight if s.proposer == "tune" and s.name.startswith(prefix)}
 
 
 def _key(defines: dict[str, int]) -> tuple:
