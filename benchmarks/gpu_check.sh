@@ -85,6 +85,9 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
   for search in "${searches[@]}"; do
     for side in after ${WS_BEFORE:+before}; do
       site=$([ $side = before ] && echo "--site /tmp/before-site" || echo "")
+      # Each search from a cold compile cache (the references stay): a second search would
+      # otherwise find the first one's CUBINs and look faster for it.
+      rm -rf "$WARPSMITH_CACHE/cubin"
       step "search speed ($side): $search"
       (cd "$OLDPWD" && python3 benchmarks/search_speed.py $search $site 2>&1) | tee -a "$OUT/search-speed.txt"
     done

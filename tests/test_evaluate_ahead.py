@@ -159,13 +159,21 @@ def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  
 
 
 def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # noqa: F811
-    """Batch 4: the tuner's next step is proposed once less than a step is left to run, and handed to the GPU
-    behind it: a step of four is announced ahead; no configuration twice; the budget is met exactly; with
+    """Batch 4: the tuner's next step is proposed in the background once less than a step is left to run, and
+    handed to the GPU behind it: a step of four is announced ahead; no configuration twice; the budget is met exactly; with
     overlap off, no step is proposed ahead."""
     double = RecordingDouble(workload)
     s = open_session(tmp_path, workload, 12, evaluator=double, batch=4, early_reject=False)
+    threads = []
+
+    class ThreadRecordingTuner(TuneProposer):  # the real tuner, noting where each step is proposed
+        def propose_batch(self, ctx, n):
+            threads.append(threading.current_thread().name)
+            return super().propose_batch(ctx, n)
+    s.proposer = ThreadRecordingTuner(0)
     seen = []
     assert s.end(s.run(seen.append)) == "finished"
+    assert any(t.startswith("propose-ahead") for t in threads), threads  # off the graph's thread
     history = s.state["history"]
     ahead = [e.text for e in seen if isinstance(e, events.Notice) and "proposed ahead" in e.text]
     assert ahead and all(t.startswith("next step of ") for t in ahead)

@@ -6,7 +6,8 @@ A step's proposals may be a batch (--batch): the first goes on at once, the othe
 wait in state (`queued`) and are taken by the next propose nodes, one attempt each,
 before the proposer is asked again. Evaluated ahead (agent/evaluate/ahead.py), a step's
 candidates run on the GPU while the graph reflects on the earlier ones, and a tuner's
-next step is proposed once less than a step is left to run (`_propose_ahead`). benchmark tells the evaluator the best score, so a
+next step is proposed in the background once less than a step is left to run
+(agent/loop/proposals_ahead.py). benchmark tells the evaluator the best score, so a
 clearly slower candidate stops timing early (``rejected_early``, not a failure: the
 next proposal still optimises). A failure at compile or validate goes straight to
 reflect, which switches the next proposal to repair mode; every attempt, repairs included, counts against
@@ -17,6 +18,7 @@ front end and leave their results in the checkpointed state.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,6 +58,7 @@ from ..worker.footprint import check_memory
 from ..worker.protocol import CaseChecked, CaseTimed
 from . import events
 from .limits import Limits, Spent, stop_reason
+from .proposals_ahead import ProposalsAhead
 from .session_control import SessionControl
 from .state import LoopState
 
@@ -74,6 +77,8 @@ class LoopContext:
     run_started: float = field(default_factory=time.time)  # this stream() call's start: paused time never counts
     early_reject: bool = True  # --no-early-reject: every candidate timed in full
     batch: int = 1  # --batch: candidates proposed per step, each its own attempt
+    # The tuner's next step, proposed in the background while this one runs (evaluated ahead only).
+    proposals_ahead: ProposalsAhead = field(default_factory=ProposalsAhead)
 
 
 def outcomes(result: EvaluationResult, workload: Workload, ceilings: Optional[Ceilings]) -> list[CaseOutcome]:
@@ -186,11 +191,20 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                            state.get("best"), history[-1] if history else None, state.get("baseline", {}),
                            lambda: ctx.control.stopping_now)
     queued = state.get("queued") or []
+    budget = update.get("budget", state["budget"])
+    ahead = ctx.proposals_ahead if _looks_ahead(ctx) else None
+    if not queued and ahead is not None and ahead.under_way:  # the queue ran dry: wait for the next step
+        queued = _take_ahead(runtime, state, ahead.wait(), iteration, budget)
     if queued:  # the rest of this step's batch: proposed already, one attempt each
         proposal, update["queued"] = Proposal(queued[0]), queued[1:]
-        if _looks_ahead(ctx) and len(queued) - 1 < ctx.batch:  # less than a step left: propose the next
-            update["queued"] = queued[1:] + _propose_ahead(runtime, state, pctx, queued, iteration,
-                                                           update.get("budget", state["budget"]))
+        if ahead is not None:
+            update["queued"] = update["queued"] + _take_ahead(runtime, state, ahead.ready() or [],
+                                                              iteration + len(queued), budget)
+            in_flight = [queued[0]] + update["queued"]
+            if len(in_flight) - 1 < ctx.batch and not ahead.under_way and iteration + len(in_flight) <= budget:
+                # Less than a step left to run: the next one, proposed while these run.
+                ahead.start(functools.partial(propose_step, ctx.proposer, replace(
+                    pctx, iteration=iteration + len(in_flight), in_flight=tuple(in_flight)), ctx.batch))
     else:
         try:  # ModelCallAborted ("stop now") passes through: no attempt, the checkpoint stays before this step
             batch = propose_step(ctx.proposer, pctx, ctx.batch)
@@ -223,25 +237,16 @@ def _looks_ahead(ctx: LoopContext) -> bool:
     return ctx.batch > 1 and isinstance(ctx.evaluator, AheadEvaluator) and proposes_ahead(ctx.proposer)
 
 
-def _propose_ahead(runtime: Runtime[LoopContext], state: LoopState, pctx: ProposalContext,
-                   in_flight: list[CandidateSpec], iteration: int, budget: int) -> list[CandidateSpec]:
-    """The next step, proposed once less than a step is left to run, and handed to the GPU
-    behind it: so the GPU does not wait while the proposer picks and NVRTC compiles (about
-    1.4 s per tuner step of four on sgemm, session 11; the GPU's share of a step is less). It is proposed from the
-    results in so far, the rest of this step counted as tried (an asynchronous search:
-    each step branches from the best known when it is proposed). Nothing past the budget;
-    an exhausted or failing proposer leaves it to the next ordinary step to say so."""
+def _take_ahead(runtime: Runtime[LoopContext], state: LoopState, batch: list[Proposal], first: int,
+                budget: int) -> list[CandidateSpec]:
+    """A step proposed in the background (agent/loop/proposals_ahead.py), its first attempt
+    `first`: into the queue, and to the GPU behind what is there (as much as the budget
+    has room for)."""
+    if not batch:
+        return []
     ctx = runtime.context
-    first = iteration + len(in_flight)  # the pending attempt and the rest of the queue come before it
-    room = budget - first + 1
-    if room <= 0:
-        return []
-    try:
-        batch = propose_step(ctx.proposer, replace(pctx, iteration=first, in_flight=tuple(in_flight)), ctx.batch)
-    except ProposalError:  # SearchExhausted included
-        return []
     assert isinstance(ctx.evaluator, AheadEvaluator)
-    _submit_ahead(ctx.evaluator, state, batch, room, ctx.early_reject)
+    _submit_ahead(ctx.evaluator, state, batch, budget - first + 1, ctx.early_reject)
     runtime.stream_writer(events.Notice(f"next step of {len(batch)} candidates proposed ahead: attempts {first}-"
                                         f"{first + len(batch) - 1}"))
     return [p.spec for p in batch]

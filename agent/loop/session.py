@@ -232,6 +232,12 @@ class Session:
         self.info.status = "running"
         self.info.save(self.dir)
         try:
+            return self._stream(inputs, ctx, run_control, on_event)
+        finally:
+            ctx.proposals_ahead.close()  # a step proposed ahead and not taken: never in the checkpoint
+
+    def _stream(self, inputs, ctx: LoopContext, run_control, on_event: Callable[[object], None]) -> str:
+        try:
             for mode, chunk in self.graph.stream(inputs, self.config, context=ctx, control=run_control,
                                                  stream_mode=["custom", "updates"]):
                 if mode == "custom":
