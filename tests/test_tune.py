@@ -529,3 +529,26 @@ def test_every_shipped_kernel_is_proposed_at_its_defaults(example):
         assert p.spec.defines == {**base.defines, **{k: kn.default for k, kn in knobs.items()}}, \
             f"{example.name}:{name}: its defaults were refused"
         launch_json(w, Best(spec=p.spec, score_ms=1.0, cases=[], iteration=1))
+
+
+def test_a_batch_takes_neighbours_compiled_already_first():
+    """Neighbours of the top-k points whose compile has finished (and passed) fill a batch before any that would
+    have to compile now, whichever point's neighbourhood they are in."""
+    from agent.proposers.tune import _key, _neighbours, source_tag
+    w = load_workload(SGEMM)
+    tuner = TuneProposer(0, kernel="tiled", ahead=0)
+    tuner._submit = lambda *a: None  # nothing compiled speculatively: only what the test marks
+    history = run_search(0, 3, lambda d: 1.0 + d["BM"] / 1000 + d["BN"] / 500 + d["BK"] / 300 + d["TM"] / 100)
+    facts = DeviceFacts(arch="sm_90")
+    base, knobs = tuner.base(ProposalContext(w, facts, 4, "optimise", history, None, history[-1]))
+    worst = max(history, key=lambda a: a.score_ms)  # the third of the top three: its neighbours come last in turn
+    tried = {_key(a.defines) for a in history}
+    free = {k: kn for k, kn in knobs.items() if k not in base.defines}
+    ready = [n for n in _neighbours({k: worst.defines[k] for k in free}, free)
+             if _key({**base.defines, **n}) not in tried and tuner._launchable_cached(w, base, n)][:3]
+    assert len(ready) == 3
+    for n in ready:
+        tuner._compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
+    batch = tuner.propose_batch(ProposalContext(w, facts, 4, "optimise", history, None, history[-1]), 3)
+    assert len(batch) == 3
+    assert {_key(p.spec.defines) for p in batch[1:]} <= {_key({**base.defines, **n}) for n in ready}

@@ -81,6 +81,7 @@ class AheadEvaluator(EvaluationBackend):
         # (a plain lock is not fair: the thread that releases it takes it again at once, and
         # the graph's re-timing of a near-best candidate would wait for the whole queue).
         self._urgent = 0
+        self._aborts = 0  # abort() calls so far: a graph call waiting when one came does not start
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         # Read once (a backend's GPU does not change): the nodes read them between attempts,
@@ -138,7 +139,10 @@ class AheadEvaluator(EvaluationBackend):
                                                                      case_best_ms=attempt.case_best_ms)
             except BaseException as e:  # raised in the graph's thread, where the result is taken
                 attempt.error = e
-                if _is_abort(e):
+                if _is_abort(e):  # "stop now": nothing of this attempt is kept for a later run
+                    with self._state:
+                        if attempt in self._attempts:
+                            self._attempts.remove(attempt)
                     self.cancel()
             finally:
                 attempt.done.set()
@@ -159,8 +163,12 @@ class AheadEvaluator(EvaluationBackend):
     def _call(self, fn: Callable[[], T]) -> T:
         with self._state:
             self._urgent += 1
+            aborts = self._aborts
         try:
             with self._calls:
+                if self._aborts != aborts:  # "stop now" came while it waited: no new GPU work after it
+                    from .evaluator import EvaluationAborted
+                    raise EvaluationAborted("stopped by the user")
                 self.backend.on_event = self.on_event
                 return fn()
         finally:
@@ -233,7 +241,10 @@ class AheadEvaluator(EvaluationBackend):
         return getattr(self.backend, name)
 
     def abort(self) -> None:
-        """From any thread: drop the attempts not begun and kill the GPU work in flight."""
+        """From any thread: drop the attempts not begun and kill the GPU work in flight (a
+        call of the graph's waiting for it is not started)."""
+        with self._state:
+            self._aborts += 1
         self.cancel()
         self.backend.abort()
 

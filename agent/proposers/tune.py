@@ -11,7 +11,10 @@ node then uses) are skipped without spending the budget. The state of the search
 session's history, so a resumed session continues where it stopped.
 
 A step may propose a batch (propose_batch): the proposal above, then untried neighbours
-of the TOP_K best points taken in turn, compiled in parallel in the compile pool.
+of the TOP_K best points taken in turn, compiled in parallel in the compile pool; those
+compiled ahead already come first. So with compiling ahead on (`ahead` > 0) which
+neighbours a step takes depends on which compiles have finished, as the first proposal's
+choice does: the seed fixes the search only with `ahead=0`.
 
 Several tunable kernels shipped with the workload (tiles and split-K): the kernel
 being improved (the best's, else the one with the most knobs) gets MAIN_TURNS
@@ -150,8 +153,13 @@ class TuneProposer:
             rng.shuffle(points)
             lists.append(points)
         listed = _listed(ctx.workload, base, free)
-        order = itertools.chain((point for point, _ in listed),
-                                (p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None))
+        neighbours = [p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None]
+        if arch is not None:
+            # Compiled ahead and accepted first (a stable sort: each group keeps its turns), so
+            # the step does not wait on NVRTC for a neighbour while compiled ones sit ready
+            # (session 11: propose waited on compiles 295-464 ms per attempt, cold cache).
+            neighbours.sort(key=lambda p: not self._compiled_already(base, p, arch, allow_fast_math))
+        order = itertools.chain((point for point, _ in listed), neighbours)
         chosen: list[dict[str, int]] = []
         while len(chosen) < n:
             window = []  # the next few untried launchable points, compiled together
