@@ -62,8 +62,8 @@ def main(argv: list[str]) -> int:
                    help="leave the references uncomputed: the session computes them inside its wall time")
     # After "--": more flags for `warpsmith run` (split here: argparse would take an
     # empty positional list before the options and then refuse what follows "--").
-    run_flags = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, run_flags = p.parse_args(argv[:split]), argv[split + 1:]
     if not args.cold:
         warm_references(args.workload)
     store = Path(tempfile.mkdtemp(prefix="search-speed-"))

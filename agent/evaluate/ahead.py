@@ -43,9 +43,9 @@ from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..worker.protocol import TimingConfig
 from .backend import EvaluationBackend
+from .evaluator import DEFAULT_SEED, EvaluationAborted  # the loop's seed: no other is evaluated ahead
 from .results import EvaluationResult
 
-DEFAULT_SEED = 1  # the seed the loop's attempts run on; anything else is not evaluated ahead
 T = TypeVar("T")
 
 
@@ -139,7 +139,7 @@ class AheadEvaluator(EvaluationBackend):
                                                                      case_best_ms=attempt.case_best_ms)
             except BaseException as e:  # raised in the graph's thread, where the result is taken
                 attempt.error = e
-                if _is_abort(e):  # "stop now": nothing of this attempt is kept for a later run
+                if isinstance(e, EvaluationAborted):  # "stop now": nothing of this attempt is kept for a later run
                     with self._state:
                         if attempt in self._attempts:
                             self._attempts.remove(attempt)
@@ -167,7 +167,6 @@ class AheadEvaluator(EvaluationBackend):
         try:
             with self._calls:
                 if self._aborts != aborts:  # "stop now" came while it waited: no new GPU work after it
-                    from .evaluator import EvaluationAborted
                     raise EvaluationAborted("stopped by the user")
                 self.backend.on_event = self.on_event
                 return fn()
@@ -257,8 +256,3 @@ class AheadEvaluator(EvaluationBackend):
             thread = self._thread
         if thread is not None:
             thread.join()
-
-
-def _is_abort(e: BaseException) -> bool:
-    from .evaluator import EvaluationAborted
-    return isinstance(e, EvaluationAborted)

@@ -215,9 +215,9 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                               status=Status.PROPOSAL_INVALID, detail=str(e), tokens=e.tokens, cost_usd=e.cost_usd)
             return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
         proposal, update["queued"] = batch[0], [p.spec for p in batch[1:]]
-        if len(batch) > 1 and isinstance(ctx.evaluator, AheadEvaluator):
-            _submit_ahead(ctx.evaluator, state, batch, budget - iteration + 1, ctx.early_reject)
         if len(batch) > 1:
+            if isinstance(ctx.evaluator, AheadEvaluator):
+                _submit_ahead(ctx.evaluator, state, batch, budget - iteration + 1, ctx.early_reject)
             runtime.stream_writer(events.Notice(f"step of {len(batch)} candidates: attempts {iteration}-"
                                                 f"{iteration + len(batch) - 1}"))
     spec = proposal.spec
