@@ -1,0 +1,41 @@
+"""On a real GPU: the bulk-copy row kernels (softmax/bulk.cu, layernorm/bulk.cu) pass
+every correctness case of their workloads, plus the shapes their pipeline has special
+paths for: a row too long for shared memory (the global-memory path), many rows per
+persistent block with rows whose alignment changes from row to row (cols % 4 != 0,
+so the head and the number of chunks' bytes vary), and more blocks than fit at once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from workload_factory import ROOT
+
+from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.options import EvaluationOptions
+from agent.spec.candidate import Candidate
+from agent.spec.workload import Case, load_workload
+from agent.worker.protocol import TimingConfig
+
+pytestmark = pytest.mark.gpu
+
+EXTRA = (
+    Case("3x60001", "correctness", {"rows": 3, "cols": 60001}),      # 240 KB: past shared memory
+    Case("2000x4099", "correctness", {"rows": 2000, "cols": 4099}),  # ~15 rows per block, heads 0-3
+    Case("600x2", "correctness", {"rows": 600, "cols": 2}),          # no body: head/tail only
+)
+
+
+def correctness_only(name: str):
+    w = load_workload(ROOT / "examples" / name)
+    return replace(w, cases=tuple(c for c in w.cases if not c.timed) + EXTRA)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm"])
+@pytest.mark.parametrize("knobs", [{}, {"BLOCK": 256, "CHUNK": 4096, "BPS": 2}, {"BLOCK": 512, "CHUNK": 16384}])
+def test_bulk_kernel_passes_every_correctness_case(name, knobs):
+    w = correctness_only(name)
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=1, repetitions=3), kernel_timeout_s=10.0)) as ev:
+        r = ev.evaluate(Candidate.from_spec(w.kernels["bulk"], knobs))
+    assert r.ok, (r.status, r.detail)
+    assert {c.case for c in r.cases} >= {c.name for c in w.cases}
