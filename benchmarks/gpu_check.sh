@@ -162,6 +162,7 @@ grep ceilings "$OUT/doctor.txt"
 grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
 [ -f "$OUT/pytest-gpu.txt" ] && grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 [ -f "$OUT/sweep.txt" ] && cat "$OUT/sweep.txt"
+[ -f "$OUT/sweeps.txt" ] && grep -E " \| |baseline" "$OUT/sweeps.txt"
 for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval-$kernel.txt")"; done
 [ -f "$OUT/harness.txt" ] && grep SUMMARY "$OUT/harness.txt"
 [ -f "$OUT/loop-overhead.txt" ] && grep "per iteration" "$OUT/loop-overhead.txt"

@@ -14,12 +14,19 @@ import sys
 from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
+from agent.spec.speed_of_light import case_floor
 from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
 
 
 def parse(setting: str) -> dict[str, int]:
     return {k: int(v) for k, v in (kv.split("=") for kv in setting.split(",") if kv)}
+
+
+def floor_pct(ev: Evaluator, w, case: str, median_ms: float) -> str:
+    """', 91% of floor' where the workload has [metrics] and the worker measured ceilings."""
+    floor = case_floor(w, w.case(case), ev.ceilings, median_ms) if ev.ceilings else None
+    return f", {floor.pct_of_floor:.0%} of floor" if floor and floor.pct_of_floor else ""
 
 
 def main(workload_dir: str, kernel: str, *settings: str) -> None:
@@ -37,7 +44,8 @@ def main(workload_dir: str, kernel: str, *settings: str) -> None:
                 print(f"{setting or 'defaults'} | {r.status}: {r.detail.splitlines()[0] if r.detail else ''}", flush=True)
                 continue
             ms = {c.case: c.timing.median_ms for c in r.cases if c.timing}
-            cells = [f"{ms[n]:.4f} ({base_ms[n] / ms[n]:.2f}x)" if n in base_ms else f"{ms[n]:.4f}" for n in timed]
+            cells = [f"{ms[n]:.4f} ({base_ms[n] / ms[n]:.2f}x{floor_pct(ev, w, n, ms[n])})" if n in base_ms
+                     else f"{ms[n]:.4f}" for n in timed]
             ratio = base.score_ms / r.score_ms if base_ms else float("nan")
             print(f"{setting or 'defaults'} | " + " | ".join(cells) + f" | {ratio:.2f}x", flush=True)
 
