@@ -7,15 +7,19 @@ by the clock); every candidate evaluated once, across a pause too; the budget's 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from evaluator_double import EvaluatorDouble, Gate
+from test_evaluator_protocol import FACTS, naive
 from test_loop import open_session, workload  # noqa: F401  (the fixture)
 
+from agent.evaluate import evaluator as evaluator_module
 from agent.evaluate.ahead import AheadEvaluator
-from agent.evaluate.evaluator import EvaluationAborted
+from agent.evaluate.evaluator import EvaluationAborted, Evaluator
 from agent.loop import events
 from agent.proposers.tune import TuneProposer
+from agent.worker.protocol import WorkerReady
 
 WAIT_S = 120.0  # what a test waits for an event before it fails; never a race on a fast machine
 
@@ -197,3 +201,57 @@ def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # n
     assert off.end(off.run(seen.append)) == "finished"
     assert not [e for e in seen if isinstance(e, events.Notice) and "proposed ahead" in e.text]
     off.close()
+
+
+class SlowStartingWorkerDouble:
+    """Stands in for WorkerProcess (no GPU here): starting one takes a while (spawn, CUDA
+    context, probe), long enough for a second thread to ask for a worker meanwhile."""
+
+    started: list["SlowStartingWorkerDouble"] = []
+
+    def __init__(self, ordinal=0, log_path=None):
+        time.sleep(0.3)
+        self.alive, self.closed = True, False
+        self.ready = WorkerReady(FACTS, (13, 0), None)
+        SlowStartingWorkerDouble.started.append(self)
+
+    def kill(self):
+        self.alive = False
+
+    kill_process = kill
+
+    def close(self):
+        self.alive, self.closed = False, True
+
+
+def test_a_dead_worker_is_restarted_once_when_the_graph_and_the_ahead_thread_both_need_it(workload, monkeypatch):
+    """compile() runs outside the ahead lock (host work) but reads facts, so worker(): after a
+    crash, the ahead thread's next attempt and the graph's compile node both find the worker
+    dead. One worker must start, not two with one orphaned (a CUDA context and every case's
+    buffers held until the session ends)."""
+    monkeypatch.setattr(evaluator_module, "WorkerProcess", SlowStartingWorkerDouble)
+    ev = Evaluator(workload)
+    dead = SlowStartingWorkerDouble()
+    dead.alive = False
+    ev._worker = dead
+    SlowStartingWorkerDouble.started = []
+    ahead = AheadEvaluator(ev)
+    go = threading.Barrier(2)
+
+    def ahead_thread():
+        go.wait()
+        with ahead._calls:
+            ev.worker()
+
+    def graph_thread():
+        go.wait()
+        ahead.compile(naive(workload))
+
+    threads = [threading.Thread(target=ahead_thread), threading.Thread(target=graph_thread)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ev.close()
+    assert len(SlowStartingWorkerDouble.started) == 1
+    assert all(w.closed or not w.alive for w in SlowStartingWorkerDouble.started)

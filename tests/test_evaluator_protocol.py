@@ -321,6 +321,8 @@ def test_told_the_best_a_clearly_slower_candidate_is_rejected_before_any_validat
     assert [req.steps for req in sent] == [(Step.TIME,)] and sent[0].timing.repetitions == SCREEN_LAUNCHES
     assert r.status == "rejected_early" and r.score_ms is None and "before validation" in r.detail
     assert [c.case for c in r.cases] == ["square-256"] and r.case("square-256").samples_ms == (2.0,) * 10
+    # Its correctness cases never ran: the record must not read as "correct, only slow".
+    assert "correctness cases were not run" in r.detail and "not known to be correct" in r.detail
 
 
 def test_a_candidate_the_screen_keeps_is_validated_then_timed_without_a_second_screen(workload):

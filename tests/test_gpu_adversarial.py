@@ -137,6 +137,41 @@ def test_reference_tampering_is_found_and_repaired(workload):
     assert worker.integrity(bufs) is None
 
 
+def test_the_reference_on_the_gpu_is_noise_to_a_kernel_and_still_checks(workload):
+    """A kernel that finds a reference by pointer arithmetic (they sit a moat before the
+    arrays) reads noise: the device copy is masked by the worker's secret keystream, and
+    only the checks unmask it. An output equal to the reference still passes, one off by
+    a little still fails, and both stay so after a tampered reference is restored."""
+    import numpy as np
+
+    from agent.worker.gpu_side import GpuWorker
+    worker = GpuWorker(0)
+    with Evaluator(workload) as ev:
+        job = ev._case_job(workload.cases[0], 1, None)
+    bufs = worker.buffers(job, 1)
+    c = bufs.arrays["C"]
+    on_gpu = np.empty_like(c.ref_device)
+    c.ref.download(on_gpu)
+    plain = c.ref_device.view(np.uint64)
+    assert np.count_nonzero(on_gpu.view(np.uint64) == plain) <= plain.size // 1000 + 1
+
+    def verdict(output: np.ndarray) -> str:
+        bufs.prepare(worker.poisons)
+        c.buffer.upload(np.ascontiguousarray(output, dtype=np.float32), c.guard)
+        return worker.check_outputs(bufs).status
+
+    exact = c.ref_host.astype(np.float32)
+    off = exact.copy()
+    off.flat[7] += 0.5 + abs(off.flat[7])
+    for _ in range(2):
+        assert verdict(exact) == "ok"
+        assert verdict(off) == "wrong_answer"
+        c.ref.fill_u32(0, 0, 64)  # tampered: found by the checksum, restored (and masked again)
+        assert worker.integrity(bufs).status == "reference_modified"
+        bufs.restore()
+        assert worker.integrity(bufs) is None
+
+
 def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     """The sweep after a candidate checks every resident case's inputs, not just the one launched."""
     from agent.worker.gpu_side import GpuWorker

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional
@@ -96,15 +97,20 @@ class Evaluator(EvaluationBackend):
         self._validate_s: dict[str, float] = {}  # last validation wall time per case
         self._setup_s = 0.0  # extra allowance while a baseline compiles (torch.compile)
         self._validated: Optional[_Validated] = None  # the attempt validate() passed last
+        # compile() reads facts (so worker()) outside AheadEvaluator's lock: after a crash the
+        # ahead thread and the graph's compile node may both find the worker dead, and each
+        # would start one (the other orphaned, holding a CUDA context and every case's buffers).
+        self._restart = threading.Lock()
 
     # -- worker lifecycle -------------------------------------------------
     def worker(self) -> WorkerProcess:
-        if self._worker is None or not self._worker.alive:
-            if self._worker is not None:
-                self._worker.kill()
-                self.restarts += 1
-            self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log)
-        return self._worker
+        with self._restart:
+            if self._worker is None or not self._worker.alive:
+                if self._worker is not None:
+                    self._worker.kill()
+                    self.restarts += 1
+                self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log)
+            return self._worker
 
     @property
     def facts(self) -> DeviceFacts:
@@ -293,7 +299,9 @@ class Evaluator(EvaluationBackend):
         verdict = screen({c.case: c.samples_ms for c in result.cases}, best_ms, case_best_ms=case_best_ms)
         if not verdict.reject:
             return None
-        result.status, result.detail = Status.REJECTED_EARLY, verdict.note + " (before validation)"
+        result.status, result.detail = Status.REJECTED_EARLY, verdict.note + \
+            " (before validation: every screened launch of the performance cases was checked; the " \
+            "correctness cases were not run, so it is not known to be correct)"
         return _finish(result, t_start)
 
     def _request(self, candidate: Candidate, seed: int,

@@ -18,8 +18,11 @@ proposer as data. Statuses, roughly in the order they are met:
 - ``unstable``: right at first, wrong in a timed launch or after the timing loop;
 - ``below_floor``: a median faster than the speed-of-light floor, a timing or
   validation hole, never a result;
-- ``rejected_early``: correct, but its first timed launches were clearly slower than
-  the best (agent/evaluate/early_reject.py): timing stopped, the partial samples kept;
+- ``rejected_early``: its first timed launches were clearly slower than the best
+  (agent/evaluate/early_reject.py): timing stopped, the partial samples kept. Never
+  accepted; each of those launches' outputs was checked, but a candidate screened
+  before validation had no correctness case run (its detail says so): slow, not
+  known to be correct;
 - ``ok``.
 
 They are the members of ``Status`` (a ``StrEnum``: each member is its text); a case

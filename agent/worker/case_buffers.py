@@ -10,8 +10,9 @@ start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel.
 Inputs and references are checked against keyed checksums taken right after
 their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
-The references are allocated first, then a moat, then the arrays a kernel is
-given, then another moat, so an overrun far past an output's guard band lands in a
+The references are kept masked by a secret keystream (agent/worker/gpu_checks.py):
+a kernel that finds one by pointer arithmetic reads noise. They are allocated
+first, then a moat, then the arrays a kernel is given, then another moat, so an overrun far past an output's guard band lands in a
 moat (checked like a guard band) or in unmapped memory (a fault), not in a
 reference. Allocation order is what the driver usually follows, not a promise:
 the checksums are what catch a write that lands elsewhere.
@@ -87,6 +88,7 @@ class CaseBuffers:
                 uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
                 buf = device.alloc(uploaded.nbytes)
                 buf.upload(uploaded)
+                checks.mask_reference(buf.ptr, uploaded.nbytes, floating=ref.dtype.kind == "f")
                 device_refs[a.name] = (ref, uploaded, buf)
         self.moats = [device.alloc(MOAT_BYTES)]
         for a in job.arrays:
@@ -166,6 +168,7 @@ class CaseBuffers:
                     a.buffer.upload(a.host, a.guard)
                 else:
                     a.ref.upload(a.ref_device)
+                    self.checks.mask_reference(a.ref.ptr, a.ref_device.nbytes, floating=a.ref_device.dtype.kind == "f")
                 a.dirty = False
 
     def kernel_args(self) -> list[tuple[str, object]]:

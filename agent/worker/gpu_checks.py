@@ -1,6 +1,6 @@
 """The checks that run on the GPU after every launch: output against the float64
-reference, guard bands against their sentinel, inputs and references against the
-keyed checksums taken when they were uploaded.
+reference (kept masked on the GPU, see SOURCE), guard bands against their sentinel,
+inputs and references against the keyed checksums taken when they were uploaded.
 
 They run on the GPU because a 4096 x 4096 comparison in NumPy costs ~200 ms and
 the evaluation of a whole candidate has a budget of one second. Only when a check
@@ -23,6 +23,29 @@ from ..spec.workload import ARRAY_ITEMSIZE
 SOURCE = r"""
 typedef unsigned long long u64;
 
+__device__ u64 ws_mix(u64 x) {
+  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27; x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The references live on the GPU masked: each 64-bit word (32-bit for integer
+// references) XORed with a keystream of this worker's secret key (never a kernel's
+// argument), unmasked only inside these checks. A kernel that finds a reference by
+// pointer arithmetic reads noise; one that writes into it cannot write what unmasks
+// to its own output (and the keyed checksum catches the write anyway).
+__device__ u64 ws_mask(u64 key, u64 i) { return ws_mix(key ^ (i * 0xD1B54A32D192ED03ull)); }
+
+extern "C" __global__ void ws_mask64(u64* a, u64 n, u64 key) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    a[i] ^= ws_mask(key, i);
+}
+
+extern "C" __global__ void ws_mask32(unsigned* a, u64 n, u64 key) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    a[i] ^= (unsigned)ws_mask(key, i);
+}
+
 __device__ void ws_max_double(u64* slot, double v) {
   // Non-negative doubles order like their bit patterns.
   atomicMax(slot, (u64)__double_as_longlong(v));
@@ -38,12 +61,12 @@ __device__ double ws_f16(unsigned short h) {
 }
 
 #define WS_CHECK_CLOSE(NAME, T, LOAD)                                                 \
-extern "C" __global__ void NAME(const T* out, const double* ref, u64 n, double scale, \
-                                double rtol, u64* stats) {                            \
+extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scale,    \
+                                double rtol, u64 key, u64* stats) {                   \
   double max_rel = 0.0, max_abs = 0.0;                                                \
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
        i += (u64)gridDim.x * blockDim.x) {                                            \
-    double o = LOAD(out[i]), r = ref[i];                                              \
+    double o = LOAD(out[i]), r = __longlong_as_double((long long)(ref[i] ^ ws_mask(key, i))); \
     if (isnan(o) && isnan(r)) continue;                                               \
     double diff = fabs(o - r);                                                        \
     double rel = diff / (fabs(r) + scale + 1e-300);                                   \
@@ -64,21 +87,17 @@ WS_CHECK_CLOSE(ws_check_close_f64, double, (double))
 WS_CHECK_CLOSE(ws_check_close_f16, unsigned short, ws_f16)
 WS_CHECK_CLOSE(ws_check_close_bf16, unsigned short, ws_bf16)
 
-extern "C" __global__ void ws_count_differ(const unsigned* a, const unsigned* b, u64 n, u64* count) {
+// An integer output against its (masked) reference, word for word.
+extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned* ref, u64 n, u64 key, u64* count) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    local += a[i] != b[i];
+    local += a[i] != (ref[i] ^ (unsigned)ws_mask(key, i));
   if (local) atomicAdd(count, local);
 }
 
 // A keyed checksum: a secret key (never a kernel's argument) makes a change that
 // keeps the sum unchanged unfindable. The sum of mixed words is order-free, so the
 // blocks add into one slot.
-__device__ u64 ws_mix(u64 x) {
-  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27; x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 extern "C" __global__ void ws_checksum(const unsigned* a, u64 n, u64 key, u64* sum) {
   u64 local = 0;
@@ -116,7 +135,7 @@ STATS_WORDS = 8
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
-KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ", "ws_count_not", "ws_count_not16", "ws_checksum",
+KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_count_not", "ws_count_not16", "ws_checksum",
            "ws_checksum16", "ws_fill16")
 
 
@@ -148,6 +167,7 @@ class GpuChecks:
         self._stats = device.alloc(STATS_WORDS * 8)
         self._grid = max(1, device.facts.sm_count) * 4
         self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
+        self._ref_key = secrets.randbits(64)  # and its reference mask's: the same
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -171,23 +191,34 @@ class GpuChecks:
         stats_ptr[0] (zeroed by the caller). Floats by tolerance, integers exactly."""
         if dtype in CLOSE_KERNELS:
             args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
-                    ("f64", scale), ("f64", rtol), ("ptr", stats_ptr)]
+                    ("f64", scale), ("f64", rtol), ("i64", _signed(self._ref_key)), ("ptr", stats_ptr)]
             name = CLOSE_KERNELS[dtype]
         else:
-            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), ("ptr", stats_ptr)]
-            name = "ws_count_differ"
+            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), ("i64", _signed(self._ref_key)),
+                    ("ptr", stats_ptr)]
+            name = "ws_count_differ_ref"
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
 
+    def mask_reference(self, ptr: int, nbytes: int, floating: bool) -> None:
+        """Mask (or, a second time, unmask) a reference just uploaded at ptr: float64 words,
+        or 32-bit words of an integer reference. Synchronous: no kernel runs in between."""
+        name, width = ("ws_mask64", 8) if floating else ("ws_mask32", 4)
+        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0,
+                           [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._ref_key))])
+        self.device.synchronize()
+
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale: float, rtol: float) -> CloseStats:
+        """An output against its masked float64 reference (agent.tolerance's comparison)."""
         s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("f64", scale),
-                                             ("f64", rtol), ("ptr", self._stats.ptr)])
+                                             ("f64", rtol), ("i64", _signed(self._ref_key)), ("ptr", self._stats.ptr)])
         as_double = lambda bits: struct.unpack("<d", struct.pack("<Q", int(bits)))[0]
         return CloseStats(int(s[0]), as_double(s[1]), as_double(s[2]),
                           -1 if int(s[3]) == NO_INDEX else int(s[3]), int(s[4]))
 
-    def count_differ(self, a_ptr: int, b_ptr: int, nbytes: int) -> int:
-        return int(self._run("ws_count_differ", [("ptr", a_ptr), ("ptr", b_ptr), ("i64", nbytes // 4),
-                                                 ("ptr", self._stats.ptr)])[0])
+    def count_differ_ref(self, a_ptr: int, ref_ptr: int, nbytes: int) -> int:
+        """32-bit words of an integer output that differ from its masked reference."""
+        return int(self._run("ws_count_differ_ref", [("ptr", a_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4),
+                                                     ("i64", _signed(self._ref_key)), ("ptr", self._stats.ptr)])[0])
 
     def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
         """Keyed sum of the `width`-byte words (4, or 2 for 16-bit arrays) at ptr; equal sums

@@ -109,7 +109,7 @@ class GpuWorker:
                 s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.ref_scale, rtol)
                 bad, worst_abs, worst_rel = s.mismatches, max(worst_abs, s.max_abs_error), max(worst_rel, s.max_rel_error)
             else:
-                bad = self.checks.count_differ(a.ptr, a.ref.ptr, a.nbytes)
+                bad = self.checks.count_differ_ref(a.ptr, a.ref.ptr, a.nbytes)
             if bad:
                 bad_total += bad
                 reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol, a.poison_word,

@@ -41,6 +41,7 @@ class Progress(StrEnum):
 
 
 # what an evaluation can end in that is wrong, other than ok (the proposer's own failure is not the
-# evaluator's; a candidate rejected early was correct, only slow)
+# evaluator's; a candidate rejected early was slow, and right on every launch it was timed for,
+# though not known to be correct: screened before validation, its correctness cases never ran)
 FAILURES: tuple[Status, ...] = tuple(s for s in Status if s not in (Status.OK, Status.PROPOSAL_INVALID,
                                                                     Status.REJECTED_EARLY))
