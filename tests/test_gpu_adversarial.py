@@ -172,6 +172,29 @@ def test_the_reference_on_the_gpu_is_noise_to_a_kernel_and_still_checks(workload
         assert worker.integrity(bufs) is None
 
 
+def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
+    """Another case's output, or a moat, written during a run (where a kernel could keep its
+    output between launches) breaks the run's fence, even when what was written is the
+    sentinel the memory held before; moats hold their sentinel again afterwards."""
+    from agent.worker.case_buffers import GUARD_WORD
+    from agent.worker.gpu_side import GpuWorker
+    worker = GpuWorker(0)
+    with Evaluator(workload) as ev:
+        jobs = [ev._case_job(c, 1, None) for c in workload.cases]
+    first, second = (worker.buffers(j, 1) for j in jobs)
+    assert worker.fence(first, None).breached() is None
+    fence = worker.fence(first, None)
+    second.arrays["C"].buffer.fill_u32(0x3F800000, second.arrays["C"].guard, 4096)
+    found = fence.breached()
+    assert found is not None and found.status == "out_of_bounds"
+    assert f"case '{jobs[1].case}' output C" in found.detail and "moat" not in found.detail
+    fence = worker.fence(first, None)
+    first.moats[0].fill_u32(GUARD_WORD, 0, 1 << 20)  # a stash put back as the moat's old sentinel
+    found = fence.breached()
+    assert found is not None and f"case '{jobs[0].case}' moat" in found.detail
+    assert worker.moat_breach(first) is None and worker.moat_breach(second) is None
+
+
 def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     """The sweep after a candidate checks every resident case's inputs, not just the one launched."""
     from agent.worker.gpu_side import GpuWorker

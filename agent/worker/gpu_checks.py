@@ -113,6 +113,23 @@ extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key
   atomicAdd(sum, local);
 }
 
+// Fences: memory a run must leave alone (other cases' buffers and workspace, the moats)
+// filled with a keystream of the secret key and a fresh salt, so that a kernel that
+// stashes data there between launches cannot put back what it overwrote.
+__device__ unsigned ws_fence_word(u64 key, u64 salt, u64 i) { return (unsigned)ws_mix(key ^ salt ^ (i * 0x94D049BB133111EBull)); }
+
+extern "C" __global__ void ws_fence(unsigned* a, u64 n, u64 key, u64 salt) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    a[i] = ws_fence_word(key, salt, i);
+}
+
+extern "C" __global__ void ws_fence_count(const unsigned* a, u64 n, u64 key, u64 salt, u64* count) {
+  u64 local = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    local += a[i] != ws_fence_word(key, salt, i);
+  if (local) atomicAdd(count, local);
+}
+
 #define WS_COUNT_NOT(NAME, T)                                                                       \
 extern "C" __global__ void NAME(const T* a, unsigned value, u64 n, u64* count) {                    \
   u64 local = 0;                                                                                    \
@@ -135,7 +152,8 @@ STATS_WORDS = 8
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
-KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_count_not", "ws_count_not16", "ws_checksum",
+KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
+           "ws_count_not", "ws_count_not16", "ws_checksum",
            "ws_checksum16", "ws_fill16")
 
 
@@ -226,6 +244,16 @@ class GpuChecks:
         return int(self._run("ws_checksum" if width == 4 else "ws_checksum16",
                              [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._key)),
                               ("ptr", self._stats.ptr)])[0])
+
+    def fence(self, ptr: int, nbytes: int, salt: int) -> None:
+        """Fill the 4-byte words at ptr with the keystream of (key, salt); enqueued only."""
+        self.device.launch(self._fn["ws_fence"], (self._grid, 1, 1), (256, 1, 1), 0,
+                           [("ptr", ptr), ("i64", nbytes // 4), ("i64", _signed(self._key)), ("i64", _signed(salt))])
+
+    def fence_broken(self, ptr: int, nbytes: int, salt: int) -> int:
+        """How many words at ptr no longer hold the keystream fence() wrote there."""
+        return int(self._run("ws_fence_count", [("ptr", ptr), ("i64", nbytes // 4), ("i64", _signed(self._key)),
+                                                ("i64", _signed(salt)), ("ptr", self._stats.ptr)])[0])
 
     def count_not(self, ptr: int, value: int, nbytes: int, width: int = 4) -> int:
         """How many `width`-byte words at ptr differ from `value`."""

@@ -20,6 +20,7 @@ from ..runtime.parent_watch import exit_with_parent
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
+from .fences import Fence, regions
 from .gpu_checks import CLOSE_KERNELS, GpuChecks
 from .mismatch import build_report
 from .poison import Poisons
@@ -130,6 +131,13 @@ class GpuWorker:
             self._kernel = (cubin, symbol, module, module.function(symbol))
         return self._kernel[3]
 
+    def fence(self, bufs: CaseBuffers, run: Optional[ProgramRun]) -> Fence:
+        """Every other case's buffers and workspace and every moat fenced for this run
+        (agent/worker/fences.py)."""
+        fence = Fence(self.checks, regions(bufs, run, self.cases.values(), self._programs.values()))
+        fence.raise_()
+        return fence
+
     def program(self, job: CaseJob, seed: int, bufs: CaseBuffers) -> ProgramRun:
         """The job's program on its buffers, built once while its kernel stays loaded."""
         key = (job.case, seed, job.program)
@@ -149,13 +157,15 @@ class GpuWorker:
             run = self.program(job, req.seed, bufs) if job.program else None
             if run:
                 run.prepare(self.poisons)
+            fence = self.fence(bufs, run)
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
             if run:
                 self.device.run(run.program)
             else:
                 l = job.launch
                 self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
-            result = self.integrity(bufs) or (run and run.overrun(self.checks)) or self.check_outputs(bufs)
+            result = fence.breached() or self.integrity(bufs) or (run and run.overrun(self.checks)) \
+                or self.check_outputs(bufs)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
             return result
 
@@ -166,9 +176,11 @@ class GpuWorker:
             bufs.prepare(self.poisons)
             judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions)
             run = self.program(job, req.seed, bufs) if job.program else None
-            send(Started(job.case, Step.TIME))
             if run:
                 run.prepare(self.poisons)
+            fence = self.fence(bufs, run)
+            send(Started(job.case, Step.TIME))
+            if run:
 
                 def poison_all(index: int) -> None:  # outputs and workspace, before every launch of the sequence
                     judge.before(index)
@@ -180,7 +192,8 @@ class GpuWorker:
                 timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
                                           before=judge.before, after=judge.after)
             send(self.case_timed(job.case, timing, t0, before))
-            verdict = self.integrity(bufs) or (run and run.overrun(self.checks)) or judge.verdict(len(timing.samples_ms))
+            verdict = fence.breached() or self.integrity(bufs) or (run and run.overrun(self.checks)) \
+                or judge.verdict(len(timing.samples_ms))
             if verdict is not None:
                 send(CaseChecked(job.case, Step.TIME, verdict, (time.perf_counter() - t0) * 1e3))
             return verdict is None
