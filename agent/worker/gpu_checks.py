@@ -29,21 +29,38 @@ __device__ u64 ws_mix(u64 x) {
   return x ^ (x >> 31);
 }
 
+// A keyed pseudo-random function of a word index: SipHash's round on a 128-bit key,
+// one compression and two finalisation rounds. Unlike ws_mix (a bijection anyone can
+// invert), seeing some of its outputs tells nothing of the key or of the others, so a
+// kernel that learns a few words of a keystream below (by computing a few outputs
+// honestly) cannot extend it.
+__device__ __forceinline__ u64 ws_rotl(u64 x, int b) { return (x << b) | (x >> (64 - b)); }
+#define WS_SIPROUND                                                               \
+  v0 += v1; v1 = ws_rotl(v1, 13); v1 ^= v0; v0 = ws_rotl(v0, 32);                 \
+  v2 += v3; v3 = ws_rotl(v3, 16); v3 ^= v2;                                       \
+  v0 += v3; v3 = ws_rotl(v3, 21); v3 ^= v0;                                       \
+  v2 += v1; v1 = ws_rotl(v1, 17); v1 ^= v2; v2 = ws_rotl(v2, 32);
+__device__ u64 ws_prf(u64 k0, u64 k1, u64 m) {
+  u64 v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull;
+  u64 v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
+  v3 ^= m; WS_SIPROUND; v0 ^= m;
+  v2 ^= 0xff; WS_SIPROUND; WS_SIPROUND;
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
 // The references live on the GPU masked: each 64-bit word (32-bit for integer
-// references) XORed with a keystream of this worker's secret key (never a kernel's
+// references) XORed with the PRF of this worker's secret key (never a kernel's
 // argument), unmasked only inside these checks. A kernel that finds a reference by
 // pointer arithmetic reads noise; one that writes into it cannot write what unmasks
 // to its own output (and the keyed checksum catches the write anyway).
-__device__ u64 ws_mask(u64 key, u64 i) { return ws_mix(key ^ (i * 0xD1B54A32D192ED03ull)); }
-
-extern "C" __global__ void ws_mask64(u64* a, u64 n, u64 key) {
+extern "C" __global__ void ws_mask64(u64* a, u64 n, u64 k0, u64 k1) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    a[i] ^= ws_mask(key, i);
+    a[i] ^= ws_prf(k0, k1, i);
 }
 
-extern "C" __global__ void ws_mask32(unsigned* a, u64 n, u64 key) {
+extern "C" __global__ void ws_mask32(unsigned* a, u64 n, u64 k0, u64 k1) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    a[i] ^= (unsigned)ws_mask(key, i);
+    a[i] ^= (unsigned)ws_prf(k0, k1, i);
 }
 
 __device__ void ws_max_double(u64* slot, double v) {
@@ -62,11 +79,11 @@ __device__ double ws_f16(unsigned short h) {
 
 #define WS_CHECK_CLOSE(NAME, T, LOAD)                                                 \
 extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scale,    \
-                                double rtol, u64 key, u64* stats) {                   \
+                                double rtol, u64 k0, u64 k1, u64* stats) {            \
   double max_rel = 0.0, max_abs = 0.0;                                                \
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
        i += (u64)gridDim.x * blockDim.x) {                                            \
-    double o = LOAD(out[i]), r = __longlong_as_double((long long)(ref[i] ^ ws_mask(key, i))); \
+    double o = LOAD(out[i]), r = __longlong_as_double((long long)(ref[i] ^ ws_prf(k0, k1, i))); \
     if (isnan(o) && isnan(r)) continue;                                               \
     double diff = fabs(o - r);                                                        \
     double rel = diff / (fabs(r) + scale + 1e-300);                                   \
@@ -88,10 +105,11 @@ WS_CHECK_CLOSE(ws_check_close_f16, unsigned short, ws_f16)
 WS_CHECK_CLOSE(ws_check_close_bf16, unsigned short, ws_bf16)
 
 // An integer output against its (masked) reference, word for word.
-extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned* ref, u64 n, u64 key, u64* count) {
+extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned* ref, u64 n, u64 k0, u64 k1,
+                                                u64* count) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    local += a[i] != (ref[i] ^ (unsigned)ws_mask(key, i));
+    local += a[i] != (ref[i] ^ (unsigned)ws_prf(k0, k1, i));
   if (local) atomicAdd(count, local);
 }
 
@@ -114,19 +132,17 @@ extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key
 }
 
 // Fences: memory a run must leave alone (other cases' buffers and workspace, the moats)
-// filled with a keystream of the secret key and a fresh salt, so that a kernel that
-// stashes data there between launches cannot put back what it overwrote.
-__device__ unsigned ws_fence_word(u64 key, u64 salt, u64 i) { return (unsigned)ws_mix(key ^ salt ^ (i * 0x94D049BB133111EBull)); }
-
-extern "C" __global__ void ws_fence(unsigned* a, u64 n, u64 key, u64 salt) {
+// filled with the PRF of the secret key and a fresh salt, so that a kernel that stashes
+// data there between launches cannot put back what it overwrote.
+extern "C" __global__ void ws_fence(unsigned* a, u64 n, u64 k0, u64 k1) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    a[i] = ws_fence_word(key, salt, i);
+    a[i] = (unsigned)ws_prf(k0, k1, i);
 }
 
-extern "C" __global__ void ws_fence_count(const unsigned* a, u64 n, u64 key, u64 salt, u64* count) {
+extern "C" __global__ void ws_fence_count(const unsigned* a, u64 n, u64 k0, u64 k1, u64* count) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    local += a[i] != ws_fence_word(key, salt, i);
+    local += a[i] != (unsigned)ws_prf(k0, k1, i);
   if (local) atomicAdd(count, local);
 }
 
@@ -185,7 +201,10 @@ class GpuChecks:
         self._stats = device.alloc(STATS_WORDS * 8)
         self._grid = max(1, device.facts.sm_count) * 4
         self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
-        self._ref_key = secrets.randbits(64)  # and its reference mask's: the same
+        # The PRF keys of the reference mask and of the fences (a fence's salt goes into the
+        # second word), in no kernel's reach either.
+        self._ref_key = (_signed(secrets.randbits(64)), _signed(secrets.randbits(64)))
+        self._fence_key = (secrets.randbits(64), secrets.randbits(64))
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -209,11 +228,10 @@ class GpuChecks:
         stats_ptr[0] (zeroed by the caller). Floats by tolerance, integers exactly."""
         if dtype in CLOSE_KERNELS:
             args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
-                    ("f64", scale), ("f64", rtol), ("i64", _signed(self._ref_key)), ("ptr", stats_ptr)]
+                    ("f64", scale), ("f64", rtol), *self._ref_args(), ("ptr", stats_ptr)]
             name = CLOSE_KERNELS[dtype]
         else:
-            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), ("i64", _signed(self._ref_key)),
-                    ("ptr", stats_ptr)]
+            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), *self._ref_args(), ("ptr", stats_ptr)]
             name = "ws_count_differ_ref"
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
 
@@ -222,13 +240,13 @@ class GpuChecks:
         or 32-bit words of an integer reference. Synchronous: no kernel runs in between."""
         name, width = ("ws_mask64", 8) if floating else ("ws_mask32", 4)
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0,
-                           [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._ref_key))])
+                           [("ptr", ptr), ("i64", nbytes // width), *self._ref_args()])
         self.device.synchronize()
 
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale: float, rtol: float) -> CloseStats:
         """An output against its masked float64 reference (agent.tolerance's comparison)."""
         s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("f64", scale),
-                                             ("f64", rtol), ("i64", _signed(self._ref_key)), ("ptr", self._stats.ptr)])
+                                             ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])
         as_double = lambda bits: struct.unpack("<d", struct.pack("<Q", int(bits)))[0]
         return CloseStats(int(s[0]), as_double(s[1]), as_double(s[2]),
                           -1 if int(s[3]) == NO_INDEX else int(s[3]), int(s[4]))
@@ -236,7 +254,7 @@ class GpuChecks:
     def count_differ_ref(self, a_ptr: int, ref_ptr: int, nbytes: int) -> int:
         """32-bit words of an integer output that differ from its masked reference."""
         return int(self._run("ws_count_differ_ref", [("ptr", a_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4),
-                                                     ("i64", _signed(self._ref_key)), ("ptr", self._stats.ptr)])[0])
+                                                     *self._ref_args(), ("ptr", self._stats.ptr)])[0])
 
     def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
         """Keyed sum of the `width`-byte words (4, or 2 for 16-bit arrays) at ptr; equal sums
@@ -245,15 +263,21 @@ class GpuChecks:
                              [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._key)),
                               ("ptr", self._stats.ptr)])[0])
 
+    def _ref_args(self) -> list[tuple[str, int]]:
+        return [("i64", self._ref_key[0]), ("i64", self._ref_key[1])]
+
+    def _fence_args(self, salt: int) -> list[tuple[str, int]]:
+        return [("i64", _signed(self._fence_key[0])), ("i64", _signed(self._fence_key[1] ^ salt))]
+
     def fence(self, ptr: int, nbytes: int, salt: int) -> None:
         """Fill the 4-byte words at ptr with the keystream of (key, salt); enqueued only."""
         self.device.launch(self._fn["ws_fence"], (self._grid, 1, 1), (256, 1, 1), 0,
-                           [("ptr", ptr), ("i64", nbytes // 4), ("i64", _signed(self._key)), ("i64", _signed(salt))])
+                           [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt)])
 
     def fence_broken(self, ptr: int, nbytes: int, salt: int) -> int:
         """How many words at ptr no longer hold the keystream fence() wrote there."""
-        return int(self._run("ws_fence_count", [("ptr", ptr), ("i64", nbytes // 4), ("i64", _signed(self._key)),
-                                                ("i64", _signed(salt)), ("ptr", self._stats.ptr)])[0])
+        return int(self._run("ws_fence_count", [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt),
+                                                ("ptr", self._stats.ptr)])[0])
 
     def count_not(self, ptr: int, value: int, nbytes: int, width: int = 4) -> int:
         """How many `width`-byte words at ptr differ from `value`."""
