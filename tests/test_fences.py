@@ -1,93 +1,118 @@
 """The fence around a run (agent/worker/fences.py), on the CPU: what is fenced for a
-case's run and what a breach reports. A double stands in for the GPU's buffers and the
+case's run and what a breach reports. A double stands in for the GPU's memory and the
 fence kernels (their GPU side: tests/test_gpu_adversarial.py)."""
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
+
+import pytest
 
 from agent.worker.case_buffers import GUARD_WORD
 from agent.worker.fences import Fence, regions
 
+MEMORY: dict[int, int] = {}  # device word address -> word
+_next_base = itertools.count(1 << 20, 1 << 16)
+
 
 class BufferDouble:
-    """A device buffer: its words in a list."""
+    """A device buffer: words of MEMORY at its own addresses."""
 
     def __init__(self, nbytes: int):
-        self.ptr, self.nbytes = id(self), nbytes
-        self.words = [0] * (nbytes // 4)
+        self.ptr, self.nbytes = next(_next_base), nbytes
+        self.fill_u32(0, 0, nbytes)
 
     def fill_u32(self, word: int, offset: int, nbytes: int) -> None:
-        self.words[offset // 4:(offset + nbytes) // 4] = [word] * (nbytes // 4)
+        for addr in range(self.ptr + offset, self.ptr + offset + nbytes, 4):
+            MEMORY[addr] = word
+
+    def word(self, offset: int) -> int:
+        return MEMORY[self.ptr + offset]
 
 
 class FenceChecksDouble:
-    """GpuChecks' fence kernels: a keystream word per (salt, index)."""
-
-    def __init__(self, buffers):
-        self.by_ptr = {b.ptr: b for b in buffers}
+    """GpuChecks' fence kernels: a word per (salt, address), as the PRF of the address."""
 
     def fence(self, ptr, nbytes, salt):
-        b = self.by_ptr[ptr]
-        b.words[:nbytes // 4] = [hash((salt, i)) & 0xFFFFFFFF for i in range(nbytes // 4)]
+        for addr in range(ptr, ptr + nbytes, 4):
+            MEMORY[addr] = hash((salt, addr)) & 0xFFFFFFFF
 
     def fence_broken(self, ptr, nbytes, salt):
-        b = self.by_ptr[ptr]
-        return sum(w != hash((salt, i)) & 0xFFFFFFFF for i, w in enumerate(b.words[:nbytes // 4]))
+        return sum(MEMORY[addr] != hash((salt, addr)) & 0xFFFFFFFF for addr in range(ptr, ptr + nbytes, 4))
 
 
-def case(name: str, outputs=("C",)):
-    arrays = [SimpleNamespace(job=SimpleNamespace(name=o), buffer=BufferDouble(64 + 2 * 16), nbytes=64, guard=16)
-              for o in outputs]
-    return SimpleNamespace(job=SimpleNamespace(case=name), moats=[BufferDouble(32), BufferDouble(32)],
-                           outputs=lambda: arrays, arrays={a.job.name: a for a in arrays})
+def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16):
+    def array(n, role):
+        a = SimpleNamespace(job=SimpleNamespace(name=n, role=role), buffer=BufferDouble(nbytes + 2 * guard),
+                            nbytes=nbytes, guard=guard, sentinel=GUARD_WORD)
+        a.guard_offsets = lambda: (("before", 0), ("after", guard + nbytes))
+        return a
+    arrays = {n: array(n, "input") for n in inputs} | {n: array(n, "output") for n in outputs}
+    bufs = SimpleNamespace(job=SimpleNamespace(case=name), moats=[BufferDouble(32), BufferDouble(32)], arrays=arrays,
+                           outputs=lambda: [a for a in arrays.values() if a.job.role == "output"])
+    bufs.arm_guard = lambda a, offset: a.buffer.fill_u32(a.sentinel, offset, a.guard)
+    for a in arrays.values():
+        for _, offset in a.guard_offsets():
+            bufs.arm_guard(a, offset)
+    return bufs
 
 
-def program(bufs, nbytes=48):
-    w = SimpleNamespace(name="partial", buffer=BufferDouble(nbytes + 32), nbytes=nbytes, guard=16)
+def program(bufs, nbytes=48, guard=16):
+    w = SimpleNamespace(name="partial", buffer=BufferDouble(nbytes + 2 * guard), nbytes=nbytes, guard=guard)
     return SimpleNamespace(bufs=bufs, workspace={"partial": w})
 
 
-def all_buffers(*things):
-    out = []
-    for t in things:
-        if hasattr(t, "moats"):
-            out += t.moats + [a.buffer for a in t.outputs()]
-        else:
-            out += [w.buffer for w in t.workspace.values()]
-    return out
-
-
-def test_a_run_fences_its_own_moats_and_everything_of_the_other_cases_but_nothing_it_was_given():
+def test_a_run_fences_the_moats_its_own_guard_bands_and_everything_of_the_other_cases():
     a, b = case("a"), case("b", outputs=("C", "D"))
     pa, pb = program(a), program(b)
     got = {r.what for r in regions(a, pa, [a, b], [pa, pb])}
-    assert got == {"case 'a' moat", "case 'b' moat", "case 'b' output C", "case 'b' output D",
-                   "case 'b' workspace partial"}
-    whole = {r.buffer: r.nbytes for r in regions(a, pa, [a, b], [pa, pb])}
-    assert whole[b.arrays["C"].buffer] == 64 + 2 * 16  # guard bands included
+    assert got == {"case 'a' moat", "case 'a' A guard (before)", "case 'a' A guard (after)",
+                   "case 'a' C guard (before)", "case 'a' C guard (after)",
+                   "case 'a' workspace partial guard (before)", "case 'a' workspace partial guard (after)",
+                   "case 'b' moat", "case 'b' output C", "case 'b' output D", "case 'b' workspace partial"}
+    sizes = {r.what: r.nbytes for r in regions(a, pa, [a, b], [pa, pb])}
+    assert sizes["case 'b' output C"] == 64 + 2 * 16 and sizes["case 'a' C guard (after)"] == 16
+    # Its own arrays' data and its own workspace's are what it was given: never fenced.
+    assert not any(r.ptr == a.arrays["C"].buffer.ptr + 16 for r in regions(a, pa, [a, b], [pa, pb]))
 
 
-def test_a_write_anywhere_fenced_is_reported_once_and_the_moats_get_their_sentinel_back():
+def test_a_16_bit_band_off_a_word_boundary_is_left_to_the_overrun_check():
+    a = case("a", nbytes=30)  # 15 bfloat16: the band after them starts 2 bytes into a word
+    whats = {r.what for r in regions(a, None, [a], [])}
+    assert "case 'a' C guard (before)" in whats and "case 'a' C guard (after)" not in whats
+
+
+def test_a_write_anywhere_fenced_is_reported_and_the_sentinels_come_back():
     a, b = case("a"), case("b")
     pb = program(b)
-    checks = FenceChecksDouble(all_buffers(a, b, pb))
-    fence = Fence(checks, regions(a, None, [a, b], [pb]))
+    fence = Fence(FenceChecksDouble(), regions(a, None, [a, b], [pb]))
     fence.raise_()
     assert fence.breached() is None
-    assert all(w == GUARD_WORD for m in a.moats + b.moats for w in m.words)
+    assert all(m.word(o) == GUARD_WORD for m in a.moats + b.moats for o in range(0, 32, 4))
+    assert a.arrays["C"].buffer.word(0) == GUARD_WORD and a.arrays["C"].buffer.word(16 + 64) == GUARD_WORD
 
-    fence = Fence(checks, regions(a, None, [a, b], [pb]))
+    fence = Fence(FenceChecksDouble(), regions(a, None, [a, b], [pb]))
     fence.raise_()
-    pb.workspace["partial"].buffer.words[3] ^= 1
+    pb.workspace["partial"].buffer.fill_u32(7, 12, 4)
     a.moats[1].fill_u32(GUARD_WORD, 0, 32)  # the sentinel put back: still a breach
+    a.arrays["C"].buffer.fill_u32(GUARD_WORD, 16 + 64, 16)  # a stash in its own band, "restored"
     found = fence.breached()
     assert found is not None and found.status == "out_of_bounds"
-    assert "case 'b' workspace partial" in found.detail and "case 'a' moat" in found.detail
+    for what in ("case 'b' workspace partial", "case 'a' moat", "case 'a' C guard (after)"):
+        assert what in found.detail
     assert "case 'b' output C" not in found.detail
+
+
+def test_a_launch_the_runner_refuses_leaves_no_fence_behind():
+    a, b = case("a"), case("b")
+    fence = Fence(FenceChecksDouble(), regions(a, None, [a, b], []))
+    fence.raise_()
+    with pytest.raises(RuntimeError), fence.lowered_on_error():
+        raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+    assert all(m.word(o) == GUARD_WORD for m in a.moats + b.moats for o in range(0, 32, 4))
 
 
 def test_each_fence_draws_a_fresh_salt():
     a = case("a")
-    salts = {Fence(FenceChecksDouble([]), regions(a, None, [a], [])).salt for _ in range(8)}
-    assert len(salts) == 8
+    assert len({Fence(FenceChecksDouble(), regions(a, None, [a], [])).salt for _ in range(8)}) == 8

@@ -176,6 +176,8 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     """Another case's output, or a moat, written during a run (where a kernel could keep its
     output between launches) breaks the run's fence, even when what was written is the
     sentinel the memory held before; moats hold their sentinel again afterwards."""
+    import numpy as np
+
     from agent.worker.case_buffers import GUARD_WORD
     from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
@@ -184,6 +186,12 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     first, second = (worker.buffers(j, 1) for j in jobs)
     assert worker.fence(first, None).breached() is None
     fence = worker.fence(first, None)
+    heads = []
+    for m in (first.moats[0], first.moats[1], second.moats[0]):  # no two regions share a stream
+        words = np.empty(64, dtype=np.uint32)
+        m.download(words)
+        heads.append(words.tobytes())
+    assert len(set(heads)) == 3 and GUARD_WORD not in np.frombuffer(heads[0], dtype=np.uint32)
     second.arrays["C"].buffer.fill_u32(0x3F800000, second.arrays["C"].guard, 4096)
     found = fence.breached()
     assert found is not None and found.status == "out_of_bounds"

@@ -120,9 +120,13 @@ class CaseBuffers:
         for a in self.arrays.values():
             # Always re-armed: the last candidate may have written into them.
             for _, offset in a.guard_offsets():
-                self._fill(a, a.sentinel, offset, a.guard, synchronous=True)
+                self.arm_guard(a, offset)
         self.restore()
         self.poison(poisons, synchronous=True)
+
+    def arm_guard(self, a: DeviceArray, offset: int) -> None:
+        """One of a's guard bands back to its sentinel."""
+        self._fill(a, a.sentinel, offset, a.guard, synchronous=True)
 
     def poison(self, poisons: Poisons, synchronous: bool = False) -> None:
         """Fill every output with this fill's poison word; asynchronous inside timing loops."""

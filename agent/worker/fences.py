@@ -8,19 +8,22 @@ launch's output is right, and only the speed is a lie. Guard bands and moats hol
 a constant sentinel, so such a kernel could even put them back on its last launch.
 
 So before each validated or timed run of a case, every other resident case's
-output buffers (guard bands included), every other program's workspace and every
-moat (this case's too) are filled with a keystream of the worker's secret key and
-a fresh salt; after the run they must still hold it, or the run is
-``out_of_bounds``. The keystream cannot be recomputed by a kernel, so what it
-overwrote cannot be restored. Moats get their sentinel back afterwards (the sweep
-checks it); the rest is re-armed by its own case's next prepare.
+output buffers (guard bands included), every other program's workspace, every
+moat and the running case's own guard bands (its arrays' and its workspace's) are
+filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
+address under the worker's secret key and a fresh salt); after the run they must
+still hold it, or the run is ``out_of_bounds``. No kernel can compute the stream,
+and no two regions share it, so what a kernel overwrote cannot be put back. Moats
+and the running case's guard bands get their sentinel back afterwards (the sweep
+and the overrun check read it); the rest is re-armed by its own case's next prepare.
 """
 
 from __future__ import annotations
 
 import secrets
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .program_run import ProgramRun
@@ -31,30 +34,55 @@ from .status import Status
 @dataclass(frozen=True)
 class Region:
     what: str  # for the report: "case 'square-4096' output C"
-    buffer: object  # _runner.Buffer
+    ptr: int
     nbytes: int
-    moat: bool = False
+    rearm: Optional[Callable[[], None]] = None  # what the memory holds again after the run (a sentinel)
+
+
+def _guards(bufs: CaseBuffers) -> list[Region]:
+    """The running case's own guard bands, re-armed with their sentinel afterwards. A 16-bit
+    array's band after an odd number of elements starts off a 4-byte boundary: it keeps only
+    its sentinel (2 bytes short of a word; the overrun check still reads it)."""
+    out = []
+    for a in bufs.arrays.values():
+        for side, offset in a.guard_offsets():
+            if offset % 4 == 0:
+                out.append(Region(f"case '{bufs.job.case}' {a.job.name} guard ({side})", a.buffer.ptr + offset,
+                                  a.guard, lambda a=a, offset=offset: bufs.arm_guard(a, offset)))
+    return out
+
+
+def _workspace_guards(run: ProgramRun) -> list[Region]:
+    return [Region(f"case '{run.bufs.job.case}' workspace {w.name} guard ({side})", w.buffer.ptr + offset, w.guard,
+                   lambda w=w, offset=offset: w.buffer.fill_u32(GUARD_WORD, offset, w.guard))
+            for w in run.workspace.values() for side, offset in (("before", 0), ("after", w.guard + w.nbytes))]
+
+
+def _moats(bufs: CaseBuffers) -> list[Region]:
+    return [Region(f"case '{bufs.job.case}' moat", m.ptr, m.nbytes, lambda m=m: m.fill_u32(GUARD_WORD, 0, m.nbytes))
+            for m in bufs.moats]
 
 
 def regions(running: CaseBuffers, run: Optional[ProgramRun], cases: Iterable[CaseBuffers],
             programs: Iterable[ProgramRun]) -> list[Region]:
     """What the run of `running` (and its program `run`, if any) must not touch."""
-    out = [Region(f"case '{running.job.case}' moat", m, m.nbytes, moat=True) for m in running.moats]
+    out = _moats(running) + _guards(running) + (_workspace_guards(run) if run else [])
     for bufs in cases:
         if bufs is running:
             continue
-        out += [Region(f"case '{bufs.job.case}' moat", m, m.nbytes, moat=True) for m in bufs.moats]
-        out += [Region(f"case '{bufs.job.case}' output {a.job.name}", a.buffer, a.nbytes + 2 * a.guard)
+        out += _moats(bufs)
+        out += [Region(f"case '{bufs.job.case}' output {a.job.name}", a.buffer.ptr, a.nbytes + 2 * a.guard)
                 for a in bufs.outputs()]
     for program in programs:
         if program is not run:
-            out += [Region(f"case '{program.bufs.job.case}' workspace {w.name}", w.buffer, w.nbytes + 2 * w.guard)
+            out += [Region(f"case '{program.bufs.job.case}' workspace {w.name}", w.buffer.ptr, w.nbytes + 2 * w.guard)
                     for w in program.workspace.values()]
     return out
 
 
 class Fence:
-    """Fenced before a run (`raise_`), verified after it (`breached`)."""
+    """Raised before a run (`raise_`), verified after it (`breached`), or taken down
+    unverified (`lower`) when the run ended in an error."""
 
     def __init__(self, checks, regions: list[Region]):
         self.checks, self.regions = checks, regions
@@ -62,16 +90,33 @@ class Fence:
 
     def raise_(self) -> None:
         for r in self.regions:
-            self.checks.fence(r.buffer.ptr, r.nbytes, self.salt)
+            self.checks.fence(r.ptr, r.nbytes, self.salt)
+
+    def lower(self) -> None:
+        """Sentinels back where the memory held one (the moats, the running case's guard bands)."""
+        for r in self.regions:
+            if r.rearm is not None:
+                r.rearm()
+
+    @contextmanager
+    def lowered_on_error(self) -> Iterator[None]:
+        """Around the launches: a launch the runner refuses (the worker lives on) must not
+        leave moats or guard bands fenced, where the next run would read a breach."""
+        try:
+            yield
+        except BaseException:
+            try:
+                self.lower()
+            except Exception:  # a dead context: the worker restarts, the buffers go with it
+                pass
+            raise
 
     def breached(self) -> Optional[CaseCheck]:
-        """The regions written since raise_ (the device synchronised by the caller); moats re-armed."""
-        hits = [r.what for r in self.regions if self.checks.fence_broken(r.buffer.ptr, r.nbytes, self.salt)]
-        for r in self.regions:
-            if r.moat:
-                r.buffer.fill_u32(GUARD_WORD, 0, r.nbytes)
+        """The regions written since raise_ (the device synchronised by the caller), then lowered."""
+        hits = [r.what for r in self.regions if self.checks.fence_broken(r.ptr, r.nbytes, self.salt)]
+        self.lower()
         if not hits:
             return None
         return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes into memory it was not given: " + ", ".join(hits[:6])
                          + (f" and {len(hits) - 6} more" if len(hits) > 6 else "")
-                         + " (a wrong pointer, or data kept between launches)")
+                         + " (a wrong pointer, the bounds of the last partial tile, or data kept between launches)")

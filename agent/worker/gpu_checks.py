@@ -29,11 +29,12 @@ __device__ u64 ws_mix(u64 x) {
   return x ^ (x >> 31);
 }
 
-// A keyed pseudo-random function of a word index: SipHash's round on a 128-bit key,
-// one compression and two finalisation rounds. Unlike ws_mix (a bijection anyone can
-// invert), seeing some of its outputs tells nothing of the key or of the others, so a
-// kernel that learns a few words of a keystream below (by computing a few outputs
-// honestly) cannot extend it.
+// A keyed pseudo-random function of a word's device address: SipHash-1-3 of one
+// 8-byte message under a 128-bit key. Unlike ws_mix (a bijection anyone can invert),
+// seeing some of its outputs tells nothing of the key or of the others, so a kernel
+// that learns a few words of a stream below (by computing a few outputs honestly)
+// cannot extend it; and since the message is the address, no two buffers share a
+// stream (one could otherwise be copied from another, or XORed away).
 __device__ __forceinline__ u64 ws_rotl(u64 x, int b) { return (x << b) | (x >> (64 - b)); }
 #define WS_SIPROUND                                                               \
   v0 += v1; v1 = ws_rotl(v1, 13); v1 ^= v0; v0 = ws_rotl(v0, 32);                 \
@@ -43,8 +44,10 @@ __device__ __forceinline__ u64 ws_rotl(u64 x, int b) { return (x << b) | (x >> (
 __device__ u64 ws_prf(u64 k0, u64 k1, u64 m) {
   u64 v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull;
   u64 v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
+  const u64 b = 8ull << 56;  // the final block: the message's length
   v3 ^= m; WS_SIPROUND; v0 ^= m;
-  v2 ^= 0xff; WS_SIPROUND; WS_SIPROUND;
+  v3 ^= b; WS_SIPROUND; v0 ^= b;
+  v2 ^= 0xff; WS_SIPROUND; WS_SIPROUND; WS_SIPROUND;
   return v0 ^ v1 ^ v2 ^ v3;
 }
 
@@ -55,12 +58,12 @@ __device__ u64 ws_prf(u64 k0, u64 k1, u64 m) {
 // to its own output (and the keyed checksum catches the write anyway).
 extern "C" __global__ void ws_mask64(u64* a, u64 n, u64 k0, u64 k1) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    a[i] ^= ws_prf(k0, k1, i);
+    a[i] ^= ws_prf(k0, k1, (u64)(a + i));
 }
 
 extern "C" __global__ void ws_mask32(unsigned* a, u64 n, u64 k0, u64 k1) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    a[i] ^= (unsigned)ws_prf(k0, k1, i);
+    a[i] ^= (unsigned)ws_prf(k0, k1, (u64)(a + i));
 }
 
 __device__ void ws_max_double(u64* slot, double v) {
@@ -83,7 +86,7 @@ extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scal
   double max_rel = 0.0, max_abs = 0.0;                                                \
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
        i += (u64)gridDim.x * blockDim.x) {                                            \
-    double o = LOAD(out[i]), r = __longlong_as_double((long long)(ref[i] ^ ws_prf(k0, k1, i))); \
+    double o = LOAD(out[i]), r = __longlong_as_double((long long)(ref[i] ^ ws_prf(k0, k1, (u64)(ref + i)))); \
     if (isnan(o) && isnan(r)) continue;                                               \
     double diff = fabs(o - r);                                                        \
     double rel = diff / (fabs(r) + scale + 1e-300);                                   \
@@ -109,7 +112,7 @@ extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned
                                                 u64* count) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    local += a[i] != (ref[i] ^ (unsigned)ws_prf(k0, k1, i));
+    local += a[i] != (ref[i] ^ (unsigned)ws_prf(k0, k1, (u64)(ref + i)));
   if (local) atomicAdd(count, local);
 }
 
@@ -136,13 +139,13 @@ extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key
 // data there between launches cannot put back what it overwrote.
 extern "C" __global__ void ws_fence(unsigned* a, u64 n, u64 k0, u64 k1) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    a[i] = (unsigned)ws_prf(k0, k1, i);
+    a[i] = (unsigned)ws_prf(k0, k1, (u64)(a + i));
 }
 
 extern "C" __global__ void ws_fence_count(const unsigned* a, u64 n, u64 k0, u64 k1, u64* count) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    local += a[i] != (unsigned)ws_prf(k0, k1, i);
+    local += a[i] != (unsigned)ws_prf(k0, k1, (u64)(a + i));
   if (local) atomicAdd(count, local);
 }
 

@@ -159,11 +159,12 @@ class GpuWorker:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run)
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
-            if run:
-                self.device.run(run.program)
-            else:
-                l = job.launch
-                self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
+            with fence.lowered_on_error():
+                if run:
+                    self.device.run(run.program)
+                else:
+                    l = job.launch
+                    self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
             result = fence.breached() or self.integrity(bufs) or (run and run.overrun(self.checks)) \
                 or self.check_outputs(bufs)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
@@ -180,17 +181,18 @@ class GpuWorker:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run)
             send(Started(job.case, Step.TIME))
-            if run:
+            with fence.lowered_on_error():
+                if run:
 
-                def poison_all(index: int) -> None:  # outputs and workspace, before every launch of the sequence
-                    judge.before(index)
-                    run.init_workspace(self.poisons)
-                timing = self.device.time_program(run.program, _settings(req.timing), before=poison_all,
-                                                  after=judge.after)
-            else:
-                l = job.launch
-                timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(), _settings(req.timing),
-                                          before=judge.before, after=judge.after)
+                    def poison_all(index: int) -> None:  # outputs and workspace, before every launch of the sequence
+                        judge.before(index)
+                        run.init_workspace(self.poisons)
+                    timing = self.device.time_program(run.program, _settings(req.timing), before=poison_all,
+                                                      after=judge.after)
+                else:
+                    l = job.launch
+                    timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(),
+                                              _settings(req.timing), before=judge.before, after=judge.after)
             send(self.case_timed(job.case, timing, t0, before))
             verdict = fence.breached() or self.integrity(bufs) or (run and run.overrun(self.checks)) \
                 or judge.verdict(len(timing.samples_ms))
