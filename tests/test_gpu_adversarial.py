@@ -203,6 +203,39 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     assert worker.moat_breach(first) is None and worker.moat_breach(second) is None
 
 
+def test_a_timed_check_rewritten_after_it_ran_is_caught_by_its_seal(workload):
+    """The timed launches' check records are read after the loop: a later launch could zero an
+    earlier one's mismatch count. Each record carries a keyed tag of its count: a forged
+    count fails as out_of_bounds, an honest one (right or wrong) is read as before."""
+    import numpy as np
+
+    from agent.worker.gpu_side import GpuWorker
+    from agent.worker.timed_checks import TimedChecks
+    worker = GpuWorker(0)
+    with Evaluator(workload) as ev:
+        job = ev._case_job(workload.cases[0], 1, None)
+    bufs = worker.buffers(job, 1)
+    c = bufs.arrays["C"]
+
+    def judged(output: np.ndarray, forge: bool = False):
+        bufs.prepare(worker.poisons)
+        judge = TimedChecks(worker.device, worker.checks, bufs, worker.poisons, 2)
+        for i in range(2):
+            c.buffer.upload(np.ascontiguousarray(output, dtype=np.float32), c.guard)
+            judge.after(i)
+        worker.device.synchronize()
+        if forge:  # what a kernel that found the slots could do: a zero count over launch 1's
+            judge.slots.fill_u32(0, 6 * 8, 8)
+        return judge.verdict(2)
+
+    exact = c.ref_host.astype(np.float32)
+    assert judged(exact) is None
+    wrong = judged(np.zeros_like(exact))
+    assert wrong is not None and wrong.status == "unstable" and "2 of 2 timed launches" in wrong.detail
+    forged = judged(np.zeros_like(exact), forge=True)
+    assert forged is not None and forged.status == "out_of_bounds" and "launch #1" in forged.detail
+
+
 def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     """The sweep after a candidate checks every resident case's inputs, not just the one launched."""
     from agent.worker.gpu_side import GpuWorker

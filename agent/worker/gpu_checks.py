@@ -20,14 +20,10 @@ import numpy as np
 from ..runtime import compiler
 from ..spec.workload import ARRAY_ITEMSIZE
 
-SOURCE = r"""
+# The keyed PRF, on its own: the worker's host side computes it too (prf below), and a
+# CPU test compiles this text as C++ to check that both agree.
+PRF_SOURCE = r"""
 typedef unsigned long long u64;
-
-__device__ u64 ws_mix(u64 x) {
-  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27; x *= 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // A keyed pseudo-random function of a word's device address: SipHash-1-3 of one
 // 8-byte message under a 128-bit key. Unlike ws_mix (a bijection anyone can invert),
@@ -49,6 +45,16 @@ __device__ u64 ws_prf(u64 k0, u64 k1, u64 m) {
   v3 ^= b; WS_SIPROUND; v0 ^= b;
   v2 ^= 0xff; WS_SIPROUND; WS_SIPROUND; WS_SIPROUND;
   return v0 ^ v1 ^ v2 ^ v3;
+}
+"""
+
+SOURCE = PRF_SOURCE + r"""
+#define WS_STATS_WORDS 8
+
+__device__ u64 ws_mix(u64 x) {
+  x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27; x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
 }
 
 // The references live on the GPU masked: each 64-bit word (32-bit for integer
@@ -80,10 +86,22 @@ __device__ double ws_f16(unsigned short h) {
   return (h & 0x8000) ? -v : v;
 }
 
+// Each block also stores its own mismatch count in stats[STATS_WORDS + block], a plain
+// store over whatever was there: ws_seal sums those (see it).
+__device__ void ws_block_count(u64 mine, u64* stats) {
+  __shared__ u64 block_bad;
+  if (threadIdx.x == 0) block_bad = 0;
+  __syncthreads();
+  if (mine) atomicAdd(&block_bad, mine);
+  __syncthreads();
+  if (threadIdx.x == 0) stats[WS_STATS_WORDS + blockIdx.x] = block_bad;
+}
+
 #define WS_CHECK_CLOSE(NAME, T, LOAD)                                                 \
 extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scale,    \
                                 double rtol, u64 k0, u64 k1, u64* stats) {            \
   double max_rel = 0.0, max_abs = 0.0;                                                \
+  u64 mine = 0;                                                                       \
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
        i += (u64)gridDim.x * blockDim.x) {                                            \
     double o = LOAD(out[i]), r = __longlong_as_double((long long)(ref[i] ^ ws_prf(k0, k1, (u64)(ref + i)))); \
@@ -91,6 +109,7 @@ extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scal
     double diff = fabs(o - r);                                                        \
     double rel = diff / (fabs(r) + scale + 1e-300);                                   \
     if (!(rel <= rtol)) {                                                             \
+      ++mine;                                                                         \
       atomicAdd(&stats[0], 1ull);                                                     \
       atomicMin(&stats[3], i);                                                        \
       if (isnan(o)) atomicAdd(&stats[4], 1ull);                                       \
@@ -100,6 +119,7 @@ extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scal
   }                                                                                   \
   ws_max_double(&stats[1], max_rel);                                                  \
   ws_max_double(&stats[2], max_abs);                                                  \
+  ws_block_count(mine, stats);                                                        \
 }
 
 WS_CHECK_CLOSE(ws_check_close_f32, float, (double))
@@ -109,11 +129,25 @@ WS_CHECK_CLOSE(ws_check_close_bf16, unsigned short, ws_bf16)
 
 // An integer output against its (masked) reference, word for word.
 extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned* ref, u64 n, u64 k0, u64 k1,
-                                                u64* count) {
+                                                u64* stats) {
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     local += a[i] != (ref[i] ^ (unsigned)ws_prf(k0, k1, (u64)(ref + i)));
-  if (local) atomicAdd(count, local);
+  if (local) atomicAdd(&stats[0], local);
+  ws_block_count(local, stats);
+}
+
+// A timed launch's check, sealed: launched after the check (one thread), it sums the
+// blocks' counts (each written by the check itself, so whatever the kernel under test
+// left in the slot before the check is overwritten) into stats[6] and tags the sum with
+// the PRF of the slot's address under a secret key into stats[7]. The slots are read
+// only after the timing loop, so a later launch of the kernel could rewrite an earlier
+// launch's count: it cannot forge the tag of the count it would write.
+extern "C" __global__ void ws_seal(u64* stats, u64 nblocks, u64 k0, u64 k1) {
+  u64 sum = 0;
+  for (u64 b = 0; b < nblocks; ++b) sum += stats[WS_STATS_WORDS + b];
+  stats[6] = sum;
+  stats[7] = ws_prf(k0, k1 ^ sum, (u64)stats);
 }
 
 // A keyed checksum: a secret key (never a kernel's argument) makes a change that
@@ -172,8 +206,37 @@ NO_INDEX = 0xFFFFFFFFFFFFFFFF
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
 KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
-           "ws_count_not", "ws_count_not16", "ws_checksum",
+           "ws_seal", "ws_count_not", "ws_count_not16", "ws_checksum",
            "ws_checksum16", "ws_fill16")
+
+
+MASK64 = (1 << 64) - 1
+
+
+def _rotl(x: int, b: int) -> int:
+    return ((x << b) | (x >> (64 - b))) & MASK64
+
+
+def prf(k0: int, k1: int, m: int) -> int:
+    """ws_prf on the host (PRF_SOURCE): SipHash-1-3 of the 8-byte word m under (k0, k1)."""
+    v0, v1 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D
+    v2, v3 = k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573
+
+    def rounds(n: int) -> None:
+        nonlocal v0, v1, v2, v3
+        for _ in range(n):
+            v0 = (v0 + v1) & MASK64; v1 = _rotl(v1, 13) ^ v0; v0 = _rotl(v0, 32)  # noqa: E702
+            v2 = (v2 + v3) & MASK64; v3 = _rotl(v3, 16) ^ v2  # noqa: E702
+            v0 = (v0 + v3) & MASK64; v3 = _rotl(v3, 21) ^ v0  # noqa: E702
+            v2 = (v2 + v1) & MASK64; v1 = _rotl(v1, 17) ^ v2; v2 = _rotl(v2, 32)  # noqa: E702
+
+    for block in (m, 8 << 56):
+        v3 ^= block
+        rounds(1)
+        v0 ^= block
+    v2 ^= 0xFF
+    rounds(3)
+    return v0 ^ v1 ^ v2 ^ v3
 
 
 def _signed(value: int) -> int:
@@ -201,13 +264,16 @@ class GpuChecks:
         module = device.load_module(compiled.cubin)
         self._module = module
         self._fn = {name: module.function(name) for name in KERNELS}
-        self._stats = device.alloc(STATS_WORDS * 8)
         self._grid = max(1, device.facts.sm_count) * 4
+        # A check's stats: STATS_WORDS, then one mismatch count per block of the check (ws_seal)
+        self.slot_words = STATS_WORDS + self._grid
+        self._stats = device.alloc(self.slot_words * 8)
         self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
         # The PRF keys of the reference mask and of the fences (a fence's salt goes into the
         # second word), in no kernel's reach either.
         self._ref_key = (_signed(secrets.randbits(64)), _signed(secrets.randbits(64)))
         self._fence_key = (secrets.randbits(64), secrets.randbits(64))
+        self._seal_key = (secrets.randbits(64), secrets.randbits(64))
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -237,6 +303,17 @@ class GpuChecks:
             args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), *self._ref_args(), ("ptr", stats_ptr)]
             name = "ws_count_differ_ref"
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
+
+    def enqueue_seal(self, stats_ptr: int) -> None:
+        """Behind an enqueued output check: its count, summed from the blocks' own, and the
+        count's tag (ws_seal) into words 6 and 7 of its stats."""
+        self.device.launch(self._fn["ws_seal"], (1, 1, 1), (1, 1, 1), 0,
+                           [("ptr", stats_ptr), ("i64", self._grid), ("i64", _signed(self._seal_key[0])),
+                            ("i64", _signed(self._seal_key[1]))])
+
+    def sealed(self, stats_ptr: int, count: int, tag: int) -> bool:
+        """Whether (count, tag), read back from the stats at stats_ptr, are what ws_seal wrote there."""
+        return prf(self._seal_key[0], self._seal_key[1] ^ count, stats_ptr) == tag
 
     def mask_reference(self, ptr: int, nbytes: int, floating: bool) -> None:
         """Mask (or, a second time, unmask) a reference just uploaded at ptr: float64 words,

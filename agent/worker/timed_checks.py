@@ -5,8 +5,10 @@ while it is not timed would otherwise be timed doing nothing. The runner's timin
 loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
 measured one, both outside the launch's event pair (so neither enters a sample).
 ``before`` fills the outputs with the next poison word; ``after`` enqueues the
-output check into launch i's own slot of a stats buffer. Nothing waits inside the
-loop: the slots are read once it is over.
+output check into launch i's own slot of a stats buffer, and its seal (a tag of the
+count under a secret key: a later launch of the kernel could otherwise zero an
+earlier launch's count). Nothing waits inside the loop: the slots are read once it
+is over, and a slot whose tag is not its count's is ``out_of_bounds``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from .case_buffers import CaseBuffers
-from .gpu_checks import STATS_WORDS, GpuChecks
+from .gpu_checks import GpuChecks
 from .poison import Poisons
 from .protocol import CaseCheck
 from .status import Status
@@ -26,7 +28,8 @@ class TimedChecks:
     def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int):
         self.checks, self.bufs, self.poisons = checks, bufs, poisons
         self.outputs = bufs.outputs()
-        self.slot_bytes = STATS_WORDS * 8
+        self.slot_words = checks.slot_words
+        self.slot_bytes = self.slot_words * 8
         self.count = max(1, repetitions) * len(self.outputs)
         self.slots = device.alloc(self.count * self.slot_bytes)
         self.slots.fill_u32(0, 0, self.count * self.slot_bytes)
@@ -39,12 +42,21 @@ class TimedChecks:
             slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
             self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.ref_scale,
                                              self.bufs.job.rtol[a.job.name], slot)
+            self.checks.enqueue_seal(slot)
 
     def verdict(self, measured: int) -> Optional[CaseCheck]:
         """None when every measured launch's outputs passed; else the first failure."""
-        stats = np.empty(self.count * STATS_WORDS, dtype=np.uint64)
+        stats = np.empty(self.count * self.slot_words, dtype=np.uint64).reshape(self.count, self.slot_words)
         self.slots.download(stats)
-        mismatches = stats[::STATS_WORDS][: measured * len(self.outputs)].reshape(measured, len(self.outputs))
+        used = measured * len(self.outputs)
+        forged = [k for k in range(used) if not self.checks.sealed(self.slots.ptr + k * self.slot_bytes,
+                                                                   int(stats[k, 6]), int(stats[k, 7]))]
+        if forged:
+            launch = forged[0] // len(self.outputs) + 1
+            return CaseCheck(Status.OUT_OF_BOUNDS, detail=f"the record of timed launch #{launch}'s output check "
+                             f"(and {len(forged) - 1} more) was rewritten after the check: the kernel writes into "
+                             "memory it was not given")
+        mismatches = stats[:used, 6].reshape(measured, len(self.outputs))
         bad = np.flatnonzero(mismatches.sum(axis=1))
         if not len(bad):
             return None
