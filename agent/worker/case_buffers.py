@@ -10,11 +10,11 @@ start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel.
 Inputs and references are checked against keyed checksums taken right after
 their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
-The references are kept masked by a secret keystream (agent/worker/gpu_checks.py):
-a kernel that finds one by pointer arithmetic reads noise. They are allocated
-first, then a moat, then the arrays a kernel is given, then another moat, so an overrun far past an output's guard band lands in a
-moat (checked like a guard band) or in unmapped memory (a fault), not in a
-reference. Allocation order is what the driver usually follows, not a promise:
+The references are kept masked by a keyed stream (agent/worker/gpu_checks.py): a
+kernel that finds one by pointer arithmetic reads noise. They are allocated first,
+then a moat, then the arrays a kernel is given, then another moat, so an overrun
+far past an output's guard band lands in a moat (checked like a guard band) or in
+unmapped memory (a fault), not in a reference. Allocation order is what the driver usually follows, not a promise:
 the checksums are what catch a write that lands elsewhere.
 """
 
