@@ -38,8 +38,9 @@ class FenceChecksDouble:
         for addr in range(ptr, ptr + nbytes, 4):
             MEMORY[addr] = hash((salt, addr)) & 0xFFFFFFFF
 
-    def fence_broken(self, ptr, nbytes, salt):
-        return sum(MEMORY[addr] != hash((salt, addr)) & 0xFFFFFFFF for addr in range(ptr, ptr + nbytes, 4))
+    def fences_broken(self, regions, salt):
+        return [sum(MEMORY[addr] != hash((salt, addr)) & 0xFFFFFFFF for addr in range(ptr, ptr + nbytes, 4))
+                for ptr, nbytes in regions]
 
 
 def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16):

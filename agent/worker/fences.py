@@ -113,7 +113,8 @@ class Fence:
 
     def breached(self) -> Optional[CaseCheck]:
         """The regions written since raise_ (the device synchronised by the caller), then lowered."""
-        hits = [r.what for r in self.regions if self.checks.fence_broken(r.ptr, r.nbytes, self.salt)]
+        broken = self.checks.fences_broken([(r.ptr, r.nbytes) for r in self.regions], self.salt)
+        hits = [r.what for r, n in zip(self.regions, broken) if n]
         self.lower()
         if not hits:
             return None

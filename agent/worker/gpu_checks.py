@@ -274,6 +274,7 @@ class GpuChecks:
         self._ref_key = (_signed(secrets.randbits(64)), _signed(secrets.randbits(64)))
         self._fence_key = (secrets.randbits(64), secrets.randbits(64))
         self._seal_key = (secrets.randbits(64), secrets.randbits(64))
+        self._counts = None  # fences_broken's counters, grown on demand
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -354,10 +355,22 @@ class GpuChecks:
         self.device.launch(self._fn["ws_fence"], (self._grid, 1, 1), (256, 1, 1), 0,
                            [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt)])
 
-    def fence_broken(self, ptr: int, nbytes: int, salt: int) -> int:
-        """How many words at ptr no longer hold the keystream fence() wrote there."""
-        return int(self._run("ws_fence_count", [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt),
-                                                ("ptr", self._stats.ptr)])[0])
+    def fences_broken(self, regions: list[tuple[int, int]], salt: int) -> list[int]:
+        """For each (ptr, nbytes): how many words no longer hold the stream fence() wrote
+        there. One wait for all of them (a run fences dozens of regions)."""
+        if not regions:
+            return []
+        if self._counts is None or self._counts.nbytes < 8 * len(regions):
+            self._counts = self.device.alloc(8 * max(len(regions), 64))
+        self._counts.fill_u32(0, 0, 8 * len(regions))
+        for k, (ptr, nbytes) in enumerate(regions):
+            self.device.launch(self._fn["ws_fence_count"], (self._grid, 1, 1), (256, 1, 1), 0,
+                               [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt),
+                                ("ptr", self._counts.ptr + 8 * k)])
+        self.device.synchronize()
+        out = np.empty(len(regions), dtype=np.uint64)
+        self._counts.download(out)
+        return [int(v) for v in out]
 
     def count_not(self, ptr: int, value: int, nbytes: int, width: int = 4) -> int:
         """How many `width`-byte words at ptr differ from `value`."""
