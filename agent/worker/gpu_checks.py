@@ -305,16 +305,17 @@ class GpuChecks:
             name = "ws_count_differ_ref"
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
 
-    def enqueue_seal(self, stats_ptr: int) -> None:
+    def enqueue_seal(self, stats_ptr: int, salt: int) -> None:
         """Behind an enqueued output check: its count, summed from the blocks' own, and the
-        count's tag (ws_seal) into words 6 and 7 of its stats."""
+        count's tag (ws_seal) into words 6 and 7 of its stats. The salt is the timing run's:
+        a tag from another run (the same address reused) does not pass in this one."""
         self.device.launch(self._fn["ws_seal"], (1, 1, 1), (1, 1, 1), 0,
-                           [("ptr", stats_ptr), ("i64", self._grid), ("i64", _signed(self._seal_key[0])),
+                           [("ptr", stats_ptr), ("i64", self._grid), ("i64", _signed(self._seal_key[0] ^ salt)),
                             ("i64", _signed(self._seal_key[1]))])
 
-    def sealed(self, stats_ptr: int, count: int, tag: int) -> bool:
+    def sealed(self, stats_ptr: int, salt: int, count: int, tag: int) -> bool:
         """Whether (count, tag), read back from the stats at stats_ptr, are what ws_seal wrote there."""
-        return prf(self._seal_key[0], self._seal_key[1] ^ count, stats_ptr) == tag
+        return prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ count, stats_ptr) == tag
 
     def mask_reference(self, ptr: int, nbytes: int, floating: bool) -> None:
         """Mask (or, a second time, unmask) a reference just uploaded at ptr: float64 words,

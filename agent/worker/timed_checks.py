@@ -13,6 +13,7 @@ is over, and a slot whose tag is not its count's is ``out_of_bounds``.
 
 from __future__ import annotations
 
+import secrets
 from typing import Optional
 
 import numpy as np
@@ -33,6 +34,7 @@ class TimedChecks:
         self.count = max(1, repetitions) * len(self.outputs)
         self.slots = device.alloc(self.count * self.slot_bytes)
         self.slots.fill_u32(0, 0, self.count * self.slot_bytes)
+        self.salt = secrets.randbits(64)  # this run's seals only
 
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
@@ -42,14 +44,14 @@ class TimedChecks:
             slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
             self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.ref_scale,
                                              self.bufs.job.rtol[a.job.name], slot)
-            self.checks.enqueue_seal(slot)
+            self.checks.enqueue_seal(slot, self.salt)
 
     def verdict(self, measured: int) -> Optional[CaseCheck]:
         """None when every measured launch's outputs passed; else the first failure."""
         stats = np.empty(self.count * self.slot_words, dtype=np.uint64).reshape(self.count, self.slot_words)
         self.slots.download(stats)
         used = measured * len(self.outputs)
-        forged = [k for k in range(used) if not self.checks.sealed(self.slots.ptr + k * self.slot_bytes,
+        forged = [k for k in range(used) if not self.checks.sealed(self.slots.ptr + k * self.slot_bytes, self.salt,
                                                                    int(stats[k, 6]), int(stats[k, 7]))]
         if forged:
             launch = forged[0] // len(self.outputs) + 1
