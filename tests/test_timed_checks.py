@@ -1,0 +1,95 @@
+"""How the timed launches' check records are read back (agent/worker/timed_checks.py), on
+the CPU: a double stands in for the GPU's memory and for the check and seal kernels, the
+host side (GpuChecks.sealed, the keyed PRF's twin) is the real one. Their GPU side:
+tests/test_gpu_adversarial.py::test_a_timed_check_rewritten_after_it_ran_is_caught_by_its_seal."""
+
+from __future__ import annotations
+
+import secrets
+from types import SimpleNamespace
+
+import numpy as np
+
+from agent.worker.gpu_checks import STATS_WORDS, GpuChecks, prf
+from agent.worker.timed_checks import TimedChecks
+
+GRID = 4  # the check kernels' blocks
+
+
+class SlotsDouble:
+    def __init__(self, nbytes: int):
+        self.ptr, self.words = 0x7F0000400000, np.zeros(nbytes // 8, dtype=np.uint64)
+
+    def fill_u32(self, word: int, offset: int, nbytes: int) -> None:
+        self.words.view(np.uint32)[offset // 4:(offset + nbytes) // 4] = word
+
+    def download(self, out: np.ndarray) -> None:
+        out.reshape(-1)[:] = self.words
+
+
+class ChecksDouble(GpuChecks):
+    """GpuChecks' host side over SlotsDouble: the check writes each block's count, the seal
+    sums them and tags the sum as ws_seal does."""
+
+    def __init__(self):
+        self._grid, self.slot_words = GRID, STATS_WORDS + GRID
+        self._seal_key = (secrets.randbits(64), secrets.randbits(64))
+        self.slots: SlotsDouble | None = None
+        self.bad = 0  # what the next check finds, spread over the blocks
+
+    def enqueue_output_check(self, dtype, out_ptr, ref_ptr, nbytes, scale, rtol, stats_ptr):
+        k = (stats_ptr - self.slots.ptr) // 8
+        self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID] = [self.bad // GRID + (b < self.bad % GRID)
+                                                                    for b in range(GRID)]
+
+    def enqueue_seal(self, stats_ptr, salt):
+        k = (stats_ptr - self.slots.ptr) // 8
+        total = int(self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID].sum())
+        self.slots.words[k + 6] = total
+        self.slots.words[k + 7] = prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ total, stats_ptr)
+
+
+def judge(launches: int, outputs=("C",)):
+    checks = ChecksDouble()
+    device = SimpleNamespace(alloc=lambda nbytes: setattr(checks, "slots", SlotsDouble(nbytes)) or checks.slots)
+    arrays = [SimpleNamespace(job=SimpleNamespace(name=n, dtype="float32"), ptr=0, ref=SimpleNamespace(ptr=0),
+                              nbytes=64, ref_scale=1.0) for n in outputs]
+    bufs = SimpleNamespace(outputs=lambda: arrays, job=SimpleNamespace(rtol={n: 1e-5 for n in outputs}))
+    return checks, TimedChecks(device, checks, bufs, poisons=None, repetitions=launches)
+
+
+def test_honest_records_read_as_before():
+    checks, j = judge(3)
+    for i, bad in enumerate((0, 5, 0)):
+        checks.bad = bad
+        j.after(i)
+    found = j.verdict(3)
+    assert found is not None and found.status == "unstable" and found.mismatches == 5
+    assert "1 of 3 timed launches" in found.detail and "launch #2" in found.detail
+    checks, j = judge(3)
+    for i in range(3):
+        j.after(i)
+    assert j.verdict(3) is None
+
+
+def test_a_count_rewritten_after_its_check_is_out_of_bounds():
+    checks, j = judge(3, outputs=("C", "D"))
+    checks.bad = 7
+    for i in range(3):
+        j.after(i)
+    slot = j.slot_words
+    j.slots.words[2 * slot + 6] = 0  # launch 2, output C: a zero count over its 7 mismatches
+    found = j.verdict(3)
+    assert found is not None and found.status == "out_of_bounds" and "launch #2" in found.detail
+
+
+def test_a_record_sealed_in_another_run_does_not_pass_in_this_one():
+    checks, first = judge(1)
+    first.after(0)
+    replay = first.slots.words[:first.slot_words].copy()
+    checks.bad = 9
+    second = TimedChecks(SimpleNamespace(alloc=lambda nbytes: first.slots), checks, first.bufs, None, 1)
+    second.after(0)
+    second.slots.words[:second.slot_words] = replay  # the same address, the first run's clean record
+    found = second.verdict(1)
+    assert found is not None and found.status == "out_of_bounds"
