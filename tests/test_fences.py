@@ -68,12 +68,12 @@ def test_a_run_fences_the_moats_its_own_guard_bands_and_everything_of_the_other_
     a, b = case("a"), case("b", outputs=("C", "D"))
     pa, pb = program(a), program(b)
     got = {r.what for r in regions(a, pa, [a, b], [pa, pb])}
-    assert got == {"case 'a' moat", "case 'a' A guard (before)", "case 'a' A guard (after)",
-                   "case 'a' C guard (before)", "case 'a' C guard (after)",
-                   "case 'a' workspace partial guard (before)", "case 'a' workspace partial guard (after)",
+    assert got == {"case 'a' moat", "case 'a' A (before)", "case 'a' A (after)",
+                   "case 'a' C (before)", "case 'a' C (after)",
+                   "case 'a' workspace partial (before)", "case 'a' workspace partial (after)",
                    "case 'b' moat", "case 'b' output C", "case 'b' output D", "case 'b' workspace partial"}
     sizes = {r.what: r.nbytes for r in regions(a, pa, [a, b], [pa, pb])}
-    assert sizes["case 'b' output C"] == 64 + 2 * 16 and sizes["case 'a' C guard (after)"] == 16
+    assert sizes["case 'b' output C"] == 64 + 2 * 16 and sizes["case 'a' C (after)"] == 16
     # Its own arrays' data and its own workspace's are what it was given: never fenced.
     assert not any(r.ptr == a.arrays["C"].buffer.ptr + 16 for r in regions(a, pa, [a, b], [pa, pb]))
 
@@ -81,7 +81,7 @@ def test_a_run_fences_the_moats_its_own_guard_bands_and_everything_of_the_other_
 def test_a_16_bit_band_off_a_word_boundary_is_left_to_the_overrun_check():
     a = case("a", nbytes=30)  # 15 bfloat16: the band after them starts 2 bytes into a word
     whats = {r.what for r in regions(a, None, [a], [])}
-    assert "case 'a' C guard (before)" in whats and "case 'a' C guard (after)" not in whats
+    assert "case 'a' C (before)" in whats and "case 'a' C (after)" not in whats
 
 
 def test_a_write_anywhere_fenced_is_reported_and_the_sentinels_come_back():
@@ -100,7 +100,7 @@ def test_a_write_anywhere_fenced_is_reported_and_the_sentinels_come_back():
     a.arrays["C"].buffer.fill_u32(GUARD_WORD, 16 + 64, 16)  # a stash in its own band, "restored"
     found = fence.breached()
     assert found is not None and found.status == "out_of_bounds"
-    for what in ("case 'b' workspace partial", "case 'a' moat", "case 'a' C guard (after)"):
+    for what in ("case 'b' workspace partial", "case 'a' moat", "case 'a' C (after)"):
         assert what in found.detail
     assert "case 'b' output C" not in found.detail
 

@@ -47,13 +47,13 @@ def _guards(bufs: CaseBuffers) -> list[Region]:
     for a in bufs.arrays.values():
         for side, offset in a.guard_offsets():
             if offset % 4 == 0:
-                out.append(Region(f"case '{bufs.job.case}' {a.job.name} guard ({side})", a.buffer.ptr + offset,
+                out.append(Region(f"case '{bufs.job.case}' {a.job.name} ({side})", a.buffer.ptr + offset,
                                   a.guard, lambda a=a, offset=offset: bufs.arm_guard(a, offset)))
     return out
 
 
 def _workspace_guards(run: ProgramRun) -> list[Region]:
-    return [Region(f"case '{run.bufs.job.case}' workspace {w.name} guard ({side})", w.buffer.ptr + offset, w.guard,
+    return [Region(f"case '{run.bufs.job.case}' workspace {w.name} ({side})", w.buffer.ptr + offset, w.guard,
                    lambda w=w, offset=offset: w.buffer.fill_u32(GUARD_WORD, offset, w.guard))
             for w in run.workspace.values() for side, offset in (("before", 0), ("after", w.guard + w.nbytes))]
 
