@@ -112,7 +112,7 @@ class Fence:
             raise
 
     def breached(self) -> Optional[CaseCheck]:
-        """The regions written since raise_ (the device synchronised by the caller), then lowered."""
+        """The regions written since raise_ (fences_broken waits for the run first), then lowered."""
         broken = self.checks.fences_broken([(r.ptr, r.nbytes) for r in self.regions], self.salt)
         hits = [r.what for r, n in zip(self.regions, broken) if n]
         self.lower()
