@@ -87,8 +87,7 @@ class CaseBuffers:
                 ref = refs[a.name]
                 uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
                 buf = device.alloc(uploaded.nbytes)
-                buf.upload(uploaded)
-                checks.mask_reference(buf.ptr, uploaded.nbytes, floating=ref.dtype.kind == "f")
+                checks.upload_reference(buf, uploaded)
                 device_refs[a.name] = (ref, uploaded, buf)
         self.moats = [device.alloc(MOAT_BYTES)]
         for a in job.arrays:
@@ -171,8 +170,7 @@ class CaseBuffers:
                 if a.job.role == "input":
                     a.buffer.upload(a.host, a.guard)
                 else:
-                    a.ref.upload(a.ref_device)
-                    self.checks.mask_reference(a.ref.ptr, a.ref_device.nbytes, floating=a.ref_device.dtype.kind == "f")
+                    self.checks.upload_reference(a.ref, a.ref_device)
                 a.dirty = False
 
     def kernel_args(self) -> list[tuple[str, object]]:

@@ -48,8 +48,9 @@ __device__ u64 ws_prf(u64 k0, u64 k1, u64 m) {
 }
 """
 
-SOURCE = PRF_SOURCE + r"""
-#define WS_STATS_WORDS 8
+STATS_WORDS = 8  # a check's stats words; the per-block counts follow them (ws_block_count)
+
+SOURCE = PRF_SOURCE + f"#define WS_STATS_WORDS {STATS_WORDS}\n" + r"""
 
 __device__ u64 ws_mix(u64 x) {
   x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
@@ -201,7 +202,6 @@ extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
 }
 """
 
-STATS_WORDS = 8
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
@@ -271,7 +271,7 @@ class GpuChecks:
         self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
         # The PRF keys of the reference mask and of the fences (a fence's salt goes into the
         # second word), in no kernel's reach either.
-        self._ref_key = (_signed(secrets.randbits(64)), _signed(secrets.randbits(64)))
+        self._ref_key = (secrets.randbits(64), secrets.randbits(64))
         self._fence_key = (secrets.randbits(64), secrets.randbits(64))
         self._seal_key = (secrets.randbits(64), secrets.randbits(64))
         self._counts = None  # fences_broken's counters, grown on demand
@@ -310,19 +310,20 @@ class GpuChecks:
         count's tag (ws_seal) into words 6 and 7 of its stats. The salt is the timing run's:
         a tag from another run (the same address reused) does not pass in this one."""
         self.device.launch(self._fn["ws_seal"], (1, 1, 1), (1, 1, 1), 0,
-                           [("ptr", stats_ptr), ("i64", self._grid), ("i64", _signed(self._seal_key[0] ^ salt)),
-                            ("i64", _signed(self._seal_key[1]))])
+                           [("ptr", stats_ptr), ("i64", self._grid), *self._key_args(self._seal_key, tweak0=salt)])
 
     def sealed(self, stats_ptr: int, salt: int, count: int, tag: int) -> bool:
         """Whether (count, tag), read back from the stats at stats_ptr, are what ws_seal wrote there."""
         return prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ count, stats_ptr) == tag
 
-    def mask_reference(self, ptr: int, nbytes: int, floating: bool) -> None:
-        """Mask (or, a second time, unmask) a reference just uploaded at ptr: float64 words,
-        or 32-bit words of an integer reference. Synchronous: no kernel runs in between."""
-        name, width = ("ws_mask64", 8) if floating else ("ws_mask32", 4)
+    def upload_reference(self, buffer, values: np.ndarray) -> None:
+        """Upload a reference (float64, or an output's integer dtype) into buffer and mask it
+        there: float64 words, or 32-bit words of an integer reference. Synchronous: no
+        kernel runs before the mask is on."""
+        buffer.upload(values)
+        name, width = ("ws_mask64", 8) if values.dtype.kind == "f" else ("ws_mask32", 4)
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0,
-                           [("ptr", ptr), ("i64", nbytes // width), *self._ref_args()])
+                           [("ptr", buffer.ptr), ("i64", values.nbytes // width), *self._ref_args()])
         self.device.synchronize()
 
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale: float, rtol: float) -> CloseStats:
@@ -345,11 +346,16 @@ class GpuChecks:
                              [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._key)),
                               ("ptr", self._stats.ptr)])[0])
 
+    @staticmethod
+    def _key_args(key: tuple[int, int], tweak0: int = 0, tweak1: int = 0) -> list[tuple[str, int]]:
+        """A PRF key (with a salt XORed into a word) as the kernel's two u64 arguments."""
+        return [("i64", _signed(key[0] ^ tweak0)), ("i64", _signed(key[1] ^ tweak1))]
+
     def _ref_args(self) -> list[tuple[str, int]]:
-        return [("i64", self._ref_key[0]), ("i64", self._ref_key[1])]
+        return self._key_args(self._ref_key)
 
     def _fence_args(self, salt: int) -> list[tuple[str, int]]:
-        return [("i64", _signed(self._fence_key[0])), ("i64", _signed(self._fence_key[1] ^ salt))]
+        return self._key_args(self._fence_key, tweak1=salt)
 
     def fence(self, ptr: int, nbytes: int, salt: int) -> None:
         """Fill the 4-byte words at ptr with the keystream of (key, salt); enqueued only."""

@@ -269,11 +269,7 @@ class GpuWorker:
                 poison = lambda index: bufs.poison(self.poisons)
                 send(self.case_timed(job.case, time_it(_settings(req.timing), poison), t0, before))
         if req.kind in ("torch_eager", "torch_compile"):
-            # PyTorch keeps freed blocks mapped for reuse: memory in this context that no fence
-            # covers, where a later candidate could keep data between launches. Unmapped, a
-            # stray pointer into it faults instead.
-            import torch
-            torch.cuda.empty_cache()
+            self._torch[(req.kind, req.torch_source)].release_cached_memory()
 
     def _cublas_calls(self, req: EvaluateBaseline):
         """Per case: (one call that fills the outputs, the timing of it) for cuBLAS [+ epilogue]."""

@@ -81,6 +81,12 @@ class TorchBaseline:
                 views[a.job.name].copy_(r.reshape(views[a.job.name].shape))
         self.device.synchronize()
 
+    def release_cached_memory(self) -> None:
+        """PyTorch keeps freed blocks mapped for reuse: memory in this context that no fence
+        covers, where a later candidate could keep data between launches. Unmapped, a stray
+        pointer into it faults instead."""
+        self.torch.cuda.empty_cache()
+
     def timer(self, bufs, sizes: dict):
         """The zero-argument callable the runner times: one eager (or compiled) call."""
         views = self.tensors(bufs)
