@@ -186,7 +186,7 @@ def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # n
         def propose_batch(self, ctx, n):
             threads.append(threading.current_thread().name)
             return super().propose_batch(ctx, n)
-    s.proposer = ThreadRecordingTuner(0)
+    s.proposer = ThreadRecordingTuner(0, ahead=0)
     seen = []
     assert s.end(s.run(seen.append)) == "finished"
     assert any(t.startswith("propose-ahead") for t in threads), threads  # off the graph's thread

@@ -11,10 +11,13 @@ node then uses) are skipped without spending the budget. The state of the search
 session's history, so a resumed session continues where it stopped.
 
 A step may propose a batch (propose_batch): the proposal above, then untried neighbours
-of the TOP_K best points taken in turn, compiled in parallel in the compile pool; those
-compiled ahead already come first. So with compiling ahead on (`ahead` > 0) which
-neighbours a step takes depends on which compiles have finished, as the first proposal's
-choice does: the seed fixes the search only with `ahead=0`.
+of the TOP_K best points taken in turn, compiled in parallel in the compile pool; while
+some of those are compiled already, the step takes only those (a smaller step at once, not
+a full one that waits on NVRTC). After each step the pool is given the neighbours of the
+step's members, of the attempts in flight and of the TOP_K best, up to twice its size, so
+it never idles between steps. So with compiling ahead on (`ahead` > 0) which neighbours a
+step takes depends on which compiles have finished, as the first proposal's choice does:
+the seed fixes the search only with `ahead=0`.
 
 Several tunable kernels shipped with the workload (tiles and split-K): the kernel
 being improved (the best's, else the one with the most knobs) gets MAIN_TURNS
@@ -71,6 +74,7 @@ class TuneProposer:
         # untried neighbours of the best points, in the order the next proposals look at
         # them; one NVRTC process per host core (agent/runtime/compile_process.py).
         self.ahead = (os.cpu_count() or 1) if ahead is None else ahead
+        self.depth = 2 * self.ahead  # guesses queued or under way: the pool's size, and as many waiting
         self._executor: Optional[ThreadPoolExecutor] = None
         # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
         self._compiles: dict[tuple, Union[bool, Future]] = {}
@@ -132,9 +136,31 @@ class TuneProposer:
         kernel, focus = other if other is not None and first.spec.name.split("@")[0] == other[0] \
             and self._stalled(ctx) else (None, None)
         try:
-            return [first] + self._propose_more(ctx, n - 1, first.spec.defines, kernel, focus)
+            batch = [first] + self._propose_more(ctx, n - 1, first.spec.defines, kernel, focus)
         except ProposalError:  # nothing beside the first: a batch of one
-            return [first]
+            batch = [first]
+        self._refill(ctx, batch, kernel, focus)
+        return batch
+
+    def _refill(self, ctx: ProposalContext, batch: list[Proposal], kernel: Optional[str], focus: Optional[str]) -> None:
+        """Compile ahead from every member of the step, not only the first: any of them may be
+        the next best, and the next step then finds its neighbours compiled."""
+        arch = ctx.facts.arch or None
+        if arch is None or not self.ahead:
+            return
+        try:
+            base, knobs = self.base(ctx, kernel)
+        except ProposalError:
+            return
+        prefix = f"{base.name}@{source_tag(base.source)}["
+        mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+        ours = [p.spec.defines for p in batch if p.spec.name.startswith(prefix)]
+        if not ours:
+            return
+        free = {k for k in knobs if k not in base.defines}
+        tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(d) for d in ours}
+        self._compile_ahead(ctx, base, knobs, prefix, [{k: v for k, v in d.items() if k in free} for d in ours],
+                            _scores(mine, focus), tried, arch)
 
     def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int], kernel: Optional[str] = None,
                       focus: Optional[str] = None) -> list[Proposal]:
@@ -159,6 +185,11 @@ class TuneProposer:
             # the step does not wait on NVRTC for a neighbour while compiled ones sit ready
             # (session 11: propose waited on compiles 295-464 ms per attempt, cold cache).
             neighbours.sort(key=lambda p: not self._compiled_already(base, p, arch, allow_fast_math))
+            # And while some are ready, only those: a smaller step at once rather than a full one
+            # that waits on NVRTC (the pool keeps compiling; the next step takes what it made).
+            ready = [p for p in neighbours if _key({**base.defines, **p}) not in tried
+                     and self._compiled_already(base, p, arch, allow_fast_math)]
+            neighbours = ready or neighbours
         order = itertools.chain((point for point, _ in listed), neighbours)
         chosen: list[dict[str, int]] = []
         while len(chosen) < n:
@@ -278,7 +309,7 @@ class TuneProposer:
                                   f"launch on every case or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         if arch is not None and self.ahead:
-            self._compile_ahead(ctx, base, knobs, prefix, choice, scores, tried, arch)
+            self._compile_ahead(ctx, base, knobs, prefix, [choice], scores, tried | {_key({**base.defines, **choice})}, arch)
         why = _why(choice, scores, listed) \
             + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
@@ -375,24 +406,30 @@ class TuneProposer:
         return bool(known)
 
     def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
-                       choice: dict[str, int], scores: dict, tried: set, arch: str) -> None:
-        """Start compiling the points the next proposal looks at first: the neighbours of this
-        choice (the next best if it wins) and of the best scored points, each list in the
-        order the next proposal's seeded shuffle puts it, taken in turn, up to `ahead`."""
+                       choices: list[dict[str, int]], scores: dict, tried: set, arch: str) -> None:
+        """Start compiling the points the next proposals look at first: the neighbours of these
+        choices (each may be the next best), of the attempts still in flight, and of the best
+        scored points, each list in the order the next proposal's seeded shuffle puts it, taken
+        in turn, up to `depth`: a queue deeper than the pool, so NVRTC never idles between
+        steps (session 11: about 1.8 of 16 compile processes busy on average, and the next step
+        waited for the compiles the last one had only just started)."""
         free = {n: k for n, k in knobs.items() if n not in base.defines}
         seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
+        in_flight = [{k: v for k, v in s.defines.items() if k in free} for s in ctx.in_flight
+                     if s.proposer == self.name and s.name.startswith(prefix)]
+        best = [{k: v for k, v in point if k in free} for point in sorted(scores, key=scores.get)[:TOP_K]]
         orders = []
-        for origin in [choice] + [{k: v for k, v in point if k in free} for point in sorted(scores, key=scores.get)[:3]]:
+        for origin in choices + in_flight + best:
             points = list(_neighbours(origin, free))
             random.Random(seed).shuffle(points)
             orders.append(points)
         wanted: dict[tuple, dict[str, int]] = {}
         for n in (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None):
-            if len(wanted) >= self.ahead:
+            if len(wanted) >= self.depth:
                 break
             key = (source_tag(base.source), arch, _key({**base.defines, **n}))
             if key in wanted or isinstance(self._compiles.get(key), bool) or _key({**base.defines, **n}) in tried \
-                    or n == choice or not self._launchable_cached(ctx.workload, base, n):
+                    or not self._launchable_cached(ctx.workload, base, n):
                 continue  # (a known verdict, NVRTC's yes or no, takes no slot; one under way keeps its)
             wanted[key] = n
         # Last round's guesses for this kernel not started and not wanted now are dropped, so
