@@ -66,7 +66,9 @@ def open_session(tmp_path, workload, budget, evaluator, session_id="s1"):
     directory.mkdir(parents=True, exist_ok=True)
     info.mlflow_run_id = tracker.start(workload.name, session_id, {"proposer": "tune", "budget": budget})
     info.save(directory)
-    return Session(info, directory, workload, evaluator, TuneProposer(0), tracker)
+    # Compiling nothing ahead: the tuner's choices then depend on the history alone, not on which background
+    # compiles finished first, so the Ray session and the local one can be compared attempt by attempt.
+    return Session(info, directory, workload, evaluator, TuneProposer(0, ahead=0), tracker)
 
 
 def run_session(tmp_path, workload, budget, evaluator, session_id="s1", on_event=lambda e: None):
