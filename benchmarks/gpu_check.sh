@@ -8,8 +8,9 @@ export PYTHONUNBUFFERED=1 WARPSMITH_CACHE=/tmp/warpsmith-cache
 step() { echo; echo "=== $* ==="; }
 
 step build
-if [ -d .whl ]; then  # the loop's dependencies, carried as wheels (nothing can be downloaded there)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$OUT/wheels.log" 2>&1 \
+wheels=${WS_WHEELS:-.whl}  # .whl-ray for a call of the Ray backend (benchmarks/ray_wheels.sh)
+if [ -d "$wheels" ]; then  # the loop's dependencies, carried as wheels (nothing can be downloaded there)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl > "$OUT/wheels.log" 2>&1 \
     || { tail -20 "$OUT/wheels.log"; exit 1; }
   export PYTHONPATH=/tmp/site
 fi

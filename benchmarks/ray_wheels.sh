@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The wheels a GPU call of the Ray backend carries (the GPU machine downloads nothing and a
+# call carries at most 64 MiB): Ray's core (79 MB as published; without its Java jar, 31 MB
+# for Java workers, and the libraries on top of the core), Ray's dependencies, and .whl's
+# wheels less MLflow's and the model client's (a tune session with --no-tracking imports
+# neither).
+#
+#   bash benchmarks/ray_wheels.sh          # writes .whl-ray/ (in .git/info/exclude, like .whl)
+#   WS_WHEELS=.whl-ray WS_RAY=... bash benchmarks/gpu_check.sh   # with carry [".whl-ray"]
+#
+# pip installs a wheel without checking its RECORD against the files, so the slimmed wheel
+# installs as the original would, less the removed files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -d .whl ] || { echo "no .whl/: download the project's wheels first (docs/development.md)"; exit 1; }
+out=.whl-ray
+rm -rf "$out" && mkdir -p "$out"
+platform=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+          --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+python3 -m pip download -q "${platform[@]}" -d "$out/all" "ray>=2.9"
+for w in .whl/*.whl; do
+  case "$(basename "$w")" in
+    # MLflow's, the model client's (the tune proposer never imports it) and the tests'
+    mlflow*|sqlalchemy*|alembic*|cryptography*|databricks*|flask*|werkzeug*|gunicorn*|openai*|tiktoken*|\
+    langchain_openai*|pytest*|syrupy*|scikit_build*) ;;
+    *) cp "$w" "$out/" ;;
+  esac
+done
+for w in "$out"/all/*.whl; do
+  case "$(basename "$w")" in
+    numpy*) ;;  # the image's own stays
+    ray-*)
+      dir=$(mktemp -d)
+      (cd "$dir" && python3 -m zipfile -e "$OLDPWD/$w" .)
+      # Nor the libraries on top of Ray's core, nor the dashboard's web client (the backend
+      # starts Ray with include_dashboard=False).
+      rm -rf "$dir"/ray/{jars,rllib,data,serve,tune,train,llm,dashboard/client}
+      (cd "$dir" && python3 -m zipfile -c "$OLDPWD/$out/$(basename "$w")" .)
+      rm -rf "$dir" ;;
+    *) [ -e "$out/$(basename "$w")" ] || cp "$w" "$out/" ;;
+  esac
+done
+rm -rf "$out/all"
+du -sh "$out"
