@@ -41,6 +41,28 @@ def open_session(tmp_path, workload, budget, evaluator=None, session_id="s1", se
     return Session(info, directory, workload, evaluator or EvaluatorDouble(workload), TuneProposer(seed, ahead=0), tracker)
 
 
+def test_the_plan_lets_the_proposer_start_before_the_baselines(tmp_path, workload):
+    """The plan node calls the proposer's prepare() (the tuner: the first step's compiles) before it times the
+    baselines, with the GPU's facts and an empty history; the session then runs as usual."""
+    order = []
+
+    class Preparing(TuneProposer):
+        def prepare(self, ctx):
+            order.append(("prepare", ctx.facts.arch, len(ctx.history)))
+            super().prepare(ctx)
+
+    class Double(EvaluatorDouble):
+        def baseline(self, *a, **k):
+            order.append(("baseline",))
+            return super().baseline(*a, **k)
+
+    s = open_session(tmp_path, workload, 2, evaluator=Double(workload))
+    s.proposer = Preparing(0, ahead=0)
+    assert s.end(s.run()) == "finished"
+    assert order[:2] == [("prepare", "sm_90", 0), ("baseline",)]
+    assert len(s.state["history"]) == 2
+
+
 def test_tune_session_runs_to_budget_and_improves(tmp_path, workload):
     """Eight tune iterations: eight attempts, a best better than the start, run FINISHED in MLflow."""
     s = open_session(tmp_path, workload, 8)

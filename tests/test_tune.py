@@ -509,6 +509,25 @@ def test_a_step_takes_only_compiled_neighbours_while_some_are_ready(monkeypatch)
         assert 0 < len(queued) <= tuner.depth and not busy.done()
 
 
+def test_the_first_step_is_compiled_while_the_plan_runs():
+    """prepare() (called by the plan node before the baselines) queues the tuned kernel's defaults first, then
+    the defaults' neighbours, up to `depth`; the first proposal is the defaults, taken from that compile."""
+    from concurrent.futures import Future
+
+    from agent.proposers.tune import _key, _neighbours, source_tag
+    w = load_workload(SGEMM)
+    with _held_pool() as (tuner, base, defaults, busy):
+        ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
+        tuner.prepare(ctx)
+        queued = [k for k, f in tuner._compiles.items() if isinstance(f, Future)]
+        key = lambda d: (source_tag(base.source), "sm_90", _key({**base.defines, **d}))
+        assert queued[0] == key(defaults) and len(queued) == tuner.depth
+        assert set(queued[1:]) <= {key(n) for n in _neighbours(defaults, tuner.base(ctx)[1])}
+    tuner = TuneProposer(0, kernel="tiled", ahead=0)
+    tuner.prepare(ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None))
+    assert not tuner._compiles  # compiling nothing ahead: nothing before the first proposal either
+
+
 def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
     """Compile-ahead guesses still queued when the next proposal guesses again are cancelled unless wanted
     again, so the queue does not grow with every step; what is kept is what the next proposals look at."""

@@ -43,6 +43,7 @@ from ..proposers.base import (
     ProposalError,
     Proposer,
     SearchExhausted,
+    prepare,
     propose_step,
     proposes_ahead,
 )
@@ -139,6 +140,9 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     # The fresh seed's references, computed while the baseline and the starting kernel run:
     # the first new best's check on fresh inputs then does not wait for them.
     prefetch_references(w, FRESH_SEED, getattr(ev, "reference_timeout_s", REFERENCE_TIMEOUT_S))  # --reference-timeout
+    # And the first step's compiles, while the baselines and the starting kernel keep the GPU busy.
+    prepare(ctx.proposer, ProposalContext(w, facts, 1, state.get("mode", "optimise"), state.get("history", []),
+                                          None, None, {}, lambda: ctx.control.stopping_now))
     baseline, baseline_score = {}, None
     b = ev.baseline()
     if b is not None and b.ok:

@@ -71,6 +71,19 @@ class BatchProposer(Protocol):
         ...
 
 
+def prepare(proposer: Proposer, ctx: ProposalContext) -> None:
+    """Let a proposer start what needs no result while the plan runs the baselines and the
+    starting kernel (the tuner: compiling its first points); nothing for one that has no
+    `prepare`. Never raises: a failure here shows again, with its message, at the first
+    proposal."""
+    start = getattr(proposer, "prepare", None)
+    if start is not None:
+        try:
+            start(ctx)
+        except Exception:  # noqa: BLE001 - the first proposal meets (and reports) the same problem
+            pass
+
+
 def proposes_ahead(proposer: Proposer) -> bool:
     """Whether the loop may ask for the next step before this one's results are all in.
     The tuner: yes (free, and it reads whatever history there is). The model: no, each

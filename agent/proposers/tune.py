@@ -108,6 +108,20 @@ class TuneProposer:
         fixed = {k: v for k, v in spec.defines.items() if k not in knobs}
         return spec.model_copy(update={"name": spec.name.split("@")[0], "defines": fixed}), knobs
 
+    def prepare(self, ctx: ProposalContext) -> None:
+        """While the plan times the baselines and the starting kernel (seconds, the pool idle):
+        compile the tuned kernel's defaults, its listed configs and the defaults' neighbours,
+        the first step's candidates, so that step does not wait on NVRTC."""
+        arch = ctx.facts.arch or None
+        if arch is None or not self.ahead or ctx.history:
+            return
+        base, knobs = self.base(ctx)
+        prefix = f"{base.name}@{source_tag(base.source)}["
+        free = {n: k for n, k in knobs.items() if n not in base.defines}
+        defaults = {n: k.default for n, k in free.items()}
+        first = [defaults] + [point for point, _ in _listed(ctx.workload, base, free)]
+        self._compile_ahead(ctx, base, knobs, prefix, [defaults], {}, set(), arch, first=first)
+
     def propose(self, ctx: ProposalContext) -> Proposal:
         other = self._other_turn(ctx)
         if other is not None:
@@ -406,13 +420,15 @@ class TuneProposer:
         return bool(known)
 
     def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
-                       choices: list[dict[str, int]], scores: dict, tried: set, arch: str) -> None:
+                       choices: list[dict[str, int]], scores: dict, tried: set, arch: str,
+                       first: Sequence[dict[str, int]] = ()) -> None:
         """Start compiling the points the next proposals look at first: the neighbours of these
         choices (each may be the next best), of the attempts still in flight, and of the best
         scored points, each list in the order the next proposal's seeded shuffle puts it, taken
         in turn, up to `depth`: a queue deeper than the pool, so NVRTC never idles between
         steps (session 11: about 1.8 of 16 compile processes busy on average, and the next step
-        waited for the compiles the last one had only just started)."""
+        waited for the compiles the last one had only just started). `first`: points to queue
+        before those (the first step's own candidates)."""
         free = {n: k for n, k in knobs.items() if n not in base.defines}
         seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
         in_flight = [{k: v for k, v in s.defines.items() if k in free} for s in ctx.in_flight
@@ -424,7 +440,7 @@ class TuneProposer:
             random.Random(seed).shuffle(points)
             orders.append(points)
         wanted: dict[tuple, dict[str, int]] = {}
-        for n in (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None):
+        for n in itertools.chain(first, (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None)):
             if len(wanted) >= self.depth:
                 break
             key = (source_tag(base.source), arch, _key({**base.defines, **n}))
