@@ -121,6 +121,62 @@ def test_timed_launches_are_poisoned_and_checked(workload):
     assert "timed launches gave wrong outputs" in timed.check.detail
 
 
+# Leaves its output in shared memory at the end of a launch, tagged with its block and the
+# inputs, and at the next launch copies it back instead of computing (here off by one, so a
+# stash that survived shows as a wrong output). The stash sits above what the harness's own
+# kernels use, and the tag names the block, so one launch's blocks never hit each other's.
+SHARED_STASH = (
+    'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n'
+    '  __shared__ float stash[8192 + 256 + 2];\n'
+    '  float* mine = stash + 8192; unsigned* tag = (unsigned*)(stash + 8192 + 256);\n'
+    '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
+    '  int t = threadIdx.y * 16 + threadIdx.x;\n'
+    '  unsigned want = __float_as_uint(A[0]) ^ (blockIdx.x * 7919u + blockIdx.y * 104729u);\n'
+    '  bool hit = tag[0] == want && tag[1] == 0x5EED5EEDu;\n'
+    '  __syncthreads();\n'
+    '  if (r < M && c < N) {\n'
+    '    float v;\n'
+    '    if (hit) v = mine[t] + 1.0f;\n'
+    '    else { v = 0.f; for (int i = 0; i < K; ++i) v += A[r * K + i] * B[i * N + c]; mine[t] = v; }\n'
+    '    C[r * N + c] = v;\n'
+    '  }\n'
+    '  __syncthreads();\n'
+    '  if (t == 0) { tag[0] = want; tag[1] = 0x5EED5EEDu; }\n'
+    '}\n')
+
+
+def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch):
+    """Shared memory keeps its contents from one kernel to the next on an SM: a kernel could leave its output there
+    and copy it back at its next launch. With the scrub (GpuChecks.scrub_shared, before every validated and timed
+    launch) the stash never survives and the kernel is judged on what it computes; with the scrub switched off
+    (the control), the same kernel's surviving stash shows as wrong timed outputs, which proves the channel exists
+    on this GPU (skipped if it does not)."""
+    from agent.worker.gpu_checks import GpuChecks
+    from agent.worker.gpu_side import GpuWorker
+    from agent.worker.protocol import CaseChecked, EvaluateKernel
+    cand = Candidate(SHARED_STASH, "k", RULE, name="shared_stash")
+    case = next(c for c in workload.cases if c.timed)
+    with Evaluator(workload) as ev:
+        compiled = ev.compile(cand)
+        launch, problem = ev._resolve_launch(cand, case)
+        job = ev._case_job(case, 1, launch)
+    assert compiled.ok and not problem, compiled.log
+
+    def judged() -> list[tuple[str, str]]:
+        sent: list = []
+        GpuWorker(0).run_kernel(EvaluateKernel(compiled.cubin, compiled.symbol, (job,), 1,
+                                               TimingConfig(warmup=2, repetitions=20)), sent.append)
+        return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
+
+    assert judged() == [("validate", "ok")], "the stash reached a launch through the scrub"
+    with monkeypatch.context() as off:
+        off.setattr(GpuChecks, "scrub_shared", lambda self: None)
+        control = judged()
+    if control == [("validate", "ok")]:
+        pytest.skip("without the scrub no stash survived either: shared memory did not persist between launches")
+    assert control[-1][1] in ("unstable", "wrong_answer"), control
+
+
 def test_reference_tampering_is_found_and_repaired(workload):
     """A reference changed on the GPU (by anything) is reported as reference_modified and restored."""
     from agent.worker.gpu_side import GpuWorker

@@ -93,3 +93,15 @@ def test_a_record_sealed_in_another_run_does_not_pass_in_this_one():
     second.slots.words[:second.slot_words] = replay  # the same address, the first run's clean record
     found = second.verdict(1)
     assert found is not None and found.status == "out_of_bounds"
+
+
+def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_memory():
+    """before(i), ahead of each launch: the outputs poisoned, then every SM's shared memory overwritten (the GPU
+    side: tests/test_gpu_adversarial.py::test_an_output_left_in_shared_memory_never_reaches_the_next_launch)."""
+    checks, j = judge(2)
+    order: list[str] = []
+    checks.scrub_shared = lambda: order.append("scrub")
+    j.bufs.poison = lambda poisons: order.append("poison")
+    for i in range(2):
+        j.before(i)
+    assert order == ["poison", "scrub"] * 2

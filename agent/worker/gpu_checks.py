@@ -194,6 +194,17 @@ extern "C" __global__ void NAME(const T* a, unsigned value, u64 n, u64* count) {
 WS_COUNT_NOT(ws_count_not, unsigned)
 WS_COUNT_NOT(ws_count_not16, unsigned short)
 
+// Shared memory keeps its contents from one kernel to the next on the same SM: a kernel
+// could leave its outputs there and copy them back at its next launch instead of computing.
+// Launched before every validated and timed launch, one block per SM holding the opt-in
+// maximum, it overwrites all of it (volatile: stores nothing reads must still happen).
+extern "C" __global__ void ws_scrub_shared(u64 words) {
+  extern __shared__ unsigned ws_scrub[];
+  volatile unsigned* s = ws_scrub;
+  for (u64 i = threadIdx.x; i < words; i += blockDim.x)
+    s[i] = 0u;
+}
+
 // A 16-bit array's data (and the guard after it) need not start on a 4-byte boundary,
 // which cuMemsetD32 requires: the 16-bit guard and poison fills go through this.
 extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
@@ -207,7 +218,7 @@ CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
 KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
            "ws_seal", "ws_count_not", "ws_count_not16", "ws_checksum",
-           "ws_checksum16", "ws_fill16")
+           "ws_checksum16", "ws_fill16", "ws_scrub_shared")
 
 
 MASK64 = (1 << 64) - 1
@@ -265,6 +276,7 @@ class GpuChecks:
         self._module = module
         self._fn = {name: module.function(name) for name in KERNELS}
         self._grid = max(1, device.facts.sm_count) * 4
+        self._sms, self._shared_max = max(1, device.facts.sm_count), device.facts.smem_per_block_optin
         # A check's stats: STATS_WORDS, then one mismatch count per block of the check (ws_seal)
         self.slot_words = STATS_WORDS + self._grid
         self._stats = device.alloc(self.slot_words * 8)
@@ -384,6 +396,13 @@ class GpuChecks:
         return int(self._run("ws_count_not" if width == 4 else "ws_count_not16",
                              [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
                               ("i64", nbytes // width), ("ptr", self._stats.ptr)])[0])
+
+    def scrub_shared(self) -> None:
+        """Overwrite the shared memory of every SM (ws_scrub_shared); enqueued only. Nothing a
+        launch leaves there reaches the next one: not the last candidate's, not its own."""
+        if self._shared_max:
+            self.device.launch(self._fn["ws_scrub_shared"], (self._sms, 1, 1), (1024, 1, 1), self._shared_max,
+                               [("i64", self._shared_max // 4)])
 
     def fill16(self, ptr: int, value: int, nbytes: int, synchronous: bool = False) -> None:
         """Fill 2-byte words at a 2-byte aligned ptr; enqueued only, unless `synchronous`."""

@@ -158,6 +158,7 @@ class GpuWorker:
             if run:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run)
+            self.checks.scrub_shared()  # nothing a launch left in shared memory reaches this one
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
             with fence.lowered_on_error():
                 if run:

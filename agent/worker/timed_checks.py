@@ -4,7 +4,8 @@ A kernel that computes only when it finds poison, only on some launches, or only
 while it is not timed would otherwise be timed doing nothing. The runner's timing
 loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
 measured one, both outside the launch's event pair (so neither enters a sample).
-``before`` fills the outputs with the next poison word; ``after`` enqueues the
+``before`` fills the outputs with the next poison word and overwrites every SM's
+shared memory (where a launch could leave its outputs for the next); ``after`` enqueues the
 output check into launch i's own slot of a stats buffer, and its seal (a tag of the
 count under a secret key: a later launch of the kernel could otherwise zero an
 earlier launch's count). Nothing waits inside the loop: the slots are read once it
@@ -38,6 +39,7 @@ class TimedChecks:
 
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
+        self.checks.scrub_shared()
 
     def after(self, index: int) -> None:
         for j, a in enumerate(self.outputs):
