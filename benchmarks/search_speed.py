@@ -148,6 +148,15 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
         hits = sum(bool(r.get("cached")) for r in compiles)
         print(f"compile node: {hits} of {len(compiles)} from the cache (compiled ahead); the others compiled "
               f"{sum(r.get('compile_ms', 0) for r in compiles if not r.get('cached')) / 1000:.1f} s while the GPU waited")
+    worker: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        if r["event"] == "CaseFinished" and r.get("elapsed_ms") is not None:
+            worker.setdefault((r["case"], r["phase"]), []).append(r["elapsed_ms"])
+    if worker:  # the worker's own time per case and phase (setup, launches, checks), most first
+        rows = sorted(worker.items(), key=lambda kv: -sum(kv[1]))
+        print("worker time by case: " + "; ".join(f"{case} {phase} {sum(v) / 1000:.1f} s ({len(v)}x, "
+                                                  f"{sum(v) / len(v):.0f} ms each)" for (case, phase), v in rows[:8])
+              + f"; all cases {sum(sum(v) for v in worker.values()) / 1000:.1f} s")
     first = records[0]["t"] - t0
     accounted = first + sum(spent.values())
     print(f"where the {wall:.1f} s went: start-up before the plan {first:.1f} s; "

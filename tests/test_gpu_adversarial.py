@@ -168,13 +168,14 @@ def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload,
                                                TimingConfig(warmup=2, repetitions=20)), sent.append)
         return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
 
-    assert judged() == [("validate", "ok")], "the stash reached a launch through the scrub"
+    scrubbed = judged()
+    assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed  # validate, revalidate; time: silent
     with monkeypatch.context() as off:
         off.setattr(GpuChecks, "scrub_shared", lambda self: None)
         control = judged()
-    if control == [("validate", "ok")]:
+    if all(status == "ok" for _, status in control):
         pytest.skip("without the scrub no stash survived either: shared memory did not persist between launches")
-    assert control[-1][1] in ("unstable", "wrong_answer"), control
+    assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control
 
 
 def test_reference_tampering_is_found_and_repaired(workload):

@@ -36,6 +36,8 @@ def test_a_session_writes_when_each_node_ran_and_nothing_of_the_kernels(tmp_path
     assert started[0] == ("plan", 0)
     assert {("compile", i) for i in (1, 2, 3)} <= set(started)
     assert sum(r["event"] == "NodeFinished" and r["node"] == "benchmark" for r in records) >= 1
+    cases = [r for r in records if r["event"] == "CaseFinished"]
+    assert cases and all("elapsed_ms" in r for r in cases)  # the worker's time per case (search_speed.py sums it)
     compiles = [r for r in records if r["event"] == "CompileFinished"]
     assert compiles and all(isinstance(r["cached"], bool) and "compile_ms" in r for r in compiles)
     text = (directory / FILE).read_text()

@@ -64,6 +64,7 @@ class CaseFinished:
     status: str
     max_rel_error: Optional[float] = None
     median_ms: Optional[float] = None
+    elapsed_ms: Optional[float] = None  # the worker's time on the case: setup, launches, checks
 
 
 @dataclass(frozen=True)

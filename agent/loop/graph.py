@@ -101,9 +101,11 @@ def _stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
     write = runtime.stream_writer
     def on_event(reply):
         if isinstance(reply, CaseChecked):
-            write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error))
+            write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error,
+                                      elapsed_ms=reply.elapsed_ms))
         elif isinstance(reply, CaseTimed):
-            write(events.CaseFinished(iteration, reply.case, "time", Status.OK, None, TimingStats.of(reply.samples_ms).median_ms))
+            write(events.CaseFinished(iteration, reply.case, "time", Status.OK, None, TimingStats.of(reply.samples_ms).median_ms,
+                                      elapsed_ms=reply.elapsed_ms))
     runtime.context.evaluator.on_event = on_event
 
 

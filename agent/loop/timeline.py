@@ -2,7 +2,7 @@
 per event in the session directory's timeline.jsonl (appended to on resume).
 
 Only the event's kind and its timing facts are kept (node, iteration, case, phase,
-status, compile_ms, cached, score_ms): no source, log, rationale or name, so nothing a model
+status, compile_ms, cached, score_ms, elapsed_ms): no source, log, rationale or name, so nothing a model
 wrote lands in the file. benchmarks/search_speed.py reads it to split a session's wall
 time into start-up, compiles waited on, validation, timing and the loop's own share.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 FILE = "timeline.jsonl"
-FIELDS = ("node", "iteration", "case", "phase", "status", "compile_ms", "cached", "score_ms")
+FIELDS = ("node", "iteration", "case", "phase", "status", "compile_ms", "cached", "score_ms", "elapsed_ms")
 
 
 class Timeline:

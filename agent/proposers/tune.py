@@ -72,8 +72,10 @@ class TuneProposer:
         self.seed, self.kernel = seed, kernel
         # Candidates compiled ahead, while the GPU evaluates the one just proposed: the
         # untried neighbours of the best points, in the order the next proposals look at
-        # them; one NVRTC process per host core (agent/runtime/compile_process.py).
-        self.ahead = (os.cpu_count() or 1) if ahead is None else ahead
+        # them; one NVRTC process per host core but two (agent/runtime/compile_process.py),
+        # which the worker driving the GPU and the graph's thread keep: with the pool kept
+        # full, NVRTC on every core starved them.
+        self.ahead = max(1, (os.cpu_count() or 1) - 2) if ahead is None else ahead
         self.depth = 2 * self.ahead  # guesses queued or under way: the pool's size, and as many waiting
         self._executor: Optional[ThreadPoolExecutor] = None
         # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
