@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 import sys
 import threading
 from pathlib import Path
@@ -34,10 +33,13 @@ pytestmark = pytest.mark.ray
 def ray(tmp_path_factory):
     """A local cluster: 2 CPUs, 2 GPUs that are only a resource count."""
     ray = pytest.importorskip("ray")
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+    from agent.evaluate.ray_backend import init_ray
+    # The tests' own modules (the double) for the actors; `agent` is the one this process imported
+    # (installed, or a checkout with the module built in place), as for any session on Ray.
+    env = {"PYTHONPATH": str(ROOT / "tests"),
            # the test session's cache (conftest's _private_cache), for the actors and compile tasks too
            "WARPSMITH_CACHE": str(tmp_path_factory.getbasetemp() / "cache")}
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    init_ray(ray, num_cpus=2, num_gpus=2, runtime_env={"env_vars": env})
     yield ray
     ray.shutdown()
 

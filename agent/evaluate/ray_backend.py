@@ -16,6 +16,7 @@ Ray is an optional extra: ``pip install 'warpsmith[ray]'``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,6 +58,34 @@ def _nvrtc_task(source: str, filename: str, entry: str, options: list[str], arch
                 timeout_s: Optional[float]) -> dict[str, Any]:
     """On a CPU worker: NVRTC in that machine's compile process, the same sandbox as here."""
     return run_nvrtc(source, filename, entry, options, arch, timeout_s)
+
+
+def init_ray(ray: Any, address: str = "", **kwargs: Any) -> None:
+    """ray.init, from the folder that holds the `agent` package this process runs.
+
+    Ray puts the driver's working directory first on every worker's sys.path. Run from
+    a checkout (as the README's commands are) with the package installed, the workers
+    would import the checkout's `agent`, which has no built module, and every actor
+    died at its first import (`cannot import name '_runner'`). From PACKAGE_ROOT they
+    import what this process imported. The directory is changed back at once; the
+    workload's paths are made absolute for the actors (anchored)."""
+    from ..runtime.parent_watch import PACKAGE_ROOT
+    here = os.getcwd()
+    os.chdir(PACKAGE_ROOT)
+    try:
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False, **kwargs)
+    finally:
+        os.chdir(here)
+
+
+def anchored(workload: Workload) -> Workload:
+    """The workload with absolute paths: an actor runs in another working directory (and
+    on a cluster, on another machine with the same layout)."""
+    kernels = {name: dataclasses.replace(k, path=k.path.absolute()) for name, k in workload.kernels.items()}
+    torch = workload.baseline.torch.absolute() if workload.baseline.torch else None
+    return dataclasses.replace(workload, directory=workload.directory.absolute(), kernels=kernels,
+                               reference_path=workload.reference_path.absolute(),
+                               baseline=dataclasses.replace(workload.baseline, torch=torch))
 
 
 class GpuActor:
@@ -116,7 +145,8 @@ class RayBackend(EvaluationBackend):
         self.on_event = on_event or (lambda event: None)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init(address=options.ray_address or None, include_dashboard=False, log_to_driver=False)
+            init_ray(ray, options.ray_address)
+        workload = anchored(workload)
         have = int(ray.cluster_resources().get("GPU", 0))
         count = options.ray_gpus or have
         if count < 1 or count > have:
@@ -126,7 +156,7 @@ class RayBackend(EvaluationBackend):
         # none for the compile tasks on a machine with as many CPUs as GPUs
         actor = ray.remote(GpuActor).options(num_gpus=1, num_cpus=0, max_restarts=-1, max_task_retries=0,
                                              max_concurrency=2)
-        self._actors = [actor.remote(i, factory, workload, options, log_dir / f"worker-{i}.log" if log_dir else None)
+        self._actors = [actor.remote(i, factory, workload, options, log_dir.absolute() / f"worker-{i}.log" if log_dir else None)
                         for i in range(count)]
         self._labels = [f"actor {i}" for i in range(count)]
         self._nvrtc = ray.remote(_nvrtc_task).options(num_cpus=1)
