@@ -20,9 +20,9 @@ platform=(--only-binary=:all: --python-version 3.12 --implementation cp --platfo
 python3 -m pip download -q "${platform[@]}" -d "$out/all" "ray>=2.9"
 for w in .whl/*.whl; do
   case "$(basename "$w")" in
-    # MLflow's, the model client's (the tune proposer never imports it) and the tests'
+    # MLflow's, the model client's (the tune proposer never imports it) and the snapshot tests'
     mlflow*|sqlalchemy*|alembic*|cryptography*|databricks*|flask*|werkzeug*|gunicorn*|openai*|tiktoken*|\
-    langchain_openai*|pytest*|syrupy*|scikit_build*) ;;
+    langchain_openai*|pytest_textual*|syrupy*|scikit_build*) ;;
     *) cp "$w" "$out/" ;;
   esac
 done
@@ -30,13 +30,18 @@ for w in "$out"/all/*.whl; do
   case "$(basename "$w")" in
     numpy*) ;;  # the image's own stays
     ray-*)
-      dir=$(mktemp -d)
-      (cd "$dir" && python3 -m zipfile -e "$OLDPWD/$w" .)
       # Nor the libraries on top of Ray's core, nor the dashboard's web client (the backend
-      # starts Ray with include_dashboard=False).
-      rm -rf "$dir"/ray/{jars,rllib,data,serve,tune,train,llm,dashboard/client}
-      (cd "$dir" && python3 -m zipfile -c "$OLDPWD/$out/$(basename "$w")" .)
-      rm -rf "$dir" ;;
+      # starts Ray with include_dashboard=False). Entry by entry, so each keeps its mode bits
+      # (gcs_server and raylet are executables; an extract-and-zip loses that).
+      python3 - "$w" "$out/$(basename "$w")" <<'PY'
+import sys, zipfile
+drop = tuple(f"ray/{d}/" for d in ("jars", "rllib", "data", "serve", "tune", "train", "llm", "dashboard/client"))
+with zipfile.ZipFile(sys.argv[1]) as zin, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as zout:
+    for info in zin.infolist():
+        if not info.filename.startswith(drop):
+            zout.writestr(info, zin.read(info))
+PY
+      ;;
     *) [ -e "$out/$(basename "$w")" ] || cp "$w" "$out/" ;;
   esac
 done
