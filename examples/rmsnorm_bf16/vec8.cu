@@ -41,16 +41,6 @@
 #define WPRE 0
 #endif
 
-// blocks per SM ptxas must fit (__launch_bounds__' second argument): 512 threads x VEC 2 at 4
-// fills the SM (32 registers, no spill, NVRTC 13.0); 1 leaves ptxas its own choice
-// knob MINB: 1 2 3 4 5 6 8
-#ifndef MINB
-#define MINB 1
-#endif
-#if BLOCK * MINB > 2048
-#error BLOCK * MINB exceeds the 2048 threads of an SM
-#endif
-
 #define NWARPS (BLOCK / 32)
 
 __device__ __forceinline__ uint4 load_x(const uint4* p)
@@ -114,7 +104,7 @@ __device__ __forceinline__ uint4 scale8(const uint4& xu, const uint4& wu, float 
     return out;
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK, MINB)
+extern "C" __global__ void __launch_bounds__(BLOCK)
 rmsnorm_bf16_vec8(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ weight,
                   __nv_bfloat16* __restrict__ y, int rows, int cols, float eps)
 {
