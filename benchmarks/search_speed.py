@@ -157,6 +157,11 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
         print("worker time by case: " + "; ".join(f"{case} {phase} {sum(v) / 1000:.1f} s ({len(v)}x, "
                                                   f"{sum(v) / len(v):.0f} ms each)" for (case, phase), v in rows[:8])
               + f"; all cases {sum(sum(v) for v in worker.values()) / 1000:.1f} s")
+        phases: dict[str, float] = {}
+        for (_, phase), v in worker.items():
+            phases[phase] = phases.get(phase, 0.0) + sum(v)
+        print("worker time by phase: " + "; ".join(f"{p} {t / 1000:.1f} s" for p, t in
+                                                   sorted(phases.items(), key=lambda kv: -kv[1])))
     first = records[0]["t"] - t0
     accounted = first + sum(spent.values())
     print(f"where the {wall:.1f} s went: start-up before the plan {first:.1f} s; "
