@@ -95,6 +95,11 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
   done
 fi
 
+for w in ${WS_COSTS:-}; do  # e.g. WS_COSTS="examples/sgemm": what the worker's own checks cost per run
+  step "worker costs: $w"
+  (cd "$OLDPWD" && python3 benchmarks/worker_costs.py "$w" 2>&1) | tee -a "$OUT/worker-costs.txt"
+done
+
 if [ -d "$OLDPWD/.whl-peer" ] && [ "${WS_KT:-0}" != 0 ]; then  # the peer, Kernel Tuner, from its carried wheels
   step "Kernel Tuner against warpsmith's tuner: ${WS_KT_ARGS:-}"
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kt "$OLDPWD"/.whl-peer/*.whl > "$OUT/kt-wheels.log" 2>&1
@@ -176,7 +181,8 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
 [ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^where|^worker" "$OUT/search-speed.txt"
 [ -f "$OUT/kernel-tuner.txt" ] && grep -E "^\\|" "$OUT/kernel-tuner.txt"
+[ -f "$OUT/worker-costs.txt" ] && cat "$OUT/worker-costs.txt"
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(sweeps|search-speed|kernel-tuner|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(sweeps|search-speed|kernel-tuner|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')

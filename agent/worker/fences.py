@@ -7,7 +7,7 @@ launches and, in the timed launches, copy it back instead of computing it: each
 launch's output is right, and only the speed is a lie. Guard bands and moats hold
 a constant sentinel, so such a kernel could even put them back on its last launch.
 
-So before each validated or timed run of a case, every other resident case's
+So before each timed run of a case, every other resident case's
 output buffers (guard bands included), every other program's workspace, every
 moat and the running case's own guard bands (its arrays' and its workspace's) are
 filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
@@ -16,6 +16,15 @@ still hold it, or the run is ``out_of_bounds``. No kernel can compute the stream
 and no two regions share it, so what a kernel overwrote cannot be put back. Moats
 and the running case's guard bands get their sentinel back afterwards (the sweep
 and the overrun check read it); the rest is re-armed by its own case's next prepare.
+
+A validated run is not fenced. A stash only pays in timed launches, and a timed run
+raises its fence (over everything a validation could have left a stash in) before
+its first launch; a validation's writes elsewhere are still caught where they could
+matter: the moats and guard bands by their sentinels, inputs and references by their
+checksums in the sweep, other cases' outputs overwritten by their own next poison.
+(On the H100 in session 14 the worker was the search's bottleneck, and a fence over
+sgemm's resident memory, about a gigabyte, costs a PRF pass to raise and one to check,
+on each of the dozens of validated runs of a candidate.)
 """
 
 from __future__ import annotations
