@@ -121,6 +121,7 @@ void def_device(py::module_& m) {
            "Open a GPU through its primary context; raises CudaError without one.")
       .def_property_readonly("facts", &Device::facts)
       .def_property_readonly("flush_bytes", &Device::flush_bytes)
+      .def_property_readonly("flush_ptr", &Device::flush_ptr)
       .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Wait for the stream; a kernel fault surfaces here as CudaError.")
       .def("alloc", [](std::shared_ptr<Device> d, size_t n) { return std::make_shared<Buffer>(d, n); },
@@ -272,6 +273,8 @@ void def_cublas(py::module_& m) {
            py::arg("candidates"), "Load cuBLAS and bind a handle to the device's stream.")
       .def_property_readonly("path", &Cublas::path)
       .def_property_readonly("version", &Cublas::version)
+      .def_property_readonly("workspace_ptr", &Cublas::workspace_ptr)
+      .def_property_readonly("workspace_bytes", &Cublas::workspace_bytes)
       .def("sgemm",
            [](Cublas& c, std::shared_ptr<Device> d, uint64_t a, uint64_t b, uint64_t out, int m,
               int n, int k) {

@@ -22,6 +22,7 @@ struct Api {
   Status (*set_stream)(Handle, CUstream) = nullptr;
   Status (*set_math_mode)(Handle, int) = nullptr;
   Status (*get_version)(Handle, int*) = nullptr;
+  Status (*set_workspace)(Handle, void*, size_t) = nullptr;
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*,
                   int, const float*, float*, int) = nullptr;
   Status (*gemm_ex)(Handle, int, int, int, int, int, const void*, const void*, int, int,
@@ -66,6 +67,7 @@ const Api& api(const std::vector<std::string>& candidates) {
   g_lib.load(g_api.set_stream, "cublasSetStream_v2", "cuBLAS");
   g_lib.load(g_api.set_math_mode, "cublasSetMathMode", "cuBLAS");
   g_lib.load(g_api.get_version, "cublasGetVersion_v2", "cuBLAS");
+  g_lib.load(g_api.set_workspace, "cublasSetWorkspace_v2", "cuBLAS");
   g_lib.load(g_api.sgemm, "cublasSgemm_v2", "cuBLAS");
   g_lib.load(g_api.gemm_ex, "cublasGemmEx", "cuBLAS");
   return g_api;
@@ -82,13 +84,17 @@ Cublas::Cublas(std::shared_ptr<Device> device, const std::vector<std::string>& c
   check(a.set_stream(handle_, device_->stream()), "cublasSetStream_v2");
   check(a.set_math_mode(handle_, kDefaultMath), "cublasSetMathMode(CUBLAS_DEFAULT_MATH)");
   check(a.get_version(handle_, &version_), "cublasGetVersion_v2");
+  // cuBLAS's workspace on a buffer of ours, so the worker knows where it is and can fence
+  // it while a candidate runs (else it is memory in the candidate's context that nothing
+  // checks). kWorkspaceBytes is what NVIDIA recommends for Hopper (32 MiB; 4 MiB before).
+  WS_CU(driver().cuMemAlloc(&workspace_, kWorkspaceBytes));
+  check(a.set_workspace(handle_, reinterpret_cast<void*>(workspace_), kWorkspaceBytes), "cublasSetWorkspace_v2");
 }
 
 Cublas::~Cublas() {
-  if (handle_) {
-    device_->make_current();
-    g_api.destroy(handle_);
-  }
+  device_->make_current();
+  if (handle_) g_api.destroy(handle_);
+  if (workspace_) driver().cuMemFree(workspace_);
 }
 
 void Cublas::sgemm_row_major(CUstream stream, uint64_t a, uint64_t b, uint64_t c, int m, int n,

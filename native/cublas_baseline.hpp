@@ -28,10 +28,15 @@ class Cublas {
                            int k);
   const std::string& path() const { return path_; }
   int version() const { return version_; }
+  // The workspace cuBLAS was given (cublasSetWorkspace): the worker fences it while a candidate runs.
+  uint64_t workspace_ptr() const { return static_cast<uint64_t>(workspace_); }
+  size_t workspace_bytes() const { return kWorkspaceBytes; }
+  static constexpr size_t kWorkspaceBytes = 32u << 20;
 
  private:
   std::shared_ptr<Device> device_;
   void* handle_ = nullptr;
+  CUdeviceptr workspace_ = 0;
   std::string path_;
   int version_ = 0;
 };

@@ -38,6 +38,7 @@ class Device {
   // previous launch's data so the next launch starts cold.
   void flush_l2();
   size_t flush_bytes() const { return flush_bytes_; }
+  uint64_t flush_ptr() const { return static_cast<uint64_t>(flush_); }
 
  private:
   CUdevice dev_ = 0;

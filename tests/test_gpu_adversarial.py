@@ -260,6 +260,27 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     assert worker.moat_breach(first) is None and worker.moat_breach(second) is None
 
 
+def test_cublas_workspace_and_the_unflushed_flush_buffer_are_fenced(workload):
+    """The worker's own memory a kernel could keep data in: cuBLAS's workspace (ours, given with
+    cublasSetWorkspace, once a baseline opened cuBLAS) and, in a run that does not flush L2 (--hot),
+    the flush buffer. A write into either during a run breaks its fence."""
+    from agent.worker.gpu_side import GpuWorker
+    worker = GpuWorker(0)
+    with Evaluator(workload) as ev:
+        job = ev._case_job(workload.cases[0], 1, None)
+    bufs = worker.buffers(job, 1)
+    assert not any("cuBLAS" in r.what or "flush" in r.what for r in worker.fence(bufs, None).regions)
+    cublas = worker.cublas()
+    for flushed, written, what in ((True, (cublas.workspace_ptr, cublas.workspace_bytes), "cuBLAS's workspace"),
+                                   (False, (worker.device.flush_ptr, worker.device.flush_bytes), "the L2 flush buffer")):
+        fence = worker.fence(bufs, None, flushed=flushed)
+        assert ("flush" in " ".join(r.what for r in fence.regions)) is not flushed
+        ptr, nbytes = written
+        worker.checks.fill16(ptr + nbytes // 2, 0x3F80, 64, synchronous=True)  # a stash, mid-buffer
+        found = fence.breached()
+        assert found is not None and found.status == "out_of_bounds" and what in found.detail, found
+
+
 def test_a_timed_check_rewritten_after_it_ran_is_caught_by_its_seal(workload):
     """The timed launches' check records are read after the loop: a later launch could zero an
     earlier one's mismatch count. Each record carries a keyed tag of its count: a forged

@@ -20,7 +20,7 @@ from ..runtime.parent_watch import exit_with_parent
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
-from .fences import Fence, regions
+from .fences import Fence, Region, regions
 from .gpu_checks import CLOSE_KERNELS, GpuChecks
 from .mismatch import build_report
 from .poison import Poisons
@@ -131,10 +131,17 @@ class GpuWorker:
             self._kernel = (cubin, symbol, module, module.function(symbol))
         return self._kernel[3]
 
-    def fence(self, bufs: CaseBuffers, run: Optional[ProgramRun]) -> Fence:
+    def fence(self, bufs: CaseBuffers, run: Optional[ProgramRun], flushed: bool = True) -> Fence:
         """Every other case's buffers and workspace and every moat fenced for this run
-        (agent/worker/fences.py)."""
-        fence = Fence(self.checks, regions(bufs, run, self.cases.values(), self._programs.values()))
+        (agent/worker/fences.py), and the worker's own memory a kernel could keep data in:
+        cuBLAS's workspace once a baseline opened cuBLAS, and the L2 flush buffer when the
+        run does not flush (`--hot`: nothing else writes it between launches)."""
+        own = []
+        if self._cublas is not None:
+            own.append(Region("cuBLAS's workspace", self._cublas.workspace_ptr, self._cublas.workspace_bytes))
+        if not flushed:
+            own.append(Region("the L2 flush buffer", self.device.flush_ptr, self.device.flush_bytes))
+        fence = Fence(self.checks, regions(bufs, run, self.cases.values(), self._programs.values()) + own)
         fence.raise_()
         return fence
 
@@ -178,7 +185,7 @@ class GpuWorker:
             run = self.program(job, req.seed, bufs) if job.program else None
             if run:
                 run.prepare(self.poisons)
-            fence = self.fence(bufs, run)
+            fence = self.fence(bufs, run, flushed=req.timing.cold_l2)
             send(Started(job.case, Step.TIME))
             with fence.lowered_on_error():
                 if run:
