@@ -335,6 +335,42 @@ def test_a_candidate_the_screen_keeps_is_validated_then_timed_without_a_second_s
     assert r.status == "ok" and r.score_ms == pytest.approx(1.0) and r.case("odd-97x83x61").check == OK
 
 
+def _time_then_revalidate(run):
+    """The second half of _split(run) as two requests: the timing, then the revalidation."""
+    _, second = _split(run)
+    cut = next(i for i, r in enumerate(second) if isinstance(r, Started) and r.phase == "revalidate")
+    return second[:cut] + [JobDone()], second[cut:]
+
+
+@pytest.mark.parametrize("median, case_best, revalidated", [
+    (0.9, 1.0, True),    # faster than the best: a contender
+    (1.05, 1.0, False),  # slower than the best and than the case's fastest: could never be chosen
+    (1.05, None, True),  # the case never won yet: a dispatch could take it there
+])
+def test_only_a_contender_is_revalidated_after_its_timing(workload, median, case_best, revalidated):
+    """Given both bests, benchmark() times first and revalidates only a candidate that could be chosen; another
+    stays ok, its detail saying it was not revalidated."""
+    first, _ = _split(full_run())
+    timing, recheck = _time_then_revalidate(full_run(samples=(median,) * 3))
+    ev = DoubleEvaluator(workload, _screen((1.0,) * 10) + first + timing + recheck)
+    assert ev.validate(naive(workload), best_ms=1.0).status == "ok"
+    r = ev.benchmark(naive(workload), best_ms=1.0, case_best_ms={"square-256": case_best} if case_best else {})
+    steps = [req.steps for req in ev.doubles[0].sent]
+    assert steps == [(Step.TIME,), (Step.VALIDATE,), (Step.TIME,)] + ([(Step.REVALIDATE,)] if revalidated else [])
+    assert r.status == "ok" and r.score_ms == pytest.approx(median)
+    assert (r.case("square-256").recheck == OK) is revalidated and ("not revalidated" in r.detail) is not revalidated
+
+
+def test_a_contender_wrong_on_revalidation_is_unstable(workload):
+    """The revalidation, sent on its own, still turns a contender that is wrong after its timing into unstable."""
+    first, _ = _split(full_run())
+    timing, recheck = _time_then_revalidate(full_run(samples=(0.9,) * 3, recheck=(WRONG, OK)))
+    ev = DoubleEvaluator(workload, _screen((1.0,) * 10) + first + timing + recheck)
+    ev.validate(naive(workload), best_ms=1.0)
+    r = ev.benchmark(naive(workload), best_ms=1.0, case_best_ms={"square-256": 1.0})
+    assert r.status == "unstable" and "wrong after it" in r.detail and r.score_ms is None
+
+
 def test_a_wrong_timed_launch_in_the_screen_is_a_wrong_answer_not_a_rejection(workload):
     """The screen checks every timed launch: wrong outputs there are the attempt's verdict, even when slower."""
     ev = DoubleEvaluator(workload, _screen((2.0,) * 10, timed=WRONG))
@@ -349,3 +385,24 @@ def test_a_crash_in_the_screen_is_crashed(workload):
     ev = DoubleEvaluator(workload, [Started("square-256", "time"), fault])
     r = ev.validate(naive(workload), best_ms=1.0)
     assert r.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in r.detail
+
+
+def test_a_contender_is_faster_than_the_best_or_than_some_cases_fastest():
+    """contender(): the geomean of the performance medians against the best score, each case's median against
+    that case's fastest so far; a case without a timing (not all timed) counts as a contender."""
+    from agent.evaluate.evaluator import contender
+    from agent.evaluate.results import CaseResult, EvaluationResult, Progress
+    from agent.evaluate.stats import TimingStats
+
+    def timed(**medians):
+        r = EvaluationResult("k", Progress.PENDING, None)
+        r.cases = [CaseResult("small", "correctness")] + [
+            CaseResult(case, "performance", timing=TimingStats.of((ms,)) if ms else None) for case, ms in medians.items()]
+        return r
+    best = {"a": 1.0, "b": 4.0}  # the best's geomean: 2.0
+    assert not contender(timed(a=1.1, b=4.0), 2.0, best)
+    assert contender(timed(a=0.9, b=8.0), 2.0, best)  # slower overall, the fastest on case a: a dispatch takes it
+    assert contender(timed(a=1.0, b=3.9), 2.0, best)  # faster overall
+    assert not contender(timed(a=1.0, b=4.0), 2.0, best)  # a tie is not a win (selection and winners agree)
+    assert contender(timed(a=1.1, b=4.1), 2.0, {"a": 1.0})  # case b never won yet
+    assert contender(timed(a=1.1, b=None), 2.0, best)  # b not timed: nothing to compare

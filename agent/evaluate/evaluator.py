@@ -254,7 +254,14 @@ class Evaluator(EvaluationBackend):
         case comes first, and a candidate clearly slower than the best (and, given
         `case_best_ms`, than each case's fastest median so far) stops there:
         ``rejected_early``, its partial samples kept (agent/evaluate/early_reject.py).
-        Otherwise the chunk was a screen only: the full timing's samples are the record."""
+        Otherwise the chunk was a screen only: the full timing's samples are the record.
+
+        Given both bests, only a contender is revalidated after its timing: one faster than
+        the best, or than some case's fastest median (a dispatch could take it there). Any
+        other can never be chosen (agent/evaluate/selection.py and dispatch.update_winners
+        compare with the same bests), so validating every case again would only spend the
+        GPU; it stays ok, validated before its timing and checked in every timed launch,
+        and its detail says it was not revalidated."""
         t_start = time.perf_counter()
         result, request = self._request(candidate, seed, t_start)
         v, self._validated = self._validated, None
@@ -268,7 +275,17 @@ class Evaluator(EvaluationBackend):
             screened = self._screen(validated, request, best_ms, t_start, case_best_ms)
             if screened is not None:
                 return screened
-        return self._steps(validated, request, (Step.TIME, Step.REVALIDATE), t_start)
+        if best_ms is None or case_best_ms is None:
+            return self._steps(validated, request, (Step.TIME, Step.REVALIDATE), t_start)
+        self._run(dataclasses.replace(request, steps=(Step.TIME,)), validated)
+        if validated.status == Progress.PENDING and all(c.status == Status.OK for c in validated.cases):
+            if contender(validated, best_ms, case_best_ms):
+                self._run(dataclasses.replace(request, steps=(Step.REVALIDATE,)), validated)
+            else:
+                validated.detail = NOT_REVALIDATED
+        self._gate_floor(validated)
+        validated.gpu = self.gpu_label()
+        return _finish(validated, t_start)
 
     def _screen(self, result: EvaluationResult, request: EvaluateKernel, best_ms: float,
                 t_start: float, case_best_ms: Optional[Mapping[str, float]] = None) -> Optional[EvaluationResult]:
@@ -502,6 +519,21 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
     if refusal:
         return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
     return compiled
+
+
+NOT_REVALIDATED = ("not revalidated after its timing: slower than the best and than every case's fastest median, "
+                   "it could not be chosen (validated before the timing, every timed launch checked)")
+
+
+def contender(result: EvaluationResult, best_ms: float, case_best_ms: Mapping[str, float]) -> bool:
+    """Whether a timed result could be chosen: its score (the geomean of its performance
+    medians) below the best's, or some case's median below that case's fastest so far
+    (a case nobody has won yet counts as beaten)."""
+    medians = {c.case: c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing}
+    if not medians or len(medians) < sum(c.role == "performance" for c in result.cases):
+        return True  # not every performance case timed: nothing to compare, revalidate
+    return geomean(list(medians.values())) < best_ms or \
+        any(ms < case_best_ms.get(case, float("inf")) for case, ms in medians.items())
 
 
 def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
