@@ -43,16 +43,24 @@ class FenceChecksDouble:
                 for ptr, nbytes in regions]
 
 
-def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16):
+def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16, constant=None):
+    """A case's buffers; `constant`: the fill word of its inputs if they are constant (the accumulation probe's)."""
     def array(n, role):
         a = SimpleNamespace(job=SimpleNamespace(name=n, role=role), buffer=BufferDouble(nbytes + 2 * guard),
-                            nbytes=nbytes, guard=guard, sentinel=GUARD_WORD)
+                            nbytes=nbytes, guard=guard, sentinel=GUARD_WORD, constant=None)
         a.guard_offsets = lambda: (("before", 0), ("after", guard + nbytes))
+        a.ptr = a.buffer.ptr + guard
         return a
     arrays = {n: array(n, "input") for n in inputs} | {n: array(n, "output") for n in outputs}
     bufs = SimpleNamespace(job=SimpleNamespace(case=name), moats=[BufferDouble(32), BufferDouble(32)], arrays=arrays,
-                           outputs=lambda: [a for a in arrays.values() if a.job.role == "output"])
+                           outputs=lambda: [a for a in arrays.values() if a.job.role == "output"],
+                           inputs=lambda: [a for a in arrays.values() if a.job.role == "input"])
     bufs.arm_guard = lambda a, offset: a.buffer.fill_u32(a.sentinel, offset, a.guard)
+    bufs.restore_constant = lambda a: a.buffer.fill_u32(a.constant, a.guard, a.nbytes)
+    for a in bufs.inputs():
+        if constant is not None:
+            a.constant = constant
+            a.buffer.fill_u32(constant, guard, nbytes)
     for a in arrays.values():
         for _, offset in a.guard_offsets():
             bufs.arm_guard(a, offset)
@@ -71,7 +79,8 @@ def test_a_run_fences_the_moats_its_own_guard_bands_and_everything_of_the_other_
     assert got == {"case 'a' moat", "case 'a' A (before)", "case 'a' A (after)",
                    "case 'a' C (before)", "case 'a' C (after)",
                    "case 'a' workspace partial (before)", "case 'a' workspace partial (after)",
-                   "case 'b' moat", "case 'b' output C", "case 'b' output D", "case 'b' workspace partial"}
+                   "case 'b' moat", "case 'b' output C", "case 'b' output D", "case 'b' workspace partial",
+                   "case 'b' input A (before)", "case 'b' input A (after)"}
     sizes = {r.what: r.nbytes for r in regions(a, pa, [a, b], [pa, pb])}
     assert sizes["case 'b' output C"] == 64 + 2 * 16 and sizes["case 'a' C (after)"] == 16
     # Its own arrays' data and its own workspace's are what it was given: never fenced.
@@ -117,3 +126,31 @@ def test_a_launch_the_runner_refuses_leaves_no_fence_behind():
 def test_each_fence_draws_a_fresh_salt():
     a = case("a")
     assert len({Fence(FenceChecksDouble(), regions(a, None, [a], [])).salt for _ in range(8)}) == 8
+
+
+def test_another_cases_constant_input_is_fenced_then_filled_with_its_value_again():
+    """A constant input (the accumulation probe's) would pass its checksum once the constant is written back: it
+    is fenced like an output, a write there is a breach, and afterwards it holds its value again; an input with
+    varied data is left to its checksum (only its guard bands are fenced)."""
+    a, probe, plain = case("a"), case("probe", constant=0x3F800000), case("plain")
+    got = {r.what for r in regions(a, None, [a, probe, plain], [])}
+    assert "case 'probe' input A (constant)" in got and not any("'plain' input A (constant)" in w for w in got)
+    fence = Fence(FenceChecksDouble(), regions(a, None, [a, probe, plain], []))
+    fence.raise_()
+    x = probe.arrays["A"]
+    assert x.buffer.word(x.guard) != 0x3F800000  # fenced: the keystream, not the constant
+    x.buffer.fill_u32(0x3F800000, x.guard, 4)  # a kernel "putting the constant back" over a stash
+    found = fence.breached()
+    assert found is not None and "case 'probe' input A (constant)" in found.detail
+    assert all(x.buffer.word(x.guard + 4 * i) == 0x3F800000 for i in range(x.nbytes // 4))
+
+
+def test_an_input_is_constant_when_every_element_is_one_value():
+    """Its fill word in the input's width; -1 for 8-byte elements (re-uploaded instead); None when they differ."""
+    import numpy as np
+
+    from agent.worker.case_buffers import _constant_word
+    assert _constant_word(np.full((4, 2), 1.0, np.float32), 4) == 0x3F800000
+    assert _constant_word(np.full(6, 0x3F80, np.uint16), 2) == 0x3F80  # bfloat16 1.0 as stored
+    assert _constant_word(np.full(3, 1.0, np.float64), 4) == -1
+    assert _constant_word(np.array([1.0, 2.0], np.float32), 4) is None

@@ -54,6 +54,9 @@ class DeviceArray:
     ref_scale: float = 0.0
     dirty: bool = False  # an input a kernel modified: re-upload before the next launch
     poison_word: int | None = None  # outputs: the word of the last fill, to tell unwritten elements in a report
+    # inputs whose every element is one value (the accumulation probe's): that value's bits,
+    # as a fill word of `width` bytes, or -1 if it has none (8-byte elements: re-uploaded instead)
+    constant: int | None = None
 
     @property
     def ptr(self) -> int:
@@ -98,6 +101,7 @@ class CaseBuffers:
                 arr.host = generate_input(a, job.case, seed)
                 buf.upload(arr.host, g)
                 arr.checksum = checks.checksum(arr.ptr, a.nbytes, arr.width)
+                arr.constant = _constant_word(arr.host, arr.width)
             else:
                 arr.ref_host, arr.ref_device, arr.ref = device_refs[a.name]
                 arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
@@ -163,6 +167,14 @@ class CaseBuffers:
                 changed.append(a.job.name)
         return changed
 
+    def restore_constant(self, a: DeviceArray) -> None:
+        """A constant input back to its value after a fence (one fill; 8-byte values are
+        uploaded again before the case's next launch instead)."""
+        if a.constant is None or a.constant < 0:
+            a.dirty = True
+        else:
+            self._fill(a, a.constant, a.guard, a.nbytes, synchronous=True)
+
     def restore(self) -> None:
         """Upload again whatever a kernel changed (inputs, references)."""
         for a in self.arrays.values():
@@ -184,3 +196,13 @@ class CaseBuffers:
         out = np.empty(a.job.shape, dtype=STORAGE.get(a.job.dtype, a.job.dtype))  # bfloat16 as its uint16 bits
         a.buffer.download(out, a.guard)
         return out
+
+
+def _constant_word(host: np.ndarray, width: int) -> int | None:
+    """The fill word of an input whose elements are all one value (None if they differ; -1
+    when the elements are wider than a fill word)."""
+    if host.size == 0 or not (host.reshape(-1)[:1] == host.reshape(-1)).all():
+        return None
+    if host.dtype.itemsize != width:
+        return -1
+    return int(host.reshape(-1)[:1].view(np.uint16 if width == 2 else np.uint32)[0])

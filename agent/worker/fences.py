@@ -8,7 +8,8 @@ launch's output is right, and only the speed is a lie. Guard bands and moats hol
 a constant sentinel, so such a kernel could even put them back on its last launch.
 
 So before each timed run of a case, every other resident case's
-output buffers (guard bands included), every other program's workspace, every
+output buffers (guard bands included), its inputs' guard bands and constant
+inputs, every other program's workspace, every
 moat and the running case's own guard bands (its arrays' and its workspace's), and
 the worker's own memory a kernel could reach (cuBLAS's workspace, the L2 flush buffer
 when the run does not flush; GpuWorker.fence) are filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
@@ -73,6 +74,24 @@ def _moats(bufs: CaseBuffers) -> list[Region]:
             for m in bufs.moats]
 
 
+def _inputs_of_another(bufs: CaseBuffers) -> list[Region]:
+    """Another case's input guard bands (up to a MiB each: nothing else reads them until that
+    case's own prepare re-arms them) and its constant inputs. A constant input (the
+    accumulation probe's) passes its checksum again once a kernel writes the constant back,
+    so it is fenced, then filled with its value again (`restore_constant`). The data of the
+    other inputs is left to the checksums: a kernel could not put it back without keeping
+    it somewhere first."""
+    out = []
+    for a in bufs.inputs():
+        for side, offset in a.guard_offsets():
+            if offset % 4 == 0:
+                out.append(Region(f"case '{bufs.job.case}' input {a.job.name} ({side})", a.buffer.ptr + offset, a.guard))
+        if a.constant is not None:
+            out.append(Region(f"case '{bufs.job.case}' input {a.job.name} (constant)", a.ptr, a.nbytes,
+                              lambda a=a: bufs.restore_constant(a)))
+    return out
+
+
 def regions(running: CaseBuffers, run: Optional[ProgramRun], cases: Iterable[CaseBuffers],
             programs: Iterable[ProgramRun]) -> list[Region]:
     """What the run of `running` (and its program `run`, if any) must not touch."""
@@ -83,6 +102,7 @@ def regions(running: CaseBuffers, run: Optional[ProgramRun], cases: Iterable[Cas
         out += _moats(bufs)
         out += [Region(f"case '{bufs.job.case}' output {a.job.name}", a.buffer.ptr, a.nbytes + 2 * a.guard)
                 for a in bufs.outputs()]
+        out += _inputs_of_another(bufs)
     for program in programs:
         if program is not run:
             out += [Region(f"case '{program.bufs.job.case}' workspace {w.name}", w.buffer.ptr, w.nbytes + 2 * w.guard)
