@@ -23,6 +23,12 @@ class SlotsDouble:
     def fill_u32(self, word: int, offset: int, nbytes: int) -> None:
         self.words.view(np.uint32)[offset // 4:(offset + nbytes) // 4] = word
 
+    fill_u32_async = fill_u32
+
+    def u32(self, ptr: int) -> np.ndarray:
+        """The 4-byte words from device address ptr on."""
+        return self.words.view(np.uint32)[(ptr - self.ptr) // 4:]
+
     def download(self, out: np.ndarray) -> None:
         out.reshape(-1)[:] = self.words
 
@@ -37,6 +43,9 @@ class ChecksDouble(GpuChecks):
         self.slots: SlotsDouble | None = None
         self.bad = 0  # what the next check finds, spread over the blocks
 
+    def scrub_shared(self):
+        pass
+
     def enqueue_output_check(self, dtype, out_ptr, ref_ptr, nbytes, scale, rtol, stats_ptr):
         k = (stats_ptr - self.slots.ptr) // 8
         self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID] = [self.bad // GRID + (b < self.bad % GRID)
@@ -47,6 +56,16 @@ class ChecksDouble(GpuChecks):
         total = int(self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID].sum())
         self.slots.words[k + 6] = total
         self.slots.words[k + 7] = prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ total, stats_ptr)
+        for ptr, nbytes in self.sealed_rest(stats_ptr):  # the rest of the slot: the fence's keystream
+            self.slots.u32(ptr)[:nbytes // 4] = [self.stream(salt, ptr + 4 * i) for i in range(nbytes // 4)]
+
+    @staticmethod
+    def stream(salt, addr):
+        return hash((salt, addr)) & 0xFFFFFFFF
+
+    def fences_broken(self, regions, salt):
+        return [sum(int(w) != self.stream(salt, ptr + 4 * i) for i, w in enumerate(self.slots.u32(ptr)[:nbytes // 4]))
+                for ptr, nbytes in regions]
 
 
 def judge(launches: int, outputs=("C",)):
@@ -54,7 +73,8 @@ def judge(launches: int, outputs=("C",)):
     device = SimpleNamespace(alloc=lambda nbytes: setattr(checks, "slots", SlotsDouble(nbytes)) or checks.slots)
     arrays = [SimpleNamespace(job=SimpleNamespace(name=n, dtype="float32"), ptr=0, ref=SimpleNamespace(ptr=0),
                               nbytes=64, ref_scale=1.0) for n in outputs]
-    bufs = SimpleNamespace(outputs=lambda: arrays, job=SimpleNamespace(rtol={n: 1e-5 for n in outputs}))
+    bufs = SimpleNamespace(outputs=lambda: arrays, job=SimpleNamespace(rtol={n: 1e-5 for n in outputs}),
+                           poison=lambda poisons: None)
     return checks, TimedChecks(device, checks, bufs, poisons=None, repetitions=launches)
 
 
@@ -93,6 +113,30 @@ def test_a_record_sealed_in_another_run_does_not_pass_in_this_one():
     second.slots.words[:second.slot_words] = replay  # the same address, the first run's clean record
     found = second.verdict(1)
     assert found is not None and found.status == "out_of_bounds"
+
+
+def test_a_sealed_slot_keeps_no_data_between_launches():
+    """A later launch writing into an earlier launch's sealed slot, anywhere but its count and tag (where a kernel
+    could keep data between launches), breaks the keystream the seal left there: out_of_bounds."""
+    checks, j = judge(3)
+    for i in range(3):
+        j.before(i)
+        j.after(i)
+    assert j.verdict(3) is None
+    j.slots.words[1 * j.slot_words + STATS_WORDS + 1] = 12345  # launch 2's per-block count, after its seal
+    found = j.verdict(3)
+    assert found is not None and found.status == "out_of_bounds" and "launch #2" in found.detail
+
+
+def test_the_slots_not_sealed_yet_are_zero_before_each_launch():
+    """A launch that writes ahead into a later launch's slot finds it zeroed before the next launch."""
+    checks, j = judge(3)
+    j.before(0)
+    j.after(0)
+    j.slots.words[2 * j.slot_words + 3] = 777  # launch 1 writes into launch 3's slot
+    j.before(1)
+    assert j.slots.words[2 * j.slot_words + 3] == 0  # gone before launch 2 could read it
+    assert j.slots.words[7] == prf(checks._seal_key[0] ^ j.salt, checks._seal_key[1], j.slots.ptr)  # launch 1's seal kept
 
 
 def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_memory():

@@ -138,17 +138,28 @@ extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned
   ws_block_count(local, stats);
 }
 
-// A timed launch's check, sealed: launched after the check (one thread), it sums the
-// blocks' counts (each written by the check itself, so whatever the kernel under test
-// left in the slot before the check is overwritten) into stats[6] and tags the sum with
-// the PRF of the slot's address under a secret key into stats[7]. The slots are read
-// only after the timing loop, so a later launch of the kernel could rewrite an earlier
-// launch's count: it cannot forge the tag of the count it would write.
-extern "C" __global__ void ws_seal(u64* stats, u64 nblocks, u64 k0, u64 k1) {
-  u64 sum = 0;
-  for (u64 b = 0; b < nblocks; ++b) sum += stats[WS_STATS_WORDS + b];
-  stats[6] = sum;
-  stats[7] = ws_prf(k0, k1 ^ sum, (u64)stats);
+// A timed launch's check, sealed: launched after the check, it sums the blocks' counts
+// (each written by the check itself, so whatever the kernel under test left in the slot
+// before the check is overwritten) into stats[6] and tags the sum with the PRF of the
+// slot's address under a secret key into stats[7]. The slots are read only after the
+// timing loop, so a later launch of the kernel could rewrite an earlier launch's count:
+// it cannot forge the tag of the count it would write. Then every other word of the slot
+// gets the fence's keystream (f0, f1: the fence key and the run's salt), checked after the
+// loop: a sealed slot is no place to keep data from one launch to the next either.
+extern "C" __global__ void ws_seal(u64* stats, u64 nblocks, u64 k0, u64 k1, u64 f0, u64 f1) {
+  if (threadIdx.x == 0) {
+    u64 sum = 0;
+    for (u64 b = 0; b < nblocks; ++b) sum += stats[WS_STATS_WORDS + b];
+    stats[6] = sum;
+    stats[7] = ws_prf(k0, k1 ^ sum, (u64)stats);
+  }
+  __syncthreads();
+  for (u64 w = threadIdx.x; w < WS_STATS_WORDS + nblocks; w += blockDim.x)
+    if (w != 6 && w != 7) {
+      unsigned* half = (unsigned*)(stats + w);
+      half[0] = (unsigned)ws_prf(f0, f1, (u64)half);
+      half[1] = (unsigned)ws_prf(f0, f1, (u64)(half + 1));
+    }
 }
 
 // A keyed checksum: a secret key (never a kernel's argument) makes a change that
@@ -319,10 +330,18 @@ class GpuChecks:
 
     def enqueue_seal(self, stats_ptr: int, salt: int) -> None:
         """Behind an enqueued output check: its count, summed from the blocks' own, and the
-        count's tag (ws_seal) into words 6 and 7 of its stats. The salt is the timing run's:
-        a tag from another run (the same address reused) does not pass in this one."""
-        self.device.launch(self._fn["ws_seal"], (1, 1, 1), (1, 1, 1), 0,
-                           [("ptr", stats_ptr), ("i64", self._grid), *self._key_args(self._seal_key, tweak0=salt)])
+        count's tag (ws_seal) into words 6 and 7 of its stats, and the fence's keystream of
+        `salt` into every other word (sealed_rest says where, to check after the loop). The
+        salt is the timing run's: a tag from another run (the same address reused) does not
+        pass in this one."""
+        self.device.launch(self._fn["ws_seal"], (1, 1, 1), (128, 1, 1), 0,
+                           [("ptr", stats_ptr), ("i64", self._grid), *self._key_args(self._seal_key, tweak0=salt),
+                            *self._fence_args(salt)])
+
+    def sealed_rest(self, stats_ptr: int) -> list[tuple[int, int]]:
+        """The (ptr, nbytes) of a sealed slot that hold the fence's keystream: all but the
+        count and its tag (words 6 and 7)."""
+        return [(stats_ptr, 6 * 8), (stats_ptr + STATS_WORDS * 8, self._grid * 8)]
 
     def sealed(self, stats_ptr: int, salt: int, count: int, tag: int) -> bool:
         """Whether (count, tag), read back from the stats at stats_ptr, are what ws_seal wrote there."""

@@ -4,12 +4,14 @@ A kernel that computes only when it finds poison, only on some launches, or only
 while it is not timed would otherwise be timed doing nothing. The runner's timing
 loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
 measured one, both outside the launch's event pair (so neither enters a sample).
-``before`` fills the outputs with the next poison word and overwrites every SM's
-shared memory (where a launch could leave its outputs for the next); ``after`` enqueues the
-output check into launch i's own slot of a stats buffer, and its seal (a tag of the
-count under a secret key: a later launch of the kernel could otherwise zero an
-earlier launch's count). Nothing waits inside the loop: the slots are read once it
-is over, and a slot whose tag is not its count's is ``out_of_bounds``.
+``before`` fills the outputs with the next poison word, overwrites every SM's
+shared memory (where a launch could leave its outputs for the next) and zeroes the
+slots not sealed yet; ``after`` enqueues the output check into launch i's own slot of
+a stats buffer, and its seal (a tag of the count under a secret key: a later launch of
+the kernel could otherwise zero an earlier launch's count; the slot's other words get
+the fence's keystream, so a sealed slot holds no data between launches either).
+Nothing waits inside the loop: the slots are read once it is over, and a slot whose tag
+is not its count's, or whose other words lost their keystream, is ``out_of_bounds``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ class TimedChecks:
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
         self.checks.scrub_shared()
+        # The slots not sealed yet, zero again: the checks count into zeros, and nothing a
+        # launch wrote ahead of its own check (where it could keep data) reaches the next.
+        first = max(0, index) * len(self.outputs)
+        self.slots.fill_u32_async(0, first * self.slot_bytes, (self.count - first) * self.slot_bytes)
 
     def after(self, index: int) -> None:
         for j, a in enumerate(self.outputs):
@@ -55,7 +61,11 @@ class TimedChecks:
         used = measured * len(self.outputs)
         forged = [k for k in range(used) if not self.checks.sealed(self.slots.ptr + k * self.slot_bytes, self.salt,
                                                                    int(stats[k, 6]), int(stats[k, 7]))]
+        rest = [self.checks.sealed_rest(self.slots.ptr + k * self.slot_bytes) for k in range(used)]
+        broken = self.checks.fences_broken([r for pair in rest for r in pair], self.salt)
+        forged += [k for k in range(used) if broken[2 * k] or broken[2 * k + 1]]
         if forged:
+            forged = sorted(set(forged))
             launch = forged[0] // len(self.outputs) + 1
             return CaseCheck(Status.OUT_OF_BOUNDS, detail=f"the record of timed launch #{launch}'s output check "
                              f"(and {len(forged) - 1} more) was rewritten after the check: the kernel writes into "
