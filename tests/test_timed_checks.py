@@ -46,6 +46,9 @@ class ChecksDouble(GpuChecks):
     def scrub_shared(self):
         pass
 
+    def clear_scratch(self):
+        pass
+
     def enqueue_output_check(self, dtype, out_ptr, ref_ptr, nbytes, scale, rtol, stats_ptr):
         k = (stats_ptr - self.slots.ptr) // 8
         self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID] = [self.bad // GRID + (b < self.bad % GRID)
@@ -145,7 +148,8 @@ def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_mem
     checks, j = judge(2)
     order: list[str] = []
     checks.scrub_shared = lambda: order.append("scrub")
+    checks.clear_scratch = lambda: order.append("scratch")
     j.bufs.poison = lambda poisons: order.append("poison")
     for i in range(2):
         j.before(i)
-    assert order == ["poison", "scrub"] * 2
+    assert order == ["poison", "scrub", "scratch"] * 2

@@ -416,6 +416,14 @@ class GpuChecks:
                              [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
                               ("i64", nbytes // width), ("ptr", self._stats.ptr)])[0])
 
+    def clear_scratch(self) -> None:
+        """Zero this object's own small buffers (the stats of the synchronous checks, the
+        fences' counters); enqueued only. Nothing reads them inside a timing loop, so a
+        launch could otherwise keep a few kilobytes there for the next."""
+        self._stats.fill_u32_async(0, 0, self.slot_words * 8)
+        if self._counts is not None:
+            self._counts.fill_u32_async(0, 0, self._counts.nbytes)
+
     def scrub_shared(self) -> None:
         """Overwrite the shared memory of every SM (ws_scrub_shared); enqueued only. Nothing a
         launch leaves there reaches the next one: not the last candidate's, not its own."""

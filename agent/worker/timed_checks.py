@@ -42,6 +42,7 @@ class TimedChecks:
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
         self.checks.scrub_shared()
+        self.checks.clear_scratch()
         # The slots not sealed yet, zero again: the checks count into zeros, and nothing a
         # launch wrote ahead of its own check (where it could keep data) reaches the next.
         first = max(0, index) * len(self.outputs)
