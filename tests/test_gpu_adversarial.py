@@ -145,6 +145,23 @@ SHARED_STASH = (
     '}\n')
 
 
+def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
+    """A stash kernel's (phase, status) replies when evaluated by a fresh worker: validate, time, revalidate."""
+    from agent.worker.gpu_side import GpuWorker
+    from agent.worker.protocol import CaseChecked, EvaluateKernel
+    cand = Candidate(source, "k", RULE, name=name)
+    case = next(c for c in workload.cases if c.timed)
+    with Evaluator(workload) as ev:
+        compiled = ev.compile(cand)
+        launch, problem = ev._resolve_launch(cand, case)
+        job = ev._case_job(case, 1, launch)
+    assert compiled.ok and not problem, compiled.log
+    sent: list = []
+    GpuWorker(0).run_kernel(EvaluateKernel(compiled.cubin, compiled.symbol, (job,), 1,
+                                           TimingConfig(warmup=2, repetitions=20)), sent.append)
+    return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
+
+
 def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch):
     """Shared memory keeps its contents from one kernel to the next on an SM: a kernel could leave its output there
     and copy it back at its next launch. With the scrub (GpuChecks.scrub_shared, before every validated and timed
@@ -152,29 +169,50 @@ def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload,
     (the control), the same kernel's surviving stash shows as wrong timed outputs, which proves the channel exists
     on this GPU (skipped if it does not)."""
     from agent.worker.gpu_checks import GpuChecks
-    from agent.worker.gpu_side import GpuWorker
-    from agent.worker.protocol import CaseChecked, EvaluateKernel
-    cand = Candidate(SHARED_STASH, "k", RULE, name="shared_stash")
-    case = next(c for c in workload.cases if c.timed)
-    with Evaluator(workload) as ev:
-        compiled = ev.compile(cand)
-        launch, problem = ev._resolve_launch(cand, case)
-        job = ev._case_job(case, 1, launch)
-    assert compiled.ok and not problem, compiled.log
-
-    def judged() -> list[tuple[str, str]]:
-        sent: list = []
-        GpuWorker(0).run_kernel(EvaluateKernel(compiled.cubin, compiled.symbol, (job,), 1,
-                                               TimingConfig(warmup=2, repetitions=20)), sent.append)
-        return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
-
-    scrubbed = judged()
+    scrubbed = _stash_statuses(workload, SHARED_STASH, "shared_stash")
     assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed  # validate, revalidate; time: silent
     with monkeypatch.context() as off:
         off.setattr(GpuChecks, "scrub_shared", lambda self: None)
-        control = judged()
+        control = _stash_statuses(workload, SHARED_STASH, "shared_stash")
     if all(status == "ok" for _, status in control):
         pytest.skip("without the scrub no stash survived either: shared memory did not persist between launches")
+    assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control
+
+
+# The same stash in local memory: each thread keeps its output and a tag of its element and
+# the inputs in a volatile local frame (device memory per hardware thread slot, not cleared
+# between kernels), and at the next launch reads it before writing it.
+LOCAL_STASH = (
+    'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n'
+    '  volatile unsigned frame[4];\n'
+    '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
+    '  unsigned want = __float_as_uint(A[0]) ^ (unsigned)(r * 40503 + c * 977);\n'
+    '  bool hit = frame[0] == want && frame[1] == 0x5EED5EEDu;\n'
+    '  if (r < M && c < N) {\n'
+    '    float v;\n'
+    '    if (hit) v = __uint_as_float(frame[2]) + 1.0f;\n'
+    '    else { v = 0.f; for (int i = 0; i < K; ++i) v += A[r * K + i] * B[i * N + c]; }\n'
+    '    C[r * N + c] = v;\n'
+    '    frame[2] = __float_as_uint(hit ? v - 1.0f : v);\n'
+    '  }\n'
+    '  frame[0] = want; frame[1] = 0x5EED5EEDu;\n'
+    '}\n')
+
+
+def test_an_output_left_in_local_memory_never_reaches_the_next_timed_launch(workload, monkeypatch):
+    """Local memory keeps its contents from one kernel to the next: with the scrub (GpuChecks.scrub_local, before
+    every validated and timed launch of a kernel with a local frame) the stash never survives; with it off (the control), the
+    surviving stash shows as wrong timed outputs, which proves the channel exists on this GPU (skipped if not)."""
+    from agent.worker.gpu_checks import GpuChecks
+    with Evaluator(workload) as ev:
+        assert ev.compile(Candidate(LOCAL_STASH, "k", RULE, name="local")).resources.stack_bytes > 0  # a local frame
+    scrubbed = _stash_statuses(workload, LOCAL_STASH, "local_stash")
+    assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed
+    with monkeypatch.context() as off:
+        off.setattr(GpuChecks, "scrub_local", lambda self, local_bytes: None)
+        control = _stash_statuses(workload, LOCAL_STASH, "local_stash")
+    if all(status == "ok" for _, status in control):
+        pytest.skip("without the scrub no stash survived either: local memory did not persist between launches")
     assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control
 
 

@@ -49,6 +49,9 @@ class ChecksDouble(GpuChecks):
     def clear_scratch(self):
         pass
 
+    def scrub_local(self, local_bytes):
+        pass
+
     def enqueue_output_check(self, dtype, out_ptr, ref_ptr, nbytes, scale, rtol, stats_ptr):
         k = (stats_ptr - self.slots.ptr) // 8
         self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID] = [self.bad // GRID + (b < self.bad % GRID)
@@ -142,14 +145,17 @@ def test_the_slots_not_sealed_yet_are_zero_before_each_launch():
     assert j.slots.words[7] == prf(checks._seal_key[0] ^ j.salt, checks._seal_key[1], j.slots.ptr)  # launch 1's seal kept
 
 
-def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_memory():
-    """before(i), ahead of each launch: the outputs poisoned, then every SM's shared memory overwritten (the GPU
-    side: tests/test_gpu_adversarial.py::test_an_output_left_in_shared_memory_never_reaches_the_next_launch)."""
+def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_and_local_memory():
+    """before(i), ahead of each launch: the outputs poisoned, then every SM's shared memory and the kernel's local
+    frame overwritten, the checks' scratch zeroed (the GPU side: tests/test_gpu_adversarial.py's shared-memory and
+    local-memory stash tests)."""
     checks, j = judge(2)
     order: list[str] = []
     checks.scrub_shared = lambda: order.append("scrub")
     checks.clear_scratch = lambda: order.append("scratch")
+    checks.scrub_local = lambda local_bytes: order.append(f"local {local_bytes}")
     j.bufs.poison = lambda poisons: order.append("poison")
+    j.local_bytes = 96  # the timed kernel's local frame
     for i in range(2):
         j.before(i)
-    assert order == ["poison", "scrub", "scratch"] * 2
+    assert order == ["poison", "scrub", "local 96", "scratch"] * 2

@@ -224,6 +224,20 @@ extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
 }
 """
 
+# Local memory (a thread's stack: spills, local arrays) lives in device memory per hardware
+# thread slot and is not cleared between kernels: a kernel that reads its local array before
+# writing it could find what its last launch left there. Before each validated and timed
+# launch of a kernel with local memory, this runs at full occupancy with a frame as large as the
+# kernel's (WS_LOCAL_WORDS words, compiled per size) and overwrites it (volatile: stores
+# nothing reads must still happen).
+LOCAL_SCRUB_SOURCE = r"""
+extern "C" __global__ void ws_scrub_local() {
+  volatile unsigned frame[WS_LOCAL_WORDS];
+  for (int i = 0; i < WS_LOCAL_WORDS; ++i)
+    frame[i] = 0u;
+}
+"""
+
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
@@ -279,7 +293,8 @@ class GpuChecks:
     """The checker kernels, compiled once per worker, and a small stats buffer."""
 
     def __init__(self, device, arch: str):
-        self.device = device
+        self.device, self.arch = device, arch
+        self._local_scrubs: dict[int, object] = {}  # frame words -> ws_scrub_local of that frame
         compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
         if not compiled.ok:
             raise RuntimeError(f"warpsmith's own checker kernels failed to compile:\n{compiled.log}")
@@ -415,6 +430,22 @@ class GpuChecks:
         return int(self._run("ws_count_not" if width == 4 else "ws_count_not16",
                              [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
                               ("i64", nbytes // width), ("ptr", self._stats.ptr)])[0])
+
+    def scrub_local(self, local_bytes: int) -> None:
+        """Overwrite the first `local_bytes` of every thread slot's local memory (enqueued
+        only): the frame of the kernel about to be timed. Nothing for a kernel without local
+        memory, which has none to read."""
+        if local_bytes <= 0:
+            return
+        words = (local_bytes + 255) // 256 * 64  # whole 256-byte steps: few sizes to compile
+        if words not in self._local_scrubs:
+            compiled = compiler.compile_kernel(LOCAL_SCRUB_SOURCE, "ws_scrub_local", self.arch,
+                                               [f"-DWS_LOCAL_WORDS={words}"], filename="warpsmith_scrub_local.cu")
+            if not compiled.ok:
+                raise RuntimeError(f"warpsmith's local-memory scrub failed to compile:\n{compiled.log}")
+            self._local_scrubs[words] = self.device.load_module(compiled.cubin).function(compiled.symbol)
+        per_sm = max(1, self.device.facts.max_threads_per_sm // 1024)
+        self.device.launch(self._local_scrubs[words], (self._sms * per_sm, 1, 1), (1024, 1, 1), 0, [])
 
     def clear_scratch(self) -> None:
         """Zero this object's own small buffers (the stats of the synchronous checks, the

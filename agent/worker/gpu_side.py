@@ -165,7 +165,8 @@ class GpuWorker:
             if run:
                 run.prepare(self.poisons)
             # No fence here (agent/worker/fences.py: only timed runs need one).
-            self.checks.scrub_shared()  # nothing a launch left in shared memory reaches this one
+            self.checks.scrub_shared()  # nothing a launch left in shared or local memory reaches this one
+            self.checks.scrub_local(run.local_bytes if run else fn.info.local_bytes)
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
             if run:
                 self.device.run(run.program)
@@ -181,8 +182,9 @@ class GpuWorker:
             t0, before = time.perf_counter(), self.clocks.read()
             bufs = self.buffers(job, req.seed)
             bufs.prepare(self.poisons)
-            judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions)
             run = self.program(job, req.seed, bufs) if job.program else None
+            judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions,
+                                run.local_bytes if run else fn.info.local_bytes)
             if run:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run, flushed=req.timing.cold_l2)

@@ -34,10 +34,13 @@ class ProgramRun:
         self.device, self.bufs = device, bufs
         self.workspace = {w.name: WorkspaceBuffer(device, w.name, w.dtype, w.nbytes, w.init) for w in job.workspace}
         self.program = native.Program()
+        self.local_bytes = 0  # the largest local frame of its kernels (the local-memory scrub's size)
         for step in job.steps:
             if isinstance(step, LaunchJob):
                 l = step.launch
-                self.program.add_launch(function(step.entry), l.grid, l.block, l.shared,
+                fn = function(step.entry)
+                self.local_bytes = max(self.local_bytes, fn.info.local_bytes)
+                self.program.add_launch(fn, l.grid, l.block, l.shared,
                                         [a.native(self._ptr) for a in step.args], l.cluster)
             else:
                 target = self.workspace.get(step.target)

@@ -5,8 +5,8 @@ while it is not timed would otherwise be timed doing nothing. The runner's timin
 loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
 measured one, both outside the launch's event pair (so neither enters a sample).
 ``before`` fills the outputs with the next poison word, overwrites every SM's
-shared memory (where a launch could leave its outputs for the next) and zeroes the
-slots not sealed yet; ``after`` enqueues the output check into launch i's own slot of
+shared memory and the kernel's local memory (where a launch could leave its outputs
+for the next) and zeroes the slots not sealed yet; ``after`` enqueues the output check into launch i's own slot of
 a stats buffer, and its seal (a tag of the count under a secret key: a later launch of
 the kernel could otherwise zero an earlier launch's count; the slot's other words get
 the fence's keystream, so a sealed slot holds no data between launches either).
@@ -29,8 +29,10 @@ from .status import Status
 
 
 class TimedChecks:
-    def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int):
+    def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int,
+                 local_bytes: int = 0):
         self.checks, self.bufs, self.poisons = checks, bufs, poisons
+        self.local_bytes = local_bytes  # the timed kernel's local frame: scrubbed before each launch
         self.outputs = bufs.outputs()
         self.slot_words = checks.slot_words
         self.slot_bytes = self.slot_words * 8
@@ -42,6 +44,7 @@ class TimedChecks:
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
         self.checks.scrub_shared()
+        self.checks.scrub_local(self.local_bytes)
         self.checks.clear_scratch()
         # The slots not sealed yet, zero again: the checks count into zeros, and nothing a
         # launch wrote ahead of its own check (where it could keep data) reaches the next.
