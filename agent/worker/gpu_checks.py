@@ -433,7 +433,7 @@ class GpuChecks:
 
     def scrub_local(self, local_bytes: int) -> None:
         """Overwrite the first `local_bytes` of every thread slot's local memory (enqueued
-        only): the frame of the kernel about to be timed. Nothing for a kernel without local
+        only): the frame of the kernel about to run. Nothing for a kernel without local
         memory, which has none to read."""
         if local_bytes <= 0:
             return

@@ -6,8 +6,8 @@ loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
 measured one, both outside the launch's event pair (so neither enters a sample).
 ``before`` fills the outputs with the next poison word, overwrites every SM's
 shared memory and the kernel's local memory (where a launch could leave its outputs
-for the next) and zeroes the slots not sealed yet; ``after`` enqueues the output check into launch i's own slot of
-a stats buffer, and its seal (a tag of the count under a secret key: a later launch of
+for the next) and zeroes the slots not sealed yet; ``after`` enqueues the output
+check into launch i's own slot of a stats buffer, and its seal (a tag of the count under a secret key: a later launch of
 the kernel could otherwise zero an earlier launch's count; the slot's other words get
 the fence's keystream, so a sealed slot holds no data between launches either).
 Nothing waits inside the loop: the slots are read once it is over, and a slot whose tag
