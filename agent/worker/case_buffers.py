@@ -55,7 +55,7 @@ class DeviceArray:
     dirty: bool = False  # an input a kernel modified: re-upload before the next launch
     poison_word: int | None = None  # outputs: the word of the last fill, to tell unwritten elements in a report
     # inputs whose every element is one value (the accumulation probe's): that value's bits,
-    # as a fill word of `width` bytes, or -1 if it has none (8-byte elements: re-uploaded instead)
+    # as a fill word of `width` bytes, or -1 if it has none (8-byte elements: uploaded again)
     constant: int | None = None
 
     @property
@@ -168,12 +168,12 @@ class CaseBuffers:
         return changed
 
     def restore_constant(self, a: DeviceArray) -> None:
-        """A constant input back to its value after a fence (one fill; 8-byte values are
-        uploaded again before the case's next launch instead)."""
-        if a.constant is None or a.constant < 0:
-            a.dirty = True
-        else:
+        """A constant input back to its value after a fence, before the sweep reads its
+        checksum: one fill, or for 8-byte values an upload."""
+        if a.constant is not None and a.constant >= 0:
             self._fill(a, a.constant, a.guard, a.nbytes, synchronous=True)
+        elif a.host is not None:
+            a.buffer.upload(a.host, a.guard)
 
     def restore(self) -> None:
         """Upload again whatever a kernel changed (inputs, references)."""
