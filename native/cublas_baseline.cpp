@@ -81,14 +81,13 @@ Cublas::Cublas(std::shared_ptr<Device> device, const std::vector<std::string>& c
   path_ = g_lib.path();
   device_->make_current();
   check(a.create(&handle_), "cublasCreate_v2");
-  check(a.set_stream(handle_, device_->stream()), "cublasSetStream_v2");
   check(a.set_math_mode(handle_, kDefaultMath), "cublasSetMathMode(CUBLAS_DEFAULT_MATH)");
   check(a.get_version(handle_, &version_), "cublasGetVersion_v2");
   // cuBLAS's workspace on a buffer of ours, so the worker knows where it is and can fence
   // it while a candidate runs (else it is memory in the candidate's context that nothing
   // checks). kWorkspaceBytes is what NVIDIA recommends for Hopper (32 MiB; 4 MiB before).
   WS_CU(driver().cuMemAlloc(&workspace_, kWorkspaceBytes));
-  check(a.set_workspace(handle_, reinterpret_cast<void*>(workspace_), kWorkspaceBytes), "cublasSetWorkspace_v2");
+  bind(device_->stream());
 }
 
 Cublas::~Cublas() {
@@ -97,10 +96,21 @@ Cublas::~Cublas() {
   if (workspace_) driver().cuMemFree(workspace_);
 }
 
+void Cublas::bind(CUstream stream) {
+  // Only when the stream changes: the GEMMs are enqueued inside the timed event pair. And
+  // cublasSetStream resets the workspace to cuBLAS's own pool, so ours is given again after
+  // it (as PyTorch does): the worker fences the buffer it knows, which must be the one used.
+  if (bound_ok_ && stream == bound_) return;
+  check(g_api.set_stream(handle_, stream), "cublasSetStream_v2");
+  check(g_api.set_workspace(handle_, reinterpret_cast<void*>(workspace_), kWorkspaceBytes), "cublasSetWorkspace_v2");
+  bound_ = stream;
+  bound_ok_ = true;
+}
+
 void Cublas::sgemm_row_major(CUstream stream, uint64_t a, uint64_t b, uint64_t c, int m, int n,
                              int k, float alpha, float beta) {
   const Api& x = g_api;
-  check(x.set_stream(handle_, stream), "cublasSetStream_v2");
+  bind(stream);
   // cuBLAS is column-major: row-major C = A B is column-major C^T = B^T A^T.
   check(x.sgemm(handle_, kOpN, kOpN, n, m, k, &alpha, reinterpret_cast<const float*>(b), n,
                 reinterpret_cast<const float*>(a), k, &beta, reinterpret_cast<float*>(c), n),
@@ -111,7 +121,7 @@ void Cublas::gemm_bf16_row_major(CUstream stream, uint64_t a, uint64_t b, uint64
                                  int k) {
   const Api& x = g_api;
   const float alpha = 1.f, beta = 0.f;  // fp32 scalars: the compute type is fp32
-  check(x.set_stream(handle_, stream), "cublasSetStream_v2");
+  bind(stream);
   // Column-major C^T = B^T A^T, as for SGEMM.
   check(x.gemm_ex(handle_, kOpN, kOpN, n, m, k, &alpha, reinterpret_cast<const void*>(b), kR16BF, n,
                   reinterpret_cast<const void*>(a), kR16BF, k, &beta, reinterpret_cast<void*>(c),

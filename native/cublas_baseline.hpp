@@ -34,9 +34,13 @@ class Cublas {
   static constexpr size_t kWorkspaceBytes = 32u << 20;
 
  private:
+  void bind(CUstream stream);  // the handle on `stream`, with our workspace
+
   std::shared_ptr<Device> device_;
   void* handle_ = nullptr;
   CUdeviceptr workspace_ = 0;
+  CUstream bound_ = nullptr;  // the stream the handle (and our workspace) were last set for
+  bool bound_ok_ = false;
   std::string path_;
   int version_ = 0;
 };

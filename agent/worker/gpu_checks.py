@@ -231,10 +231,20 @@ extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
 # kernel's (WS_LOCAL_WORDS words, compiled per size) and overwrites it (volatile: stores
 # nothing reads must still happen).
 LOCAL_SCRUB_SOURCE = r"""
-extern "C" __global__ void ws_scrub_local() {
+extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* arrived) {
   volatile unsigned frame[WS_LOCAL_WORDS];
   for (int i = 0; i < WS_LOCAL_WORDS; ++i)
     frame[i] = 0u;
+  // Stay resident until every block has started (bounded, about a millisecond: never a
+  // hang): each warp slot of each SM then holds one of this grid's warps. A block that left
+  // early would hand its slots to a later block, and some slots would keep what they had.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(arrived, 1u);
+    long long t0 = clock64();
+    while (atomicAdd(arrived, 0u) < gridDim.x && clock64() - t0 < 2000000) {}
+  }
+  __syncthreads();
 }
 """
 
@@ -295,6 +305,7 @@ class GpuChecks:
     def __init__(self, device, arch: str):
         self.device, self.arch = device, arch
         self._local_scrubs: dict[int, object] = {}  # frame words -> ws_scrub_local of that frame
+        self._arrived = None  # ws_scrub_local's count of started blocks
         compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
         if not compiled.ok:
             raise RuntimeError(f"warpsmith's own checker kernels failed to compile:\n{compiled.log}")
@@ -431,21 +442,33 @@ class GpuChecks:
                              [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
                               ("i64", nbytes // width), ("ptr", self._stats.ptr)])[0])
 
-    def scrub_local(self, local_bytes: int) -> None:
-        """Overwrite the first `local_bytes` of every thread slot's local memory (enqueued
-        only): the frame of the kernel about to run. Nothing for a kernel without local
-        memory, which has none to read."""
+    def local_scrub(self, local_bytes: int):
+        """The ws_scrub_local whose frame covers `local_bytes` (whole 256-byte steps: few sizes
+        to compile), compiled and loaded on first use. Called before a run starts, so no
+        compile lands inside a timing loop; None for a kernel without local memory."""
         if local_bytes <= 0:
-            return
-        words = (local_bytes + 255) // 256 * 64  # whole 256-byte steps: few sizes to compile
+            return None
+        words = (local_bytes + 255) // 256 * 64
         if words not in self._local_scrubs:
             compiled = compiler.compile_kernel(LOCAL_SCRUB_SOURCE, "ws_scrub_local", self.arch,
                                                [f"-DWS_LOCAL_WORDS={words}"], filename="warpsmith_scrub_local.cu")
             if not compiled.ok:
                 raise RuntimeError(f"warpsmith's local-memory scrub failed to compile:\n{compiled.log}")
             self._local_scrubs[words] = self.device.load_module(compiled.cubin).function(compiled.symbol)
+        return self._local_scrubs[words]
+
+    def scrub_local(self, local_bytes: int) -> None:
+        """Overwrite the first `local_bytes` of every thread slot's local memory (enqueued
+        only): the frame of the kernel about to run, two resident blocks of 1024 threads per
+        SM. Nothing for a kernel without local memory, which has none to read."""
+        fn = self.local_scrub(local_bytes)
+        if fn is None:
+            return
+        if self._arrived is None:
+            self._arrived = self.device.alloc(4)
+        self._arrived.fill_u32_async(0, 0, 4)
         per_sm = max(1, self.device.facts.max_threads_per_sm // 1024)
-        self.device.launch(self._local_scrubs[words], (self._sms * per_sm, 1, 1), (1024, 1, 1), 0, [])
+        self.device.launch(fn, (self._sms * per_sm, 1, 1), (1024, 1, 1), 0, [("ptr", self._arrived.ptr)])
 
     def clear_scratch(self) -> None:
         """Zero this object's own small buffers (the stats of the synchronous checks, the

@@ -33,6 +33,7 @@ class TimedChecks:
                  local_bytes: int = 0):
         self.checks, self.bufs, self.poisons = checks, bufs, poisons
         self.local_bytes = local_bytes  # the timed kernel's local frame: scrubbed before each launch
+        checks.local_scrub(local_bytes)  # compiled now, not inside the timing loop
         self.outputs = bufs.outputs()
         self.slot_words = checks.slot_words
         self.slot_bytes = self.slot_words * 8
