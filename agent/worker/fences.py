@@ -7,12 +7,12 @@ launches and, in the timed launches, copy it back instead of computing it: each
 launch's output is right, and only the speed is a lie. Guard bands and moats hold
 a constant sentinel, so such a kernel could even put them back on its last launch.
 
-So before each timed run of a case, every other resident case's
-output buffers (guard bands included), its inputs' guard bands and constant
-inputs, every other program's workspace, every
-moat and the running case's own guard bands (its arrays' and its workspace's), and
-the worker's own memory a kernel could reach (cuBLAS's workspace, the L2 flush buffer
-when the run does not flush; GpuWorker.fence) are filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
+So before each timed run of a case, every other resident case's output buffers
+(guard bands included), its inputs' guard bands and constant inputs, every other
+program's workspace, every moat, the running case's own guard bands (its arrays' and
+its workspace's), and the worker's own memory a kernel could reach (cuBLAS's
+workspace, the L2 flush buffer when the run does not flush; GpuWorker.fence) are
+filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
 address under the worker's secret key and a fresh salt); after the run they must
 still hold it, or the run is ``out_of_bounds``. No kernel can compute the stream,
 and no two regions share it, so what a kernel overwrote cannot be put back. Moats
