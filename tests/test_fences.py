@@ -87,10 +87,15 @@ def test_a_run_fences_the_moats_its_own_guard_bands_and_everything_of_the_other_
     assert not any(r.ptr == a.arrays["C"].buffer.ptr + 16 for r in regions(a, pa, [a, b], [pa, pb]))
 
 
-def test_a_16_bit_band_off_a_word_boundary_is_left_to_the_overrun_check():
-    a = case("a", nbytes=30)  # 15 bfloat16: the band after them starts 2 bytes into a word
-    whats = {r.what for r in regions(a, None, [a], [])}
-    assert "case 'a' C (before)" in whats and "case 'a' C (after)" not in whats
+def test_a_16_bit_band_off_a_word_boundary_is_fenced_in_its_whole_words():
+    """15 bfloat16: the band after them starts 2 bytes into a word. Its whole words are fenced (the 2 bytes at
+    each end are left to the overrun check), the running case's and another case's input bands alike."""
+    a, b = case("a", nbytes=30), case("b", nbytes=30)
+    by_what = {r.what: r for r in regions(a, None, [a, b], [])}
+    for what, arr in (("case 'a' C (after)", a.arrays["C"]), ("case 'b' input A (after)", b.arrays["A"])):
+        r = by_what[what]
+        band = arr.buffer.ptr + arr.guard + 30
+        assert r.ptr == band + 2 and r.ptr % 4 == 0 and r.nbytes == arr.guard - 4
 
 
 def test_a_write_anywhere_fenced_is_reported_and_the_sentinels_come_back():

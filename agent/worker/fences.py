@@ -50,17 +50,19 @@ class Region:
     rearm: Optional[Callable[[], None]] = None  # what the memory holds again after the run (a sentinel)
 
 
+def _words(ptr: int, nbytes: int) -> tuple[int, int]:
+    """The whole 4-byte words of [ptr, ptr + nbytes) (the fence kernels work in words): a
+    16-bit array's band after an odd number of elements starts 2 bytes off a word, and
+    loses those 2 bytes and the last 2 to the fence (the overrun check still reads them)."""
+    start, end = (ptr + 3) // 4 * 4, (ptr + nbytes) // 4 * 4
+    return start, max(0, end - start)
+
+
 def _guards(bufs: CaseBuffers) -> list[Region]:
-    """The running case's own guard bands, re-armed with their sentinel afterwards. A 16-bit
-    array's band after an odd number of elements starts off a 4-byte boundary: it keeps only
-    its sentinel (2 bytes short of a word; the overrun check still reads it)."""
-    out = []
-    for a in bufs.arrays.values():
-        for side, offset in a.guard_offsets():
-            if offset % 4 == 0:
-                out.append(Region(f"case '{bufs.job.case}' {a.job.name} ({side})", a.buffer.ptr + offset,
-                                  a.guard, lambda a=a, offset=offset: bufs.arm_guard(a, offset)))
-    return out
+    """The running case's own guard bands, re-armed with their sentinel afterwards."""
+    return [Region(f"case '{bufs.job.case}' {a.job.name} ({side})", *_words(a.buffer.ptr + offset, a.guard),
+                   lambda a=a, offset=offset: bufs.arm_guard(a, offset))
+            for a in bufs.arrays.values() for side, offset in a.guard_offsets()]
 
 
 def _workspace_guards(run: ProgramRun) -> list[Region]:
@@ -83,9 +85,8 @@ def _inputs_of_another(bufs: CaseBuffers) -> list[Region]:
     it somewhere first."""
     out = []
     for a in bufs.inputs():
-        for side, offset in a.guard_offsets():
-            if offset % 4 == 0:
-                out.append(Region(f"case '{bufs.job.case}' input {a.job.name} ({side})", a.buffer.ptr + offset, a.guard))
+        out += [Region(f"case '{bufs.job.case}' input {a.job.name} ({side})", *_words(a.buffer.ptr + offset, a.guard))
+                for side, offset in a.guard_offsets()]
         if a.constant is not None:
             out.append(Region(f"case '{bufs.job.case}' input {a.job.name} (constant)", a.ptr, a.nbytes,
                               lambda a=a: bufs.restore_constant(a)))
