@@ -82,9 +82,14 @@ class TorchBaseline:
         self.device.synchronize()
 
     def release_cached_memory(self) -> None:
-        """PyTorch keeps freed blocks mapped for reuse: memory in this context that no fence
-        covers, where a later candidate could keep data between launches. Unmapped, a stray
-        pointer into it faults instead."""
+        """PyTorch keeps freed blocks mapped for reuse, and a cuBLAS workspace per handle
+        and stream alive: memory in this context that no fence covers, where a later
+        candidate could keep data between launches. The workspaces are handed back to the
+        cache (an internal call, where this PyTorch has it), then the cache is unmapped: a
+        stray pointer into any of it faults instead."""
+        clear = getattr(self.torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
         self.torch.cuda.empty_cache()
 
     def timer(self, bufs, sizes: dict):
