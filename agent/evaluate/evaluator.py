@@ -529,11 +529,19 @@ def contender(result: EvaluationResult, best_ms: float, case_best_ms: Mapping[st
     """Whether a timed result could be chosen: its score (the geomean of its performance
     medians) below the best's, or some case's median below that case's fastest so far
     (a case nobody has won yet counts as beaten)."""
-    medians = {c.case: c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing}
-    if not medians or len(medians) < sum(c.role == "performance" for c in result.cases):
+    medians = _performance_medians(result)
+    if medians is None:
         return True  # not every performance case timed: nothing to compare, revalidate
     return geomean(list(medians.values())) < best_ms or \
         any(ms < case_best_ms.get(case, float("inf")) for case, ms in medians.items())
+
+
+def _performance_medians(result: EvaluationResult) -> Optional[dict[str, float]]:
+    """Each performance case's median, once every one of them is timed (the score's inputs)."""
+    medians = {c.case: c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing}
+    if not medians or len(medians) < sum(c.role == "performance" for c in result.cases):
+        return None
+    return medians
 
 
 def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
@@ -545,9 +553,9 @@ def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
             result.detail = f"case '{failed[0].case}': {failed[0].detail}"
         else:
             result.status = Status.OK
-    timed = [c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing]
-    if result.status == Status.OK and timed and len(timed) == sum(c.role == "performance" for c in result.cases):
-        result.score_ms = geomean(timed)
+    medians = _performance_medians(result)
+    if result.status == Status.OK and medians is not None:
+        result.score_ms = geomean(list(medians.values()))
     result.wall_ms["validate"] = sum(c.validate_ms for c in result.cases)
     result.wall_ms["time"] = sum(c.time_ms for c in result.cases)
     result.wall_ms["total"] = (time.perf_counter() - t_start) * 1e3

@@ -64,6 +64,11 @@ def source_tag(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:8]
 
 
+def _prefix(base: CandidateSpec) -> str:
+    """What the names of a tuned kernel's configurations start with: its name and source tag."""
+    return f"{base.name}@{source_tag(base.source)}["
+
+
 class TuneProposer:
     name = "tune"
     proposes_ahead = True  # agent/proposers/base.py's proposes_ahead
@@ -118,7 +123,7 @@ class TuneProposer:
         if arch is None or not self.ahead or ctx.history:
             return
         base, knobs = self.base(ctx)
-        prefix = f"{base.name}@{source_tag(base.source)}["
+        prefix = _prefix(base)
         free = {n: k for n, k in knobs.items() if n not in base.defines}
         defaults = {n: k.default for n, k in free.items()}
         first = [defaults] + [point for point, _ in _listed(ctx.workload, base, free)]
@@ -168,7 +173,7 @@ class TuneProposer:
             base, knobs = self.base(ctx, kernel)
         except ProposalError:
             return
-        prefix = f"{base.name}@{source_tag(base.source)}["
+        prefix = _prefix(base)
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
         ours = [p.spec.defines for p in batch if p.spec.name.startswith(prefix)]
         if not ours:
@@ -181,7 +186,7 @@ class TuneProposer:
     def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int], kernel: Optional[str] = None,
                       focus: Optional[str] = None) -> list[Proposal]:
         base, knobs = self.base(ctx, kernel)
-        prefix = f"{base.name}@{source_tag(base.source)}["
+        prefix = _prefix(base)
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
         tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(taken)}
         scores = _scores(mine, focus)
@@ -296,7 +301,7 @@ class TuneProposer:
 
     def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
         base, knobs = self.base(ctx, kernel)
-        prefix = f"{base.name}@{source_tag(base.source)}["
+        prefix = _prefix(base)
         mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
         tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
         scores = _scores(mine, focus)
