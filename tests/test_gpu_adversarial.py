@@ -184,7 +184,8 @@ def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload,
 # between kernels), and at the next launch reads it before writing it.
 LOCAL_STASH = (
     'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n'
-    '  volatile unsigned frame[4];\n'
+    '  volatile unsigned slot[8];\n'
+    '  volatile unsigned* frame = slot + (K >> 30);\n'  # a runtime index: the frame stays in local memory
     '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
     '  unsigned want = __float_as_uint(A[0]) ^ (unsigned)(r * 40503 + c * 977);\n'
     '  bool hit = frame[0] == want && frame[1] == 0x5EED5EEDu;\n'
@@ -205,7 +206,8 @@ def test_an_output_left_in_local_memory_never_reaches_the_next_timed_launch(work
     surviving stash shows as wrong timed outputs, which proves the channel exists on this GPU (skipped if not)."""
     from agent.worker.gpu_checks import GpuChecks
     with Evaluator(workload) as ev:
-        assert ev.compile(Candidate(LOCAL_STASH, "k", RULE, name="local")).resources.stack_bytes > 0  # a local frame
+        compiled = ev.compile(Candidate(LOCAL_STASH, "k", RULE, name="local"))
+        assert compiled.resources.stack_bytes > 0, compiled.log  # a local frame
     scrubbed = _stash_statuses(workload, LOCAL_STASH, "local_stash")
     assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed
     with monkeypatch.context() as off:
