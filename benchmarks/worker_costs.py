@@ -6,7 +6,7 @@ session, both seeds), for its largest performance case, the median of several pa
 
 - prepare: the outputs poisoned and the guards armed before a run;
 - fence: raising the fence over every other resident case and moat, and checking it;
-- scrub: overwriting every SM's shared memory;
+- scrub: overwriting every SM's shared memory, and every thread slot's local window;
 - output check: one keyed comparison of each output against its masked reference (what
   every timed launch gets behind it);
 - sweep: the integrity pass after a candidate (moats, inputs' and references' checksums).
@@ -76,6 +76,8 @@ def main(workload_dir: str) -> None:
         ("prepare (poison, guards)", timed(worker, lambda: bufs.prepare(worker.poisons))),
         (f"fence raise + check ({len(fence.regions)} regions, {fenced / 2**20:.0f} MiB)", timed(worker, fence_pass)),
         ("scrub shared memory", timed(worker, worker.checks.scrub_shared)),
+        (f"scrub local memory ({worker.device.facts.stack_bytes} B a thread)",
+         timed(worker, lambda: worker.checks.scrub_local(0))),
         (f"output check ({sum(a.nbytes for a in bufs.outputs()) / 2**20:.0f} MiB of output)",
          timed(worker, output_checks)),
         ("sweep (every resident case)", timed(worker, lambda: worker.sweep(lambda reply: None))),

@@ -200,19 +200,31 @@ LOCAL_STASH = (
     '}\n')
 
 
-def test_an_output_left_in_local_memory_never_reaches_the_next_timed_launch(workload, monkeypatch):
+# The same stash with no frame at all: a generic pointer into the thread's local window
+# (cvta.local of offset 0), 512 bytes in, where no frame of this kernel lies (ptxas: 0 bytes).
+WINDOW_STASH = LOCAL_STASH.replace(
+    '  volatile unsigned slot[8];\n'
+    '  volatile unsigned* frame = slot + (K >> 30);\n',
+    '  unsigned long long window;\n'
+    '  asm volatile("cvta.local.u64 %0, %1;" : "=l"(window) : "l"(0ull));\n'
+    '  volatile unsigned* frame = (volatile unsigned*)window + 128 + (K >> 30);\n')
+
+
+@pytest.mark.parametrize("source,framed", [(LOCAL_STASH, True), (WINDOW_STASH, False)], ids=["frame", "window"])
+def test_an_output_left_in_local_memory_never_reaches_the_next_timed_launch(workload, monkeypatch, source, framed):
     """Local memory keeps its contents from one kernel to the next: with the scrub (GpuChecks.scrub_local, before
-    every validated and timed launch of a kernel with a local frame) the stash never survives; with it off (the control), the
-    surviving stash shows as wrong timed outputs, which proves the channel exists on this GPU (skipped if not)."""
+    every validated and timed launch, over each thread slot's whole local window) the stash never survives, in the
+    kernel's frame or past it; with it off (the control), the surviving stash shows as wrong timed outputs, which
+    proves the channel exists on this GPU (skipped if not)."""
     from agent.worker.gpu_checks import GpuChecks
     with Evaluator(workload) as ev:
-        compiled = ev.compile(Candidate(LOCAL_STASH, "k", RULE, name="local"))
-        assert compiled.resources.stack_bytes > 0, compiled.log  # a local frame
-    scrubbed = _stash_statuses(workload, LOCAL_STASH, "local_stash")
+        compiled = ev.compile(Candidate(source, "k", RULE, name="local"))
+        assert (compiled.resources.stack_bytes > 0) == framed, compiled.log
+    scrubbed = _stash_statuses(workload, source, "local_stash")
     assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed
     with monkeypatch.context() as off:
         off.setattr(GpuChecks, "scrub_local", lambda self, local_bytes: None)
-        control = _stash_statuses(workload, LOCAL_STASH, "local_stash")
+        control = _stash_statuses(workload, source, "local_stash")
     if all(status == "ok" for _, status in control):
         pytest.skip("without the scrub no stash survived either: local memory did not persist between launches")
     assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control

@@ -231,10 +231,13 @@ extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
 # kernel's (WS_LOCAL_WORDS words, compiled per size) and overwrites it (volatile: stores
 # nothing reads must still happen).
 LOCAL_SCRUB_SOURCE = r"""
-extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* arrived) {
+// `zero` is 0 at every launch, but the compiler cannot know it: the frame is indexed at run
+// time, so no ptxas can keep it in registers (one did with a constant-indexed volatile
+// array: no stack frame, nothing scrubbed). The worker checks the loaded frame's size too.
+extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* arrived, int zero) {
   volatile unsigned frame[WS_LOCAL_WORDS];
   for (int i = 0; i < WS_LOCAL_WORDS; ++i)
-    frame[i] = 0u;
+    frame[i + zero] = 0u;
   // Stay resident until every block has started (bounded, about a millisecond: never a
   // hang): each warp slot of each SM then holds one of this grid's warps. A block that left
   // early would hand its slots to a later block, and some slots would keep what they had.
@@ -247,6 +250,7 @@ extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* a
   __syncthreads();
 }
 """
+
 
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
@@ -443,32 +447,34 @@ class GpuChecks:
                               ("i64", nbytes // width), ("ptr", self._stats.ptr)])[0])
 
     def local_scrub(self, local_bytes: int):
-        """The ws_scrub_local whose frame covers `local_bytes` (whole 256-byte steps: few sizes
-        to compile), compiled and loaded on first use. Called before a run starts, so no
-        compile lands inside a timing loop; None for a kernel without local memory."""
-        if local_bytes <= 0:
-            return None
-        words = (local_bytes + 255) // 256 * 64
+        """The ws_scrub_local whose frame covers a thread's whole local window: the larger of
+        the kernel's frame (`local_bytes`) and the context's stack (a kernel can index past
+        its own frame, or reach its window through a generic pointer with no frame at all),
+        in whole 256-byte steps. Compiled and loaded on first use, before a run starts, so
+        no compile lands inside a timing loop."""
+        words = (max(local_bytes, self.device.facts.stack_bytes, 1) + 255) // 256 * 64
         if words not in self._local_scrubs:
             compiled = compiler.compile_kernel(LOCAL_SCRUB_SOURCE, "ws_scrub_local", self.arch,
                                                [f"-DWS_LOCAL_WORDS={words}"], filename="warpsmith_scrub_local.cu")
             if not compiled.ok:
                 raise RuntimeError(f"warpsmith's local-memory scrub failed to compile:\n{compiled.log}")
-            self._local_scrubs[words] = self.device.load_module(compiled.cubin).function(compiled.symbol)
+            fn = self.device.load_module(compiled.cubin).function(compiled.symbol)
+            if fn.info.local_bytes < 4 * words:
+                raise RuntimeError(f"warpsmith's local-memory scrub has a {fn.info.local_bytes}-byte frame where "
+                                   f"{4 * words} bytes must be overwritten: this ptxas kept it out of local memory")
+            self._local_scrubs[words] = fn
         return self._local_scrubs[words]
 
     def scrub_local(self, local_bytes: int) -> None:
-        """Overwrite the first `local_bytes` of every thread slot's local memory (enqueued
-        only): the frame of the kernel about to run, two resident blocks of 1024 threads per
-        SM. Nothing for a kernel without local memory, which has none to read."""
+        """Overwrite every thread slot's local window (enqueued only) before a launch of a
+        kernel whose frame is `local_bytes`: two resident blocks of 1024 threads per SM."""
         fn = self.local_scrub(local_bytes)
-        if fn is None:
-            return
         if self._arrived is None:
             self._arrived = self.device.alloc(4)
         self._arrived.fill_u32_async(0, 0, 4)
         per_sm = max(1, self.device.facts.max_threads_per_sm // 1024)
-        self.device.launch(fn, (self._sms * per_sm, 1, 1), (1024, 1, 1), 0, [("ptr", self._arrived.ptr)])
+        self.device.launch(fn, (self._sms * per_sm, 1, 1), (1024, 1, 1), 0,
+                           [("ptr", self._arrived.ptr), ("i32", 0)])
 
     def clear_scratch(self) -> None:
         """Zero this object's own small buffers (the stats of the synchronous checks, the

@@ -32,7 +32,7 @@ class TimedChecks:
     def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int,
                  local_bytes: int = 0):
         self.checks, self.bufs, self.poisons = checks, bufs, poisons
-        self.local_bytes = local_bytes  # the timed kernel's local frame: scrubbed before each launch
+        self.local_bytes = local_bytes  # the timed kernel's local frame: the scrub covers at least that
         checks.local_scrub(local_bytes)  # compiled now, not inside the timing loop
         self.outputs = bufs.outputs()
         self.slot_words = checks.slot_words
