@@ -449,7 +449,8 @@ class GpuChecks:
     def local_scrub(self, local_bytes: int):
         """The ws_scrub_local whose frame covers a thread's whole local window: the larger of
         the kernel's frame (`local_bytes`) and the context's stack (a kernel can index past
-        its own frame, or reach its window through a generic pointer with no frame at all),
+        its own frame; a frameless kernel's access faulted on the H200, but that is the
+        hardware's bound, not ours),
         in whole 256-byte steps. Compiled and loaded on first use, before a run starts, so
         no compile lands inside a timing loop."""
         words = (max(local_bytes, self.device.facts.stack_bytes, 1) + 255) // 256 * 64
