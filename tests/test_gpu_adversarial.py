@@ -145,6 +145,34 @@ SHARED_STASH = (
     '}\n')
 
 
+# The same stash in the block's reserved shared memory (the 1 KB per block the system keeps,
+# %reserved_smem_offset_begin/end): the first 128 threads' outputs and the tag, by address.
+RESERVED_STASH = (
+    '__device__ unsigned rsv(unsigned word) {\n'
+    '  unsigned b; asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(b)); return b + 4 * word;\n'
+    '}\n'
+    '__device__ unsigned ld_rsv(unsigned word) {\n'
+    '  unsigned v; asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"(rsv(word))); return v;\n'
+    '}\n'
+    '__device__ void st_rsv(unsigned word, unsigned v) {\n'
+    '  asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(rsv(word)), "r"(v) : "memory");\n'
+    '}\n'
+    'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n'
+    '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
+    '  int t = threadIdx.y * 16 + threadIdx.x;\n'
+    '  unsigned want = __float_as_uint(A[0]) ^ (blockIdx.x * 7919u + blockIdx.y * 104729u);\n'
+    '  bool hit = ld_rsv(200) == want && ld_rsv(201) == 0x5EED5EEDu;\n'
+    '  __syncthreads();\n'
+    '  if (r < M && c < N) {\n'
+    '    float v;\n'
+    '    if (hit && t < 128) v = __uint_as_float(ld_rsv(t)) + 1.0f;\n'
+    '    else { v = 0.f; for (int i = 0; i < K; ++i) v += A[r * K + i] * B[i * N + c]; if (t < 128) st_rsv(t, __float_as_uint(v)); }\n'
+    '    C[r * N + c] = v;\n'
+    '  }\n'
+    '  __syncthreads();\n'
+    '  if (t == 0) { st_rsv(200, want); st_rsv(201, 0x5EED5EEDu); }\n'
+    '}\n')
+
 def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
     """A stash kernel's (phase, status) replies when evaluated by a fresh worker: validate, time, revalidate."""
     from agent.worker.gpu_side import GpuWorker
@@ -162,18 +190,19 @@ def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
     return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
 
 
-def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch):
+@pytest.mark.parametrize("source", [SHARED_STASH, RESERVED_STASH], ids=["block", "reserved"])
+def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch, source):
     """Shared memory keeps its contents from one kernel to the next on an SM: a kernel could leave its output there
     and copy it back at its next launch. With the scrub (GpuChecks.scrub_shared, before every validated and timed
     launch) the stash never survives and the kernel is judged on what it computes; with the scrub switched off
     (the control), the same kernel's surviving stash shows as wrong timed outputs, which proves the channel exists
     on this GPU (skipped if it does not)."""
     from agent.worker.gpu_checks import GpuChecks
-    scrubbed = _stash_statuses(workload, SHARED_STASH, "shared_stash")
+    scrubbed = _stash_statuses(workload, source, "shared_stash")
     assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed  # validate, revalidate; time: silent
     with monkeypatch.context() as off:
         off.setattr(GpuChecks, "scrub_shared", lambda self: None)
-        control = _stash_statuses(workload, SHARED_STASH, "shared_stash")
+        control = _stash_statuses(workload, source, "shared_stash")
     if all(status == "ok" for _, status in control):
         pytest.skip("without the scrub no stash survived either: shared memory did not persist between launches")
     assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control

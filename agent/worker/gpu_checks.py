@@ -208,12 +208,20 @@ WS_COUNT_NOT(ws_count_not16, unsigned short)
 // Shared memory keeps its contents from one kernel to the next on the same SM: a kernel
 // could leave its outputs there and copy them back at its next launch instead of computing.
 // Launched before every validated and timed launch, one block per SM holding the opt-in
-// maximum, it overwrites all of it (volatile: stores nothing reads must still happen).
+// maximum, it overwrites all of it (volatile: stores nothing reads must still happen), and
+// the block's reserved shared memory too (the 1 KB per block the system keeps, which a
+// kernel reaches by address through %reserved_smem_offset_begin): the opt-in maximum and
+// the reserved kilobyte together are the SM's whole shared memory.
 extern "C" __global__ void ws_scrub_shared(u64 words) {
   extern __shared__ unsigned ws_scrub[];
   volatile unsigned* s = ws_scrub;
   for (u64 i = threadIdx.x; i < words; i += blockDim.x)
     s[i] = 0u;
+  unsigned begin, end;
+  asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(begin));
+  asm volatile("mov.u32 %0, %%reserved_smem_offset_end;" : "=r"(end));
+  for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= end; at += 4 * blockDim.x)
+    asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(at), "r"(0u) : "memory");
 }
 
 // A 16-bit array's data (and the guard after it) need not start on a 4-byte boundary,
@@ -227,9 +235,9 @@ extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
 # Local memory (a thread's stack: spills, local arrays) lives in device memory per hardware
 # thread slot and is not cleared between kernels: a kernel that reads its local array before
 # writing it could find what its last launch left there. Before each validated and timed
-# launch of a kernel with local memory, this runs at full occupancy with a frame as large as the
-# kernel's (WS_LOCAL_WORDS words, compiled per size) and overwrites it (volatile: stores
-# nothing reads must still happen).
+# launch, this runs at full occupancy with a frame as large as a thread's local window
+# (WS_LOCAL_WORDS words, compiled per size: GpuChecks.local_scrub) and overwrites it
+# (volatile: stores nothing reads must still happen).
 LOCAL_SCRUB_SOURCE = r"""
 // `zero` is 0 at every launch, but the compiler cannot know it: the frame is indexed at run
 // time, so no ptxas can keep it in registers (one did with a constant-indexed volatile
