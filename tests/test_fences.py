@@ -43,11 +43,14 @@ class FenceChecksDouble:
                 for ptr, nbytes in regions]
 
 
-def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16, constant=None):
-    """A case's buffers; `constant`: the fill word of its inputs if they are constant (the accumulation probe's)."""
+def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16, constant=None, slack=0):
+    """A case's buffers; `constant`: the fill word of its inputs if they are constant (the accumulation probe's);
+    `slack`: bytes of every buffer's last page past what it holds."""
     def array(n, role):
-        a = SimpleNamespace(job=SimpleNamespace(name=n, role=role), buffer=BufferDouble(nbytes + 2 * guard),
+        a = SimpleNamespace(job=SimpleNamespace(name=n, role=role), buffer=BufferDouble(nbytes + 2 * guard + slack),
                             nbytes=nbytes, guard=guard, sentinel=GUARD_WORD, constant=None)
+        if role == "output":  # its float64 reference
+            a.ref, a.ref_device = BufferDouble(2 * nbytes + slack), SimpleNamespace(nbytes=2 * nbytes)
         a.guard_offsets = lambda: (("before", 0), ("after", guard + nbytes))
         a.ptr = a.buffer.ptr + guard
         return a
@@ -67,8 +70,8 @@ def case(name: str, outputs=("C",), inputs=("A",), nbytes=64, guard=16, constant
     return bufs
 
 
-def program(bufs, nbytes=48, guard=16):
-    w = SimpleNamespace(name="partial", buffer=BufferDouble(nbytes + 2 * guard), nbytes=nbytes, guard=guard)
+def program(bufs, nbytes=48, guard=16, slack=0):
+    w = SimpleNamespace(name="partial", buffer=BufferDouble(nbytes + 2 * guard + slack), nbytes=nbytes, guard=guard)
     return SimpleNamespace(bufs=bufs, workspace={"partial": w})
 
 
@@ -159,3 +162,30 @@ def test_an_input_is_constant_when_every_element_is_one_value():
     assert _constant_word(np.full(6, 0x3F80, np.uint16), 2) == 0x3F80  # bfloat16 1.0 as stored
     assert _constant_word(np.full(3, 1.0, np.float64), 4) == -1
     assert _constant_word(np.array([1.0, 2.0], np.float32), 4) is None
+
+
+def test_the_slack_of_every_buffers_last_page_is_fenced():
+    """Past the last guard band of each array, past each reference and each workspace: mapped memory nothing reads,
+    the running case's and every other case's alike; a stash there is a breach."""
+    a, b = case("a", slack=32), case("b", slack=32)
+    pb = program(b, slack=32)
+    rs = regions(a, None, [a, b], [pb])
+    slack = {r.what: r for r in rs if r.what.endswith("(slack)")}
+    assert set(slack) == {f"case '{c}' {what} (slack)" for c in "ab" for what in ("A", "C", "reference C")} \
+        | {"case 'b' workspace partial (slack)"}
+    c = a.arrays["C"]
+    assert (slack["case 'a' C (slack)"].ptr, slack["case 'a' C (slack)"].nbytes) == (c.buffer.ptr + 64 + 2 * 16, 32)
+    fence = Fence(FenceChecksDouble(), rs)
+    fence.raise_()
+    c.ref.fill_u32(7, 2 * 64, 4)  # a stash past its own output's reference
+    found = fence.breached()
+    assert found is not None and "case 'a' reference C (slack)" in found.detail
+
+
+def test_buffers_are_allocated_in_whole_pages():
+    from agent.worker.pages import ALLOC_GRANULE, alloc_pages
+    asked = []
+    device = SimpleNamespace(alloc=lambda n: asked.append(n))
+    for n in (1, ALLOC_GRANULE, ALLOC_GRANULE + 4, 0):
+        alloc_pages(device, n)
+    assert asked == [ALLOC_GRANULE, ALLOC_GRANULE, 2 * ALLOC_GRANULE, ALLOC_GRANULE]

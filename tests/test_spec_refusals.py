@@ -140,21 +140,23 @@ def test_run_refuses_without_writing_to_the_store(broken, tmp_path, capsys):
 # -- memory ------------------------------------------------------------------------------------
 
 def test_case_footprint_counts_what_the_harness_adds(tmp_path):
-    """GPU: arrays, two guard bands each, float64 references, the moats; host: float64 copies."""
+    """GPU: arrays, two guard bands each, float64 references, each in whole 2 MiB pages, the moats; host: float64
+    copies."""
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     case = w.case("odd-97x83x61")
     a, b, c = 97 * 61, 61 * 83, 97 * 83
     guard = lambda n: (max(4096, min(n, 1 << 20)) + 255) // 256 * 256  # agent/worker/case_buffers.py
+    pages = lambda n: -(-n // (2 << 20)) * (2 << 20)  # agent/worker/pages.py
     moats = 2 * (8 << 20)  # agent/worker/case_buffers.py MOAT_BYTES, before and after the arrays
-    assert case_footprint(w, case, "gpu") == 4 * (a + b) + (4 + 8) * c + 2 * sum(guard(4 * n) for n in (a, b, c)) + moats
+    assert case_footprint(w, case, "gpu") == sum(pages(4 * n + 2 * guard(4 * n)) for n in (a, b, c)) + pages(8 * c) + moats
     assert case_footprint(w, case, "host") == (4 + 8) * (a + b) + 2 * 8 * c
 
 
 def test_case_too_big_for_the_gpu_or_the_host_is_one_line(tmp_path):
     """A case beyond 90 % of the GPU's memory, or 80 % of the host's, names the case and both sizes."""
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
-    need = case_footprint(w, w.case("square-256"), "gpu")
-    with pytest.raises(SpecError, match=r"cases\[1\]: case 'square-256' needs .* of GPU memory .* of the GPU's"):
+    need = max(case_footprint(w, c, "gpu") for c in w.cases)
+    with pytest.raises(SpecError, match=r"cases\[\d+\]: case '[\w-]+' needs .* of GPU memory .* of the GPU's"):
         check_memory(w, gpu_bytes=need, host=False)
     check_memory(w, gpu_bytes=2 * need, host=False)
     with pytest.raises(SpecError, match=r"case 'square-256' needs .* of host memory .* available"):

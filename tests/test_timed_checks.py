@@ -18,7 +18,7 @@ GRID = 4  # the check kernels' blocks
 
 class SlotsDouble:
     def __init__(self, nbytes: int):
-        self.ptr, self.words = 0x7F0000400000, np.zeros(nbytes // 8, dtype=np.uint64)
+        self.ptr, self.nbytes, self.words = 0x7F0000400000, nbytes, np.zeros(nbytes // 8, dtype=np.uint64)
 
     def fill_u32(self, word: int, offset: int, nbytes: int) -> None:
         self.words.view(np.uint32)[offset // 4:(offset + nbytes) // 4] = word
@@ -29,8 +29,8 @@ class SlotsDouble:
         """The 4-byte words from device address ptr on."""
         return self.words.view(np.uint32)[(ptr - self.ptr) // 4:]
 
-    def download(self, out: np.ndarray) -> None:
-        out.reshape(-1)[:] = self.words
+    def download(self, out: np.ndarray) -> None:  # as the runner's: out's size from the start
+        out.reshape(-1)[:] = self.words[:out.size]
 
 
 class ChecksDouble(GpuChecks):
@@ -146,6 +146,9 @@ def test_the_slots_not_sealed_yet_are_zero_before_each_launch():
     j.before(1)
     assert j.slots.words[2 * j.slot_words + 3] == 0  # gone before launch 2 could read it
     assert j.slots.words[7] == prf(checks._seal_key[0] ^ j.salt, checks._seal_key[1], j.slots.ptr)  # launch 1's seal kept
+    j.slots.words[-1] = 777  # and past the last slot, in the page's slack
+    j.before(2)
+    assert j.slots.words[-1] == 0
 
 
 def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_and_local_memory():

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..spec.half_float import STORAGE
 from ..spec.inputs import ArrayJob, generate_input, load_reference
+from .pages import alloc_pages
 from .poison import POISON_WIDTH, Poisons
 from .protocol import CaseJob
 
@@ -89,13 +90,13 @@ class CaseBuffers:
             if a.role == "output":
                 ref = refs[a.name]
                 uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
-                buf = device.alloc(uploaded.nbytes)
+                buf = alloc_pages(device, uploaded.nbytes)
                 checks.upload_reference(buf, uploaded)
                 device_refs[a.name] = (ref, uploaded, buf)
         self.moats = [device.alloc(MOAT_BYTES)]
         for a in job.arrays:
             g = guard_bytes(a.nbytes)
-            buf = device.alloc(a.nbytes + 2 * g)
+            buf = alloc_pages(device, a.nbytes + 2 * g)
             arr = DeviceArray(a, buf, g)
             if a.role == "input":
                 arr.host = generate_input(a, job.case, seed)

@@ -10,7 +10,8 @@ a constant sentinel, so such a kernel could even put them back on its last launc
 So before each timed run of a case, every other resident case's output buffers
 (guard bands included), its inputs' guard bands and constant inputs, every other
 program's workspace, every moat, the running case's own guard bands (its arrays' and
-its workspace's), and the worker's own memory a kernel could reach (cuBLAS's
+its workspace's), the slack of every buffer's last page (mapped memory past what was
+asked for: buffers are allocated in whole pages so that it is known), and the worker's own memory a kernel could reach (cuBLAS's
 workspace, the L2 flush buffer when the run does not flush; GpuWorker.fence) are
 filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
 address under the worker's secret key and a fresh salt); after the run they must
@@ -93,10 +94,27 @@ def _inputs_of_another(bufs: CaseBuffers) -> list[Region]:
     return out
 
 
+def _slack(what: str, buffer, used: int) -> list[Region]:
+    """The rest of a buffer's last page past the `used` bytes (agent/worker/pages.py):
+    mapped, read by nothing, so fenced for every run."""
+    start, nbytes = _words(buffer.ptr + used, buffer.nbytes - used)
+    return [Region(f"{what} (slack)", start, nbytes)] if nbytes > 0 else []
+
+
+def _case_slack(bufs: CaseBuffers) -> list[Region]:
+    """Past each array's last guard band and each reference."""
+    out = []
+    for a in bufs.arrays.values():
+        out += _slack(f"case '{bufs.job.case}' {a.job.name}", a.buffer, a.nbytes + 2 * a.guard)
+        if a.job.role == "output":
+            out += _slack(f"case '{bufs.job.case}' reference {a.job.name}", a.ref, a.ref_device.nbytes)
+    return out
+
+
 def regions(running: CaseBuffers, run: Optional[ProgramRun], cases: Iterable[CaseBuffers],
             programs: Iterable[ProgramRun]) -> list[Region]:
     """What the run of `running` (and its program `run`, if any) must not touch."""
-    out = _moats(running) + _guards(running) + (_workspace_guards(run) if run else [])
+    out = _moats(running) + _guards(running) + (_workspace_guards(run) if run else []) + _case_slack(running)
     for bufs in cases:
         if bufs is running:
             continue
@@ -104,10 +122,13 @@ def regions(running: CaseBuffers, run: Optional[ProgramRun], cases: Iterable[Cas
         out += [Region(f"case '{bufs.job.case}' output {a.job.name}", a.buffer.ptr, a.nbytes + 2 * a.guard)
                 for a in bufs.outputs()]
         out += _inputs_of_another(bufs)
+        out += _case_slack(bufs)
     for program in programs:
-        if program is not run:
-            out += [Region(f"case '{program.bufs.job.case}' workspace {w.name}", w.buffer.ptr, w.nbytes + 2 * w.guard)
-                    for w in program.workspace.values()]
+        for w in program.workspace.values():
+            what = f"case '{program.bufs.job.case}' workspace {w.name}"
+            if program is not run:
+                out.append(Region(what, w.buffer.ptr, w.nbytes + 2 * w.guard))
+            out += _slack(what, w.buffer, w.nbytes + 2 * w.guard)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Optional
 from ..spec.workload import ARRAY_ITEMSIZE as ITEMSIZE
 from ..spec.workload import FLOAT_DTYPES, Case, SpecError, Workload
 from .case_buffers import MOAT_BYTES, guard_bytes
+from .pages import in_pages
 
 HOST_FRACTION = 0.8  # of MemAvailable: the rest is for everything else on the machine
 GPU_FRACTION = 0.9  # of the GPU's memory: the context, the L2 flush buffer, cuBLAS's workspace
@@ -26,7 +27,8 @@ def case_footprint(workload: Workload, case: Case, where: str = "gpu") -> int:
 
     where="gpu": what the worker allocates for the case (agent/case_buffers.py):
     every array between two guard bands, each output's reference on the device
-    (float64 for float outputs) and the two sentinel moats around the arrays.
+    (float64 for float outputs), each in whole pages (agent/worker/pages.py), and the
+    two sentinel moats around the arrays.
     where="host": what the reference process holds: the inputs in their dtype, a
     float64 copy of each float input, and each output twice in float64 (what
     reference.py returns and its contiguous copy).
@@ -37,8 +39,8 @@ def case_footprint(workload: Workload, case: Case, where: str = "gpu") -> int:
         nbytes = elements * ITEMSIZE[p.dtype]
         is_float = p.dtype in FLOAT_DTYPES
         if where == "gpu":
-            total += nbytes + 2 * guard_bytes(nbytes)
-            total += 0 if p.role == "input" else (elements * 8 if is_float else nbytes)
+            total += in_pages(nbytes + 2 * guard_bytes(nbytes))
+            total += 0 if p.role == "input" else in_pages(elements * 8 if is_float else nbytes)
         elif p.role == "input":
             total += nbytes + (elements * 8 if is_float else 0)
         else:

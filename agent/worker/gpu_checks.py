@@ -19,6 +19,7 @@ import numpy as np
 
 from ..runtime import compiler
 from ..spec.workload import ARRAY_ITEMSIZE
+from .pages import alloc_pages
 
 # The keyed PRF, on its own: the worker's host side computes it too (prf below), and a
 # CPU test compiles this text as C++ to check that both agree.
@@ -328,7 +329,7 @@ class GpuChecks:
         self._sms, self._shared_max = max(1, device.facts.sm_count), device.facts.smem_per_block_optin
         # A check's stats: STATS_WORDS, then one mismatch count per block of the check (ws_seal)
         self.slot_words = STATS_WORDS + self._grid
-        self._stats = device.alloc(self.slot_words * 8)
+        self._stats = alloc_pages(device, self.slot_words * 8)
         self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
         # The PRF keys of the reference mask and of the fences (a fence's salt goes into the
         # second word), in no kernel's reach either.
@@ -437,7 +438,7 @@ class GpuChecks:
         if not regions:
             return []
         if self._counts is None or self._counts.nbytes < 8 * len(regions):
-            self._counts = self.device.alloc(8 * max(len(regions), 64))
+            self._counts = alloc_pages(self.device, 8 * len(regions))
         self._counts.fill_u32(0, 0, 8 * len(regions))
         for k, (ptr, nbytes) in enumerate(regions):
             self.device.launch(self._fn["ws_fence_count"], (self._grid, 1, 1), (256, 1, 1), 0,
@@ -479,17 +480,17 @@ class GpuChecks:
         kernel whose frame is `local_bytes`: two resident blocks of 1024 threads per SM."""
         fn = self.local_scrub(local_bytes)
         if self._arrived is None:
-            self._arrived = self.device.alloc(4)
-        self._arrived.fill_u32_async(0, 0, 4)
+            self._arrived = alloc_pages(self.device, 4)
+        self._arrived.fill_u32_async(0, 0, self._arrived.nbytes)  # the page whole: no slack to keep data in
         per_sm = max(1, self.device.facts.max_threads_per_sm // 1024)
         self.device.launch(fn, (self._sms * per_sm, 1, 1), (1024, 1, 1), 0,
                            [("ptr", self._arrived.ptr), ("i32", 0)])
 
     def clear_scratch(self) -> None:
-        """Zero this object's own small buffers (the stats of the synchronous checks, the
-        fences' counters); enqueued only. Nothing reads them inside a timing loop, so a
-        launch could otherwise keep a few kilobytes there for the next."""
-        self._stats.fill_u32_async(0, 0, self.slot_words * 8)
+        """Zero this object's own small buffers whole, pages and all (the stats of the
+        synchronous checks, the fences' counters); enqueued only. Nothing reads them inside
+        a timing loop, so a launch could otherwise keep data there for the next."""
+        self._stats.fill_u32_async(0, 0, self._stats.nbytes)
         if self._counts is not None:
             self._counts.fill_u32_async(0, 0, self._counts.nbytes)
 

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from ..runtime import native
 from ..spec.launch import LaunchJob, ProgramJob
 from .case_buffers import GUARD_WORD, CaseBuffers, guard_bytes
+from .pages import alloc_pages
 from .poison import Poisons
 from .protocol import CaseCheck
 from .status import Status
@@ -22,7 +23,7 @@ class WorkspaceBuffer:
     def __init__(self, device, name: str, dtype: str, nbytes: int, init: str):
         self.name, self.dtype, self.nbytes, self.init = name, dtype, nbytes, init
         self.guard = guard_bytes(nbytes)
-        self.buffer = device.alloc(nbytes + 2 * self.guard)
+        self.buffer = alloc_pages(device, nbytes + 2 * self.guard)
 
     @property
     def ptr(self) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .case_buffers import CaseBuffers
 from .gpu_checks import GpuChecks
+from .pages import alloc_pages
 from .poison import Poisons
 from .protocol import CaseCheck
 from .status import Status
@@ -38,8 +39,8 @@ class TimedChecks:
         self.slot_words = checks.slot_words
         self.slot_bytes = self.slot_words * 8
         self.count = max(1, repetitions) * len(self.outputs)
-        self.slots = device.alloc(self.count * self.slot_bytes)
-        self.slots.fill_u32(0, 0, self.count * self.slot_bytes)
+        self.slots = alloc_pages(device, self.count * self.slot_bytes)
+        self.slots.fill_u32(0, 0, self.slots.nbytes)
         self.salt = secrets.randbits(64)  # this run's seals only
 
     def before(self, index: int) -> None:
@@ -47,10 +48,11 @@ class TimedChecks:
         self.checks.scrub_shared()
         self.checks.scrub_local(self.local_bytes)
         self.checks.clear_scratch()
-        # The slots not sealed yet, zero again: the checks count into zeros, and nothing a
-        # launch wrote ahead of its own check (where it could keep data) reaches the next.
+        # The slots not sealed yet, and the page's slack past the last, zero again: the checks
+        # count into zeros, and nothing a launch wrote ahead of its own check (where it could
+        # keep data) reaches the next.
         first = max(0, index) * len(self.outputs)
-        self.slots.fill_u32_async(0, first * self.slot_bytes, (self.count - first) * self.slot_bytes)
+        self.slots.fill_u32_async(0, first * self.slot_bytes, self.slots.nbytes - first * self.slot_bytes)
 
     def after(self, index: int) -> None:
         for j, a in enumerate(self.outputs):
