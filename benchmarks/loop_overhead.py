@@ -30,7 +30,8 @@ from agent.runtime.compiler import CompiledKernel  # noqa: E402
 from agent.runtime.device_facts import DeviceFacts  # noqa: E402
 from agent.spec.workload import load_workload  # noqa: E402
 from agent.tracking.tracker import Tracker  # noqa: E402
-from agent.worker.protocol import CaseCheck  # noqa: E402
+from agent.worker.protocol import CaseCheck, TimingConfig  # noqa: E402
+from agent.worker.status import Status  # noqa: E402
 
 
 class InstantEvaluator:
@@ -38,6 +39,7 @@ class InstantEvaluator:
 
     facts = DeviceFacts(name="instant", arch="sm_90")
     ceilings = None
+    timing = TimingConfig()
 
     def __init__(self, workload):
         self.workload, self.on_event, self.seconds = workload, None, 0.0
@@ -49,22 +51,31 @@ class InstantEvaluator:
         t0 = time.perf_counter()
         d = candidate.knob_values()
         score = 1.0 + sum(d.values()) / 1000  # distinct per configuration
-        cases = [CaseResult(c.name, c.role, "ok", check=CaseCheck("ok"),
+        cases = [CaseResult(c.name, c.role, Status.OK, check=CaseCheck(Status.OK),
                             timing=TimingStats.of([score] * 10) if c.timed and time_cases else None)
                  for c in self.workload.cases]
-        r = EvaluationResult(candidate.name, "ok", self.compile(candidate), cases,
+        r = EvaluationResult(candidate.name, Status.OK, self.compile(candidate), cases,
                              score_ms=score if time_cases else None)
         self.seconds += time.perf_counter() - t0
         return r
 
-    def validate(self, candidate, seed=1):
+    def validate(self, candidate, seed=1, best_ms=None, case_best_ms=None):
         return self.evaluate(candidate, seed, time_cases=False)
 
     def benchmark(self, candidate, seed=1, best_ms=None, case_best_ms=None):
         return self.evaluate(candidate, seed)
 
-    def baseline(self, seed=1):
+    def evaluate_many(self, candidates, seed=1):
+        return [self.evaluate(c, seed) for c in candidates]
+
+    def baseline_kinds(self):
+        return []
+
+    def baseline(self, seed=1, kind=None):
         return None
+
+    def abort(self):
+        pass
 
     def close(self):
         pass
