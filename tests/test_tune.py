@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import pytest
 from workload_factory import SGEMM
@@ -596,3 +597,55 @@ def test_a_batch_takes_neighbours_compiled_already_first():
     batch = tuner.propose_batch(ProposalContext(w, facts, 4, "optimise", history, None, history[-1]), 3)
     assert len(batch) == 3
     assert {_key(p.spec.defines) for p in batch[1:]} <= {_key({**base.defines, **n}) for n in ready}
+
+
+def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
+    """A tune session's kernels, attempt by attempt, over `steps` steps of `batch`: the best is the starting kernel
+    (timed by the plan), then the fastest attempt so far (as the session keeps it), every attempt timed at
+    score(kernel, defines) on every case."""
+    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from agent.spec.candidate import Candidate
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    start = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels[w.start]), "start")
+    ms = score(w.start, {})
+    best = Best(spec=start, score_ms=ms, iteration=0,
+                cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=ms) for c in perf])
+    tuner, history = TuneProposer(0, ahead=0), []
+    with contextlib.suppress(SearchExhausted):
+        for _ in range(steps):
+            ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best,
+                                  history[-1] if history else None)
+            for p in tuner.propose_batch(ctx, batch):
+                ms = score(p.spec.name.split("@")[0], p.spec.defines)
+                cases = [CaseOutcome(case=c, role="performance", status="ok", median_ms=ms) for c in perf]
+                new_best = best is None or ms < best.score_ms
+                history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
+                                       score_ms=ms, defines=p.spec.defines, new_best=new_best, cases=cases))
+                if new_best:
+                    best = Best(spec=p.spec, score_ms=ms, cases=cases, iteration=len(history))
+    return [a.name.split("@")[0] for a in history]
+
+
+def test_a_kernel_not_tried_yet_gets_its_turn_after_the_main_kernels_own_three():
+    """attention_bf16 on the H100 (session 15): rowwarp (the start) had four attempts, then flash_mma won and became
+    the main kernel; the turns rowwarp had counted against flash2, which never got one. Now flash2's defaults come
+    once flash_mma has had its three."""
+    w = load_workload(SGEMM.parent / "attention_bf16")
+    speed = {"rowwarp": 29.0, "flash_mma": 0.7, "flash2": 0.9}  # flash2 slower: no takeover hides the turn
+    kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=12)
+    first = kernels.index("flash_mma")
+    assert "flash2" in kernels[:first + 1 + 3 + 1], kernels
+
+
+def test_once_the_main_kernels_space_is_used_up_the_others_take_every_turn():
+    """flash_mma (2 knobs, 6 configurations) fastest and used up: the session goes on with flash2 and rowwarp,
+    and ends only when every tunable kernel's space is used up, with steps of one kernel each."""
+    w = load_workload(SGEMM.parent / "attention_bf16")
+    speed = {"rowwarp": 29.0, "flash_mma": 0.5, "flash2": 0.9}
+    for batch in (1, 4):
+        kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=400, batch=batch)
+        last_mma = max(i for i, k in enumerate(kernels) if k == "flash_mma")
+        assert kernels.count("flash_mma") == 6 and "flash2" in kernels[last_mma + 1:], (batch, kernels)
+        sizes = {k: math.prod(len(kn.values) for kn in w.kernels[k].knobs().values()) for k in speed}
+        assert kernels.count("flash2") <= sizes["flash2"] and kernels.count("rowwarp") <= sizes["rowwarp"]
+        assert len(set(kernels)) == 3

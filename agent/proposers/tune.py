@@ -26,7 +26,12 @@ model's kernel is the best: the tuner then searches that one only). Those turns 
 focus case, the performance case where the best so far is furthest behind the
 baseline (or slowest against its own geomean without one), so a kernel that only
 pays on some shapes is searched where it pays; the session's dispatch
-(agent/evaluate/dispatch.py) then gives each case its fastest variant.
+(agent/evaluate/dispatch.py) then gives each case its fastest variant. A kernel not
+tried yet gets its turn as soon as the main kernel has had MAIN_TURNS of its own (the
+turns a former main kernel had do not hold it back), and once the main kernel's space
+is used up the others take every turn, the least tried first: the session ends only
+when every tunable kernel's space is (on the H100 in session 15 attention_bf16's tuner
+ended on flash_mma's six configurations and never tried flash2, the faster kernel).
 """
 
 from __future__ import annotations
@@ -93,6 +98,8 @@ class TuneProposer:
         # other kernels whose space is used up: their turns go to the rest (else the same one,
         # least tried, would be picked again every time and the others never get a turn)
         self._exhausted: set[str] = set()
+        # the other kernel the last proposal went to because the main kernel's space was used up
+        self._fallback: Optional[str] = None
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
@@ -130,6 +137,7 @@ class TuneProposer:
         self._compile_ahead(ctx, base, knobs, prefix, [defaults], {}, set(), arch, first=first)
 
     def propose(self, ctx: ProposalContext) -> Proposal:
+        self._fallback = None
         other = self._other_turn(ctx)
         if other is not None:
             try:
@@ -138,7 +146,33 @@ class TuneProposer:
                 self._exhausted.add(other[0])
             except ProposalError:  # unreachable this time (a sampled space): back to the main one
                 pass
-        return self._propose(ctx)
+        try:
+            return self._propose(ctx)
+        except SearchExhausted as used_up:
+            return self._after_main(ctx, used_up)
+
+    def _after_main(self, ctx: ProposalContext, used_up: SearchExhausted) -> Proposal:
+        """The main kernel's space is used up: the other shipped kernels with knobs take every
+        turn, the least tried first, until theirs are used up too (a model's kernel being the
+        best, or a kernel named on the command line, ends the search here)."""
+        main = self.base(ctx)[0].name.split("@")[0]
+        if self.kernel or main not in ctx.workload.kernels:
+            raise used_up
+        mine = [a.name.split("@")[0] for a in ctx.history if a.proposer == self.name]
+        others = sorted((n for n, k in ctx.workload.kernels.items() if n != main and k.knobs() and n not in self._exhausted),
+                        key=mine.count)
+        focus = _focus_case(ctx)
+        for name in others:
+            try:
+                proposal = self._propose(ctx, name, focus)
+            except SearchExhausted:
+                self._exhausted.add(name)
+                continue
+            except ProposalError:  # a sampled space found nothing this time: the next one
+                continue
+            self._fallback = name
+            return proposal
+        raise SearchExhausted(f"{used_up}; every other tunable kernel's space is used up too") from None
 
     def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:
         """Up to `n` proposals for one step, evaluated one after another as separate attempts:
@@ -154,8 +188,14 @@ class TuneProposer:
         # Once the main kernel has stalled, another kernel's turn is the whole step's: with one
         # turn per step, a batch of four gave the others a quarter of the attempts whatever
         # the stall. Before that, the step's other members are the main kernel's neighbours.
-        kernel, focus = other if other is not None and first.spec.name.split("@")[0] == other[0] \
-            and self._stalled(ctx) else (None, None)
+        # With the main kernel's space used up, the step is the kernel that took its place.
+        first_kernel = first.spec.name.split("@")[0]
+        if self._fallback is not None and first_kernel == self._fallback:
+            kernel, focus = self._fallback, _focus_case(ctx)
+        elif other is not None and first_kernel == other[0] and self._stalled(ctx):
+            kernel, focus = other
+        else:
+            kernel, focus = None, None
         try:
             batch = [first] + self._propose_more(ctx, n - 1, first.spec.defines, kernel, focus)
         except ProposalError:  # nothing beside the first: a batch of one
@@ -273,15 +313,18 @@ class TuneProposer:
         other_turns = sum(counts.values())
         if not others:
             return None
+        untried = [n for n in others if counts[n] == 0]
+        # A kernel not tried yet waits only for the main kernel's own MAIN_TURNS: the turns a
+        # former main kernel had (counted among the others' now) must not hold it back.
+        first_turn = bool(untried) and sum(1 for a in mine if a.name.split("@")[0] == main) >= MAIN_TURNS
         if self._stalled(ctx):
             if mine[-1].name.split("@")[0] != main:  # stalled: the main kernel and the others alternate
                 return None
-        elif len(mine) - other_turns < MAIN_TURNS * (other_turns + 1):
+        elif len(mine) - other_turns < MAIN_TURNS * (other_turns + 1) and not first_turn:
             return None
         focus = _focus_case(ctx)
         if not focus:
             return None
-        untried = [n for n in others if counts[n] == 0]
         if untried:
             return untried[0], focus
         on_focus = {n: min((c.median_ms for a in mine if a.name.split("@")[0] == n and a.status == "ok"
