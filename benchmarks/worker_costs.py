@@ -88,7 +88,7 @@ def main(workload_dir: str) -> None:
         ("prepare (poison, guards)", timed(worker, lambda: bufs.prepare(worker.poisons))),
         (f"fence raise + check ({len(fence.regions)} regions, {fenced / 2**20:.0f} MiB)", timed(worker, fence_pass)),
         ("scrub shared memory", timed(worker, worker.checks.scrub_shared)),
-        (f"scrub local memory ({worker.device.facts.stack_bytes} B a thread)",
+        (f"scrub local memory ({worker.device.stack_limit()} B a thread)",
          timed(worker, lambda: worker.checks.scrub_local(0))),
         (f"output check, every element wrong ({sum(a.nbytes for a in bufs.outputs()) / 2**20:.0f} MiB poisoned)",
          poisoned_check),

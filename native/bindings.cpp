@@ -124,6 +124,7 @@ void def_device(py::module_& m) {
       .def_property_readonly("flush_ptr", &Device::flush_ptr)
       .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Wait for the stream; a kernel fault surfaces here as CudaError.")
+      .def("stack_limit", &Device::stack_limit, "The context's per-thread stack now (CU_LIMIT_STACK_SIZE).")
       .def("alloc", [](std::shared_ptr<Device> d, size_t n) { return std::make_shared<Buffer>(d, n); },
            py::arg("nbytes"), "Allocate device memory.")
       .def("load_module",

@@ -84,6 +84,7 @@ Device::Device(int ordinal) {
 
   // nvbench sizes its flush from the real L2; twice it so no line survives.
   flush_bytes_ = std::max<size_t>(2 * static_cast<size_t>(f.l2_bytes), 64u << 20);
+  flush_bytes_ = (flush_bytes_ + (2u << 20) - 1) / (2u << 20) * (2u << 20);  // whole 2 MiB pages (agent/worker/pages.py)
   WS_CU(d.cuMemAlloc(&flush_, flush_bytes_));
 }
 
@@ -100,6 +101,14 @@ void Device::make_current() const { WS_CU(driver().cuCtxSetCurrent(ctx_)); }
 void Device::synchronize() const {
   make_current();
   WS_CU(driver().cuStreamSynchronize(stream_));
+}
+
+int64_t Device::stack_limit() const {
+  const Driver& d = driver();
+  make_current();
+  size_t stack = 0;
+  WS_CU(d.cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE));
+  return static_cast<int64_t>(stack);
 }
 
 void Device::flush_l2() {

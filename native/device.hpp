@@ -35,6 +35,9 @@ class Device {
   void make_current() const;
   CUstream stream() const { return stream_; }
   void synchronize() const;
+  // The context's per-thread stack now (CU_LIMIT_STACK_SIZE): the driver raises it for a
+  // launch that needs more and never lowers it, so a fact read at start goes stale.
+  int64_t stack_limit() const;
   // Overwrites a buffer of at least twice the L2 on the stream, evicting the
   // previous launch's data so the next launch starts cold.
   void flush_l2();

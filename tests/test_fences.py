@@ -182,10 +182,18 @@ def test_the_slack_of_every_buffers_last_page_is_fenced():
     assert found is not None and "case 'a' reference C (slack)" in found.detail
 
 
-def test_buffers_are_allocated_in_whole_pages():
+def test_buffers_are_allocated_in_whole_pages_and_start_on_one():
+    """In whole pages; one the driver placed off a page boundary is refused (the end of its last page would be
+    somebody else's memory, which no fence covers)."""
     from agent.worker.pages import ALLOC_GRANULE, alloc_pages
     asked = []
-    device = SimpleNamespace(alloc=lambda n: asked.append(n))
+
+    def alloc(n, at=ALLOC_GRANULE):
+        asked.append(n)
+        return SimpleNamespace(ptr=at * 7, nbytes=n)
+    device = SimpleNamespace(alloc=alloc)
     for n in (1, ALLOC_GRANULE, ALLOC_GRANULE + 4, 0):
         alloc_pages(device, n)
     assert asked == [ALLOC_GRANULE, ALLOC_GRANULE, 2 * ALLOC_GRANULE, ALLOC_GRANULE]
+    with pytest.raises(RuntimeError, match="not on a 2 MiB page"):
+        alloc_pages(SimpleNamespace(alloc=lambda n: alloc(n, at=ALLOC_GRANULE + 256)), 64)

@@ -19,7 +19,7 @@ def test_the_scrub_frame_is_local_memory_of_the_size_asked(words):
 
 
 class _Facts:
-    stack_bytes, max_threads_per_sm = 1024, 2048
+    max_threads_per_sm = 2048
 
 
 class _Function:
@@ -32,7 +32,10 @@ class DeviceDouble:
     facts = _Facts()
 
     def __init__(self, shrink=0):
-        self.loaded, self.shrink = [], shrink
+        self.loaded, self.shrink, self.stack = [], shrink, 1024
+
+    def stack_limit(self):
+        return self.stack
 
     def load_module(self, cubin):
         device = self
@@ -47,7 +50,7 @@ class DeviceDouble:
 
 def _checks(device):
     checks = GpuChecks.__new__(GpuChecks)  # the scrub's own state only: no checker module on this machine
-    checks.device, checks.arch, checks._local_scrubs = device, "sm_90", {}
+    checks.device, checks.arch, checks._local_scrubs, checks._window = device, "sm_90", {}, 0
     return checks
 
 
@@ -62,11 +65,16 @@ def test_the_scrub_covers_the_stack_when_the_frame_is_smaller(monkeypatch):
         return type("Compiled", (), {"ok": True, "cubin": f"WS_LOCAL_WORDS={words}".encode(), "symbol": entry})()
 
     monkeypatch.setattr(gpu_checks.compiler, "compile_kernel", compile_double)
-    checks = _checks(DeviceDouble())
+    device = DeviceDouble()
+    checks = _checks(device)
     for frame in (0, 16, 1024):
         checks.local_scrub(frame)
     checks.local_scrub(5000)
     assert compiled_words == [256, 1280]  # 1 KB for every frame up to the stack; 5000 B rounds up to 5120
+    checks.local_scrub(16)  # never less than before: the window a 5000-byte frame made is still reachable
+    device.stack = 8192  # the driver raised the stack for some launch (it never lowers it)
+    checks.local_scrub(16)
+    assert compiled_words == [256, 1280, 2048]
 
 
 def test_a_scrub_whose_frame_came_out_short_is_refused(monkeypatch):

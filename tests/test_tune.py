@@ -649,3 +649,20 @@ def test_once_the_main_kernels_space_is_used_up_the_others_take_every_turn():
         sizes = {k: math.prod(len(kn.values) for kn in w.kernels[k].knobs().values()) for k in speed}
         assert kernels.count("flash2") <= sizes["flash2"] and kernels.count("rowwarp") <= sizes["rowwarp"]
         assert len(set(kernels)) == 3
+
+
+def test_a_used_up_main_kernel_is_not_searched_again_on_every_proposal(monkeypatch):
+    """Once the main kernel's space is used up the tuner remembers it (until the best changes): each later
+    proposal goes straight to the other kernels instead of searching the used-up space again."""
+    w = load_workload(SGEMM.parent / "attention_bf16")
+    speed = {"rowwarp": 29.0, "flash_mma": 0.5, "flash2": 0.9}
+    searched = []
+    real = TuneProposer._propose
+
+    def spy(self, ctx, kernel=None, focus=None):
+        searched.append(kernel or self.base(ctx)[0].name.split("@")[0])
+        return real(self, ctx, kernel, focus)
+    monkeypatch.setattr(TuneProposer, "_propose", spy)
+    kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=30)
+    after = len(kernels) - 1 - kernels[::-1].index("flash_mma")
+    assert kernels[after + 1:] and searched.count("flash_mma") <= kernels.count("flash_mma") + 1, searched

@@ -100,6 +100,12 @@ class TuneProposer:
         self._exhausted: set[str] = set()
         # the other kernel the last proposal went to because the main kernel's space was used up
         self._fallback: Optional[str] = None
+        # the main kernel (its name prefix) whose space is used up: not searched again on every
+        # proposal (that cost ~100 ms each in a simulated sgemm session), until the best changes
+        self._used_up: Optional[tuple[str, SearchExhausted]] = None
+        # other kernels whose first turn found nothing this time (a sampled space): the next
+        # untried one goes first, else the same one would be picked every time
+        self._no_first_turn: set[str] = set()
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
@@ -145,10 +151,14 @@ class TuneProposer:
             except SearchExhausted:  # that kernel's space is used up: its turns go to the others
                 self._exhausted.add(other[0])
             except ProposalError:  # unreachable this time (a sampled space): back to the main one
-                pass
+                self._no_first_turn.add(other[0])
+        main = _prefix(self.base(ctx)[0])
+        if self._used_up is not None and self._used_up[0] == main:
+            return self._after_main(ctx, self._used_up[1])
         try:
             return self._propose(ctx)
         except SearchExhausted as used_up:
+            self._used_up = (main, used_up)
             return self._after_main(ctx, used_up)
 
     def _after_main(self, ctx: ProposalContext, used_up: SearchExhausted) -> Proposal:
@@ -326,7 +336,7 @@ class TuneProposer:
         if not focus:
             return None
         if untried:
-            return untried[0], focus
+            return min(untried, key=lambda n: n in self._no_first_turn), focus
         on_focus = {n: min((c.median_ms for a in mine if a.name.split("@")[0] == n and a.status == "ok"
                             for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}
         if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:

@@ -232,11 +232,13 @@ extern "C" __global__ void ws_scrub_shared(u64 words) {
   volatile unsigned* s = ws_scrub;
   for (u64 i = threadIdx.x; i < words; i += blockDim.x)
     s[i] = 0u;
+#if __CUDA_ARCH__ >= 800  // the reserved window's registers exist from sm_80 on
   unsigned begin, end;
   asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(begin));
   asm volatile("mov.u32 %0, %%reserved_smem_offset_end;" : "=r"(end));
   for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= end; at += 4 * blockDim.x)
     asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(at), "r"(0u) : "memory");
+#endif
 }
 
 // A 16-bit array's data (and the guard after it) need not start on a 4-byte boundary,
@@ -333,6 +335,7 @@ class GpuChecks:
         self.device, self.arch = device, arch
         self._local_scrubs: dict[int, object] = {}  # frame words -> ws_scrub_local of that frame
         self._arrived = None  # ws_scrub_local's count of started blocks
+        self._window = 0  # the largest local window scrubbed so far, in bytes
         compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
         if not compiled.ok:
             raise RuntimeError(f"warpsmith's own checker kernels failed to compile:\n{compiled.log}")
@@ -351,6 +354,11 @@ class GpuChecks:
         self._fence_key = (secrets.randbits(64), secrets.randbits(64))
         self._seal_key = (secrets.randbits(64), secrets.randbits(64))
         self._counts = None  # fences_broken's counters, grown on demand
+        # The scrubs' writes (the reserved shared kilobyte included) tried once now: a GPU or
+        # driver that refused them would fail here, said once, not in every evaluation.
+        self.scrub_shared()
+        self.scrub_local(0)
+        device.synchronize()
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -476,7 +484,10 @@ class GpuChecks:
         hardware's bound, not ours),
         in whole 256-byte steps. Compiled and loaded on first use, before a run starts, so
         no compile lands inside a timing loop."""
-        words = (max(local_bytes, self.device.facts.stack_bytes, 1) + 255) // 256 * 64
+        # The stack as it is now (the driver raises it for a kernel that needs more and never
+        # lowers it: a window read at start would go stale), and never less than before.
+        self._window = max(self._window, local_bytes, self.device.stack_limit(), 1)
+        words = (self._window + 255) // 256 * 64
         if words not in self._local_scrubs:
             compiled = compiler.compile_kernel(LOCAL_SCRUB_SOURCE, "ws_scrub_local", self.arch,
                                                [f"-DWS_LOCAL_WORDS={words}"], filename="warpsmith_scrub_local.cu")

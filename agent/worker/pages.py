@@ -19,5 +19,11 @@ def in_pages(nbytes: int) -> int:
 
 
 def alloc_pages(device, nbytes: int):
-    """A device buffer of at least nbytes, in whole pages."""
-    return device.alloc(in_pages(nbytes))
+    """A device buffer of at least nbytes, in whole pages, starting on one (else the end of
+    its last page would be memory of somebody else's: refused, as nothing could fence it)."""
+    buffer = device.alloc(in_pages(nbytes))
+    if buffer.ptr % ALLOC_GRANULE:
+        raise RuntimeError(f"the driver placed a {buffer.nbytes}-byte buffer at {buffer.ptr:#x}, not on a 2 MiB page: "
+                           "warpsmith's fences assume whole pages (agent/worker/pages.py); please report this GPU "
+                           "and driver")
+    return buffer
