@@ -271,6 +271,32 @@ def test_a_stash_past_the_local_frame_faults_or_is_scrubbed(evaluator):
     assert honest.status == Status.OK, honest.detail  # the worker came back after the fault
 
 
+# An honest kernel with an 8 KB local frame (the driver raises the context's stack for it and
+# never lowers it), and a small-frame stash 4 KB past its own frame: within the raised window.
+BIG_FRAME = (
+    'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n'
+    '  volatile float pad[2048];\n'
+    '  pad[(K >> 30) + threadIdx.x % 2048] = 0.f;\n'
+    '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
+    '  if (r >= M || c >= N) return;\n'
+    '  float v = pad[(K >> 30) + threadIdx.x % 2048];\n'
+    '  for (int i = 0; i < K; ++i) v += A[r * K + i] * B[i * N + c];\n'
+    '  C[r * N + c] = v;\n'
+    '}\n')
+FAR_STASH = LOCAL_STASH.replace('  volatile unsigned* frame = slot + (K >> 30);\n',
+                                '  volatile unsigned* frame = slot + (K >> 30) + 1024;\n')
+
+
+def test_a_stash_past_a_small_frame_after_a_big_frame_faults_or_is_scrubbed(evaluator):
+    """After a kernel with an 8 KB frame raised the stack, a kernel with a 32-byte frame keeps its outputs 4 KB past
+    it: the scrub covers the stack as it is now (Device.stack_limit), so the stash is a crash or scrubbed."""
+    from agent.worker.status import Status
+    assert evaluator.compile(Candidate(BIG_FRAME, "k", RULE, name="big")).resources.stack_bytes >= 8192
+    big = evaluator.evaluate(Candidate(BIG_FRAME, "k", RULE, name="big"))
+    assert big.status == Status.OK, big.detail
+    r = evaluator.evaluate(Candidate(FAR_STASH, "k", RULE, name="far"))
+    assert r.status in (Status.OK, Status.CRASHED), (r.status, r.detail)
+
 def test_reference_tampering_is_found_and_repaired(workload):
     """A reference changed on the GPU (by anything) is reported as reference_modified and restored."""
     from agent.worker.gpu_side import GpuWorker
