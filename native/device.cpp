@@ -76,9 +76,6 @@ Device::Device(int ordinal) {
   f.sm_clock_khz = attribute(dev_, CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
   f.mem_clock_khz = attribute(dev_, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
   f.mem_bus_bits = attribute(dev_, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-  size_t stack = 0;
-  WS_CU(d.cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE));
-  f.stack_bytes = static_cast<int64_t>(stack);
   // Double data rate: two transfers per memory clock.
   f.peak_bandwidth_gbs = 2.0 * f.mem_clock_khz * 1e3 * (f.mem_bus_bits / 8.0) / 1e9;
 

@@ -20,7 +20,6 @@ struct DeviceFacts {
   int regs_per_block = 0, regs_per_sm = 0, max_threads_per_block = 0,
       max_threads_per_sm = 0, warp_size = 0;
   int sm_clock_khz = 0, mem_clock_khz = 0, mem_bus_bits = 0;
-  int64_t stack_bytes = 0;  // the context's per-thread stack (CU_LIMIT_STACK_SIZE): a thread's local window
   double peak_bandwidth_gbs = 0.0;  // from clock x bus width; a lead, not a measurement
 };
 

@@ -36,7 +36,6 @@ class DeviceFacts:
     mem_clock_khz: int = 0
     mem_bus_bits: int = 0
     peak_bandwidth_gbs: float = 0.0  # from clock x bus width; a lead, not a measurement
-    stack_bytes: int = 0  # the context's per-thread stack at start (CU_LIMIT_STACK_SIZE; the scrub reads it live)
     nvrtc: str = ""  # "13.0"
     driver: str = ""  # the driver's CUDA version, "13.0"
 

@@ -11,8 +11,9 @@ So before each timed run of a case, every other resident case's output buffers
 (guard bands included), its inputs' guard bands and constant inputs, every other
 program's workspace, every moat, the running case's own guard bands (its arrays' and
 its workspace's), the slack of every buffer's last page (mapped memory past what was
-asked for: buffers are allocated in whole pages so that it is known), and the worker's own memory a kernel could reach (cuBLAS's
-workspace, the L2 flush buffer when the run does not flush; GpuWorker.fence) are
+asked for: buffers are allocated in whole pages so that it is known), and the worker's
+own memory a kernel could reach (cuBLAS's workspace, the L2 flush buffer when the run
+does not flush; GpuWorker.fence) are
 filled with a keyed stream (agent/worker/gpu_checks.py: a PRF of the word's
 address under the worker's secret key and a fresh salt); after the run they must
 still hold it, or the run is ``out_of_bounds``. No kernel can compute the stream,
