@@ -33,7 +33,7 @@ fi
 
 if [ "${WS_PYTEST:-1}" != 0 ]; then  # WS_PYTEST_FILES: some test files instead of all of tests/
   step "GPU tests, from the checkout's root as the README runs them"
-  (cd "$OLDPWD" && python3 -m pytest -q -m gpu -p no:cacheprovider ${WS_PYTEST_FILES:-tests} 2>&1) | tee "$OUT/pytest-gpu.txt" | tail -30
+  (cd "$OLDPWD" && python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 ${WS_PYTEST_FILES:-tests} 2>&1) | tee "$OUT/pytest-gpu.txt" | tail -30
 fi
 
 if [ -n "${WS_SWEEP:-}" ]; then  # e.g. WS_SWEEP='"" MINB=1 BK=16,MINB=1', WS_SWEEP_KERNEL=softmax:online
