@@ -166,13 +166,17 @@ def test_an_input_is_constant_when_every_element_is_one_value():
 
 def test_the_slack_of_every_buffers_last_page_is_fenced():
     """Past the last guard band of each array, past each reference and each workspace: mapped memory nothing reads,
-    the running case's and every other case's alike; a stash there is a breach."""
+    the running case's and every other case's alike (another case's outputs and another program's workspace fenced
+    whole, slack included); a stash there is a breach."""
     a, b = case("a", slack=32), case("b", slack=32)
-    pb = program(b, slack=32)
-    rs = regions(a, None, [a, b], [pb])
+    pa, pb = program(a, slack=32), program(b, slack=32)
+    rs = regions(a, pa, [a, b], [pa, pb])
     slack = {r.what: r for r in rs if r.what.endswith("(slack)")}
-    assert set(slack) == {f"case '{c}' {what} (slack)" for c in "ab" for what in ("A", "C", "reference C")} \
-        | {"case 'b' workspace partial (slack)"}
+    assert set(slack) == {"case 'a' A (slack)", "case 'a' C (slack)", "case 'a' reference C (slack)",
+                          "case 'a' workspace partial (slack)", "case 'b' A (slack)", "case 'b' reference C (slack)"}
+    whole = {r.what: r.nbytes for r in rs}
+    assert whole["case 'b' output C"] == b.arrays["C"].buffer.nbytes == 64 + 2 * 16 + 32
+    assert whole["case 'b' workspace partial"] == pb.workspace["partial"].buffer.nbytes
     c = a.arrays["C"]
     assert (slack["case 'a' C (slack)"].ptr, slack["case 'a' C (slack)"].nbytes) == (c.buffer.ptr + 64 + 2 * 16, 32)
     fence = Fence(FenceChecksDouble(), rs)

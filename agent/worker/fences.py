@@ -102,11 +102,13 @@ def _slack(what: str, buffer, used: int) -> list[Region]:
     return [Region(f"{what} (slack)", start, nbytes)] if nbytes > 0 else []
 
 
-def _case_slack(bufs: CaseBuffers) -> list[Region]:
-    """Past each array's last guard band and each reference."""
+def _case_slack(bufs: CaseBuffers, outputs: bool = True) -> list[Region]:
+    """Past each array's last guard band (an output's too, unless `outputs` is False: another
+    case's outputs are fenced whole, slack included) and past each reference."""
     out = []
     for a in bufs.arrays.values():
-        out += _slack(f"case '{bufs.job.case}' {a.job.name}", a.buffer, a.nbytes + 2 * a.guard)
+        if outputs or a.job.role != "output":
+            out += _slack(f"case '{bufs.job.case}' {a.job.name}", a.buffer, a.nbytes + 2 * a.guard)
         if a.job.role == "output":
             out += _slack(f"case '{bufs.job.case}' reference {a.job.name}", a.ref, a.ref_device.nbytes)
     return out
@@ -114,22 +116,23 @@ def _case_slack(bufs: CaseBuffers) -> list[Region]:
 
 def regions(running: CaseBuffers, run: Optional[ProgramRun], cases: Iterable[CaseBuffers],
             programs: Iterable[ProgramRun]) -> list[Region]:
-    """What the run of `running` (and its program `run`, if any) must not touch."""
+    """What the run of `running` (and its program `run`, if any) must not touch. Another
+    case's outputs and another program's workspace are fenced whole: guard bands, data and
+    the slack of their last page in one region."""
     out = _moats(running) + _guards(running) + (_workspace_guards(run) if run else []) + _case_slack(running)
     for bufs in cases:
         if bufs is running:
             continue
         out += _moats(bufs)
-        out += [Region(f"case '{bufs.job.case}' output {a.job.name}", a.buffer.ptr, a.nbytes + 2 * a.guard)
+        out += [Region(f"case '{bufs.job.case}' output {a.job.name}", *_words(a.buffer.ptr, a.buffer.nbytes))
                 for a in bufs.outputs()]
         out += _inputs_of_another(bufs)
-        out += _case_slack(bufs)
+        out += _case_slack(bufs, outputs=False)
     for program in programs:
         for w in program.workspace.values():
             what = f"case '{program.bufs.job.case}' workspace {w.name}"
-            if program is not run:
-                out.append(Region(what, w.buffer.ptr, w.nbytes + 2 * w.guard))
-            out += _slack(what, w.buffer, w.nbytes + 2 * w.guard)
+            out += [Region(what, *_words(w.buffer.ptr, w.buffer.nbytes))] if program is not run \
+                else _slack(what, w.buffer, w.nbytes + 2 * w.guard)
     return out
 
 
