@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 
 import pytest
@@ -629,8 +630,8 @@ def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
 def test_a_kernel_not_tried_yet_gets_its_turn_after_the_main_kernels_own_three():
     """attention_bf16 on the H100 (session 15): rowwarp (the start) had four attempts, then flash_mma won and became
     the main kernel; the turns rowwarp had counted against flash2, which never got one. Now flash2's defaults come
-    once flash_mma has had its three."""
-    w = load_workload(SGEMM.parent / "attention_bf16")
+    once flash_mma has had its three. (Without the workload's `tune`, which now starts the tuner on flash2.)"""
+    w = dataclasses.replace(load_workload(SGEMM.parent / "attention_bf16"), tune="")
     speed = {"rowwarp": 29.0, "flash_mma": 0.7, "flash2": 0.9}  # flash2 slower: no takeover hides the turn
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=12)
     first = kernels.index("flash_mma")
@@ -666,3 +667,13 @@ def test_a_used_up_main_kernel_is_not_searched_again_on_every_proposal(monkeypat
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=30)
     after = len(kernels) - 1 - kernels[::-1].index("flash_mma")
     assert kernels[after + 1:] and searched.count("flash_mma") <= kernels.count("flash_mma") + 1, searched
+
+
+def test_the_workloads_tune_kernel_goes_before_a_slow_starting_kernel():
+    """attention_bf16 starts from rowwarp (29 ms, with a knob) and names flash2 as its `tune` kernel: the tuner's first
+    proposals are flash2's, not rowwarp's neighbours at 13 s an attempt; rowwarp still gets a turn later."""
+    w = load_workload(SGEMM.parent / "attention_bf16")
+    assert w.tune == "flash2"
+    speed = {"rowwarp": 29.0, "flash_mma": 0.7, "flash2": 0.5}
+    kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=8)
+    assert kernels[:3] == ["flash2"] * 3 and "rowwarp" in kernels, kernels

@@ -109,10 +109,14 @@ class TuneProposer:
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune: `kernel` if given, else the best kernel if it declares knobs (an
-        LLM's kernel included), else the workload's `[start] tune` kernel, else the one
-        with the most knobs. Returned with its knob values stripped, so every knob is free."""
+        LLM's kernel included; not the starting kernel while the workload names a `[start]
+        tune` kernel: the start is the simple point of comparison, the tune kernel the one its
+        author measured fastest, and a slow start's attempts cost the most), else the
+        workload's `[start] tune` kernel, else the one with the most knobs. Returned with its
+        knob values stripped, so every knob is free."""
         kernel = kernel or self.kernel
-        if ctx.best and parse_knobs(ctx.best.spec.source) and not kernel:
+        start_only = ctx.best is not None and ctx.best.spec.proposer == "start" and bool(ctx.workload.tune)
+        if ctx.best and parse_knobs(ctx.best.spec.source) and not kernel and not start_only:
             spec = ctx.best.spec
         else:
             kernels = ctx.workload.kernels

@@ -192,7 +192,8 @@ class Workload:
     # "" (written by hand), "drafted" (by a model, not yet trusted) or "reviewed"
     # (the user agreed and an independent second draft matched it): agent/drafting.py
     reference_status: str = ""
-    # [start] tune: the kernel the tuner searches first ("": the one with most knobs);
+    # [start] tune: the kernel the tuner searches first, before the starting kernel's own knobs
+    # ("": the starting kernel if it has knobs, else the one with most knobs);
     # the other kernels with knobs still get their turns (agent/proposers/tune.py)
     tune: str = ""
 
