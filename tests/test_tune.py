@@ -671,7 +671,7 @@ def test_a_used_up_main_kernel_is_not_searched_again_on_every_proposal(monkeypat
 
 def test_the_workloads_tune_kernel_goes_before_a_slow_starting_kernel():
     """attention_bf16 starts from rowwarp (29 ms, with a knob) and names flash2 as its `tune` kernel: the tuner's first
-    proposals are flash2's, not rowwarp's neighbours at 13 s an attempt; rowwarp still gets a turn later."""
+    proposals are flash2's, not rowwarp's neighbours (29 ms a launch); rowwarp still gets a turn later."""
     w = load_workload(SGEMM.parent / "attention_bf16")
     assert w.tune == "flash2"
     speed = {"rowwarp": 29.0, "flash_mma": 0.7, "flash2": 0.5}
