@@ -156,6 +156,10 @@ class GpuWorker:
     def run_kernel(self, req: EvaluateKernel, send) -> None:
         fn = self.kernel(req.cubin, req.symbol, send)
 
+        def local_bytes(run: Optional[ProgramRun]) -> int:
+            """The largest local frame the launch (or the program's launches) runs with."""
+            return run.local_bytes if run else fn.info.local_bytes
+
         def validate(job: CaseJob, phase: str) -> CaseCheck:
             self.phase, self.case = phase, job.case
             t0 = time.perf_counter()
@@ -166,7 +170,7 @@ class GpuWorker:
                 run.prepare(self.poisons)
             # No fence here (agent/worker/fences.py: only timed runs need one).
             self.checks.scrub_shared()  # nothing a launch left in shared or local memory reaches this one
-            self.checks.scrub_local(run.local_bytes if run else fn.info.local_bytes)
+            self.checks.scrub_local(local_bytes(run))
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
             if run:
                 self.device.run(run.program)
@@ -184,7 +188,7 @@ class GpuWorker:
             bufs.prepare(self.poisons)
             run = self.program(job, req.seed, bufs) if job.program else None
             judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions,
-                                run.local_bytes if run else fn.info.local_bytes)
+                                local_bytes(run))
             if run:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run, flushed=req.timing.cold_l2)
