@@ -677,3 +677,15 @@ def test_the_workloads_tune_kernel_goes_before_a_slow_starting_kernel():
     speed = {"rowwarp": 29.0, "flash_mma": 0.7, "flash2": 0.5}
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=8)
     assert kernels[:3] == ["flash2"] * 3 and "rowwarp" in kernels, kernels
+
+
+def test_before_any_best_the_tuner_aims_where_its_first_proposal_will():
+    """During the plan (no best yet, what prepare() compiles ahead): the `tune` kernel when the workload names one,
+    else the starting kernel when it has knobs (the first proposal tunes it), else the one with most knobs."""
+    w = load_workload(SGEMM.parent / "attention_bf16")
+    ctx = lambda w: ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)
+    assert TuneProposer(0, ahead=0).base(ctx(w))[0].name.startswith("flash2")
+    assert TuneProposer(0, ahead=0).base(ctx(dataclasses.replace(w, tune="")))[0].name.startswith("rowwarp")
+    sgemm = load_workload(SGEMM)  # naive, no knobs, and no `tune`: the kernel with most knobs
+    most = max(sgemm.kernels.values(), key=lambda k: len(k.knobs())).name
+    assert TuneProposer(0, ahead=0).base(ctx(dataclasses.replace(sgemm, tune="")))[0].name.startswith(most)

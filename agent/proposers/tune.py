@@ -124,7 +124,11 @@ class TuneProposer:
                 raise ProposalError(f"{ctx.workload.name} ships no kernel to tune and the best so far (if any) "
                                     "declares no knobs (// knob NAME: values); nothing to tune")
             kernel = kernel or ctx.workload.tune
-            chosen: KernelSpec = kernels[kernel] if kernel else max(kernels.values(), key=lambda k: len(k.knobs()))
+            start = ctx.workload.start_kernel
+            # No best yet (prepare(), during the plan): the kernel the first proposal will take,
+            # the starting kernel where it has knobs, so what is compiled ahead is what is wanted.
+            chosen: KernelSpec = kernels[kernel] if kernel else start if start is not None and start.knobs() \
+                else max(kernels.values(), key=lambda k: len(k.knobs()))
             spec = CandidateSpec.from_candidate(Candidate.from_spec(chosen), self.name)
         knobs = parse_knobs(spec.source)
         if not knobs:
@@ -162,13 +166,17 @@ class TuneProposer:
         try:
             return self._propose(ctx)
         except SearchExhausted as used_up:
-            self._used_up = (main, used_up)
+            if not _in_flight(ctx, main):  # else a point counted as tried may yet be dropped untried
+                self._used_up = (main, used_up)
             return self._after_main(ctx, used_up)
+        except ProposalError as none_found:  # a sampled space found nothing this time: another's turn
+            return self._after_main(ctx, none_found)
 
-    def _after_main(self, ctx: ProposalContext, used_up: SearchExhausted) -> Proposal:
-        """The main kernel's space is used up: the other shipped kernels with knobs take every
-        turn, the least tried first, until theirs are used up too (a model's kernel being the
-        best, or a kernel named on the command line, ends the search here)."""
+    def _after_main(self, ctx: ProposalContext, used_up: ProposalError) -> Proposal:
+        """The main kernel's space is used up (or, sampled, gave nothing this time): the other
+        shipped kernels with knobs take the turn, the least tried first, until theirs are used
+        up too (a model's kernel being the best, or a kernel named on the command line, ends
+        the search here)."""
         main = self.base(ctx)[0].name.split("@")[0]
         if self.kernel or main not in ctx.workload.kernels:
             raise used_up
@@ -186,6 +194,8 @@ class TuneProposer:
                 continue
             self._fallback = name
             return proposal
+        if not isinstance(used_up, SearchExhausted):
+            raise used_up
         raise SearchExhausted(f"{used_up}; every other tunable kernel's space is used up too") from None
 
     def propose_batch(self, ctx: ProposalContext, n: int) -> list[Proposal]:

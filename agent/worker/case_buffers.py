@@ -93,7 +93,7 @@ class CaseBuffers:
                 buf = alloc_pages(device, uploaded.nbytes)
                 checks.upload_reference(buf, uploaded)
                 device_refs[a.name] = (ref, uploaded, buf)
-        self.moats = [device.alloc(MOAT_BYTES)]
+        self.moats = [alloc_pages(device, MOAT_BYTES)]
         for a in job.arrays:
             g = guard_bytes(a.nbytes)
             buf = alloc_pages(device, a.nbytes + 2 * g)
@@ -109,7 +109,7 @@ class CaseBuffers:
                 ref = arr.ref_host
                 arr.ref_scale = float(np.sqrt(np.mean(np.square(ref, dtype=np.float64)))) if ref.dtype.kind == "f" else 0.0
             self.arrays[a.name] = arr
-        self.moats.append(device.alloc(MOAT_BYTES))
+        self.moats.append(alloc_pages(device, MOAT_BYTES))
         for moat in self.moats:
             moat.fill_u32(GUARD_WORD, 0, MOAT_BYTES)
 
