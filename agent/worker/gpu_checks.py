@@ -356,8 +356,7 @@ class GpuChecks:
         self._counts = None  # fences_broken's counters, grown on demand
         # The scrubs' writes (the reserved shared kilobyte included) tried once now: a GPU or
         # driver that refused them would fail here, said once, not in every evaluation.
-        self.scrub_shared()
-        self.scrub_local(0)
+        self.scrub(0)
         device.synchronize()
 
     def _reset(self) -> None:
@@ -481,9 +480,8 @@ class GpuChecks:
         """The ws_scrub_local whose frame covers a thread's whole local window: the larger of
         the kernel's frame (`local_bytes`) and the context's stack (a kernel can index past
         its own frame; a frameless kernel's access faulted on the H200, but that is the
-        hardware's bound, not ours),
-        in whole 256-byte steps. Compiled and loaded on first use, before a run starts, so
-        no compile lands inside a timing loop."""
+        hardware's bound, not ours), in whole 256-byte steps. Compiled and loaded on first
+        use, before a run starts, so no compile lands inside a timing loop."""
         # The stack as it is now (the driver raises it for a kernel that needs more and never
         # lowers it: a window read at start would go stale), and never less than before.
         self._window = max(self._window, local_bytes, self.device.stack_limit(), 1)
@@ -499,6 +497,13 @@ class GpuChecks:
                                    f"{4 * words} bytes must be overwritten: this ptxas kept it out of local memory")
             self._local_scrubs[words] = fn
         return self._local_scrubs[words]
+
+    def scrub(self, local_bytes: int) -> None:
+        """Before a judged or timed launch of a kernel whose frame is `local_bytes`: every
+        SM's shared memory and every thread slot's local window overwritten (enqueued only),
+        so nothing a launch left on chip or in its stack reaches this one."""
+        self.scrub_shared()
+        self.scrub_local(local_bytes)
 
     def scrub_local(self, local_bytes: int) -> None:
         """Overwrite every thread slot's local window (enqueued only) before a launch of a

@@ -169,8 +169,7 @@ class GpuWorker:
             if run:
                 run.prepare(self.poisons)
             # No fence here (agent/worker/fences.py: only timed runs need one).
-            self.checks.scrub_shared()  # nothing a launch left in shared or local memory reaches this one
-            self.checks.scrub_local(local_bytes(run))
+            self.checks.scrub(local_bytes(run))
             send(Started(job.case, phase))  # setup is over: from here the kernel's deadline runs
             if run:
                 self.device.run(run.program)

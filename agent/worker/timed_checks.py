@@ -45,8 +45,7 @@ class TimedChecks:
 
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
-        self.checks.scrub_shared()
-        self.checks.scrub_local(self.local_bytes)
+        self.checks.scrub(self.local_bytes)
         self.checks.clear_scratch()
         # The slots not sealed yet, and the page's slack past the last, zero again: the checks
         # count into zeros, and nothing a launch wrote ahead of its own check (where it could
