@@ -111,7 +111,8 @@ void def_device(py::module_& m) {
       WS_FACT(cc_minor) WS_FACT(sm_count) WS_FACT(driver_version) WS_FACT(total_memory)
       WS_FACT(l2_bytes) WS_FACT(smem_per_block) WS_FACT(smem_per_block_optin)
       WS_FACT(smem_per_sm) WS_FACT(regs_per_block) WS_FACT(regs_per_sm)
-      WS_FACT(max_threads_per_block) WS_FACT(max_threads_per_sm) WS_FACT(warp_size)
+      WS_FACT(max_threads_per_block) WS_FACT(max_threads_per_sm) WS_FACT(max_blocks_per_sm)
+      WS_FACT(warp_size)
       WS_FACT(sm_clock_khz) WS_FACT(mem_clock_khz) WS_FACT(mem_bus_bits)
       WS_FACT(peak_bandwidth_gbs);
 #undef WS_FACT

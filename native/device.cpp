@@ -72,6 +72,7 @@ Device::Device(int ordinal) {
   f.regs_per_sm = attribute(dev_, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
   f.max_threads_per_block = attribute(dev_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   f.max_threads_per_sm = attribute(dev_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  f.max_blocks_per_sm = attribute(dev_, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
   f.warp_size = attribute(dev_, CU_DEVICE_ATTRIBUTE_WARP_SIZE);
   f.sm_clock_khz = attribute(dev_, CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
   f.mem_clock_khz = attribute(dev_, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);

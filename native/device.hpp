@@ -18,7 +18,7 @@ struct DeviceFacts {
   int64_t total_memory = 0, l2_bytes = 0;
   int smem_per_block = 0, smem_per_block_optin = 0, smem_per_sm = 0;
   int regs_per_block = 0, regs_per_sm = 0, max_threads_per_block = 0,
-      max_threads_per_sm = 0, warp_size = 0;
+      max_threads_per_sm = 0, max_blocks_per_sm = 0, warp_size = 0;
   int sm_clock_khz = 0, mem_clock_khz = 0, mem_bus_bits = 0;
   double peak_bandwidth_gbs = 0.0;  // from clock x bus width; a lead, not a measurement
 };

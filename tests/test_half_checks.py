@@ -22,9 +22,11 @@ from agent.worker.poison import POISON_WIDTH, Poisons
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def test_the_check_kernels_compile_for_sm90_with_every_16_bit_entry():
-    """NVRTC compiles the checker source, and every kernel the worker looks up is in the CUBIN."""
-    r = compile_kernel(SOURCE, "", "sm_90", filename="warpsmith_checks.cu", use_cache=False)
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_the_check_kernels_compile_with_every_16_bit_entry(arch):
+    """NVRTC compiles the checker source (the reserved-memory scrub's registers exist only from sm_80:
+    guarded), and every kernel the worker looks up is in the CUBIN."""
+    r = compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu", use_cache=False)
     assert r.ok, r.log
     entries = set(re.findall(r"Compiling entry function '(\w+)'", r.log))
     assert set(KERNELS) <= entries and {"float16", "bfloat16"} <= set(CLOSE_KERNELS)

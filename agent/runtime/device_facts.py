@@ -31,6 +31,7 @@ class DeviceFacts:
     regs_per_sm: int = 0
     max_threads_per_block: int = 0
     max_threads_per_sm: int = 0
+    max_blocks_per_sm: int = 0  # resident blocks an SM holds at most (32 on sm_90)
     warp_size: int = 0
     sm_clock_khz: int = 0
     mem_clock_khz: int = 0

@@ -224,9 +224,8 @@ WS_COUNT_NOT(ws_count_not16, unsigned short)
 // could leave its outputs there and copy them back at its next launch instead of computing.
 // Launched before every validated and timed launch, one block per SM holding the opt-in
 // maximum, it overwrites all of it (volatile: stores nothing reads must still happen), and
-// the block's reserved shared memory too (the 1 KB per block the system keeps, which a
-// kernel reaches by address through %reserved_smem_offset_begin): the opt-in maximum and
-// the reserved kilobyte together are the SM's whole shared memory.
+// its block's reserved shared memory too (the 1 KB per block the system keeps, which a
+// kernel reaches by address through %reserved_smem_offset_begin).
 extern "C" __global__ void ws_scrub_shared(u64 words) {
   extern __shared__ unsigned ws_scrub[];
   volatile unsigned* s = ws_scrub;
@@ -239,6 +238,29 @@ extern "C" __global__ void ws_scrub_shared(u64 words) {
   for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= end; at += 4 * blockDim.x)
     asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(at), "r"(0u) : "memory");
 #endif
+}
+
+// The reserved kilobyte is not one per SM but one per resident block slot: a stash that a
+// kernel of 8 blocks per SM left in its blocks' reserved memory survived ws_scrub_shared's
+// one block per SM on the H200 (session 16). So every block slot of every SM gets a block of
+// this kernel at once (grid: SMs x the most resident blocks an SM holds), each overwriting
+// its reserved window, and none leaves before all have started (bounded, as in
+// ws_scrub_local: a block that left early would hand its slot to a later one).
+extern "C" __global__ void ws_scrub_reserved(unsigned* arrived) {
+#if __CUDA_ARCH__ >= 800
+  unsigned begin, end;
+  asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(begin));
+  asm volatile("mov.u32 %0, %%reserved_smem_offset_end;" : "=r"(end));
+  for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= end; at += 4 * blockDim.x)
+    asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(at), "r"(0u) : "memory");
+#endif
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(arrived, 1u);
+    long long t0 = clock64();
+    while (atomicAdd(arrived, 0u) < gridDim.x && clock64() - t0 < 2000000) {}
+  }
+  __syncthreads();
 }
 
 // A 16-bit array's data (and the guard after it) need not start on a 4-byte boundary,
@@ -282,7 +304,7 @@ CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
 KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
            "ws_seal", "ws_count_not", "ws_count_not16", "ws_checksum",
-           "ws_checksum16", "ws_fill16", "ws_scrub_shared")
+           "ws_checksum16", "ws_fill16", "ws_scrub_shared", "ws_scrub_reserved")
 
 
 MASK64 = (1 << 64) - 1
@@ -334,7 +356,7 @@ class GpuChecks:
     def __init__(self, device, arch: str):
         self.device, self.arch = device, arch
         self._local_scrubs: dict[int, object] = {}  # frame words -> ws_scrub_local of that frame
-        self._arrived = None  # ws_scrub_local's count of started blocks
+        self._arrived = None  # the waiting scrubs' counts of started blocks (_arrival_counter)
         self._window = 0  # the largest local window scrubbed so far, in bytes
         compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
         if not compiled.ok:
@@ -509,12 +531,18 @@ class GpuChecks:
         """Overwrite every thread slot's local window (enqueued only) before a launch of a
         kernel whose frame is `local_bytes`: two resident blocks of 1024 threads per SM."""
         fn = self.local_scrub(local_bytes)
-        if self._arrived is None:
-            self._arrived = alloc_pages(self.device, 4)
-        self._arrived.fill_u32_async(0, 0, self._arrived.nbytes)  # the page whole: no slack to keep data in
         per_sm = max(1, self.device.facts.max_threads_per_sm // 1024)
         self.device.launch(fn, (self._sms * per_sm, 1, 1), (1024, 1, 1), 0,
-                           [("ptr", self._arrived.ptr), ("i32", 0)])
+                           [("ptr", self._arrival_counter(0)), ("i32", 0)])
+
+    def _arrival_counter(self, word: int) -> int:
+        """A zeroed arrival counter for a scrub whose blocks wait for each other (word 0: the
+        local scrub's, 1: the reserved scrub's); the page is zeroed whole each time, so its
+        slack holds nothing either."""
+        if self._arrived is None:
+            self._arrived = alloc_pages(self.device, 8)
+        self._arrived.fill_u32_async(0, 0, self._arrived.nbytes)
+        return self._arrived.ptr + 4 * word
 
     def clear_scratch(self) -> None:
         """Zero this object's own small buffers whole, pages and all (the stats of the
@@ -525,11 +553,15 @@ class GpuChecks:
             self._counts.fill_u32_async(0, 0, self._counts.nbytes)
 
     def scrub_shared(self) -> None:
-        """Overwrite the shared memory of every SM (ws_scrub_shared); enqueued only. Nothing a
-        launch leaves there reaches the next one: not the last candidate's, not its own."""
+        """Overwrite the shared memory of every SM (ws_scrub_shared) and the reserved kilobyte
+        of every resident block slot (ws_scrub_reserved); enqueued only. Nothing a launch leaves
+        there reaches the next one: not the last candidate's, not its own."""
         if self._shared_max:
             self.device.launch(self._fn["ws_scrub_shared"], (self._sms, 1, 1), (1024, 1, 1), self._shared_max,
                                [("i64", self._shared_max // 4)])
+        slots = self._sms * max(1, self.device.facts.max_blocks_per_sm)
+        self.device.launch(self._fn["ws_scrub_reserved"], (slots, 1, 1), (32, 1, 1), 0,
+                           [("ptr", self._arrival_counter(1))])
 
     def fill16(self, ptr: int, value: int, nbytes: int, synchronous: bool = False) -> None:
         """Fill 2-byte words at a 2-byte aligned ptr; enqueued only, unless `synchronous`."""

@@ -1,0 +1,63 @@
+"""The shared-memory scrub on the CPU: which launches it enqueues (a device double records
+them). The GPU test of both stashes is tests/test_gpu_adversarial.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.worker.gpu_checks import GpuChecks
+from agent.worker.pages import ALLOC_GRANULE
+
+
+@dataclass
+class _Facts:
+    sm_count: int = 132
+    max_blocks_per_sm: int = 32
+    max_threads_per_sm: int = 2048
+
+
+@dataclass
+class _Buffer:
+    ptr: int
+    nbytes: int
+    fills: list = field(default_factory=list)
+
+    def fill_u32_async(self, value, offset, nbytes):
+        self.fills.append((value, offset, nbytes))
+
+
+class DeviceDouble:
+    """Stands in for the GPU: records launches and allocations."""
+
+    def __init__(self):
+        self.facts, self.launches, self.buffers = _Facts(), [], []
+
+    def alloc(self, nbytes):
+        self.buffers.append(_Buffer(ALLOC_GRANULE * (len(self.buffers) + 1), nbytes))
+        return self.buffers[-1]
+
+    def launch(self, fn, grid, block, smem, args):
+        self.launches.append((fn, grid, block, smem, args))
+
+
+def _checks(device):
+    checks = GpuChecks.__new__(GpuChecks)  # the scrub's own state only: no checker module on this machine
+    checks.device, checks._arrived = device, None
+    checks._fn = {"ws_scrub_shared": "ws_scrub_shared", "ws_scrub_reserved": "ws_scrub_reserved"}
+    checks._sms, checks._shared_max = device.facts.sm_count, 232448
+    return checks
+
+
+def test_every_block_slot_of_every_sm_gets_its_reserved_kilobyte_overwritten():
+    """One block per SM holds the opt-in maximum; then SMs x the most resident blocks per SM overwrite the
+    reserved kilobyte of each block slot (a stash there outlived the one-block scrub on the H200), waiting
+    on a counter zeroed whole just before."""
+    device = DeviceDouble()
+    _checks(device).scrub_shared()
+    (big, grid, block, smem, args), (reserved, rgrid, rblock, rsmem, rargs) = device.launches
+    assert (big, grid, smem, args) == ("ws_scrub_shared", (132, 1, 1), 232448, [("i64", 232448 // 4)])
+    assert (reserved, rgrid, rsmem) == ("ws_scrub_reserved", (132 * 32, 1, 1), 0)
+    assert rblock[0] * 32 <= device.facts.max_threads_per_sm  # all of them resident at once
+    (counter,) = device.buffers
+    assert rargs == [("ptr", counter.ptr + 4)] and counter.fills == [(0, 0, counter.nbytes)]
+    assert counter.nbytes % ALLOC_GRANULE == 0
