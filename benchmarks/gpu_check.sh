@@ -83,6 +83,7 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
   # Issue 18's bar: this tree's search, then (with WS_BEFORE) the older install's, on the same workload.
   # Several searches one after another: separated by ';' (e.g. the same with "-- --no-overlap").
   IFS=';' read -ra searches <<< "$WS_SEARCH"
+  n=0
   for search in "${searches[@]}"; do
     for side in after ${WS_BEFORE:+before}; do
       site=$([ $side = before ] && echo "--site /tmp/before-site" || echo "")
@@ -90,7 +91,9 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
       # otherwise find the first one's CUBINs and look faster for it.
       rm -rf "$WARPSMITH_CACHE/cubin"
       step "search speed ($side): $search"
-      (cd "$OLDPWD" && python3 benchmarks/search_speed.py $search $site 2>&1) | tee -a "$OUT/search-speed.txt"
+      n=$((n + 1))  # each search's attempt records kept for replays (benchmarks/early_reject_safety.py)
+      (cd "$OLDPWD" && python3 benchmarks/search_speed.py --keep "$OUT/search-records-$n-$side" $site $search 2>&1) \
+        | tee -a "$OUT/search-speed.txt"
     done
   done
 fi

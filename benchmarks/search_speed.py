@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
     sys.path.insert(0, str(ROOT))
 
+from early_reject_safety import session_attempts  # noqa: E402  (benchmarks/, beside this script)
+
+from agent.evaluate.early_reject import replay  # noqa: E402
+
 WITHIN = 0.02
 
 
@@ -58,6 +62,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--site", default="", help="an older install's site directory, first on PYTHONPATH")
     p.add_argument("--target-ms", type=float, help="report when the session came within 2%% of this score")
     p.add_argument("--profile", type=Path, help="sample the session's threads (benchmarks/sample_profile.py) into this file")
+    p.add_argument("--keep", type=Path, help="copy the session's attempt records and timeline (small files) here")
     p.add_argument("--cold", action="store_true",
                    help="leave the references uncomputed: the session computes them inside its wall time")
     # After "--": more flags for `warpsmith run` (split here: argparse would take an
@@ -107,7 +112,25 @@ def main(argv: list[str]) -> int:
     print(f"first within {WITHIN:.0%} of {'the target ' if args.target_ms else 'its final best '}{target:.4f} ms: "
           + (f"{reached:.1f} s" if reached is not None else "never"))
     where_time_went(store, t0, wall)
+    session = next((store / "sessions").iterdir())
+    # The rule judged each attempt on its screen; replayed on the full timings' own first
+    # launches (other samples than the ones it was judged on), it must cut no winner.
+    print(f"early rejection replayed on this session's full timings: {replay(session_attempts(session)).text()}")
+    if args.keep:
+        keep_records(session, args.keep)
     return 0
+
+
+def keep_records(session: Path, to: Path) -> None:
+    """The attempts' small records (samples, verdicts) and the timeline, for replays later
+    (benchmarks/early_reject_safety.py reads a store of sessions/<name>/attempts/...)."""
+    import shutil
+    dest = to / "sessions" / session.name
+    for f in [session / "timeline.jsonl", *session.glob("attempts/*/samples.json"),
+              *session.glob("attempts/*/attempt.json")]:
+        if f.exists():
+            (dest / f.parent.relative_to(session)).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dest / f.relative_to(session))
 
 
 def warm_references(workload_dir: Path) -> None:

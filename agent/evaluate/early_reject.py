@@ -2,11 +2,12 @@
 a first chunk of launches (DESIGN.md, Evaluation 5).
 
 The rule, over the first chunk of SCREEN.repetitions cold launches per performance
-case (after SCREEN.warmup warm-up launches):
+case (after SCREEN.warmup warm-up launches), where low(s) is the k-th fastest of a
+case's n launches, k = lower_rank(n) (the 3rd of 20; of fewer than 14, the fastest):
 
-    bound = geomean over the performance cases of the chunk's minimum
+    bound = geomean over the performance cases of low(chunk)
     reject when bound > best score x (1 + MARGIN)
-           and, for every performance case, its chunk minimum > that case's fastest
+           and, for every performance case, low(chunk) > that case's fastest
                median so far (the dispatch's winner) x (1 + MARGIN)
 
 The second clause is there because a session's result may be a dispatch, a variant per
@@ -17,20 +18,28 @@ H200 (session 9: every split-K attempt of a 40-attempt sgemm bench was rejected 
 and the long-K case stayed at 0.06x cuBLAS). A case with no winner yet keeps any
 candidate timed in full.
 
-Why it is safe. A candidate's score is the geometric mean of its cases' medians. The
-minimum of a chunk is, per case, at or below the median of the full timing unless all
-of the chunk's launches land above that median (under exchangeable samples a chance
-of 2^-10 for a chunk of 10, and then by less than the spread of the samples), so the
-geomean of the minima is a lower bound on the score the full timing would give. A
-candidate whose lower bound is slower than the best by MARGIN (10%) could not become
-the best: the selection already refuses any score at or above the best's
-(agent/evaluate/selection.py); the same bound per case means it could not become that
-case's winner either (update_winners takes a case's median only below the winner's).
-MARGIN is two orders of magnitude above the
-run-to-run noise of a median measured on the H200 (CV ~0.1%, benchmarks/harness.py)
-and several times the per-launch spread of a cold timing (a CV of a few percent).
-A noisy candidate is kept: its spread pulls its minimum down, so it gets the full
-budget and, when it is close, the selection's interleaved re-timing.
+Why it is safe. A candidate's score is the geometric mean of its cases' medians. For n
+launches whose times are exchangeable, the k-th fastest lies above the median only when
+fewer than k of the n land below it: P(Binomial(n, 1/2) < k), which lower_rank keeps at
+or under CONFIDENCE (0.1%; for 20 launches and k = 3, 0.02%). So, per case, low(chunk)
+is at or below the median the full timing would give, and the geomean of the lows is a
+lower bound on the score. A candidate whose lower bound is slower than the best by
+MARGIN could not become the best: the selection already refuses any score at or above
+the best's (agent/evaluate/selection.py); the same bound per case means it could not
+become that case's winner either (update_winners takes a case's median only below the
+winner's). MARGIN (3%) is not needed for the statistics; it is room for what
+exchangeability does not cover: the best's median was measured minutes earlier, after a
+longer warm-up. It is thirty times the run-to-run noise of a median on the H200 (CV
+~0.1%, benchmarks/harness.py) and the clocks stay at their top throughout (NVML, read
+around every timed case). A noisy candidate is kept: its spread pulls the k-th fastest
+down, so it gets the full budget and, when it is close, the selection's interleaved
+re-timing.
+
+(Until session 16 the chunk was 10 launches, judged by the fastest with a 10% margin:
+the rank-1 case of the same argument. The worker was the search's bottleneck on the
+H200, and candidates 3-10% slower than the best were each validated on every case and
+timed in full for nothing; 20 launches and the 3rd fastest bound the median as safely
+with 3% of room.)
 
 Where it runs: before the validation (Evaluator.validate, told the best). A candidate the
 chunk rejects is never validated: it can never be accepted, so its validation (every
@@ -52,16 +61,40 @@ from typing import Mapping, Optional, Sequence
 from ..worker.protocol import TimingConfig
 from .stats import geomean
 
-MARGIN = 0.10
-# The first chunk: a short warm-up (the L2 flush makes every launch cold anyway) and 10 launches.
+MARGIN = 0.03
+CONFIDENCE = 1e-3  # at most this chance that a case's bound lies above its median
+# The first chunk: a short warm-up (the L2 flush makes every launch cold anyway) and 20 launches.
 SCREEN_WARMUP = 3
-SCREEN_LAUNCHES = 10
+SCREEN_LAUNCHES = 20
+
+
+def lower_rank(n: int, confidence: float = CONFIDENCE) -> int:
+    """The largest k (at least 1) with P(Binomial(n, 1/2) < k) <= confidence: the k-th
+    fastest of n exchangeable launches is then at or below their median but for that
+    chance. 1 up to n = 13 (the fastest), 3 for 20, 7 for 30. Under 10 launches (a chunk a
+    slow kernel's time cap cut short) no rank reaches the confidence: the fastest, as before."""
+    k, below = 1, 0.0  # below: P(Binomial(n, 1/2) < k + 1) as k grows
+    for j in range(n):
+        below += math.comb(n, j) / 2.0 ** n
+        if below > confidence:
+            break
+        k = j + 1
+    return max(1, min(k, n))
+
+
+def low(samples: Sequence[float]) -> float:
+    """The lower bound on the median of `samples`: their lower_rank-th fastest."""
+    return sorted(samples)[lower_rank(len(samples)) - 1]
 
 
 def screen_timing(full: TimingConfig) -> TimingConfig:
     """The first chunk's recipe: the full one's L2 policy, fewer launches."""
     return TimingConfig(warmup=SCREEN_WARMUP, repetitions=SCREEN_LAUNCHES, cold_l2=full.cold_l2,
                         max_total_ms=full.max_total_ms)
+
+
+def _ordinal(k: int) -> str:
+    return "" if k == 1 else f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
 @dataclass(frozen=True)
@@ -79,20 +112,23 @@ def screen(chunks: Mapping[str, Sequence[float]], best_ms: Optional[float], marg
     firsts = {case: list(s)[:launches] for case, s in chunks.items()}
     if best_ms is None or best_ms <= 0 or not firsts or any(not s or min(s) <= 0 for s in firsts.values()):
         return EarlyVerdict(False, None, "no best to compare with" if best_ms is None else "a case has no samples")
-    bound = geomean([min(s) for s in firsts.values()])
+    lows = {case: low(s) for case, s in firsts.items()}
+    counts = "/".join(str(n) for n in sorted({len(s) for s in firsts.values()}))
+    which = "/".join(_ordinal(k) for k in sorted({lower_rank(len(s)) for s in firsts.values()})) + " fastest"
+    bound = geomean(list(lows.values()))
     ratio = bound / best_ms
     if not ratio > 1.0 + margin:  # (a NaN anywhere keeps the candidate: nothing is cut on a number that is not one)
         return EarlyVerdict(False, bound, f"within {margin:.0%} of the best ({ratio:.3f}x): timed in full")
     if case_best_ms is not None:
-        for case, s in firsts.items():
+        for case, bound_case in lows.items():
             winner = case_best_ms.get(case)
-            if winner is None or not 0 < winner < math.inf or not min(s) > winner * (1.0 + margin):
+            if winner is None or not 0 < winner < math.inf or not bound_case > winner * (1.0 + margin):
                 near = "no winner yet" if winner is None or not 0 < winner < math.inf else \
-                    f"{min(s) / winner:.3f}x its fastest median {winner:.4f} ms"
+                    f"{bound_case / winner:.3f}x its fastest median {winner:.4f} ms"
                 return EarlyVerdict(False, bound, f"{ratio:.2f}x the best, but within {margin:.0%} on case "
                                                   f"{case!r} ({near}): timed in full, a variant for that case")
     per_case = " and slower than every case's winner" if case_best_ms is not None else ""
-    return EarlyVerdict(True, bound, f"rejected early: its fastest of the first {launches} launches per case "
+    return EarlyVerdict(True, bound, f"rejected early: the {which.strip()} of its first {counts} launches per case "
                                      f"give {bound:.4f} ms (geomean), {ratio:.2f}x the best's {best_ms:.4f} ms, "
                                      f"more than {margin:.0%} slower{per_case}; timing stopped")
 
