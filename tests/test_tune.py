@@ -689,3 +689,56 @@ def test_before_any_best_the_tuner_aims_where_its_first_proposal_will():
     sgemm = load_workload(SGEMM)  # naive, no knobs, and no `tune`: the kernel with most knobs
     most = max(sgemm.kernels.values(), key=lambda k: len(k.knobs())).name
     assert TuneProposer(0, ahead=0).base(ctx(dataclasses.replace(sgemm, tune="")))[0].name.startswith(most)
+
+
+def _tf32x3_attempts(w, n: int, status: str = "ok", **defines) -> list[Attempt]:
+    from agent.evaluate.records import CandidateSpec, CaseOutcome
+    from agent.proposers.tune import _prefix
+    from agent.spec.candidate import Candidate
+    prefix = _prefix(CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tf32x3"]), "tune"))
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    out = []
+    for i in range(n):
+        d = {**{k: kn.default for k, kn in w.kernels["tf32x3"].knobs().items()}, "GROUP": (1, 8, 16)[i % 3], **defines}
+        out.append(Attempt(iteration=i + 1, name=f"{prefix}{i}{status}]", proposer="tune",
+                           status=status, score_ms=1.0 if status == "ok" else None, defines=d,
+                           cases=[CaseOutcome(case=c, role="performance", status=status, median_ms=1.0)
+                                  for c in perf] if status == "ok" else []))
+    return out
+
+
+def test_a_turn_proposed_ahead_counts_and_listed_kernels_go_first():
+    """sgemm on the H200 (session 16, steps of four proposed ahead): tiled got a second turn while its first was
+    still in flight, and the split-K kernels none in 20 attempts. A turn in flight counts; among the kernels not
+    tried yet, one the workload lists settings for (tf32x3_splitk: SPLITK=32 suits the long-K case) goes first."""
+    from agent.evaluate.records import CandidateSpec
+    from agent.spec.candidate import Candidate
+    w = load_workload(SGEMM)
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    history = _tf32x3_attempts(w, 3)
+    tiled = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tiled"]), "tune")
+    ctx = ProposalContext(w, DeviceFacts(), 4, "optimise", history, _sgemm_best(w, {c: 1.0 for c in perf}), None,
+                          in_flight=(tiled,))
+    assert TuneProposer(0, ahead=0)._other_turn(ctx)[0] == "tf32x3_splitk"
+    ctx = dataclasses.replace(ctx, in_flight=())
+    assert TuneProposer(0, ahead=0)._other_turn(ctx)[0] == "tf32x3_splitk"  # listed settings first even so
+
+
+def test_a_knob_value_that_was_only_ever_wrong_is_proposed_last():
+    """tf32x3's FLUSH=0 accumulates in the tensor cores and is wrong on every case of K >= 1024: after two wrong
+    attempts with it (and passes without it) no neighbour with FLUSH=0 is proposed while others remain."""
+    from agent.proposers.tune import _doomed
+    w = load_workload(SGEMM)
+    history = _tf32x3_attempts(w, 3) + _tf32x3_attempts(w, 2, status="wrong_answer", FLUSH=0)
+    for i, a in enumerate(history, 1):
+        a.iteration = i
+    assert _doomed(history) == {("FLUSH", 0)}
+    assert _doomed(history[:4]) == set()  # one wrong attempt is not a pattern
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    tuner, best = TuneProposer(0, kernel="tf32x3", ahead=0), _sgemm_best(w, {c: 1.0 for c in perf})
+    for step in range(12):
+        ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None)
+        proposals = [tuner.propose(ctx)] if step % 2 else tuner.propose_batch(ctx, 4)
+        assert all(p.spec.defines["FLUSH"] == 1 for p in proposals), [p.spec.name for p in proposals]
+        history += [Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok", score_ms=2.0,
+                            defines=p.spec.defines) for p in proposals]

@@ -265,6 +265,10 @@ class TuneProposer:
             lists.append(points)
         listed = _listed(ctx.workload, base, free)
         neighbours = [p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None]
+        # A value only ever wrong (_propose says why): never in a step's extra members; the
+        # step's first proposal takes such a point only once nothing else is left.
+        doomed = _doomed(mine)
+        neighbours = [p for p in neighbours if not any((k, v) in doomed for k, v in p.items())]
         if arch is not None:
             # Compiled ahead and accepted first (a stable sort: each group keeps its turns), so
             # the step does not wait on NVRTC for a neighbour while compiled ones sit ready
@@ -333,24 +337,31 @@ class TuneProposer:
             return None
         others = [n for n, k in ctx.workload.kernels.items() if n != main and k.knobs() and n not in self._exhausted]
         mine = [a for a in ctx.history if a.proposer == self.name]
-        counts = {n: sum(1 for a in mine if a.name.split("@")[0] == n) for n in others}
+        # Turns are counted with the proposals still in flight: with a step proposed ahead, a
+        # kernel whose first turn had not finished got a second before any other had one
+        # (sgemm on the H200, session 16: tiled twice in 20 attempts, the split-K kernels never).
+        turns = [a.name.split("@")[0] for a in mine] + \
+            [s.name.split("@")[0] for s in ctx.in_flight if s.proposer == self.name]
+        counts = {n: turns.count(n) for n in others}
         other_turns = sum(counts.values())
         if not others:
             return None
         untried = [n for n in others if counts[n] == 0]
         # A kernel not tried yet waits only for the main kernel's own MAIN_TURNS: the turns a
         # former main kernel had (counted among the others' now) must not hold it back.
-        first_turn = bool(untried) and sum(1 for a in mine if a.name.split("@")[0] == main) >= MAIN_TURNS
+        first_turn = bool(untried) and turns.count(main) >= MAIN_TURNS
         if self._stalled(ctx):
-            if mine[-1].name.split("@")[0] != main:  # stalled: the main kernel and the others alternate
+            if turns[-1] != main:  # stalled: the main kernel and the others alternate
                 return None
-        elif len(mine) - other_turns < MAIN_TURNS * (other_turns + 1) and not first_turn:
+        elif len(turns) - other_turns < MAIN_TURNS * (other_turns + 1) and not first_turn:
             return None
         focus = _focus_case(ctx)
         if not focus:
             return None
         if untried:
-            return min(untried, key=lambda n: n in self._no_first_turn), focus
+            # A kernel the workload lists settings for first (measured starting points, e.g.
+            # split-K for the long-K case), then the workload's order.
+            return min(untried, key=lambda n: (n in self._no_first_turn, not ctx.workload.kernels[n].configs)), focus
         on_focus = {n: min((c.median_ms for a in mine if a.name.split("@")[0] == n and a.status == "ok"
                             for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}
         if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:
@@ -385,8 +396,16 @@ class TuneProposer:
             (lambda points: [self._submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
                              if _key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)])
         listed = _listed(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines})
-        choice = self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch,
-                            starts=[point for point, _ in listed])
+        # Points with a knob value that was only ever wrong are taken last (tf32x3's FLUSH=0
+        # accumulates in the tensor cores and fails by design at K >= 1024; in a 20-attempt
+        # sgemm bench on the H200, session 16, 4 attempts were wrong in every screened launch).
+        doomed = _doomed(mine)
+        clean = lambda d: not any((k, v) in doomed for k, v in d.items())
+        choice = self._next(knobs, base.defines, scores, lambda d: clean(d) and feasible(d), rng,
+                            ready and (lambda d: clean(d) and ready(d)), prefetch,
+                            starts=[point for point, _ in listed]) if doomed else None
+        choice = choice or self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch,
+                                      starts=[point for point, _ in listed])
         if choice is None:
             size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
@@ -582,6 +601,19 @@ def _compile(base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast
     from ..runtime.compiler import compile_kernel
     cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
     return compile_kernel(cand.source, cand.entry, arch, cand.compile_options(), allow_fast_math=allow_fast_math).ok
+
+
+def _doomed(mine: Sequence) -> set[tuple[str, int]]:
+    """(knob, value) pairs every attempt with which was wrong (at least two of them), while
+    some attempt without that value passed: a value that breaks the kernel, not bad luck."""
+    wrong, passed = {}, []
+    for a in mine:
+        if a.status == "ok":
+            passed.append(a.defines)
+        for pair in a.defines.items():
+            wrong.setdefault(pair, []).append(a.status == "wrong_answer")
+    return {pair for pair, w in wrong.items()
+            if len(w) >= 2 and all(w) and any(d.get(pair[0]) != pair[1] for d in passed)}
 
 
 def _focus_case(ctx: ProposalContext) -> Optional[str]:
