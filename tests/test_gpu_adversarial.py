@@ -376,7 +376,7 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     first.moats[0].fill_u32(GUARD_WORD, 0, 1 << 20)  # a stash put back as the moat's old sentinel
     found = fence.breached()
     assert found is not None and f"case '{jobs[0].case}' moat" in found.detail
-    assert worker.moat_breach(first) is None and worker.moat_breach(second) is None
+    assert worker.integrity(first) is None and worker.integrity(second) is None  # the moats re-armed
 
 
 def test_cublas_workspace_and_the_unflushed_flush_buffer_are_fenced(workload):

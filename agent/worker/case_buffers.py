@@ -21,6 +21,7 @@ the checksums are what catch a write that lands elsewhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +34,15 @@ from .protocol import CaseJob
 GUARD_WORD = 0xDEADBEEF
 GUARD_HALF = 0xFFAD  # a NaN as float16 and as bfloat16, and neither format's usual NaN (0x7FFF, 0x7E00, 0x7FC0)
 MOAT_BYTES = 8 << 20  # sentinel-filled memory around the arrays: a far overrun lands there or faults
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """What one read of a case's integrity checks found (CaseBuffers.enqueue_integrity)."""
+    overruns: tuple[str, ...] = ()  # "name (side)" of each guard band not holding its sentinel
+    moat: bool = False  # a moat written: megabytes from any buffer
+    inputs: tuple[str, ...] = ()  # inputs whose checksum changed (marked for restoring)
+    references: tuple[str, ...] = ()  # references likewise
 
 
 def guard_bytes(nbytes: int) -> int:
@@ -146,27 +156,29 @@ class CaseBuffers:
         else:
             (a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async)(word, offset, nbytes)
 
-    def overruns(self) -> list[str]:
-        """'name (side)' for every guard band that no longer holds its sentinel."""
-        return [f"{a.job.name} ({side})" for a in self.arrays.values() for side, offset in a.guard_offsets()
-                if self.checks.count_not(a.buffer.ptr + offset, a.sentinel, a.guard, a.width)]
+    def enqueue_integrity(self, tally, guards: bool = True) -> Callable[[Sequence[int]], Integrity]:
+        """This case's checks of what a kernel must leave alone, enqueued on `tally` (a
+        GpuChecks.tally, read with one wait): its guard bands (unless not `guards`), its
+        moats, its inputs' and references' checksums. The function returned reads the
+        tally's results and marks what was modified for restoring."""
+        bands = [(f"{a.job.name} ({side})", tally.count_not(a.buffer.ptr + offset, a.sentinel, a.guard, a.width))
+                 for a in self.arrays.values() for side, offset in a.guard_offsets()] if guards else []
+        moats = [tally.count_not(m.ptr, GUARD_WORD, m.nbytes) for m in self.moats]
+        inputs = [(a, tally.checksum(a.ptr, a.nbytes, a.width), a.checksum) for a in self.inputs()]
+        refs = [(a, tally.checksum(a.ref.ptr, a.ref_device.nbytes), a.ref_checksum) for a in self.outputs()]
 
-    def modified_inputs(self) -> list[str]:
-        """Inputs whose contents differ from their upload (marked for restoring)."""
-        changed = []
-        for a in self.inputs():
-            if self.checks.checksum(a.ptr, a.nbytes, a.width) != a.checksum:
-                a.dirty = True
-                changed.append(a.job.name)
-        return changed
+        def read(results: Sequence[int]) -> Integrity:
+            changed = {id(a) for a, k, want in inputs + refs if results[k] != want}
+            for a in self.arrays.values():
+                a.dirty = a.dirty or id(a) in changed
+            return Integrity(tuple(name for name, k in bands if results[k]), any(results[k] for k in moats),
+                             tuple(a.job.name for a, _, _ in inputs if id(a) in changed),
+                             tuple(a.job.name for a, _, _ in refs if id(a) in changed))
+        return read
 
-    def modified_references(self) -> list[str]:
-        changed = []
-        for a in self.outputs():
-            if self.checks.checksum(a.ref.ptr, a.ref_device.nbytes) != a.ref_checksum:
-                a.dirty = True
-                changed.append(a.job.name)
-        return changed
+    def rearm_moats(self) -> None:
+        for m in self.moats:
+            m.fill_u32(GUARD_WORD, 0, m.nbytes)
 
     def restore_constant(self, a: DeviceArray) -> None:
         """A constant input back to its value after a fence, before the sweep reads its

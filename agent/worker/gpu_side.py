@@ -17,7 +17,7 @@ import numpy as np
 from ..runtime import native
 from ..runtime.device_facts import DeviceFacts
 from ..runtime.parent_watch import exit_with_parent
-from .case_buffers import GUARD_WORD, CaseBuffers
+from .case_buffers import CaseBuffers, Integrity
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
 from .fences import Fence, Region, regions
@@ -84,22 +84,11 @@ class GpuWorker:
         return self.integrity(bufs) or self.check_outputs(bufs)
 
     def integrity(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
-        """What a kernel must leave alone: the guard bands, its inputs, the reference."""
-        self.device.synchronize()
-        overruns = bufs.overruns()
-        if overruns:
-            return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(overruns)
-                             + ": check bounds on the last partial tile")
-        return self.moat_breach(bufs) or _tampering(bufs)
-
-    def moat_breach(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
-        """Megabytes away from any buffer: a stray pointer, not a partial tile. Re-armed once seen."""
-        if not any(self.checks.count_not(m.ptr, GUARD_WORD, m.nbytes) for m in bufs.moats):
-            return None
-        for m in bufs.moats:
-            m.fill_u32(GUARD_WORD, 0, m.nbytes)
-        return CaseCheck(Status.OUT_OF_BOUNDS, detail=f"case '{bufs.job.case}': writes megabytes away from every "
-                         "buffer (into the sentinel memory around them): a wrong pointer or index")
+        """What a kernel must leave alone: the guard bands, the moats, its inputs, the
+        reference; checked together, after the launch (stream order), with one wait."""
+        tally = self.checks.tally()
+        read = bufs.enqueue_integrity(tally)
+        return _integrity_verdict(bufs, read(tally.read()))
 
     def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
         worst_abs = worst_rel = 0.0
@@ -228,14 +217,17 @@ class GpuWorker:
         self.sweep(send)
 
     def sweep(self, send) -> None:
-        """After a candidate: every resident case's inputs and references as uploaded.
-        A kernel may write far past its own buffers; whatever it changed is reported
-        against it and restored before the next candidate."""
+        """After a candidate: every resident case's moats, inputs and references as
+        uploaded, checked together with one wait. A kernel may write far past its own
+        buffers; whatever it changed is reported against it and restored before the next
+        candidate. (Guard bands are left to each case's next prepare, which re-arms them.)"""
         self.phase, self.case = "integrity", ""
-        self.device.synchronize()
-        for bufs in self.cases.values():
+        tally = self.checks.tally()
+        reads = [(bufs, bufs.enqueue_integrity(tally, guards=False)) for bufs in self.cases.values()]
+        results = tally.read()
+        for bufs, read in reads:
             self.case = bufs.job.case
-            found = self.moat_breach(bufs) or _tampering(bufs)
+            found = _integrity_verdict(bufs, read(results))
             if found is not None:
                 send(CaseChecked(bufs.job.case, "integrity", found, 0.0))
             bufs.restore()
@@ -323,15 +315,24 @@ class GpuWorker:
         return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
 
 
-def _tampering(bufs: CaseBuffers) -> Optional[CaseCheck]:
-    """Inputs or references that no longer match their checksums (marked for restoring)."""
-    inputs, references = bufs.modified_inputs(), bufs.modified_references()
-    if references:
+def _integrity_verdict(bufs: CaseBuffers, found: Integrity) -> Optional[CaseCheck]:
+    """The first kind of trespass found, in the order a kernel's mistake makes them likely: a
+    guard band (the last partial tile), a moat (a stray pointer: re-armed once seen), a
+    reference, an input (both restored from the host before the next launch)."""
+    if found.moat:
+        bufs.rearm_moats()
+    if found.overruns:
+        return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(found.overruns)
+                         + ": check bounds on the last partial tile")
+    if found.moat:
+        return CaseCheck(Status.OUT_OF_BOUNDS, detail=f"case '{bufs.job.case}': writes megabytes away from every "
+                         "buffer (into the sentinel memory around them): a wrong pointer or index")
+    if found.references:
         return CaseCheck(Status.REFERENCE_MODIFIED, detail=f"case '{bufs.job.case}': the reference of "
-                         + ", ".join(references) + " was overwritten: a kernel wrote far outside its buffers")
-    if inputs:
+                         + ", ".join(found.references) + " was overwritten: a kernel wrote far outside its buffers")
+    if found.inputs:
         return CaseCheck(Status.INPUT_MODIFIED, detail=f"case '{bufs.job.case}': the kernel modified its inputs: "
-                         + ", ".join(inputs))
+                         + ", ".join(found.inputs))
     return None
 
 
