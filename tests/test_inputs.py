@@ -24,6 +24,24 @@ def test_inputs_are_reproducible_and_differ_by_seed_and_case():
     assert not np.array_equal(a, generate_input(job, "c2", 1))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_a_large_input_is_drawn_in_chunks_whatever_the_threads(monkeypatch, dtype):
+    """An array of several CHUNKs is drawn chunk by chunk, each from its own generator, in parallel threads: the
+    same values with one thread as with many, and no chunk a copy of another."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent.spec import inputs
+    monkeypatch.setattr(inputs, "CHUNK", 1000)
+    job = ArrayJob("A", "input", dtype, (35, 100), -4.0, 4.0)
+    many = generate_input(job, "c1", 1)
+    with ThreadPoolExecutor(max_workers=1) as one:
+        monkeypatch.setattr(inputs, "_pool", (__import__("os").getpid(), one))
+        assert np.array_equal(generate_input(job, "c1", 1), many)
+    flat = many.reshape(-1)
+    assert many.shape == (35, 100) and not np.array_equal(flat[:1000], flat[1000:2000])
+    assert np.count_nonzero(flat == 0) == 0 and len(np.unique(flat[3000:])) > 1
+
+
 def test_inputs_are_never_zero():
     """Even integer inputs over a range containing 0 hold no zeros."""
     assert np.count_nonzero(generate_input(ArrayJob("x", "input", "int32", (10000,), -2, 2), "c", 1) == 0) == 0

@@ -1,6 +1,7 @@
 """Seeded case data: the inputs a kernel sees and the reference outputs it must match.
 
-Inputs are drawn once per (case, seed) from a fixed generator, uniformly from the
+Inputs are drawn once per (case, seed) from fixed generators (one per chunk of an
+array, drawn in parallel threads), uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
 indexing). 16-bit floats are drawn in float64 and rounded once to their format
 (agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64, in its own process with
@@ -15,6 +16,7 @@ import os
 import tempfile
 import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +30,26 @@ from .reference_run import REFERENCE_TIMEOUT_S, run_reference
 from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload, name_problem
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
-GENERATOR_VERSION = 1
+# 2: drawn in chunks of CHUNK elements, each from its own generator, in parallel threads.
+GENERATOR_VERSION = 2
+# Elements per chunk: each has its own generator (keyed by its index), so the values do not
+# depend on how many threads draw them. sgemm's inputs for one seed (about a gigabyte) took
+# 7.2 s to draw in one thread on a 2-core machine; the worker draws them while the GPU waits
+# (the plan's first evaluation, the fresh seed of the first new best).
+CHUNK = 1 << 22
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+_pool_lock = threading.Lock()
+
+
+def _threads() -> ThreadPoolExecutor:
+    """This process's drawing threads (numpy's generators release the GIL for bulk draws).
+    A pool inherited through fork has no threads: a forked worker makes its own."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
+                                                     thread_name_prefix="draw-inputs"))
+        return _pool[1]
 
 
 class ReferenceFailed(ValueError):
@@ -65,33 +86,41 @@ def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
 
 
 def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
-    """Deterministic in (case, parameter, seed, GENERATOR_VERSION)."""
-    key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
-    rng = np.random.default_rng(key)
+    """Deterministic in (case, parameter, seed, GENERATOR_VERSION), whatever the threads."""
     if job.constant:
         return _constant_input(job)
+    key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
+    n = int(np.prod(job.shape, dtype=np.int64))
+    starts = range(0, max(n, 1), CHUNK)
+    draw = lambda k: _draw(np.random.default_rng(key + [k]), job, min(CHUNK, n - starts[k]))
+    parts = [draw(0)] if len(starts) == 1 else list(_threads().map(draw, range(len(starts))))
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)).reshape(job.shape)
+
+
+def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
+    """`size` elements of the job's input, flat."""
     if job.exact:
-        return exact_input(rng, job.shape, job.exact == "wide", job.reduction)
+        return exact_input(rng, (size,), job.exact == "wide", job.reduction)
     if is_half(job.dtype):
-        return _half_input(rng, job)
+        return _half_input(rng, job, size)
     dtype = np.dtype(job.dtype)
     if dtype.kind == "f":
-        x = rng.uniform(job.low, job.high, size=job.shape).astype(dtype)
+        x = rng.uniform(job.low, job.high, size=size).astype(dtype)
         # Replace exact zeros (after rounding to dtype) by the range's midpoint or high end.
         fallback = (job.low + job.high) / 2 or job.high
         x[x == 0] = fallback
         return x
     lo, hi = int(np.ceil(job.low)), int(np.floor(job.high))
-    x = rng.integers(lo, hi + 1, size=job.shape, dtype=dtype)
+    x = rng.integers(lo, hi + 1, size=size, dtype=dtype)
     x[x == 0] = hi if hi != 0 else lo
     return x
 
 
-def _half_input(rng: np.random.Generator, job: ArrayJob) -> np.ndarray:
+def _half_input(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
     """Uniform in [low, high] rounded once to the 16-bit format: the values the GPU reads,
     exactly. Zeros after rounding become the first non-zero of the midpoint, high, low
     (the spec parser made sure one exists)."""
-    x = round_to(rng.uniform(job.low, job.high, size=job.shape), job.dtype)
+    x = round_to(rng.uniform(job.low, job.high, size=size), job.dtype)
     candidates = round_to(np.array([(job.low + job.high) / 2, job.high, job.low]), job.dtype)
     x[x == 0] = candidates[np.flatnonzero(candidates)[0]]
     return to_storage(x, job.dtype)
