@@ -49,9 +49,26 @@ __device__ u64 ws_prf(u64 k0, u64 k1, u64 m) {
 }
 """
 
+# What the scrubs whose blocks must all be resident at once share (in both sources below).
+HOLD_SOURCE = r"""
+// Stay resident until every block of the grid has started (bounded, about a millisecond:
+// never a hang), so each slot a block can take on an SM holds one of this grid's blocks: a
+// block that left early would hand its slot to a later block, and some slots would keep
+// what they had. `arrived` is zeroed before the launch.
+__device__ void ws_hold_until_all_arrived(unsigned* arrived) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(arrived, 1u);
+    long long t0 = clock64();
+    while (atomicAdd(arrived, 0u) < gridDim.x && clock64() - t0 < 2000000) {}
+  }
+  __syncthreads();
+}
+"""
+
 STATS_WORDS = 8  # a check's stats words; the per-block counts follow them (ws_block_count)
 
-SOURCE = PRF_SOURCE + f"#define WS_STATS_WORDS {STATS_WORDS}\n" + r"""
+SOURCE = PRF_SOURCE + HOLD_SOURCE + f"#define WS_STATS_WORDS {STATS_WORDS}\n" + r"""
 
 __device__ u64 ws_mix(u64 x) {
   x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
@@ -220,17 +237,9 @@ extern "C" __global__ void NAME(const T* a, unsigned value, u64 n, u64* count) {
 WS_COUNT_NOT(ws_count_not, unsigned)
 WS_COUNT_NOT(ws_count_not16, unsigned short)
 
-// Shared memory keeps its contents from one kernel to the next on the same SM: a kernel
-// could leave its outputs there and copy them back at its next launch instead of computing.
-// Launched before every validated and timed launch, one block per SM holding the opt-in
-// maximum, it overwrites all of it (volatile: stores nothing reads must still happen), and
-// its block's reserved shared memory too (the 1 KB per block the system keeps, which a
-// kernel reaches by address through %reserved_smem_offset_begin).
-extern "C" __global__ void ws_scrub_shared(u64 words) {
-  extern __shared__ unsigned ws_scrub[];
-  volatile unsigned* s = ws_scrub;
-  for (u64 i = threadIdx.x; i < words; i += blockDim.x)
-    s[i] = 0u;
+// A block's reserved shared memory (the 1 KB per block the system keeps, which a kernel
+// reaches by address through %reserved_smem_offset_begin), overwritten.
+__device__ void ws_zero_reserved() {
 #if __CUDA_ARCH__ >= 800  // the reserved window's registers exist from sm_80 on
   unsigned begin, end;
   asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(begin));
@@ -240,27 +249,27 @@ extern "C" __global__ void ws_scrub_shared(u64 words) {
 #endif
 }
 
+// Shared memory keeps its contents from one kernel to the next on the same SM: a kernel
+// could leave its outputs there and copy them back at its next launch instead of computing.
+// Launched before every validated and timed launch, one block per SM holding the opt-in
+// maximum, it overwrites all of it (volatile: stores nothing reads must still happen), and
+// its block's reserved kilobyte too.
+extern "C" __global__ void ws_scrub_shared(u64 words) {
+  extern __shared__ unsigned ws_scrub[];
+  volatile unsigned* s = ws_scrub;
+  for (u64 i = threadIdx.x; i < words; i += blockDim.x)
+    s[i] = 0u;
+  ws_zero_reserved();
+}
+
 // The reserved kilobyte is not one per SM but one per resident block slot: a stash that a
 // kernel of 8 blocks per SM left in its blocks' reserved memory survived ws_scrub_shared's
 // one block per SM on the H200 (session 16). So every block slot of every SM gets a block of
 // this kernel at once (grid: SMs x the most resident blocks an SM holds), each overwriting
-// its reserved window, and none leaves before all have started (bounded, as in
-// ws_scrub_local: a block that left early would hand its slot to a later one).
+// its reserved window, and none leaves before all have started.
 extern "C" __global__ void ws_scrub_reserved(unsigned* arrived) {
-#if __CUDA_ARCH__ >= 800
-  unsigned begin, end;
-  asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(begin));
-  asm volatile("mov.u32 %0, %%reserved_smem_offset_end;" : "=r"(end));
-  for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= end; at += 4 * blockDim.x)
-    asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(at), "r"(0u) : "memory");
-#endif
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicAdd(arrived, 1u);
-    long long t0 = clock64();
-    while (atomicAdd(arrived, 0u) < gridDim.x && clock64() - t0 < 2000000) {}
-  }
-  __syncthreads();
+  ws_zero_reserved();
+  ws_hold_until_all_arrived(arrived);
 }
 
 // A 16-bit array's data (and the guard after it) need not start on a 4-byte boundary,
@@ -277,24 +286,16 @@ extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
 # launch, this runs at full occupancy with a frame as large as a thread's local window
 # (WS_LOCAL_WORDS words, compiled per size: GpuChecks.local_scrub) and overwrites it
 # (volatile: stores nothing reads must still happen).
-LOCAL_SCRUB_SOURCE = r"""
+LOCAL_SCRUB_SOURCE = HOLD_SOURCE + r"""
 // `zero` is 0 at every launch, but the compiler cannot know it: the frame is indexed at run
 // time, so no ptxas can keep it in registers (one did with a constant-indexed volatile
 // array: no stack frame, nothing scrubbed). The worker checks the loaded frame's size too.
+// Held until all blocks arrived: each warp slot of each SM then has had one of its warps.
 extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* arrived, int zero) {
   volatile unsigned frame[WS_LOCAL_WORDS];
   for (int i = 0; i < WS_LOCAL_WORDS; ++i)
     frame[i + zero] = 0u;
-  // Stay resident until every block has started (bounded, about a millisecond: never a
-  // hang): each warp slot of each SM then holds one of this grid's warps. A block that left
-  // early would hand its slots to a later block, and some slots would keep what they had.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicAdd(arrived, 1u);
-    long long t0 = clock64();
-    while (atomicAdd(arrived, 0u) < gridDim.x && clock64() - t0 < 2000000) {}
-  }
-  __syncthreads();
+  ws_hold_until_all_arrived(arrived);
 }
 """
 
