@@ -23,6 +23,7 @@ cd /tmp  # import the installed package, not the source tree
 
 step doctor
 warpsmith doctor 2>&1 | tee "$OUT/doctor.txt"
+python3 "$OLDPWD/benchmarks/tensor_ceiling.py" 2>&1 | tee "$OUT/tensor-ceiling.txt"  # its own process: a fault stays there
 
 if [ "${WS_NSIGHT:-1}" != 0 ]; then
   for kernel in naive tiled; do
@@ -168,6 +169,7 @@ fi
 
 step summary
 grep ceilings "$OUT/doctor.txt"
+head -1 "$OUT/tensor-ceiling.txt"
 grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
 [ -f "$OUT/pytest-gpu.txt" ] && grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 [ -f "$OUT/sweep.txt" ] && cat "$OUT/sweep.txt"
@@ -182,10 +184,10 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
-[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^where|^worker" "$OUT/search-speed.txt"
+[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^where|^worker|^early" "$OUT/search-speed.txt"
 [ -f "$OUT/kernel-tuner.txt" ] && grep -E "^\\|" "$OUT/kernel-tuner.txt"
 [ -f "$OUT/worker-costs.txt" ] && cat "$OUT/worker-costs.txt"
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(sweeps|search-speed|kernel-tuner|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(tensor-ceiling|sweeps|search-speed|kernel-tuner|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')

@@ -52,6 +52,90 @@ extern "C" __global__ void ws_fma(float* out, int iters, float a, float b) {
   if (s == 1234.5f) out[0] = s;  // keeps the chains alive; never true for these a, b
 }
 """
+# The 16-bit tensor-core rate on Hopper (measure_tensor_tflops): wgmma m64n128k16, bf16 in,
+# fp32 accumulators, operands from shared memory and nothing from DRAM, so the figure is
+# what the tensor cores sustain at the clocks the card holds under that load (the peak in
+# Ceilings.tensor_tflops assumes the top SM clock). Two warpgroups per SM, each with two
+# accumulator sets: one group of four wgmmas runs while the next is issued. The operands'
+# values are arbitrary finite bf16s (the rate does not depend on them, but all-zero inputs
+# draw less power than real ones). Descriptors as examples/bf16_gemm/wgmma_ws2.cu: 128-byte
+# swizzle, K-major A (64 x 64 per warpgroup), N-major B (64 x 128, two 64-column atoms).
+TENSOR_PROBE_SOURCE = r"""
+#define WS_WGMMA_N128(d, da, db) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n" \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" \
+               "N128_OPERANDS" \
+               "}, %64, %65, p, 1, 1, 0, 1;\n}\n" \
+               : N128_OUTPUTS \
+               : "l"(da), "l"(db))
+
+__device__ __forceinline__ unsigned long long ws_desc(unsigned addr, unsigned leading, unsigned stride) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(leading >> 4) << 16) |
+         ((unsigned long long)(stride >> 4) << 32) | (1ull << 62);
+}
+
+#define WS_TILES_BYTES (2 * 8192 + 16384)
+
+extern "C" __global__ void __launch_bounds__(256, 1) ws_tensor_bf16(int iters, float* out) {
+  extern __shared__ unsigned char ws_raw[];
+  const unsigned raw = (unsigned)__cvta_generic_to_shared(ws_raw);
+  const unsigned base = (raw + 1023u) & ~1023u;  // the 128-byte swizzle's 1 KB alignment
+  unsigned* words = reinterpret_cast<unsigned*>(ws_raw + (base - raw));
+  for (int i = threadIdx.x; i < WS_TILES_BYTES / 4; i += blockDim.x)
+    words[i] = 0x3C003C00u ^ ((i * 2654435761u) & 0x001F001Fu);
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes above, seen by wgmma
+  __syncthreads();
+  const unsigned a = base + (threadIdx.x / 128) * 8192, b = base + 16384;
+  float d0[64], d1[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) { d0[i] = 0.f; d1[i] = 0.f; }
+  for (int it = 0; it < iters; ++it) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      WS_WGMMA_N128(d0, ws_desc(a + kk * 32, 16, 1024), ws_desc(b + kk * 2048, 8192, 1024));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      WS_WGMMA_N128(d1, ws_desc(a + kk * 32, 16, 1024), ws_desc(b + kk * 2048, 8192, 1024));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s += d0[i] + d1[i];
+  if (s == 1234.5f) out[0] = s;  // keeps the accumulators alive; never true for these inputs
+}
+""".replace("N128_OPERANDS", ", ".join(f"%{i}" for i in range(64))) \
+    .replace("N128_OUTPUTS", ", ".join(f'"+f"(d[{i}])' for i in range(64)))
+TENSOR_ITERS, TENSOR_THREADS = 8192, 256
+TENSOR_SMEM = 2 * 8192 + 16384 + 1024  # the tiles and their alignment slack
+TENSOR_FLOP_PER_ITER = 2 * 8 * 2 * 64 * 128 * 16  # per block: 2 warpgroups x 8 wgmmas of m64n128k16
+
+
+def measure_tensor_tflops(device, facts: DeviceFacts) -> float:
+    """The dense bf16 tensor-core rate (fp32 accumulate) this Hopper GPU sustains, TFLOP/s.
+    Not yet part of Ceilings (the floor keeps the peak, an upper bound by construction: a
+    probe that measured low would refuse real kernels as faster than physics);
+    benchmarks/tensor_ceiling.py prints it beside the peak."""
+    if facts.cc_major != 9:
+        raise RuntimeError(f"the wgmma probe needs Hopper (sm_90a); this GPU is {facts.arch}")
+    compiled = compile_kernel(TENSOR_PROBE_SOURCE, "ws_tensor_bf16", facts.arch)
+    if not compiled.ok:
+        raise RuntimeError(f"tensor-core probe did not compile: {compiled.error}\n{compiled.log}")
+    fn = device.load_module(compiled.cubin).function(compiled.symbol)
+    out = device.alloc(4)
+    from ..runtime import native
+    settings = native.TimingSettings(warmup=3, repetitions=20, flush_l2=False, max_total_ms=400.0)
+    samples = device.time(fn, (facts.sm_count, 1, 1), (TENSOR_THREADS, 1, 1), TENSOR_SMEM,
+                          [("i32", TENSOR_ITERS), ("ptr", out.ptr)], settings).samples_ms
+    flops = facts.sm_count * TENSOR_ITERS * TENSOR_FLOP_PER_ITER
+    return round(flops / (statistics.median(samples) * 1e-3) / 1e12, 1)
+
+
 COPY_BYTES = 1 << 30
 FMA_CHAINS, FMA_ITERS, FMA_THREADS = 8, 8192, 256
 
