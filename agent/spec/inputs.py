@@ -92,7 +92,9 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
     n = int(np.prod(job.shape, dtype=np.int64))
     starts = range(0, max(n, 1), CHUNK)
-    draw = lambda k: _draw(np.random.default_rng(key + [k]), job, min(CHUNK, n - starts[k]))
+
+    def draw(k: int) -> np.ndarray:
+        return _draw(np.random.default_rng(key + [k]), job, min(CHUNK, n - starts[k]))
     parts = [draw(0)] if len(starts) == 1 else list(_threads().map(draw, range(len(starts))))
     return (parts[0] if len(parts) == 1 else np.concatenate(parts)).reshape(job.shape)
 
