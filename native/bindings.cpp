@@ -229,7 +229,15 @@ void def_memory(py::module_& m) {
       .def_readonly("const_bytes", &FunctionInfo::const_bytes);
   py::class_<Function>(m, "Function")
       .def_readonly("name", &Function::name)
-      .def_readonly("info", &Function::info);
+      .def_readonly("info", &Function::info)
+      .def("prefer_all_shared",
+           [](const Function& fn) {
+             // The largest shared-memory carveout for this function's launches (a hint the
+             // driver follows unless the kernel cannot run with it).
+             WS_CU(driver().cuFuncSetAttribute(fn.handle, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                              CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
+           },
+           "Ask the driver for the largest shared-memory carveout for this function.");
   py::class_<Module, std::shared_ptr<Module>>(m, "Module")
       .def("function", &Module::function, py::arg("name"), "Look up a kernel by its CUBIN symbol.");
 }

@@ -173,6 +173,14 @@ RESERVED_STASH = (
     '  if (t == 0) { st_rsv(200, want); st_rsv(201, 0x5EED5EEDu); }\n'
     '}\n')
 
+# The same with 16 KB of static shared memory per block: 13 blocks per SM instead of 8, so the
+# blocks' reserved kilobytes sit elsewhere in the SM's shared memory (and the driver may pick
+# another carveout).
+PADDED_RESERVED_STASH = RESERVED_STASH.replace(
+    '  unsigned want = ',
+    '  __shared__ volatile float pad[4096];\n  pad[t] = 0.f;\n  unsigned want = ')
+
+
 def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
     """A stash kernel's (phase, status) replies when evaluated by a fresh worker: validate, time, revalidate."""
     from agent.worker.gpu_side import GpuWorker
@@ -190,7 +198,8 @@ def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
     return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
 
 
-@pytest.mark.parametrize("source", [SHARED_STASH, RESERVED_STASH], ids=["block", "reserved"])
+@pytest.mark.parametrize("source", [SHARED_STASH, RESERVED_STASH, PADDED_RESERVED_STASH],
+                         ids=["block", "reserved", "reserved-padded"])
 def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch, source):
     """Shared memory keeps its contents from one kernel to the next on an SM: a kernel could leave its output there
     and copy it back at its next launch. With the scrub (GpuChecks.scrub_shared, before every validated and timed
@@ -206,6 +215,14 @@ def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload,
     if all(status == "ok" for _, status in control):
         pytest.skip("without the scrub no stash survived either: shared memory did not persist between launches")
     assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control
+
+
+def test_every_holding_scrub_had_all_its_blocks_resident_at_once():
+    """The scrubs that hold until all their blocks arrived (the shared one, one block per SM; the reserved one, every
+    block slot of every SM; the local one, every warp slot): none of their blocks gave up waiting when the worker
+    started, so every slot was overwritten (a smaller carveout than asked, or another context, would show here)."""
+    from agent.worker.gpu_side import GpuWorker
+    assert GpuWorker(0).checks.holds_short == []
 
 
 # The same stash in local memory: each thread keeps its output and a tag of its element and

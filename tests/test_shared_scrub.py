@@ -1,4 +1,4 @@
-"""The shared-memory scrub on the CPU: which launches it enqueues (a device double records
+"""The shared-memory scrub on the CPU: the two launches it enqueues (a device double records
 them). The GPU test of both stashes is tests/test_gpu_adversarial.py."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ class _Facts:
     sm_count: int = 132
     max_blocks_per_sm: int = 32
     max_threads_per_sm: int = 2048
+    smem_per_sm: int = 233472
 
 
 @dataclass
@@ -43,21 +44,25 @@ class DeviceDouble:
 def _checks(device):
     checks = GpuChecks.__new__(GpuChecks)  # the scrub's own state only: no checker module on this machine
     checks.device, checks._arrived = device, None
-    checks._fn = {"ws_scrub_shared": "ws_scrub_shared", "ws_scrub_reserved": "ws_scrub_reserved"}
+    checks._fn = {"ws_scrub_shared": "ws_scrub_shared"}
     checks._sms, checks._shared_max = device.facts.sm_count, 232448
     return checks
 
 
 def test_every_block_slot_of_every_sm_gets_its_reserved_kilobyte_overwritten():
     """One block per SM holds the opt-in maximum; then SMs x the most resident blocks per SM overwrite the
-    reserved kilobyte of each block slot (a stash there outlived the one-block scrub on the H200), waiting
-    on a counter zeroed whole just before."""
+    reserved kilobyte of each block slot (a stash there outlived the one-block scrub on the H200) and their share
+    of the SM's shared memory (so together they tile it, and need the largest carveout). Both hold until all their
+    blocks arrived, counting into their own words of a page zeroed whole."""
     device = DeviceDouble()
-    _checks(device).scrub_shared()
+    checks = _checks(device)
+    checks.scrub_shared()
     (big, grid, block, smem, args), (reserved, rgrid, rblock, rsmem, rargs) = device.launches
-    assert (big, grid, smem, args) == ("ws_scrub_shared", (132, 1, 1), 232448, [("i64", 232448 // 4)])
-    assert (reserved, rgrid, rsmem) == ("ws_scrub_reserved", (132 * 32, 1, 1), 0)
-    assert rblock[0] * 32 <= device.facts.max_threads_per_sm  # all of them resident at once
     (counter,) = device.buffers
-    assert rargs == [("ptr", counter.ptr + 4)] and counter.fills == [(0, 0, counter.nbytes)]
-    assert counter.nbytes % ALLOC_GRANULE == 0
+    assert (big, grid, smem) == ("ws_scrub_shared", (132, 1, 1), 232448)
+    assert args == [("i64", 232448 // 4), ("ptr", counter.ptr + 8)]
+    assert (reserved, rgrid) == ("ws_scrub_shared", (132 * 32, 1, 1))
+    assert rblock[0] * 32 <= device.facts.max_threads_per_sm  # all of them resident at once
+    assert rsmem == 6144 and 32 * (rsmem + 1024) <= device.facts.smem_per_sm  # 7296 a slot, 6272 past its 1 KB
+    assert rargs == [("i64", 6144 // 4), ("ptr", counter.ptr + 16)]
+    assert counter.fills == [(0, 0, counter.nbytes)] and counter.nbytes % ALLOC_GRANULE == 0

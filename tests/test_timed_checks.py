@@ -46,6 +46,9 @@ class ChecksDouble(GpuChecks):
     def scrub_shared(self):
         pass
 
+    def _zero_arrivals(self):
+        pass
+
     def clear_scratch(self):
         pass
 

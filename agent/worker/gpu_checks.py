@@ -54,13 +54,16 @@ HOLD_SOURCE = r"""
 // Stay resident until every block of the grid has started (bounded, about a millisecond:
 // never a hang), so each slot a block can take on an SM holds one of this grid's blocks: a
 // block that left early would hand its slot to a later block, and some slots would keep
-// what they had. `arrived` is zeroed before the launch.
+// what they had. `arrived` (two words, zeroed before the launch): the blocks that started,
+// and those that gave up waiting (GpuChecks reads it once at start: all must be resident).
 __device__ void ws_hold_until_all_arrived(unsigned* arrived) {
   __syncthreads();
   if (threadIdx.x == 0) {
     atomicAdd(arrived, 1u);
     long long t0 = clock64();
     while (atomicAdd(arrived, 0u) < gridDim.x && clock64() - t0 < 2000000) {}
+    if (atomicAdd(arrived, 0u) < gridDim.x)
+      atomicAdd(arrived + 1, 1u);
   }
   __syncthreads();
 }
@@ -251,23 +254,20 @@ __device__ void ws_zero_reserved() {
 
 // Shared memory keeps its contents from one kernel to the next on the same SM: a kernel
 // could leave its outputs there and copy them back at its next launch instead of computing.
-// Launched before every validated and timed launch, one block per SM holding the opt-in
-// maximum, it overwrites all of it (volatile: stores nothing reads must still happen), and
-// its block's reserved kilobyte too.
-extern "C" __global__ void ws_scrub_shared(u64 words) {
+// Launched twice before every validated and timed launch (GpuChecks.scrub_shared): one
+// block per SM holding the opt-in maximum, then a block in every resident block slot of
+// every SM, each with its share of the SM's shared memory (the SM's shared memory over its
+// slots, less the reserved kilobyte, so the blocks tile it and the driver must give them the
+// largest carveout). Each block overwrites its shared memory (`words`; volatile: stores
+// nothing reads must still happen) and its reserved kilobyte, and holds until all blocks
+// arrived. The second launch is there because the reserved kilobyte belongs to a block
+// slot, not to the SM: a stash that a kernel of 8 blocks per SM left in its blocks'
+// reserved memory survived the first launch alone on the H200 (session 16).
+extern "C" __global__ void ws_scrub_shared(u64 words, unsigned* arrived) {
   extern __shared__ unsigned ws_scrub[];
   volatile unsigned* s = ws_scrub;
   for (u64 i = threadIdx.x; i < words; i += blockDim.x)
     s[i] = 0u;
-  ws_zero_reserved();
-}
-
-// The reserved kilobyte is not one per SM but one per resident block slot: a stash that a
-// kernel of 8 blocks per SM left in its blocks' reserved memory survived ws_scrub_shared's
-// one block per SM on the H200 (session 16). So every block slot of every SM gets a block of
-// this kernel at once (grid: SMs x the most resident blocks an SM holds), each overwriting
-// its reserved window, and none leaves before all have started.
-extern "C" __global__ void ws_scrub_reserved(unsigned* arrived) {
   ws_zero_reserved();
   ws_hold_until_all_arrived(arrived);
 }
@@ -301,11 +301,14 @@ extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* a
 
 
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
+# The scrub launches whose blocks hold for each other (GpuChecks._arrival_counter)
+HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot")
+RESERVED_SMEM = 1024  # shared memory the system keeps per block (sm_80 and up)
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
 KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
            "ws_seal", "ws_count_not", "ws_count_not16", "ws_checksum",
-           "ws_checksum16", "ws_fill16", "ws_scrub_shared", "ws_scrub_reserved")
+           "ws_checksum16", "ws_fill16", "ws_scrub_shared")
 
 
 MASK64 = (1 << 64) - 1
@@ -357,7 +360,7 @@ class GpuChecks:
     def __init__(self, device, arch: str):
         self.device, self.arch = device, arch
         self._local_scrubs: dict[int, object] = {}  # frame words -> ws_scrub_local of that frame
-        self._arrived = None  # the waiting scrubs' counts of started blocks (_arrival_counter)
+        self._arrived = None  # the holding scrubs' arrival counters (HOLDS, _arrival_counter)
         self._window = 0  # the largest local window scrubbed so far, in bytes
         compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
         if not compiled.ok:
@@ -378,10 +381,18 @@ class GpuChecks:
         self._seal_key = (secrets.randbits(64), secrets.randbits(64))
         self._counts = None  # fences_broken's counters, grown on demand
         self._slots = None  # a Tally's results, grown on demand
+        self._fn["ws_scrub_shared"].prefer_all_shared()
         # The scrubs' writes (the reserved shared kilobyte included) tried once now: a GPU or
-        # driver that refused them would fail here, said once, not in every evaluation.
+        # driver that refused them would fail here, said once, not in every evaluation. And
+        # whether every block of each holding scrub was resident at once (another context on
+        # the GPU, or a carveout smaller than asked, would leave slots unscrubbed): the names
+        # of those that were not, in `holds_short` (tests/test_gpu_adversarial.py expects none).
         self.scrub(0)
         device.synchronize()
+        counts = np.empty(2 * len(HOLDS), dtype=np.uint32)
+        self._arrived.download(counts)
+        self.holds_short = [f"{name}: {int(counts[2 * k + 1])} of {int(counts[2 * k])} blocks gave up waiting"
+                            for k, name in enumerate(HOLDS) if counts[2 * k + 1]]
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -537,6 +548,7 @@ class GpuChecks:
         """Before a judged or timed launch of a kernel whose frame is `local_bytes`: every
         SM's shared memory and every thread slot's local window overwritten (enqueued only),
         so nothing a launch left on chip or in its stack reaches this one."""
+        self._zero_arrivals()
         self.scrub_shared()
         self.scrub_local(local_bytes)
 
@@ -546,16 +558,20 @@ class GpuChecks:
         fn = self.local_scrub(local_bytes)
         per_sm = max(1, self.device.facts.max_threads_per_sm // 1024)
         self.device.launch(fn, (self._sms * per_sm, 1, 1), (1024, 1, 1), 0,
-                           [("ptr", self._arrival_counter(0)), ("i32", 0)])
+                           [("ptr", self._arrival_counter("local scrub")), ("i32", 0)])
 
-    def _arrival_counter(self, word: int) -> int:
-        """A zeroed arrival counter for a scrub whose blocks wait for each other (word 0: the
-        local scrub's, 1: the reserved scrub's); the page is zeroed whole each time, so its
-        slack holds nothing either."""
+    def _zero_arrivals(self) -> None:
+        """The holding scrubs' arrival counters zeroed (the page whole, so its slack holds
+        nothing either); enqueued, before the scrubs that count into them."""
         if self._arrived is None:
-            self._arrived = alloc_pages(self.device, 8)
+            self._arrived = alloc_pages(self.device, 8 * len(HOLDS))
         self._arrived.fill_u32_async(0, 0, self._arrived.nbytes)
-        return self._arrived.ptr + 4 * word
+
+    def _arrival_counter(self, scrub: str) -> int:
+        """The two words (arrived, gave up) of a holding scrub (HOLDS), zeroed by scrub()."""
+        if self._arrived is None:
+            self._zero_arrivals()
+        return self._arrived.ptr + 8 * HOLDS.index(scrub)
 
     def clear_scratch(self) -> None:
         """Zero this object's own small buffers whole, pages and all (the stats of the
@@ -568,15 +584,17 @@ class GpuChecks:
                 scratch.fill_u32_async(0, 0, scratch.nbytes)
 
     def scrub_shared(self) -> None:
-        """Overwrite the shared memory of every SM (ws_scrub_shared) and the reserved kilobyte
-        of every resident block slot (ws_scrub_reserved); enqueued only. Nothing a launch leaves
+        """Overwrite the shared memory of every SM and the reserved kilobyte of every resident
+        block slot (ws_scrub_shared, launched twice); enqueued only. Nothing a launch leaves
         there reaches the next one: not the last candidate's, not its own."""
+        fn = self._fn["ws_scrub_shared"]
         if self._shared_max:
-            self.device.launch(self._fn["ws_scrub_shared"], (self._sms, 1, 1), (1024, 1, 1), self._shared_max,
-                               [("i64", self._shared_max // 4)])
-        slots = self._sms * max(1, self.device.facts.max_blocks_per_sm)
-        self.device.launch(self._fn["ws_scrub_reserved"], (slots, 1, 1), (32, 1, 1), 0,
-                           [("ptr", self._arrival_counter(1))])
+            self.device.launch(fn, (self._sms, 1, 1), (1024, 1, 1), self._shared_max,
+                               [("i64", self._shared_max // 4), ("ptr", self._arrival_counter(HOLDS[1]))])
+        per_sm = max(1, self.device.facts.max_blocks_per_sm)
+        share = max(0, self.device.facts.smem_per_sm // per_sm - RESERVED_SMEM) // 1024 * 1024
+        self.device.launch(fn, (self._sms * per_sm, 1, 1), (32, 1, 1), share,
+                           [("i64", share // 4), ("ptr", self._arrival_counter(HOLDS[2]))])
 
     def fill16(self, ptr: int, value: int, nbytes: int, synchronous: bool = False) -> None:
         """Fill 2-byte words at a 2-byte aligned ptr; enqueued only, unless `synchronous`."""
@@ -610,10 +628,12 @@ class Tally:
         return len(self._ops) - 1
 
     def read(self) -> list[int]:
-        """Every result, in the order enqueued, after one wait."""
-        if not self._ops:
-            return []
+        """Every result, in the order enqueued, after one wait (a wait even with none: what
+        ran before surfaces its error here, as the checks' callers expect)."""
         c = self._checks
+        if not self._ops:
+            c.device.synchronize()
+            return []
         slots = c.tally_slots(len(self._ops))
         for k, (name, args) in enumerate(self._ops):
             c.device.launch(c._fn[name], (c._grid, 1, 1), (256, 1, 1), 0, [*args, ("ptr", slots.ptr + 8 * k)])
