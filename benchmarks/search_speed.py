@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
     sys.path.insert(0, str(ROOT))
 
-from early_reject_safety import session_attempts  # noqa: E402  (benchmarks/, beside this script)
+from early_reject_safety import screen_pairs, session_attempts, slack_text  # noqa: E402  (benchmarks/)
 
-from agent.evaluate.early_reject import replay  # noqa: E402
+from agent.evaluate.early_reject import MARGIN, replay  # noqa: E402
 
 WITHIN = 0.02
 
@@ -115,7 +115,8 @@ def main(argv: list[str]) -> int:
     session = next((store / "sessions").iterdir())
     # The rule judged each attempt on its screen; replayed on the full timings' own first
     # launches (other samples than the ones it was judged on), it must cut no winner.
-    print(f"early rejection replayed on this session's full timings: {replay(session_attempts(session)).text()}")
+    print(f"early rejection replayed on this session's full timings: {replay(session_attempts(session)).text()}; "
+          f"{slack_text(screen_pairs(session), MARGIN)}")
     if args.keep:
         keep_records(session, args.keep)
     return 0

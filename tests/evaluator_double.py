@@ -194,6 +194,8 @@ class EvaluatorDouble:
             if verdict.reject:
                 self.rejected.append(candidate.name)
                 result.status, result.detail, result.score_ms = Status.REJECTED_EARLY, verdict.note, None
+            else:  # kept: its screen archived, as the local evaluator does
+                result.screen_ms = {c.case: tuple(c.samples_ms) for c in result.cases if c.role == "performance"}
         return result
 
     def baseline_kinds(self):

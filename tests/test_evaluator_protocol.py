@@ -333,6 +333,7 @@ def test_a_candidate_the_screen_keeps_is_validated_then_timed_without_a_second_s
     r = ev.benchmark(naive(workload), best_ms=1.0)
     assert [req.steps for req in ev.doubles[0].sent] == [(Step.TIME,), (Step.VALIDATE,), (Step.TIME, Step.REVALIDATE)]
     assert r.status == "ok" and r.score_ms == pytest.approx(1.0) and r.case("odd-97x83x61").check == OK
+    assert r.screen_ms == {"square-256": (1.0,) * 10}  # the screen that kept it, for the safety replay
 
 
 def _time_then_revalidate(run):

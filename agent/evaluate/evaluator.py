@@ -234,10 +234,12 @@ class Evaluator(EvaluationBackend):
         result, request = self._request(candidate, seed, t_start)
         self._validated = None
         if request is not None and best_ms is not None:
-            verdict = self._screen_first(copy.deepcopy(result), request, best_ms, t_start, case_best_ms)
+            screened = copy.deepcopy(result)
+            verdict = self._screen_first(screened, request, best_ms, t_start, case_best_ms)
             if verdict is not None:
                 verdict.gpu = self.gpu_label()
                 return verdict
+            result.screen_ms = screened.screen_ms
         result = self._steps(result, request, (Step.VALIDATE,), t_start)
         if result.ok and request:
             self._validated = _Validated(request, self._worker, copy.deepcopy(result), screened=best_ms is not None)
@@ -294,9 +296,10 @@ class Evaluator(EvaluationBackend):
         self._run(dataclasses.replace(request, steps=(Step.TIME,), timing=screen_timing(request.timing)), result)
         if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
             return _finish(result, t_start)  # unstable, crashed... in the chunk: a verdict already
-        verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms,
-                         case_best_ms=case_best_ms)
+        chunks = {c.case: c.samples_ms for c in result.cases if c.role == "performance"}
+        verdict = screen(chunks, best_ms, case_best_ms=case_best_ms)
         if not verdict.reject:
+            result.screen_ms = {case: tuple(s) for case, s in chunks.items() if s}
             return None
         result.status, result.detail = Status.REJECTED_EARLY, verdict.note
         return _finish(result, t_start)
@@ -313,8 +316,10 @@ class Evaluator(EvaluationBackend):
                 c.status = Status.OK
         if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
             return _finish(result, t_start)  # wrong in a timed launch, out of bounds, crashed...: a verdict already
-        verdict = screen({c.case: c.samples_ms for c in result.cases}, best_ms, case_best_ms=case_best_ms)
+        chunks = {c.case: c.samples_ms for c in result.cases}
+        verdict = screen(chunks, best_ms, case_best_ms=case_best_ms)
         if not verdict.reject:
+            result.screen_ms = {case: tuple(s) for case, s in chunks.items() if s}
             return None
         result.status, result.detail = Status.REJECTED_EARLY, verdict.note + \
             " (before validation: every screened launch of the performance cases was checked; the " \

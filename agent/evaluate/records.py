@@ -123,3 +123,4 @@ class AttemptSamples(BaseModel):
     # None in sessions recorded before the per-case rule
     case_best_ms: Optional[dict[str, float]] = None
     cases: dict[str, list[float]] = {}  # every sample, in launch order, per timed case
+    screen: dict[str, list[float]] = {}  # a kept candidate's screen samples (EvaluationResult.screen_ms)

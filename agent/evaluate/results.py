@@ -75,6 +75,10 @@ class EvaluationResult:
     seed: int = 0
     wall_ms: dict[str, float] = field(default_factory=dict)  # compile / validate / time / total
     gpu: str = ""  # where it ran: "0: NVIDIA H200 GPU-..." (the Ray backend: "actor 1: ...")
+    # The early-rejection screen's samples per performance case, for a candidate it kept:
+    # archived beside the full timing's, so the rule's bound can be checked against the
+    # medians of later, separate runs (benchmarks/early_reject_safety.py)
+    screen_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

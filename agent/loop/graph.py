@@ -439,7 +439,8 @@ def archive_samples(folder: Path, iteration: int, result: EvaluationResult, best
     d = folder / f"{iteration:03d}"
     d.mkdir(parents=True, exist_ok=True)
     record = AttemptSamples(iteration=iteration, status=result.status, best_ms=best_ms, case_best_ms=case_best_ms,
-                            cases={c.case: list(c.samples_ms) for c in result.cases if c.samples_ms})
+                            cases={c.case: list(c.samples_ms) for c in result.cases if c.samples_ms},
+                            screen={case: list(s) for case, s in result.screen_ms.items()})
     (d / "samples.json").write_text(record.model_dump_json())
 
 
