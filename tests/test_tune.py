@@ -742,3 +742,20 @@ def test_a_knob_value_that_was_only_ever_wrong_is_proposed_last():
         assert all(p.spec.defines["FLUSH"] == 1 for p in proposals), [p.spec.name for p in proposals]
         history += [Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok", score_ms=2.0,
                             defines=p.spec.defines) for p in proposals]
+
+
+def test_a_listed_setting_is_never_held_back_by_a_value_only_ever_wrong():
+    """A workload's listed setting is a measurement: proposed even when one of its values was only ever wrong in
+    the session (the culprit may be another knob the wrong attempts shared)."""
+    w = load_workload(SGEMM)
+    listed = {"FLUSH": 0, "BK": 16}
+    w = dataclasses.replace(w, kernels={**w.kernels, "tf32x3": dataclasses.replace(w.kernels["tf32x3"],
+                                                                                   configs=(listed,))})
+    history = _tf32x3_attempts(w, 3) + _tf32x3_attempts(w, 2, status="wrong_answer", FLUSH=0)
+    for i, a in enumerate(history, 1):
+        a.iteration = i
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", history, _sgemm_best(w, {c: 1.0 for c in perf}),
+                          None)
+    p = TuneProposer(0, kernel="tf32x3", ahead=0).propose(ctx)
+    assert {k: p.spec.defines[k] for k in listed} == listed, p.spec.name

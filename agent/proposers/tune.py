@@ -265,8 +265,9 @@ class TuneProposer:
             lists.append(points)
         listed = _listed(ctx.workload, base, free)
         neighbours = [p for round_ in itertools.zip_longest(*lists) for p in round_ if p is not None]
-        # A value only ever wrong (_propose says why): never in a step's extra members; the
-        # step's first proposal takes such a point only once nothing else is left.
+        # A value only ever wrong (_propose says why): never in a step's extra members but for
+        # the listed settings (measured, so never held back); the step's first proposal takes
+        # such a point only once nothing else is left.
         doomed = _doomed(mine)
         neighbours = [p for p in neighbours if not any((k, v) in doomed for k, v in p.items())]
         if arch is not None:
@@ -400,7 +401,8 @@ class TuneProposer:
         # accumulates in the tensor cores and fails by design at K >= 1024; in a 20-attempt
         # sgemm bench on the H200, session 16, 4 attempts were wrong in every screened launch).
         doomed = _doomed(mine)
-        clean = lambda d: not any((k, v) in doomed for k, v in d.items())
+        starts = [point for point, _ in listed]  # a listed setting is measured: never held back
+        clean = lambda d: d in starts or not any((k, v) in doomed for k, v in d.items())
         choice = self._next(knobs, base.defines, scores, lambda d: clean(d) and feasible(d), rng,
                             ready and (lambda d: clean(d) and ready(d)), prefetch,
                             starts=[point for point, _ in listed]) if doomed else None

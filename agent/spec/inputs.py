@@ -47,8 +47,8 @@ def _threads() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
-                                                     thread_name_prefix="draw-inputs"))
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=min(8, cores), thread_name_prefix="draw-inputs"))
         return _pool[1]
 
 
@@ -181,7 +181,9 @@ def reference_path(workload: Workload, case: Case, seed: int) -> Path:
     for name in (workload.name, case.name):  # checked by the spec parser; a path is built from them here
         if name_problem(name):
             raise ValueError(f"reference cache: {name_problem(name)}")
-    return cache_root() / "references" / f"{workload.name}-{workload.digest}-g{GENERATOR_VERSION}" / f"{case.name}-seed{seed}.npz"
+    # CHUNK is part of how inputs are drawn: in the key, so changing it cannot reuse references
+    return cache_root() / "references" / f"{workload.name}-{workload.digest}-g{GENERATOR_VERSION}c{CHUNK}" \
+        / f"{case.name}-seed{seed}.npz"
 
 
 _computing: dict[Path, threading.Lock] = {}  # reference file -> held while a thread computes it
