@@ -169,7 +169,7 @@ fi
 
 step summary
 grep ceilings "$OUT/doctor.txt"
-head -1 "$OUT/tensor-ceiling.txt"
+grep SUMMARY "$OUT/tensor-ceiling.txt"
 grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
 [ -f "$OUT/pytest-gpu.txt" ] && grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 [ -f "$OUT/sweep.txt" ] && cat "$OUT/sweep.txt"

@@ -33,21 +33,6 @@ def test_worker_measures_ceilings_near_the_datasheet(workload):
     print(f"ceilings: {c}")
 
 
-def test_the_tensor_core_probe_measures_below_the_peak_and_near_it(workload):
-    """benchmarks/tensor_ceiling.py's figure: the wgmma probe runs (no fault), and its rate lies between half the peak
-    at the top SM clock and the peak itself (a figure past the peak would mean the FLOP count is wrong)."""
-    from agent.runtime import native
-    from agent.spec.speed_of_light import tensor_peak_tflops
-    from agent.worker.ceilings_probe import measure_tensor_tflops
-    device = native.open_device(0)
-    facts = native.device_facts(device)
-    if facts.cc_major != 9:
-        pytest.skip(f"the wgmma probe is for Hopper; this GPU is {facts.arch}")
-    measured, peak = measure_tensor_tflops(device, facts), tensor_peak_tflops(facts)
-    print(f"bf16 tensor core: measured {measured} TFLOP/s, peak {peak}")
-    assert peak and 0.5 * peak < measured <= 1.01 * peak
-
-
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute (ncu) on PATH")
 def test_nsight_profiles_each_performance_case(workload, tmp_path):
     spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["naive"]), "start")

@@ -61,19 +61,6 @@ def test_ceiling_probe_kernels_compile_for_sm_90():
         assert r.resources.spill_stores == 0 and r.resources.registers > 0
 
 
-def test_the_tensor_core_probe_compiles_for_sm_90a_in_registers():
-    """The wgmma probe (benchmarks/tensor_ceiling.py) asks for the arch-specific target, keeps its two sets of 64
-    accumulators in registers (no spills: a spill would time local memory, not the tensor cores), and fits two
-    warpgroups of one block per SM."""
-    from agent.runtime.compiler import compile_kernel
-    from agent.worker.ceilings_probe import TENSOR_PROBE_SOURCE, TENSOR_THREADS
-    r = compile_kernel(TENSOR_PROBE_SOURCE, "ws_tensor_bf16", "sm_90", use_cache=False)
-    assert r.ok and r.arch == "sm_90a", r.log
-    assert r.resources.spill_stores == 0 and r.resources.stack_bytes == 0, r.log
-    assert 128 < r.resources.registers and r.resources.registers * TENSOR_THREADS <= 65536, r.log
-    assert "serialized" not in r.log, r.log  # ptxas says so when it cannot overlap the wgmmas
-
-
 def test_a_read_only_case_is_floored_by_the_read_rate():
     """rowsum's 32768x4096 case reads 537 MB and writes 128 KB: at a read rate of 4500 GB/s its floor is its bytes
     over 4500, not over the copy rate, so a kernel reading at 4400 GB/s (above the copy rate) is not suspect."""
