@@ -23,7 +23,8 @@ launches whose times are exchangeable, the k-th fastest lies above the median on
 fewer than k of the n land below it: P(Binomial(n, 1/2) < k), which lower_rank keeps at
 or under CONFIDENCE (0.1%; for 20 launches and k = 3, 0.02%). So, per case, low(chunk)
 is at or below the median the full timing would give, and the geomean of the lows is a
-lower bound on the score. A candidate whose lower bound is slower than the best by
+lower bound on the score (over C cases, but for at most C times that chance: 0.12% for
+sgemm's six, before the margin). A candidate whose lower bound is slower than the best by
 MARGIN could not become the best: the selection already refuses any score at or above
 the best's (agent/evaluate/selection.py); the same bound per case means it could not
 become that case's winner either (update_winners takes a case's median only below the
