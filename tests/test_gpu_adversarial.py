@@ -181,11 +181,16 @@ PADDED_RESERVED_STASH = RESERVED_STASH.replace(
     '  __shared__ volatile float pad[4096];\n  pad[t] = 0.f;\n  unsigned want = ')
 
 
-def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
+# One warp per block (a row of 32 columns each): 32 blocks per SM, every block slot taken.
+WARP_RULE = LaunchRule((Expr.parse("ceil_div(N, 32)"), Expr.parse("M"), Expr.parse(1)),
+                       (Expr.parse(32), Expr.parse(1), Expr.parse(1)))
+
+
+def _stash_statuses(workload, source: str, name: str, rule: LaunchRule = RULE) -> list[tuple[str, str]]:
     """A stash kernel's (phase, status) replies when evaluated by a fresh worker: validate, time, revalidate."""
     from agent.worker.gpu_side import GpuWorker
     from agent.worker.protocol import CaseChecked, EvaluateKernel
-    cand = Candidate(source, "k", RULE, name=name)
+    cand = Candidate(source, "k", rule, name=name)
     case = next(c for c in workload.cases if c.timed)
     with Evaluator(workload) as ev:
         compiled = ev.compile(cand)
@@ -198,20 +203,21 @@ def _stash_statuses(workload, source: str, name: str) -> list[tuple[str, str]]:
     return [(m.phase, m.check.status) for m in sent if isinstance(m, CaseChecked)]
 
 
-@pytest.mark.parametrize("source", [SHARED_STASH, RESERVED_STASH, PADDED_RESERVED_STASH],
-                         ids=["block", "reserved", "reserved-padded"])
-def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch, source):
+@pytest.mark.parametrize("source, rule", [(SHARED_STASH, RULE), (RESERVED_STASH, RULE),
+                                          (PADDED_RESERVED_STASH, RULE), (RESERVED_STASH, WARP_RULE)],
+                         ids=["block", "reserved", "reserved-padded", "reserved-warp-blocks"])
+def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload, monkeypatch, source, rule):
     """Shared memory keeps its contents from one kernel to the next on an SM: a kernel could leave its output there
     and copy it back at its next launch. With the scrub (GpuChecks.scrub_shared, before every validated and timed
     launch) the stash never survives and the kernel is judged on what it computes; with the scrub switched off
     (the control), the same kernel's surviving stash shows as wrong timed outputs, which proves the channel exists
     on this GPU (skipped if it does not)."""
     from agent.worker.gpu_checks import GpuChecks
-    scrubbed = _stash_statuses(workload, source, "shared_stash")
+    scrubbed = _stash_statuses(workload, source, "shared_stash", rule)
     assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed  # validate, revalidate; time: silent
     with monkeypatch.context() as off:
         off.setattr(GpuChecks, "scrub_shared", lambda self: None)
-        control = _stash_statuses(workload, source, "shared_stash")
+        control = _stash_statuses(workload, source, "shared_stash", rule)
     if all(status == "ok" for _, status in control):
         pytest.skip("without the scrub no stash survived either: shared memory did not persist between launches")
     assert {status for _, status in control} <= {"ok", "unstable", "wrong_answer"}, control
