@@ -38,7 +38,9 @@
 #define ITEMS 8
 #endif
 
-// knob HINT: 0 1
+// The evict-first hint (__ldcs / __stcs) on x's loads and y's stores (1), neither (0), the
+// loads only (2) or the stores only (3)
+// knob HINT: 0 1 2 3
 #ifndef HINT
 #define HINT 1
 #endif
@@ -106,7 +108,7 @@ __device__ __forceinline__ Moments block_merge(Moments v, float* part)
 
 __device__ __forceinline__ float4 load_x(const float4* p)
 {
-#if HINT
+#if HINT == 1 || HINT == 2
     return __ldcs(p);
 #else
     return *p;
@@ -115,7 +117,7 @@ __device__ __forceinline__ float4 load_x(const float4* p)
 
 __device__ __forceinline__ void store_y(float4* p, const float4& v)
 {
-#if HINT
+#if HINT == 1 || HINT == 3
     __stcs(p, v);
 #else
     *p = v;
