@@ -8,7 +8,7 @@ candidates it kept bounded their later full medians (the margin must cover the w
 Exits 1 if a winner is cut or a screen's bound exceeds its full median by the margin.
 
     python3 benchmarks/early_reject_safety.py [STORE ...]   (default: mlruns)
-    python3 benchmarks/early_reject_safety.py STORE --margin 0.05   (a tighter margin, to see where it breaks)
+    python3 benchmarks/early_reject_safety.py STORE --margin 0.03   (a tighter margin, to see where it breaks)
 """
 
 from __future__ import annotations
