@@ -136,6 +136,7 @@ def test_the_screens_slack_against_the_later_full_median_is_measured():
     n, worst = screen_slack([({"a": steady(1.0, 20), "b": steady(1.1, 20)}, {"a": steady(1.0), "b": steady(1.0)})])
     assert n == 2 and worst == pytest.approx(1.1 / 1.004) and worst > 1 + MARGIN
     assert screen_slack([({"a": steady(1.0, 20)}, {})]) == (0, 0.0)
+    assert screen_slack([({"a": [None] + steady(1.0, 19)}, {"a": steady(1.0)})]) == (0, 0.0)  # a NaN, archived
 
 
 def test_replay_counts_cuts_and_winners():

@@ -53,7 +53,7 @@ def test_every_block_slot_of_every_sm_gets_its_reserved_kilobyte_overwritten():
     """One block per SM holds the opt-in maximum; then SMs x the most resident blocks per SM overwrite the
     reserved kilobyte of each block slot (a stash there outlived the one-block scrub on the H200) and their share
     of the SM's shared memory (so together they tile it, and need the largest carveout). Both hold until all their
-    blocks arrived, counting into their own words of a page zeroed whole."""
+    blocks arrived, counting into their own words of a page zeroed whole, each zeroed again before its launch."""
     device = DeviceDouble()
     checks = _checks(device)
     checks.scrub_shared()
@@ -65,4 +65,5 @@ def test_every_block_slot_of_every_sm_gets_its_reserved_kilobyte_overwritten():
     assert rblock[0] * 32 <= device.facts.max_threads_per_sm  # all of them resident at once
     assert rsmem == 6144 and 32 * (rsmem + 1024) <= device.facts.smem_per_sm  # 7296 a slot, 6272 past its 1 KB
     assert rargs == [("i64", 6144 // 4), ("ptr", counter.ptr + 16)]
-    assert counter.fills == [(0, 0, counter.nbytes)] and counter.nbytes % ALLOC_GRANULE == 0
+    # each launch's two words zeroed just before it (scrub_shared called on its own holds too)
+    assert counter.fills == [(0, 0, counter.nbytes), (0, 8, 8), (0, 16, 8)] and counter.nbytes % ALLOC_GRANULE == 0

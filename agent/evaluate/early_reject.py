@@ -149,8 +149,13 @@ def screen_slack(pairs: Sequence[tuple[Mapping[str, Sequence[float]], Mapping[st
     median of its later full timing of the same case, over (screen, full) sample pairs. Above
     1 + MARGIN the rule could cut a candidate whose full median equals the best's."""
     ratios = [low(s) / statistics.median(full[case]) for screen_, full in pairs for case, s in screen_.items()
-              if s and full.get(case) and statistics.median(full[case]) > 0]
+              if _times(s) and _times(full.get(case))]
     return len(ratios), max(ratios, default=0.0)
+
+
+def _times(samples: Optional[Sequence[object]]) -> bool:
+    """Samples that are all finite positive times (a NaN comes back from samples.json as null)."""
+    return bool(samples) and all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in samples or ())
 
 
 @dataclass(frozen=True)

@@ -568,10 +568,14 @@ class GpuChecks:
         self._arrived.fill_u32_async(0, 0, self._arrived.nbytes)
 
     def _arrival_counter(self, scrub: str) -> int:
-        """The two words (arrived, gave up) of a holding scrub (HOLDS), zeroed by scrub()."""
+        """The two words (arrived, gave up) of a holding scrub (HOLDS), zeroed now (enqueued):
+        a scrub launched on its own (benchmarks/worker_costs.py) must hold too, not find
+        its count already full. scrub() zeroes the whole page besides."""
         if self._arrived is None:
             self._zero_arrivals()
-        return self._arrived.ptr + 8 * HOLDS.index(scrub)
+        offset = 8 * HOLDS.index(scrub)
+        self._arrived.fill_u32_async(0, offset, 8)
+        return self._arrived.ptr + offset
 
     def clear_scratch(self) -> None:
         """Zero this object's own small buffers whole, pages and all (the stats of the

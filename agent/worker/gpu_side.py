@@ -8,6 +8,7 @@ session goes on.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from typing import Optional
@@ -60,6 +61,10 @@ class GpuWorker:
     def __init__(self, ordinal: int):
         self.device = native.open_device(ordinal)
         self.checks = GpuChecks(self.device, self.device.facts.arch)
+        for short in self.checks.holds_short:  # in the worker's log: the scrubs missed some slots
+            print(f"warpsmith: the shared or local memory scrub could not hold every slot at once ({short}): "
+                  "is another process using this GPU? Stashes between launches may go unscrubbed.",
+                  file=sys.stderr, flush=True)
         self.cases: dict[tuple[str, int, str], CaseBuffers] = {}
         self._cublas = None
         self._bias_relu = None

@@ -40,7 +40,7 @@
 
 // The evict-first hint (__ldcs / __stcs) on x's loads and y's stores (1), neither (0), the
 // loads only (2) or the stores only (3)
-// knob HINT: 0 1 2 3
+// knob HINT: 0 2 1 3
 #ifndef HINT
 #define HINT 1
 #endif

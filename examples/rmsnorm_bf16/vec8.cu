@@ -31,7 +31,7 @@
 // x loads and y stores evict-first (1: __ldcs / __stcs, neither is read again) or plain (0);
 // 2: only the loads evict-first, 3: only the stores (which of the two helps is unmeasured:
 // torch.compile ran 8192x8192 at 93% of the floor on the H200 in session 13, vec8 at 89%)
-// knob HINT: 0 1 2 3
+// knob HINT: 0 2 1 3
 #ifndef HINT
 #define HINT 1
 #endif
