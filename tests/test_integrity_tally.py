@@ -128,3 +128,24 @@ def test_the_sweep_checks_every_resident_case_with_one_wait_and_reports_each_tre
     assert all(device.memory[cases[2].moats[1].ptr + o] == GUARD_WORD for o in range(0, 32, 4))
     assert worker.integrity(cases[0]).status == "out_of_bounds"  # a case's own check reads its guard bands
     assert "C (before)" in worker.integrity(cases[0]).detail
+
+
+def test_a_programs_workspace_bands_are_read_in_the_same_wait():
+    """A program's workspace guard bands are counted on the case's tally: one wait for all; a write past the
+    workspace's end is out_of_bounds, named, once the case's own checks found nothing."""
+    from agent.worker.program_run import ProgramRun
+    device = DeviceDouble()
+    checks = _checks(device)
+    worker = GpuWorker.__new__(GpuWorker)
+    worker.device, worker.checks = device, checks
+    bufs = _case(device, checks, "split-k")
+    run = ProgramRun.__new__(ProgramRun)
+    w = SimpleNamespace(name="partial", buffer=device.alloc(16 + 64 + 16), guard=16, nbytes=64)
+    w.buffer.fill_u32(GUARD_WORD, 0, 16)
+    w.buffer.fill_u32(GUARD_WORD, 16 + 64, 16)
+    run.workspace = {"partial": w}
+    device.waits = 0
+    assert worker.integrity(bufs, run) is None and device.waits == 1
+    w.buffer.fill_u32(0, 16 + 64, 4)
+    found = worker.integrity(bufs, run)
+    assert found.status == "out_of_bounds" and "workspace partial (after)" in found.detail and device.waits == 2

@@ -88,12 +88,15 @@ class GpuWorker:
         """Guards, inputs and references, then outputs: the first kind of failure found wins."""
         return self.integrity(bufs) or self.check_outputs(bufs)
 
-    def integrity(self, bufs: CaseBuffers) -> Optional[CaseCheck]:
+    def integrity(self, bufs: CaseBuffers, run: Optional[ProgramRun] = None) -> Optional[CaseCheck]:
         """What a kernel must leave alone: the guard bands, the moats, its inputs, the
-        reference; checked together, after the launch (stream order), with one wait."""
+        reference, and a program's workspace guard bands; checked together, after the
+        launch (stream order), with one wait."""
         tally = self.checks.tally()
         read = bufs.enqueue_integrity(tally)
-        return _integrity_verdict(bufs, read(tally.read()))
+        read_workspace = run.enqueue_overrun(tally) if run else None
+        results = tally.read()
+        return _integrity_verdict(bufs, read(results)) or (read_workspace(results) if read_workspace else None)
 
     def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
         worst_abs = worst_rel = 0.0
@@ -170,7 +173,7 @@ class GpuWorker:
             else:
                 l = job.launch
                 self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
-            result = self.integrity(bufs) or (run and run.overrun(self.checks)) or self.check_outputs(bufs)
+            result = self.integrity(bufs, run) or self.check_outputs(bufs)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
             return result
 
@@ -199,7 +202,7 @@ class GpuWorker:
                     timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(),
                                               _settings(req.timing), before=judge.before, after=judge.after)
             send(self.case_timed(job.case, timing, t0, before))
-            verdict = fence.breached() or self.integrity(bufs) or (run and run.overrun(self.checks)) \
+            verdict = fence.breached() or self.integrity(bufs, run) \
                 or judge.verdict(len(timing.samples_ms))
             if verdict is not None:
                 send(CaseChecked(job.case, Step.TIME, verdict, (time.perf_counter() - t0) * 1e3))

@@ -8,7 +8,7 @@ workspace it never wrote fails. Its guard bands are checked like the arrays'.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..runtime import native
 from ..spec.launch import LaunchJob, ProgramJob
@@ -64,12 +64,17 @@ class ProgramRun:
             word = 0 if w.init == "zero" else poisons.word(w.dtype)
             (w.buffer.fill_u32 if synchronous else w.buffer.fill_u32_async)(word, w.guard, w.nbytes)
 
-    def overrun(self, checks) -> Optional[CaseCheck]:
-        """A write past a workspace buffer's ends (the device is synchronised by the caller)."""
-        hits = [f"workspace {w.name} ({side})" for w in self.workspace.values()
-                for side, off in (("before", 0), ("after", w.guard + w.nbytes))
-                if checks.count_not(w.buffer.ptr + off, GUARD_WORD, w.guard)]
-        if not hits:
-            return None
-        return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(hits)
-                         + ": check the workspace size and the bounds of the last partial tile")
+    def enqueue_overrun(self, tally) -> Callable[[Sequence[int]], Optional[CaseCheck]]:
+        """The workspace's guard bands counted on `tally` (GpuChecks.tally, beside the case's
+        own integrity checks); the function returned reads the counts: a write past a
+        workspace buffer's ends, or None."""
+        bands = [(f"workspace {w.name} ({side})", tally.count_not(w.buffer.ptr + off, GUARD_WORD, w.guard))
+                 for w in self.workspace.values() for side, off in (("before", 0), ("after", w.guard + w.nbytes))]
+
+        def read(results: Sequence[int]) -> Optional[CaseCheck]:
+            hits = [name for name, k in bands if results[k]]
+            if not hits:
+                return None
+            return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(hits)
+                             + ": check the workspace size and the bounds of the last partial tile")
+        return read
