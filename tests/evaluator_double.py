@@ -90,7 +90,9 @@ class EvaluatorDouble:
         self.interrupt_at = interrupt_at  # simulate Ctrl-C arriving during this evaluate() call
         self.delay_s = delay_s  # GPU work takes time (for tests that measure time, not for synchronisation)
         self.gate = gate
-        # (folder, n): each evaluate() waits until n calls, in any process, have arrived: proves they overlap
+        # (folder, n): once the folder exists (the test makes it when the calls it wants to see overlap are due),
+        # each evaluate() waits until n calls, in any process, have arrived: proves they overlap; one that gave up
+        # waiting leaves FOLDER.missed beside it
         self.meet = meet
         # (k, flag file): this process dies (os._exit) at its k-th evaluate() unless the flag exists; it
         # creates the flag first, so the process Ray restarts in its place lives on
@@ -120,7 +122,8 @@ class EvaluatorDouble:
         if self.die_at is not None and len(self.calls) == self.die_at[0] and not self.die_at[1].exists():
             self.die_at[1].touch()
             os._exit(1)
-        if self.meet is not None:
+        meeting = self.meet is not None and self.meet[0].is_dir()
+        if meeting:
             (self.meet[0] / f"{os.getpid()}-{threading.get_ident()}-{len(self.calls)}").touch()
         deadline = time.monotonic() + self.delay_s
         meet_by = time.monotonic() + 120.0  # then go on: the test fails on its assertions, it does not hang
@@ -128,13 +131,14 @@ class EvaluatorDouble:
         if held:
             self.gate.held.set()
         while time.monotonic() < deadline or (held and not self.gate.opened.is_set()) or \
-                (self.meet is not None and len(list(self.meet[0].iterdir())) < self.meet[1]
-                 and time.monotonic() < meet_by):
+                (meeting and len(list(self.meet[0].iterdir())) < self.meet[1] and time.monotonic() < meet_by):
             if self.aborted:
                 self.aborted = False
                 from agent.evaluate.evaluator import EvaluationAborted
                 raise EvaluationAborted("stopped by the user")
             time.sleep(0.01)
+        if meeting and len(list(self.meet[0].iterdir())) < self.meet[1]:
+            self.meet[0].with_name(self.meet[0].name + ".missed").touch()
         if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
         if self.raise_at is not None and len(self.calls) >= self.raise_at:

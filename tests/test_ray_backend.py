@@ -60,9 +60,9 @@ def ray_backend(workload, gpus: int = 2, **double):
     return RayBackend(workload, EvaluationOptions(backend="ray", ray_gpus=gpus), factory=double_factory(**double))
 
 
-def open_session(tmp_path, workload, budget, evaluator, session_id="s1"):
+def open_session(tmp_path, workload, budget, evaluator, session_id="s1", batch=1):
     store = tmp_path / "store"
-    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=0), budget))
+    info = SessionInfo(session_id, str(workload.directory), SearchOptions(ProposerChoice(seed=0), budget, batch=batch))
     tracker = Tracker(store)
     directory = session_dir(store, session_id)
     directory.mkdir(parents=True, exist_ok=True)
@@ -73,8 +73,8 @@ def open_session(tmp_path, workload, budget, evaluator, session_id="s1"):
     return Session(info, directory, workload, evaluator, TuneProposer(0, ahead=0), tracker)
 
 
-def run_session(tmp_path, workload, budget, evaluator, session_id="s1", on_event=lambda e: None):
-    s = open_session(tmp_path, workload, budget, evaluator, session_id)
+def run_session(tmp_path, workload, budget, evaluator, session_id="s1", on_event=lambda e: None, batch=1):
+    s = open_session(tmp_path, workload, budget, evaluator, session_id, batch)
     try:
         status = s.end(s.run(on_event))
         return status, s.state, s
@@ -109,7 +109,53 @@ def test_evaluate_many_spreads_a_batch_over_the_gpus_in_order(ray, tmp_path, wor
     local = EvaluatorDouble(workload).evaluate_many(batch)
     assert [(r.candidate, r.status, r.score_ms) for r in results] == [(r.candidate, r.status, r.score_ms) for r in local]
     assert {r.gpu.split(":")[0] for r in results} == {"actor 0", "actor 1"}
-    assert len(list(meet.iterdir())) == 4
+    assert len(list(meet.iterdir())) == 4 and not meet.with_name("meet.missed").exists()
+
+
+def children_gpus(s) -> list[str]:
+    client = MlflowClient(s.tracker.uri)
+    children = client.search_runs([client.get_run(s.info.mlflow_run_id).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{s.info.mlflow_run_id}'")
+    return [c.data.tags.get("warpsmith.gpu", "") for c in children]
+
+
+def test_a_stepped_session_on_two_gpus_runs_its_attempts_side_by_side(ray, tmp_path, workload):
+    """--batch 2 on two stand-in GPUs: steps of four (two per GPU), each attempt run whole on one GPU, two at once
+    (from the first step of several on, every evaluation waits until a second one has arrived); each attempt names
+    its GPU, in MLflow too, both GPUs serve; the best is the best of what was tried, as the same double scores it."""
+    meet, steps = tmp_path / "meet", []
+
+    def on_event(e):  # the tuner's first step is the kernel's default alone: the overlap is due from the next
+        if isinstance(e, events.Notice) and e.text.startswith("step of"):
+            steps.append(e.text)
+            meet.mkdir(exist_ok=True)
+    status, state, s = run_session(tmp_path, workload, 8, ray_backend(workload, meet=(meet, 2)), batch=2,
+                                   on_event=on_event)
+    assert status == "finished"
+    history = state["history"]
+    assert len(history) == 8 and all(a.status in (Status.OK, Status.REJECTED_EARLY) for a in history)
+    assert steps and steps[0].startswith("step of 4 candidates"), steps
+    assert len(list(meet.iterdir())) >= 2 and not meet.with_name("meet.missed").exists()
+    assert {a.gpu.split(":")[0] for a in history} == {"actor 0", "actor 1"}
+    assert sorted(children_gpus(s)) == sorted(a.gpu for a in history)
+    local = EvaluatorDouble(workload)
+    tried = [a for a in history if a.status == Status.OK]
+    assert state["best"].score_ms == min([a.score_ms for a in tried] + [state["start"].score_ms])
+    assert all(a.score_ms == pytest.approx(local.score(a.defines)) for a in tried)
+
+
+def test_a_gpu_dying_mid_step_costs_its_attempt_and_the_other_attempts_go_on(ray, tmp_path, workload):
+    """Attempts side by side on two GPUs; one actor's process dies in its third evaluation: that attempt is
+    crashed and names the GPU, every other attempt of the session runs, and it finishes with a best."""
+    flag = tmp_path / "died-once"
+    status, state, _ = run_session(tmp_path, workload, 8, ray_backend(workload, die_at=(3, flag)), batch=2)
+    assert status == "finished" and flag.exists()
+    history = state["history"]
+    assert len(history) == 8
+    crashed = [a for a in history if a.status == Status.CRASHED]
+    assert len(crashed) == 1 and "died" in crashed[0].detail and crashed[0].gpu.startswith("actor ")
+    assert all(a.status in (Status.OK, Status.REJECTED_EARLY) for a in history if a is not crashed[0])
+    assert state["best"] is not None
 
 
 def test_a_candidate_that_does_not_compile_never_reaches_a_gpu_actor(ray, tmp_path, workload):
@@ -194,11 +240,13 @@ def test_the_ray_backend_implements_the_backend(ray, workload):
     """RayBackend has every EvaluationBackend member with the same parameters (tests/test_seams.py's check)."""
     from test_seams import mismatches
 
-    from agent.evaluate.backend import EvaluationBackend
+    from agent.evaluate.backend import EvaluationBackend, ParallelBackend, parallel
     from agent.evaluate.ray_backend import RayBackend
     with ray_backend(workload, gpus=1) as backend:
-        assert EvaluationBackend in RayBackend.__mro__
+        assert EvaluationBackend in RayBackend.__mro__ and ParallelBackend in RayBackend.__mro__
         assert mismatches(EvaluationBackend, RayBackend, backend) == []
+        assert mismatches(ParallelBackend, RayBackend, backend) == []
+        assert backend.lanes == 1 and parallel(backend) is None  # one GPU: attempts one at a time, as locally
 
 
 def test_session_flags_choose_the_backend():

@@ -11,10 +11,16 @@ candidates of a step. On the H200 the graph's own share of an sgemm attempt was 
 half of it (session 10: propose 386 ms, reflect 147 ms, validate 176 ms, benchmark 299 ms
 per attempt, `benchmarks/search_speed.py`).
 
-What stays the same: every backend call, ahead or not, runs under one lock and an
-attempt's two halves back to back, so the worker sees the same kind of requests in the
-same pairs as without it; results are the backend's own; the per-case events of an
-attempt evaluated ahead are replayed to the node that takes its result, in order.
+What stays the same: on one GPU every backend call, ahead or not, runs under one lock
+and an attempt's two halves back to back, so the worker sees the same kind of requests
+in the same pairs as without it; results are the backend's own; the per-case events of
+an attempt evaluated ahead are replayed to the node that takes its result, in order.
+
+Several GPUs (a ParallelBackend: Ray with one actor per GPU): one thread per GPU (the
+backend's `lanes`) takes the next attempt not begun and runs it whole on a free GPU
+(`attempt()`), so the step's candidates run side by side; the graph still takes their
+results in the step's order. The graph's own calls (a challenge's re-timings, fresh-seed
+validations) stay on one GPU, which the backend keeps for them while they wait.
 
 What differs: an attempt evaluated ahead is screened against the best known when it
 began, which may be slower than the best when the graph reaches it. A slower best
@@ -42,7 +48,7 @@ from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..worker.protocol import TimingConfig
-from .backend import EvaluationBackend
+from .backend import EvaluationBackend, parallel
 from .evaluator import DEFAULT_SEED, EvaluationAborted  # the loop's seed: no other is evaluated ahead
 from .results import EvaluationResult
 
@@ -70,8 +76,9 @@ class AheadEvaluator(EvaluationBackend):
 
     def __init__(self, backend: EvaluationBackend):
         self.backend = backend
+        self._parallel = parallel(backend)  # several GPUs: attempts side by side, each whole on one
         self.on_event: Callable[[object], None] = lambda event: None
-        self._calls = threading.Lock()  # one backend call (or attempt) at a time
+        self._calls = threading.Lock()  # one backend call (or attempt, on one GPU) at a time
         self._state = threading.Condition()  # guards everything below
         self._queue: deque[_Attempt] = deque()  # submitted, not begun
         self._attempts: list[_Attempt] = []  # submitted and not yet taken by the graph
@@ -82,7 +89,7 @@ class AheadEvaluator(EvaluationBackend):
         # the graph's re-timing of a near-best candidate would wait for the whole queue).
         self._urgent = 0
         self._aborts = 0  # abort() calls so far: a graph call waiting when one came does not start
-        self._thread: Optional[threading.Thread] = None
+        self._threads: list[threading.Thread] = []  # one per GPU
         self._closed = False
         # Read once (a backend's GPU does not change): the nodes read them between attempts,
         # and must not wait for the attempt in flight to do so.
@@ -101,9 +108,13 @@ class AheadEvaluator(EvaluationBackend):
                     attempt = _Attempt(c)
                     self._attempts.append(attempt)
                     self._queue.append(attempt)
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._work, name="evaluate-ahead", daemon=True)
-                self._thread.start()
+            if not self._threads and not self._closed:
+                lanes = self._parallel.lanes if self._parallel is not None else 1
+                self._threads = [threading.Thread(target=self._work, daemon=True,
+                                                  name="evaluate-ahead" + (f"-{i}" if i else ""))
+                                 for i in range(lanes)]
+                for thread in self._threads:
+                    thread.start()
             self._state.notify_all()
 
     def update_bests(self, best_ms: Optional[float], case_best_ms: Optional[Mapping[str, float]] = None) -> None:
@@ -121,22 +132,21 @@ class AheadEvaluator(EvaluationBackend):
     def _work(self) -> None:
         while True:
             with self._state:
-                while (not self._queue or self._urgent) and not self._closed:
+                # On one GPU a call of the graph's goes first; several GPUs: the backend keeps one for it.
+                while (not self._queue or (self._urgent and self._parallel is None)) and not self._closed:
                     self._state.wait()
                 if self._closed:
                     return
                 attempt = self._queue.popleft()
                 attempt.best_ms, attempt.case_best_ms = self._bests
             try:
-                with self._calls:
-                    self.backend.on_event = attempt.validate_events.append
-                    attempt.validated = self.backend.validate(attempt.candidate, DEFAULT_SEED, best_ms=attempt.best_ms,
-                                                              case_best_ms=attempt.case_best_ms)
-                    if attempt.validated.ok:
-                        self.backend.on_event = attempt.benchmark_events.append
-                        attempt.benchmarked = self.backend.benchmark(attempt.candidate, DEFAULT_SEED,
-                                                                     best_ms=attempt.best_ms,
-                                                                     case_best_ms=attempt.case_best_ms)
+                if self._parallel is not None:
+                    halves = self._parallel.attempt(attempt.candidate, DEFAULT_SEED, best_ms=attempt.best_ms,
+                                                    case_best_ms=attempt.case_best_ms)
+                    attempt.validate_events, attempt.benchmark_events = halves.validate_events, halves.benchmark_events
+                    attempt.validated, attempt.benchmarked = halves.validated, halves.benchmarked
+                else:
+                    self._one_gpu(attempt)
             except BaseException as e:  # raised in the graph's thread, where the result is taken
                 attempt.error = e
                 if isinstance(e, EvaluationAborted):  # "stop now": nothing of this attempt is kept for a later run
@@ -146,6 +156,16 @@ class AheadEvaluator(EvaluationBackend):
                     self.cancel()
             finally:
                 attempt.done.set()
+
+    def _one_gpu(self, attempt: _Attempt) -> None:
+        with self._calls:
+            self.backend.on_event = attempt.validate_events.append
+            attempt.validated = self.backend.validate(attempt.candidate, DEFAULT_SEED, best_ms=attempt.best_ms,
+                                                      case_best_ms=attempt.case_best_ms)
+            if attempt.validated.ok:
+                self.backend.on_event = attempt.benchmark_events.append
+                attempt.benchmarked = self.backend.benchmark(attempt.candidate, DEFAULT_SEED, best_ms=attempt.best_ms,
+                                                             case_best_ms=attempt.case_best_ms)
 
     def _take(self, candidate: Candidate, seed: int) -> Optional[_Attempt]:
         if seed != DEFAULT_SEED:
@@ -248,11 +268,11 @@ class AheadEvaluator(EvaluationBackend):
         self.backend.abort()
 
     def close(self) -> None:
-        """End the background thread (after the attempt in flight); the backend is the caller's to close."""
+        """End the background threads (after the attempts in flight); the backend is the caller's to close."""
         with self._state:
             self._closed = True
             self._queue.clear()
             self._state.notify_all()
-            thread = self._thread
-        if thread is not None:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join()

@@ -5,6 +5,7 @@ Everything above evaluate/ names this, never a concrete evaluator."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Protocol
 
 from ..runtime.compiler import CompiledKernel
@@ -75,3 +76,37 @@ class EvaluationBackend(Protocol):
     def close(self) -> None:
         """Release the GPU side."""
         ...
+
+
+@dataclass
+class AttemptHalves:
+    """An attempt run whole on one GPU (ParallelBackend.attempt): its two results, and the
+    replies each half streamed, kept apart from any other attempt's (several run at once,
+    so they cannot go through the backend's one on_event)."""
+
+    validated: EvaluationResult
+    benchmarked: Optional[EvaluationResult] = None  # None: the validation did not pass
+    validate_events: list[object] = field(default_factory=list)
+    benchmark_events: list[object] = field(default_factory=list)
+
+
+class ParallelBackend(EvaluationBackend, Protocol):
+    """A backend with several GPUs (Ray, one actor each): `lanes` attempts at once, each
+    run by attempt() on a free GPU other than the one the session's own calls (re-timings,
+    fresh-seed validations, baselines) stay on."""
+
+    @property
+    def lanes(self) -> int:
+        """How many attempts may run at once: one per GPU."""
+        ...
+
+    def attempt(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,
+                case_best_ms: Optional[Mapping[str, float]] = None) -> AttemptHalves:
+        """validate(), then benchmark() when it passed, on one GPU, safe from any thread."""
+        ...
+
+
+def parallel(backend: EvaluationBackend) -> Optional[ParallelBackend]:
+    """The backend as a ParallelBackend when it has more than one GPU to run attempts on."""
+    lanes = getattr(backend, "lanes", 1)
+    return backend if isinstance(lanes, int) and lanes > 1 and hasattr(backend, "attempt") else None  # type: ignore[return-value]

@@ -3,12 +3,16 @@ Evaluator and so its own GPU worker process, on this machine or a cluster
 (`--ray-address`). NVRTC runs as Ray tasks on CPU workers; the compile policy and
 the CUBIN cache stay in this process (agent/runtime/compiler.py).
 
-A session on Ray behaves as a local one. One call at a time goes to the actor that
-served the last one while it is free, so a sequential session, its re-timings and
-its baseline stay on one GPU; evaluate_many() spreads a batch over every free actor.
-An attempt's result names the GPU it ran on. An actor that dies costs the call in
-flight (``crashed``); Ray restarts it with a fresh worker and the next calls go to
-the other GPUs first.
+A session on Ray behaves as a local one. The session's own calls (a sequential
+session's attempts, the re-timings of a challenge, fresh-seed validations, baselines)
+all go to one actor, the preferred one, waiting for it when it is busy, so what they
+compare was timed on one GPU. Attempts evaluated ahead (agent/evaluate/ahead.py) run
+whole (validate, then benchmark) on any free actor through attempt(), several at once,
+one per GPU (`lanes`); they take the preferred actor last, and never while a call of
+the session waits for it. evaluate_many() spreads a batch over every free actor the
+same way. An attempt's result names the GPU it ran on. An actor that dies costs the
+call in flight (``crashed``); Ray restarts it with a fresh worker, and the session's
+calls move to the next GPU.
 
 Ray is an optional extra: ``pip install 'warpsmith[ray]'``.
 """
@@ -28,13 +32,13 @@ from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..spec.workload import Workload
 from ..worker.process import GpuUnavailable
-from .backend import EvaluationBackend
+from .backend import AttemptHalves, EvaluationBackend, ParallelBackend
 from .evaluator import DEFAULT_SEED, EvaluationAborted, Evaluator, compile_candidate
 from .options import EvaluationOptions
 from .results import EvaluationResult, Status
 
 RAY_MISSING = "the ray backend needs Ray: pip install 'warpsmith[ray]'"
-ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline"})  # what an actor runs for the backend
+ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline", "attempt"})  # what an actor runs for the backend
 
 # (workload, options, worker log) -> the evaluator an actor holds; a module-level function, so Ray can ship it
 EvaluatorFactory = Callable[[Workload, EvaluationOptions, Optional[Path]], Any]
@@ -113,17 +117,24 @@ class GpuActor:
         facts = self.evaluator.facts
         return " ".join(p for p in (f"actor {self.index}:", facts.name, facts.uuid) if p)
 
-    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[Optional[EvaluationResult], list[object], str]:
-        """evaluator.NAME(*arguments), with the replies it streamed on the way (sent
-        back with the result: the backend passes them on) and this GPU's label."""
+    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
+        """evaluator.NAME(*arguments), with the replies it streamed on the way (sent back
+        with the result: the backend passes them on) and this GPU's label. "attempt" is
+        validate, then benchmark when it passed: two results, each with its replies."""
         if name not in ACTOR_CALLS:
             raise ValueError(f"GpuActor: no call '{name}'")
         self._events, self._busy = [], True
         try:
-            result = getattr(self.evaluator, name)(*arguments)
+            if name != "attempt":
+                return (getattr(self.evaluator, name)(*arguments),), (self._events,), self.label()
+            candidate, seed, best_ms, case_best_ms = arguments
+            validated = self.evaluator.validate(candidate, seed, best_ms=best_ms, case_best_ms=case_best_ms)
+            validate_events, self._events = self._events, []
+            benchmarked = self.evaluator.benchmark(candidate, seed, best_ms=best_ms, case_best_ms=case_best_ms) \
+                if validated.ok else None
+            return (validated, benchmarked), (validate_events, self._events), self.label()
         finally:
             self._busy = False
-        return result, self._events, self.label()
 
     def abort(self) -> None:
         """Kill the call in flight, if any (an idle actor keeps no flag for a later call)."""
@@ -134,7 +145,7 @@ class GpuActor:
         self.evaluator.close()
 
 
-class RayBackend(EvaluationBackend):
+class RayBackend(ParallelBackend):
     def __init__(self, workload: Workload, options: EvaluationOptions = EvaluationOptions(),
                  on_event: Optional[Callable[[object], None]] = None, log_dir: Optional[Path] = None,
                  factory: EvaluatorFactory = local_evaluator):
@@ -162,7 +173,8 @@ class RayBackend(EvaluationBackend):
         self._nvrtc = ray.remote(_nvrtc_task).options(num_cpus=1)
         self._free = threading.Condition()
         self._busy: set[int] = set()
-        self._preferred = 0  # single calls stay on this actor while it is free and alive
+        self._preferred = 0  # the session's own calls go to this actor (the next one once it died)
+        self._waiting = 0  # the session's calls waiting for their actor: attempts leave it to them
         self._validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
         self._aborted = False
         self._facts: Optional[DeviceFacts] = None
@@ -201,27 +213,36 @@ class RayBackend(EvaluationBackend):
         reply: dict[str, Any] = self._get(self._nvrtc.remote(source, filename, entry, options, arch, timeout_s))
         return reply
 
+    @property
+    def lanes(self) -> int:
+        return len(self._actors)
+
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True, validate: bool = True) -> EvaluationResult:
+        return self._evaluate(candidate, seed, revalidate, time_cases, validate, anywhere=False)
+
+    def _evaluate(self, candidate: Candidate, seed: int, revalidate: bool = True, time_cases: bool = True,
+                  validate: bool = True, anywhere: bool = False) -> EvaluationResult:
         compiled = self.compile(candidate)  # on a CPU worker; the actor then finds the CUBIN in the cache
         if not compiled.ok:  # as the local evaluator says it, without a GPU's time (failures are not cached)
             self.on_event(compiled)
             return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
                                     wall_ms={"compile": compiled.compile_ms})
-        return _given(self._call(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases, validate))[1])
+        return self._single(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases, validate),
+                            anywhere=anywhere)[1]
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
         with ThreadPoolExecutor(len(self._actors)) as pool:
-            return list(pool.map(lambda c: self.evaluate(c, seed), candidates))
+            return list(pool.map(lambda c: self._evaluate(c, seed, anywhere=True), candidates))
 
     def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
-        """On the first free actor; with `best_ms`, the local evaluator's screen first (it runs there)."""
+        """On the preferred actor; with `best_ms`, the local evaluator's screen first (it runs there)."""
         bests = dict(case_best_ms) if case_best_ms is not None else None
-        index, result = self._call(candidate.name, "validate", (candidate, seed, best_ms, bests))
+        index, result = self._single(candidate.name, "validate", (candidate, seed, best_ms, bests))
         self._validated_on = index
-        return _given(result)
+        return result
 
     def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
                   case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
@@ -229,55 +250,92 @@ class RayBackend(EvaluationBackend):
         `best_ms`, the same early rejection as the local evaluator (it runs there)."""
         only, self._validated_on = self._validated_on, None
         bests = dict(case_best_ms) if case_best_ms is not None else None
-        return _given(self._call(candidate.name, "benchmark", (candidate, seed, best_ms, bests), only=only)[1])
+        return self._single(candidate.name, "benchmark", (candidate, seed, best_ms, bests), only=only)[1]
+
+    def attempt(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
+                case_best_ms: Optional[Mapping[str, float]] = None) -> AttemptHalves:
+        """validate and benchmark in one call on a free actor (from any thread: the replies
+        come back with the results, not through on_event)."""
+        bests = dict(case_best_ms) if case_best_ms is not None else None
+        _, results, replies, label = self._call(candidate.name, "attempt", (candidate, seed, best_ms, bests),
+                                                anywhere=True)
+        validated = _given(results[0])
+        benchmarked = results[1] if len(results) > 1 else None
+        for result in (validated, benchmarked):
+            if result is not None and label:
+                result.gpu = label
+        return AttemptHalves(validated, benchmarked, replies[0], replies[1] if len(replies) > 1 else [])
 
     def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
-        return self._call(kind or "baseline", "baseline", (seed, kind))[1]
+        return self._single(kind or "baseline", "baseline", (seed, kind))[1]
 
     # -- dispatch -----------------------------------------------------------------------------
-    def _acquire(self, only: Optional[int]) -> int:
+    def _acquire(self, only: Optional[int], anywhere: bool) -> int:
+        """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
+        preferred one first, and not the preferred one while a call of the session waits
+        for it; else (the session's own call) the preferred one, waited for."""
         with self._free:
-            while True:
-                if self._aborted:  # "stop now" arrived between two calls
-                    self._aborted = False
-                    raise EvaluationAborted("stopped by the user")
-                free = [i for i in range(len(self._actors)) if i not in self._busy]
-                if only is not None:
-                    free = [i for i in free if i == only]
-                elif self._preferred in free:
-                    free = [self._preferred]
-                if free:
-                    self._busy.add(free[0])
-                    return free[0]
-                self._free.wait()
+            if not anywhere:
+                self._waiting += 1
+            try:
+                while True:
+                    if self._aborted:  # "stop now" arrived between two calls
+                        self._aborted = False
+                        raise EvaluationAborted("stopped by the user")
+                    free = [i for i in range(len(self._actors)) if i not in self._busy]
+                    if only is not None:
+                        free = [i for i in free if i == only]
+                    elif anywhere:
+                        free = sorted(free, key=lambda i: i == self._preferred)
+                        if self._waiting:
+                            free = [i for i in free if i != self._preferred]
+                    else:
+                        free = [i for i in free if i == self._preferred]
+                    if free:
+                        self._busy.add(free[0])
+                        return free[0]
+                    self._free.wait()
+            finally:
+                if not anywhere:
+                    self._waiting -= 1
+                    self._free.notify_all()  # the preferred actor may be an attempt's again
 
     def _release(self, index: int) -> None:
         with self._free:
             self._busy.discard(index)
             self._free.notify_all()
 
-    def _call(self, name: str, method: str, arguments: tuple[Any, ...],
-              only: Optional[int] = None) -> tuple[int, Optional[EvaluationResult]]:
-        """Run `method` on a free actor (or actor `only`); an actor that dies makes the result
-        ``crashed`` and sends the next calls to another GPU while Ray restarts it."""
-        index = self._acquire(only)
+    def _single(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
+                anywhere: bool = False) -> tuple[int, EvaluationResult]:
+        """One result, its replies passed on to on_event, named with its GPU."""
+        index, results, replies, label = self._call(name, method, arguments, only, anywhere)
+        for event in replies[0]:
+            self.on_event(event)
+        result = results[0]
+        if result is not None and label:
+            result.gpu = label
+        return index, result  # type: ignore[return-value]  # None only from baseline(), which may have none
+
+    def _call(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
+              anywhere: bool = False) -> tuple[int, tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
+        """Run `method` on an actor (_acquire says which): its results, each half's replies
+        and the GPU's label. An actor that dies makes the result ``crashed``; the session's
+        calls move to the next GPU while Ray restarts it."""
+        index = self._acquire(only, anywhere)
         try:
             try:
-                reply: tuple[Optional[EvaluationResult], list[object], str] = self._get(self._actors[index].call.remote(method, arguments))
-                result, events, label = reply
+                results, replies, label = self._get(self._actors[index].call.remote(method, arguments))
             except self._ray.exceptions.RayActorError as e:
-                self._preferred = (index + 1) % len(self._actors)
-                return index, EvaluationResult(
-                    name, Status.CRASHED, None, seed=arguments[1] if method != "baseline" else arguments[0], gpu=self._labels[index],
+                with self._free:
+                    if index == self._preferred:
+                        self._preferred = (index + 1) % len(self._actors)
+                seed = arguments[1] if method != "baseline" else arguments[0]
+                crashed = EvaluationResult(
+                    name, Status.CRASHED, None, seed=seed, gpu=self._labels[index],
                     detail=f"{self._labels[index]} died ({type(e).__name__}); Ray restarts it, the session goes on")
+                return index, (crashed,), ([],), ""
             self._labels[index] = label
-            if only is None:
-                self._preferred = index
-            for event in events:
-                self.on_event(event)
-            if result is not None:
-                result.gpu = label
-            return index, result
+            return index, results, replies, label
         finally:
             self._release(index)
 

@@ -19,7 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.errors import GraphDrained
 
 from ..evaluate.ahead import AheadEvaluator
-from ..evaluate.backend import EvaluationBackend
+from ..evaluate.backend import EvaluationBackend, parallel
 from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
 from ..proposers.base import Proposer
@@ -35,6 +35,17 @@ from .options import SearchOptions
 from .session_control import SessionControl
 from .state import STATE_TYPES, LoopState
 from .timeline import Timeline
+
+
+def step_size(search: SearchOptions, evaluator: EvaluationBackend) -> int:
+    """Candidates proposed per step: --batch, and on several GPUs (Ray) at least two per
+    GPU, so that each GPU still has an attempt to run while the graph takes a step's
+    results in order and the next step is proposed. `--batch 1` and --no-overlap keep
+    a sequential session: one attempt at a time, on one GPU."""
+    several = parallel(evaluator)
+    if several is not None and search.overlap and search.batch > 1:
+        return max(search.batch, 2 * several.lanes)
+    return search.batch
 
 
 @dataclass
@@ -218,10 +229,11 @@ class Session:
     def _run(self, on_event: Callable[[object], None]) -> str:
         search = self.info.search
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
-        if search.batch > 1 and search.overlap and self._ahead is None:
+        batch = step_size(search, self.evaluator)
+        if batch > 1 and search.overlap and self._ahead is None:
             self._ahead = AheadEvaluator(self.evaluator)
         ctx = LoopContext(self.workload, self._ahead or self.evaluator, self.proposer, self.control, self.tracker,
-                          profiler, self.dir / "attempts", early_reject=search.early_reject, batch=search.batch)
+                          profiler, self.dir / "attempts", early_reject=search.early_reject, batch=batch)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
         inputs = {"iteration": 0, "budget": search.budget, "history": [],
