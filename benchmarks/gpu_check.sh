@@ -99,6 +99,12 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
   done
 fi
 
+if [ -n "${WS_RAY_SCALING:-}" ]; then  # issue 19, on a machine with several GPUs and WS_WHEELS=.whl-ray, e.g.
+  # WS_RAY_SCALING="examples/sgemm --gpus 1,2 --time-budget 120 --kill-after 60 -- --no-tracking"
+  step "Ray backend scaling: $WS_RAY_SCALING"
+  (cd "$OLDPWD" && python3 benchmarks/ray_scaling.py $WS_RAY_SCALING 2>&1) | tee -a "$OUT/ray-scaling.txt" | tail -30
+fi
+
 for w in ${WS_COSTS:-}; do  # e.g. WS_COSTS="examples/sgemm": what the worker's own checks cost per run
   step "worker costs: $w"
   (cd "$OLDPWD" && python3 benchmarks/worker_costs.py "$w" 2>&1) | tee -a "$OUT/worker-costs.txt"
