@@ -3,9 +3,12 @@
 
 Runs a real session (LangGraph graph, SQLite checkpointer, MLflow tracking,
 tune proposer) whose evaluator answers at once with a fixed result, so what is
-left is the graph, checkpointing, proposing and logging.
+left is the graph, checkpointing, proposing and logging. From 100 iterations on it
+also compares the first 40 iterations with the last 40 and gives the checkpoint
+file's size: a loop whose cost grows with the history shows there.
 
     python3 benchmarks/loop_overhead.py [ITERATIONS]
+    python3 benchmarks/loop_overhead.py 300      # the growth over a long session
 """
 
 from __future__ import annotations
@@ -94,11 +97,16 @@ def main() -> int:
     t0 = time.perf_counter()
     session.run(lambda e: stamps.append(time.perf_counter()) if isinstance(e, events.AttemptFinished) else None)
     total = time.perf_counter() - t0
+    session.close()
     tracker.end("FINISHED")
     per = [b - a for a, b in zip(stamps, stamps[1:])]
     print(f"{iterations} iterations in {total:.2f} s (evaluator stand-in: {ev.seconds * 1e3:.0f} ms in all)")
     print(f"per iteration: median {statistics.median(per) * 1e3:.1f} ms, max {max(per) * 1e3:.1f} ms "
           f"(graph + checkpoint + tune proposer + MLflow logging; target 100 ms)")
+    if len(per) >= 99:
+        size = (session_dir(store, info.id) / "checkpoint.sqlite").stat().st_size
+        print(f"growth: first 40 iterations median {statistics.median(per[:40]) * 1e3:.1f} ms, last 40 "
+              f"{statistics.median(per[-40:]) * 1e3:.1f} ms; checkpoint file {size / 2**20:.1f} MiB")
     return 0
 
 

@@ -730,8 +730,7 @@ def test_a_knob_value_that_was_only_ever_wrong_is_proposed_last():
     from agent.proposers.tune import _doomed
     w = load_workload(SGEMM)
     history = _tf32x3_attempts(w, 3) + _tf32x3_attempts(w, 2, status="wrong_answer", FLUSH=0)
-    for i, a in enumerate(history, 1):
-        a.iteration = i
+    history = [a.model_copy(update={"iteration": i}) for i, a in enumerate(history, 1)]
     assert _doomed(history) == {("FLUSH", 0)}
     assert _doomed(history[:4]) == set()  # one wrong attempt is not a pattern
     perf = [c.name for c in w.cases if c.role == "performance"]
@@ -752,8 +751,7 @@ def test_a_listed_setting_is_never_held_back_by_a_value_only_ever_wrong():
     w = dataclasses.replace(w, kernels={**w.kernels, "tf32x3": dataclasses.replace(w.kernels["tf32x3"],
                                                                                    configs=(listed,))})
     history = _tf32x3_attempts(w, 3) + _tf32x3_attempts(w, 2, status="wrong_answer", FLUSH=0)
-    for i, a in enumerate(history, 1):
-        a.iteration = i
+    history = [a.model_copy(update={"iteration": i}) for i, a in enumerate(history, 1)]
     perf = [c.name for c in w.cases if c.role == "performance"]
     ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", history, _sgemm_best(w, {c: 1.0 for c in perf}),
                           None)

@@ -27,7 +27,7 @@ import math
 import statistics
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ..spec.workload import Workload
 from .backend import EvaluationBackend
@@ -42,6 +42,8 @@ RULE = "nearest performance case by the Euclidean distance of log2(size), over e
 
 class CaseWinner(BaseModel):
     """The fastest attempt that passed on one performance case, so far."""
+
+    model_config = ConfigDict(frozen=True)  # a record: the checkpoint stores it once (agent/loop/checkpoint_serde.py)
 
     iteration: int
     median_ms: float

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..spec.candidate import Candidate
 from ..spec.expr import Expr
@@ -19,6 +19,8 @@ class CandidateSpec(BaseModel):
     what checkpoints, MLflow and the proposers hold. Evaluation takes the parsed form,
     ``Candidate`` (agent/spec/candidate.py, which says why there are two). Per-case launch
     rules (``Candidate.case_launch``) are not stored yet: nothing proposes them."""
+
+    model_config = ConfigDict(frozen=True)  # a record: the checkpoint stores it once (agent/loop/checkpoint_serde.py)
 
     name: str
     source: str
@@ -83,6 +85,8 @@ class CaseProfile(BaseModel):
 class Attempt(BaseModel):
     """One iteration's outcome, compact enough to go back to the proposer."""
 
+    model_config = ConfigDict(frozen=True)  # a record: the checkpoint stores it once (agent/loop/checkpoint_serde.py)
+
     iteration: int
     name: str
     proposer: str
@@ -105,6 +109,8 @@ class Attempt(BaseModel):
 
 
 class Best(BaseModel):
+    model_config = ConfigDict(frozen=True)  # a record: the checkpoint stores it once (agent/loop/checkpoint_serde.py)
+
     spec: CandidateSpec
     score_ms: float
     cases: list[CaseOutcome]

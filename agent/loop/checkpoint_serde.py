@@ -1,0 +1,180 @@
+"""The checkpointer's serializer, which stores each record of the state once.
+
+LangGraph's SQLite saver writes the whole state after every node (five or six per
+attempt), and the history of attempts is most of it: about 4 KB an attempt, so a session
+of n attempts wrote some 28 KB x n per attempt, O(n^2) in all (300 attempts of
+benchmarks/loop_overhead.py's session left a 926 MB checkpoint file, and the loop spent
+230 ms an attempt at the end; a 10-minute session on the H200 makes about a thousand).
+The best, the starting kernel, the queue and each case's winner carry a CUDA source of a
+few KB, in every checkpoint too.
+
+Here a record (an Attempt, a CandidateSpec, a Best, a CaseWinner), alone, in a list or as
+the values of a dict, as a channel's value in a checkpoint or in a node's write, is
+stored as a Stored reference: the key of its bytes, the bytes in the `attempt_records`
+table, written once. A record already stored (the same object as at an earlier write)
+is not serialised again. A long list's keys go in blocks of BLOCK, each block stored
+once as a record of its own, so a checkpoint holds a key per block and per record of
+the last, open one: its size stays bounded however long the session runs.
+
+Records are never changed in place (the loop makes a new one with model_copy): an
+object is stored under the key of its bytes the first time it is seen. Checkpoints
+written before this serializer existed hold the values themselves and load as they
+always did.
+
+The rows go in on the saver's own connection, under its lock, before the checkpoint or
+write that names them and in the same transaction or an earlier one, so a checkpoint
+never names a row that was not committed. A node's writes are stored before the saver's
+put_writes (RecordSaver): it serialises them inside its own statement, where no other
+statement may run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from ..evaluate.dispatch import CaseWinner
+from ..evaluate.records import Attempt, Best, CandidateSpec
+
+TABLE = "attempt_records"
+RECORDS = (Attempt, CandidateSpec, Best, CaseWinner)
+BLOCK = 256  # a list's keys per stored block
+CHUNK = 500  # keys per SELECT (SQLite's limit on bound parameters is far above)
+KEYS_TYPE = "keys"  # a block's row: its keys, joined by spaces
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Records as stored: the keys of their bytes, in order, after those of the stored
+    `blocks` of keys. `shape`: "one" record, a "list", or a "dict" under `names`."""
+
+    keys: tuple[str, ...]
+    shape: str = "one"
+    names: tuple[str, ...] = ()
+    blocks: tuple[str, ...] = ()
+
+
+class CheckpointSerde(JsonPlusSerializer):
+    def __init__(self, conn: sqlite3.Connection, allowed_msgpack_modules: list[tuple[str, str]]):
+        super().__init__(allowed_msgpack_modules=[*allowed_msgpack_modules, (__name__, "Stored")])
+        self._conn = conn
+        self._stored: dict[int, tuple[Any, str]] = {}  # id -> (the record, kept alive so the id stays its, key)
+        self._blocks: dict[tuple[str, ...], str] = {}  # a block of keys -> its key
+        self._loaded: dict[str, Any] = {}  # key -> record, or a block's keys
+        self._table_ready = False
+        self.lock = threading.Lock()  # the saver's, once it has one (RecordSaver)
+
+    # -- writing ------------------------------------------------------------------------
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if isinstance(obj, dict) and isinstance(values := obj.get("channel_values"), dict):  # a checkpoint
+            obj = {**obj, "channel_values": {k: self.store(v) for k, v in values.items()}}
+        else:  # a node's write of one channel
+            obj = self.store(obj)
+        return super().dumps_typed(obj)
+
+    def store(self, value: Any) -> Any:
+        """The value as a Stored reference when it is records, its rows written; else itself."""
+        if isinstance(value, RECORDS):
+            return Stored(self._keys([value]))
+        if isinstance(value, list) and value and all(isinstance(v, RECORDS) for v in value):
+            keys = self._keys(value)
+            whole = len(keys) // BLOCK * BLOCK
+            blocks = tuple(self._block(keys[i:i + BLOCK]) for i in range(0, whole, BLOCK))
+            return Stored(keys[whole:], "list", blocks=blocks)
+        if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, RECORDS)
+                                                     for k, v in value.items()):
+            return Stored(self._keys(list(value.values())), "dict", tuple(value))
+        return value
+
+    def _keys(self, records: list[Any]) -> tuple[str, ...]:
+        keys, new = [], []
+        for record in records:
+            known = self._stored.get(id(record))
+            if known is None or known[0] is not record:
+                type_, data = super().dumps_typed(record)
+                key = _key(type_, data)
+                new.append((key, type_, data))
+                known = self._stored[id(record)] = (record, key)
+            keys.append(known[1])
+        self._insert(new)
+        return tuple(keys)
+
+    def _block(self, keys: tuple[str, ...]) -> str:
+        key = self._blocks.get(keys)
+        if key is None:
+            data = " ".join(keys).encode()
+            key = self._blocks[keys] = _key(KEYS_TYPE, data)
+            self._insert([(key, KEYS_TYPE, data)])
+        return key
+
+    def _insert(self, rows: list[tuple[str, str, bytes]]) -> None:
+        if rows:
+            with self.lock:
+                if not self._table_ready:
+                    self._conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, "
+                                       "type TEXT NOT NULL, value BLOB NOT NULL)")
+                    self._table_ready = True
+                self._conn.executemany(f"INSERT OR IGNORE INTO {TABLE} (key, type, value) VALUES (?, ?, ?)", rows)
+
+    # -- reading ------------------------------------------------------------------------
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        obj = super().loads_typed(data)
+        if isinstance(obj, dict) and isinstance(values := obj.get("channel_values"), dict):
+            for k, v in values.items():
+                if isinstance(v, Stored):
+                    values[k] = self._resolve(v)
+            return obj
+        return self._resolve(obj) if isinstance(obj, Stored) else obj
+
+    def _resolve(self, ref: Stored) -> Any:
+        blocks = self._fetch(ref.blocks)
+        keys = [k for block in blocks for k in block] + list(ref.keys)
+        records = self._fetch(keys)
+        if ref.shape == "list":
+            return records
+        if ref.shape == "dict":
+            return dict(zip(ref.names, records))
+        return records[0]
+
+    def _fetch(self, keys: list[str] | tuple[str, ...]) -> list[Any]:
+        missing = [k for k in dict.fromkeys(keys) if k not in self._loaded]
+        for i in range(0, len(missing), CHUNK):
+            chunk = missing[i:i + CHUNK]
+            # Not under the saver's lock: it reads its checkpoints (and so calls this) holding it.
+            rows = self._conn.execute(f"SELECT key, type, value FROM {TABLE} WHERE key IN "
+                                      f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            for key, type_, value in rows:
+                if type_ == KEYS_TYPE:
+                    block = tuple(bytes(value).decode().split())
+                    self._loaded[key], self._blocks[block] = block, key
+                else:
+                    record = self._loaded[key] = super().loads_typed((type_, value))
+                    self._stored[id(record)] = (record, key)  # written back as the same key, not serialised again
+        lost = [k for k in keys if k not in self._loaded]
+        if lost:
+            raise ValueError(f"checkpoint: {len(lost)} record(s) missing from {TABLE} (first {lost[0]})")
+        return [self._loaded[k] for k in keys]
+
+
+def _key(type_: str, data: bytes) -> str:
+    return hashlib.sha256(type_.encode() + b"\0" + data).hexdigest()[:32]
+
+
+class RecordSaver(SqliteSaver):
+    """LangGraph's SQLite saver with the CheckpointSerde."""
+
+    serde: CheckpointSerde
+
+    def __init__(self, conn: sqlite3.Connection, allowed_msgpack_modules: list[tuple[str, str]]):
+        serde = CheckpointSerde(conn, allowed_msgpack_modules)
+        super().__init__(conn, serde=serde)
+        serde.lock = self.lock
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        super().put_writes(config, [(channel, self.serde.store(value)) for channel, value in writes], task_id, task_path)
