@@ -94,8 +94,12 @@ def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None):
     # checkpoints ("NORMAL") survives the process being killed as before, and loses at
     # most the last commits, never the file, to a power cut. A filesystem without the
     # shared memory WAL needs keeps the rollback journal: journal_mode says what it took.
-    if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
-        conn.execute("PRAGMA synchronous=NORMAL")
+    # A file another process holds locked (an older install's session, running) is read as it is.
+    try:
+        if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
+            conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.OperationalError:
+        pass
     register_legacy_names()  # sessions stored before the subpackages name agent.loop_state.Best...
     saver = RecordSaver(conn, STATE_TYPES)  # each attempt and candidate stored once
     return build_graph().compile(checkpointer=saver)
