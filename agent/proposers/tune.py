@@ -37,6 +37,7 @@ ended on flash_mma's six configurations and never tried flash2, the faster kerne
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import itertools
 import math
@@ -65,6 +66,7 @@ MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 
 
+@functools.lru_cache(maxsize=1024)  # asked for the same few sources many times per proposal
 def source_tag(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:8]
 
