@@ -175,6 +175,7 @@ class RayBackend(ParallelBackend):
         self._busy: set[int] = set()
         self._preferred = 0  # the session's own calls go to this actor (the next one once it died)
         self._waiting = 0  # the session's calls waiting for their actor: attempts leave it to them
+        self._served = [0] * count  # calls each actor was given
         self._validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
         self._aborted = False
         self._facts: Optional[DeviceFacts] = None
@@ -272,8 +273,9 @@ class RayBackend(ParallelBackend):
     # -- dispatch -----------------------------------------------------------------------------
     def _acquire(self, only: Optional[int], anywhere: bool) -> int:
         """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
-        preferred one first, and not the preferred one while a call of the session waits
-        for it; else (the session's own call) the preferred one, waited for."""
+        preferred one first, the least used of them first, and not the preferred one while
+        a call of the session waits for it; else (the session's own call) the preferred
+        one, waited for."""
         with self._free:
             if not anywhere:
                 self._waiting += 1
@@ -285,14 +287,15 @@ class RayBackend(ParallelBackend):
                     free = [i for i in range(len(self._actors)) if i not in self._busy]
                     if only is not None:
                         free = [i for i in free if i == only]
-                    elif anywhere:
-                        free = sorted(free, key=lambda i: i == self._preferred)
+                    elif anywhere:  # the least used first: a thin queue still spreads over the GPUs
+                        free = sorted(free, key=lambda i: (i == self._preferred, self._served[i]))
                         if self._waiting:
                             free = [i for i in free if i != self._preferred]
                     else:
                         free = [i for i in free if i == self._preferred]
                     if free:
                         self._busy.add(free[0])
+                        self._served[free[0]] += 1
                         return free[0]
                     self._free.wait()
             finally:
