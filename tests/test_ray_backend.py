@@ -279,3 +279,91 @@ def test_backend_ray_without_ray_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"pip install 'warpsmith\[ray\]'"):
         ray_module()
+
+
+class _FakeRef:
+    def __init__(self):
+        self.done, self.value, self.error = threading.Event(), None, None
+
+
+class _FakeActor:
+    """An actor whose call runs until aborted or released: what RayBackend's dispatch sees of one."""
+
+    class _Remote:
+        def __init__(self, fn):
+            self.remote = fn
+
+    def __init__(self, started: list):
+        self.started, self.current = started, None
+        self.call, self.abort = self._Remote(self._call), self._Remote(self._abort)
+
+    def _call(self, method, arguments):
+        self.current = _FakeRef()
+        self.started.append(method)
+        return self.current
+
+    def _abort(self):
+        from agent.evaluate.evaluator import EvaluationAborted
+        ref = self.current
+        if ref is not None and not ref.done.is_set():
+            ref.error = _FakeRay.exceptions.RayTaskError(EvaluationAborted("stopped"))
+            ref.done.set()
+
+
+class _FakeRay:
+    class exceptions:  # noqa: N801  (ray.exceptions' shape)
+        class RayTaskError(Exception):
+            def __init__(self, cause):
+                self.cause = cause
+
+        class RayActorError(Exception):
+            pass
+
+    def get(self, ref):
+        ref.done.wait(60)
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+
+
+def _until(condition):
+    for _ in range(6000):
+        if condition():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("condition never met")
+
+
+def test_stop_now_starts_nothing_that_waited_for_a_gpu():
+    """Two GPUs busy with attempts ahead, a third attempt and a call of the session's waiting for one: stop now
+    aborts the two, and neither waiting call starts (RayBackend's dispatch with stand-in actors, no Ray)."""
+    from agent.evaluate.evaluator import EvaluationAborted
+    from agent.evaluate.ray_backend import RayBackend
+    started: list[str] = []
+    b = RayBackend.__new__(RayBackend)  # the dispatch alone: no cluster, two stand-in actors
+    b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
+    b._free, b._busy, b._preferred, b._waiting, b._served = threading.Condition(), set(), 0, 0, [0, 0]
+    b._aborts, b._aborted, b._acquiring = 0, False, 0
+    b.on_event = lambda e: None
+    outcomes: list[str] = []
+
+    def call(method, anywhere):
+        try:
+            b._call("c", method, (None, 1, None, None), anywhere=anywhere)
+            outcomes.append(f"{method} ran")
+        except EvaluationAborted:
+            outcomes.append(f"{method} aborted")
+    threads = [threading.Thread(target=call, args=("attempt", True)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    _until(lambda: len(b._busy) == 2)
+    threads += [threading.Thread(target=call, args=("attempt", True)), threading.Thread(target=call, args=("validate", False))]
+    for t in threads[2:]:
+        t.start()
+    _until(lambda: b._acquiring == 2)
+    b.abort()
+    for t in threads:
+        t.join(60)
+    assert started == ["attempt", "attempt"]
+    assert sorted(outcomes) == ["attempt aborted"] * 3 + ["validate aborted"]
+    assert not b._aborted  # calls were there to take the stop: the next one after it runs

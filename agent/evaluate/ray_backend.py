@@ -177,7 +177,9 @@ class RayBackend(ParallelBackend):
         self._waiting = 0  # the session's calls waiting for their actor: attempts leave it to them
         self._served = [0] * count  # calls each actor was given
         self._validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
-        self._aborted = False
+        self._aborts = 0  # abort() calls so far: a call waiting for an actor when one came never starts
+        self._aborted = False  # an abort() that found no call: the next one raises
+        self._acquiring = 0  # calls waiting in _acquire
         self._facts: Optional[DeviceFacts] = None
         self._ceilings: Optional[tuple[Optional[Ceilings]]] = None  # (None,): asked, there are none
         self._kinds: Optional[list[str]] = None
@@ -277,12 +279,16 @@ class RayBackend(ParallelBackend):
         a call of the session waits for it; else (the session's own call) the preferred
         one, waited for."""
         with self._free:
+            if self._aborted:  # "stop now" arrived between two calls
+                self._aborted = False
+                raise EvaluationAborted("stopped by the user")
+            aborts = self._aborts
+            self._acquiring += 1
             if not anywhere:
                 self._waiting += 1
             try:
                 while True:
-                    if self._aborted:  # "stop now" arrived between two calls
-                        self._aborted = False
+                    if self._aborts != aborts:  # "stop now" while this call waited: it never starts
                         raise EvaluationAborted("stopped by the user")
                     free = [i for i in range(len(self._actors)) if i not in self._busy]
                     if only is not None:
@@ -299,6 +305,7 @@ class RayBackend(ParallelBackend):
                         return free[0]
                     self._free.wait()
             finally:
+                self._acquiring -= 1
                 if not anywhere:
                     self._waiting -= 1
                     self._free.notify_all()  # the preferred actor may be an attempt's again
@@ -348,8 +355,6 @@ class RayBackend(ParallelBackend):
             return self._ray.get(ref)
         except self._ray.exceptions.RayTaskError as e:
             if isinstance(e.cause, EvaluationAborted):
-                with self._free:
-                    self._aborted = False
                 raise EvaluationAborted("stopped by the user") from None
             if isinstance(e.cause, Exception):
                 raise e.cause from None
@@ -358,10 +363,13 @@ class RayBackend(ParallelBackend):
     # -- stopping -----------------------------------------------------------------------------
     def abort(self) -> None:
         """Kill the GPU work in flight on every actor, from any thread ("stop now"); the
-        calls waiting on it raise EvaluationAborted, as does the next one if none was."""
+        calls waiting for an actor raise EvaluationAborted without starting, and so does
+        the next call when none was in flight or waiting."""
         with self._free:
-            self._aborted = True
+            self._aborts += 1
             busy = sorted(self._busy)
+            self._aborted = not busy and not self._acquiring
+            self._free.notify_all()
         for i in busy:
             self._actors[i].abort.remote()
 

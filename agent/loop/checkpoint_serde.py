@@ -21,9 +21,10 @@ object is stored under the key of its bytes the first time it is seen. Checkpoin
 written before this serializer existed hold the values themselves and load as they
 always did.
 
-The rows go in on the saver's own connection, under its lock, before the checkpoint or
-write that names them and in the same transaction or an earlier one, so a checkpoint
-never names a row that was not committed. A node's writes are stored before the saver's
+The rows go in on the saver's own connection, under its lock, before any checkpoint or
+write that names them, and a record counts as stored only once its row is in: the
+saver's next commit, whichever thread makes it, carries the row, so a checkpoint never
+names a row that was not committed. A node's writes are stored before the saver's
 put_writes (RecordSaver): it serialises them inside its own statement, where no other
 statement may run.
 """
@@ -93,34 +94,45 @@ class CheckpointSerde(JsonPlusSerializer):
         return value
 
     def _keys(self, records: list[Any]) -> tuple[str, ...]:
-        keys, new = [], []
-        for record in records:
-            known = self._stored.get(id(record))
-            if known is None or known[0] is not record:
+        # Under the saver's lock, and a record known only once its row is in: LangGraph puts a
+        # checkpoint and a node's writes from several threads at once, and a checkpoint that
+        # found a record known before its row was inserted could be committed without it.
+        # Once inserted, any later commit on the connection carries the row.
+        with self.lock:
+            keys, new, rows = [], [], []
+            for record in records:
+                known = self._stored.get(id(record))
+                if known is not None and known[0] is record:
+                    keys.append(known[1])
+                    continue
                 type_, data = super().dumps_typed(record)
                 key = _key(type_, data)
-                new.append((key, type_, data))
-                known = self._stored[id(record)] = (record, key)
-            keys.append(known[1])
-        self._insert(new)
+                keys.append(key)
+                new.append((record, key))
+                rows.append((key, type_, data))
+            self._insert(rows)
+            for record, key in new:
+                self._stored[id(record)] = (record, key)
         return tuple(keys)
 
     def _block(self, keys: tuple[str, ...]) -> str:
-        key = self._blocks.get(keys)
-        if key is None:
-            data = " ".join(keys).encode()
-            key = self._blocks[keys] = _key(KEYS_TYPE, data)
-            self._insert([(key, KEYS_TYPE, data)])
+        with self.lock:
+            key = self._blocks.get(keys)
+            if key is None:
+                data = " ".join(keys).encode()
+                key = _key(KEYS_TYPE, data)
+                self._insert([(key, KEYS_TYPE, data)])
+                self._blocks[keys] = key
         return key
 
     def _insert(self, rows: list[tuple[str, str, bytes]]) -> None:
+        """The rows into the table (the caller holds the lock); committed by the saver's next commit."""
         if rows:
-            with self.lock:
-                if not self._table_ready:
-                    self._conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, "
-                                       "type TEXT NOT NULL, value BLOB NOT NULL)")
-                    self._table_ready = True
-                self._conn.executemany(f"INSERT OR IGNORE INTO {TABLE} (key, type, value) VALUES (?, ?, ?)", rows)
+            if not self._table_ready:
+                self._conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, "
+                                   "type TEXT NOT NULL, value BLOB NOT NULL)")
+                self._table_ready = True
+            self._conn.executemany(f"INSERT OR IGNORE INTO {TABLE} (key, type, value) VALUES (?, ?, ?)", rows)
 
     # -- reading ------------------------------------------------------------------------
     def loads_typed(self, data: tuple[str, bytes]) -> Any:

@@ -89,17 +89,11 @@ def session_dir(store: Path, session_id: str) -> Path:
 def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None):
     """The loop's graph compiled over a session directory's SQLite checkpoint."""
     conn = conn or sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
-    # The saver commits after every node, five or six per attempt: with SQLite's rollback
-    # journal each commit waits for several fsyncs. A write-ahead log synced at its
-    # checkpoints ("NORMAL") survives the process being killed as before, and loses at
-    # most the last commits, never the file, to a power cut. A filesystem without the
-    # shared memory WAL needs keeps the rollback journal: journal_mode says what it took.
-    # A file another process holds locked (an older install's session, running) is read as it is.
-    try:
-        if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
-            conn.execute("PRAGMA synchronous=NORMAL")
-    except sqlite3.OperationalError:
-        pass
+    # LangGraph's saver keeps the checkpoint in WAL mode and commits after every node, five
+    # or six per attempt; SQLite's default (FULL) syncs the log at each commit. NORMAL syncs
+    # it at the log's checkpoints: a killed process loses nothing, a power cut at most the
+    # last commits, never the file.
+    conn.execute("PRAGMA synchronous=NORMAL")
     register_legacy_names()  # sessions stored before the subpackages name agent.loop_state.Best...
     saver = RecordSaver(conn, STATE_TYPES)  # each attempt and candidate stored once
     return build_graph().compile(checkpointer=saver)
