@@ -69,7 +69,7 @@ class CheckpointSerde(JsonPlusSerializer):
         self._blocks: dict[tuple[str, ...], str] = {}  # a block of keys -> its key
         self._loaded: dict[str, Any] = {}  # key -> record, or a block's keys
         self._table_ready = False
-        self.lock = threading.Lock()  # the saver's, once it has one (RecordSaver)
+        self.lock: Any = threading.Lock()  # the saver's, once it has one (RecordSaver)
 
     # -- writing ------------------------------------------------------------------------
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -186,7 +186,9 @@ class RecordSaver(SqliteSaver):
     def __init__(self, conn: sqlite3.Connection, allowed_msgpack_modules: list[tuple[str, str]]):
         serde = CheckpointSerde(conn, allowed_msgpack_modules)
         super().__init__(conn, serde=serde)
-        serde.lock = self.lock
+        # Reentrant: the serializer takes it to insert rows, and a saver that serialised while
+        # holding it (this version does so only for writes already stored) must not deadlock.
+        self.lock = serde.lock = threading.RLock()  # type: ignore[assignment]
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         super().put_writes(config, [(channel, self.serde.store(value)) for channel, value in writes], task_id, task_path)
