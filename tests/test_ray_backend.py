@@ -367,3 +367,25 @@ def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     assert started == ["attempt", "attempt"]
     assert sorted(outcomes) == ["attempt aborted"] * 3 + ["validate aborted"]
     assert not b._aborted  # calls were there to take the stop: the next one after it runs
+
+
+def test_the_tuners_steps_on_several_gpus_are_two_per_gpu_and_the_models_stay_as_asked():
+    """step_size: --batch 4 on 3 GPUs is 6 for the tuner; the model's (each proposal a paid call), --batch 1,
+    --no-overlap and one GPU keep --batch."""
+    from agent.loop.session import step_size
+
+    class ThreeGpus:  # a ParallelBackend's shape, no Ray
+        lanes = 3
+
+        def attempt(self, *a, **k):
+            raise AssertionError("not called")
+
+    class Model:  # a proposer that does not propose ahead, as the llm proposer
+        proposes_ahead = False
+    tuner = TuneProposer(0, ahead=0)
+    assert step_size(SearchOptions(batch=4), ThreeGpus(), tuner) == 6
+    assert step_size(SearchOptions(batch=8), ThreeGpus(), tuner) == 8
+    assert step_size(SearchOptions(batch=4), ThreeGpus(), Model()) == 4
+    assert step_size(SearchOptions(batch=1), ThreeGpus(), tuner) == 1
+    assert step_size(SearchOptions(batch=4, overlap=False), ThreeGpus(), tuner) == 4
+    assert step_size(SearchOptions(batch=4), EvaluatorDouble.__new__(EvaluatorDouble), tuner) == 4

@@ -111,7 +111,7 @@ def _cases_arg(p) -> None:
 def _search_args(p) -> None:
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
                    help=f"candidates proposed per step, compiled in parallel, each its own attempt (default {DEFAULT_BATCH}; "
-                        "on Ray at least two per GPU, run side by side; 1: one attempt at a time)")
+                        "the tuner's on Ray at least two per GPU, run side by side; 1: one attempt at a time)")
     p.add_argument("--no-early-reject", action="store_true",
                    help="time every candidate in full (default: one clearly slower than the best stops after "
                         "its first launches, recorded as rejected_early)")

@@ -20,7 +20,7 @@ from ..evaluate.ahead import AheadEvaluator
 from ..evaluate.backend import EvaluationBackend, parallel
 from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
-from ..proposers.base import Proposer
+from ..proposers.base import Proposer, proposes_ahead
 from ..runtime.device_facts import DeviceFacts
 from ..spec.workload import Workload
 from ..tracking.best_kernel import write_best
@@ -36,13 +36,14 @@ from .state import STATE_TYPES, LoopState
 from .timeline import Timeline
 
 
-def step_size(search: SearchOptions, evaluator: EvaluationBackend) -> int:
-    """Candidates proposed per step: --batch, and on several GPUs (Ray) at least two per
-    GPU, so that each GPU still has an attempt to run while the graph takes a step's
-    results in order and the next step is proposed. `--batch 1` and --no-overlap keep
-    a sequential session: one attempt at a time, on one GPU."""
+def step_size(search: SearchOptions, evaluator: EvaluationBackend, proposer: Proposer) -> int:
+    """Candidates proposed per step: --batch, and for the tuner on several GPUs (Ray) at
+    least two per GPU, so that each GPU still has an attempt to run while the graph takes a
+    step's results in order and the next step is proposed. The model's steps stay --batch:
+    each of its proposals is a paid call. `--batch 1` and --no-overlap keep a sequential
+    session: one attempt at a time, on one GPU."""
     several = parallel(evaluator)
-    if several is not None and search.overlap and search.batch > 1:
+    if several is not None and search.overlap and search.batch > 1 and proposes_ahead(proposer):
         return max(search.batch, 2 * several.lanes)
     return search.batch
 
@@ -233,7 +234,7 @@ class Session:
     def _run(self, on_event: Callable[[object], None]) -> str:
         search = self.info.search
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
-        batch = step_size(search, self.evaluator)
+        batch = step_size(search, self.evaluator, self.proposer)
         if batch > 1 and search.overlap and self._ahead is None:
             self._ahead = AheadEvaluator(self.evaluator)
         ctx = LoopContext(self.workload, self._ahead or self.evaluator, self.proposer, self.control, self.tracker,
