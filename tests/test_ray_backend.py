@@ -389,3 +389,23 @@ def test_the_tuners_steps_on_several_gpus_are_two_per_gpu_and_the_models_stay_as
     assert step_size(SearchOptions(batch=1), ThreeGpus(), tuner) == 1
     assert step_size(SearchOptions(batch=4, overlap=False), ThreeGpus(), tuner) == 4
     assert step_size(SearchOptions(batch=4), EvaluatorDouble.__new__(EvaluatorDouble), tuner) == 4
+
+
+def test_the_app_and_the_headless_progress_say_which_gpu_ran_an_attempt():
+    """On Ray an attempt's line names its GPU actor; a local one's is as before."""
+    import io
+
+    from agent.loop.headless import HeadlessProgress
+    from tui.run_view import RunView
+    on_ray = events.AttemptFinished(3, "tiled-x", "ok", 1.25, "", "actor 1: NVIDIA H200 GPU-1234")
+    local = events.AttemptFinished(4, "tiled-y", "ok", 1.5, "")
+    view = RunView("sgemm", "tune")
+    view.apply(on_ray)
+    view.apply(local)
+    assert view.log[-2:] == ["#3 ok 1.2500 ms on actor 1", "#4 ok 1.5000 ms"]
+    out = io.StringIO()
+    progress = HeadlessProgress(8, "cuBLAS", out)
+    progress(on_ray)
+    progress(local)
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("[actor 1]") and not lines[1].endswith("]")

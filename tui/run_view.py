@@ -117,7 +117,8 @@ class RunView:
             if e.status != Status.OK and e.detail:
                 self.detail = e.detail
             score = f"{e.score_ms:.4f} ms" if e.score_ms else "-"
-            self.log.append(f"#{e.iteration} {e.status} {score}")
+            on = f" on {e.gpu.split(':')[0]}" if e.gpu else ""  # on Ray: which GPU actor ran it
+            self.log.append(f"#{e.iteration} {e.status} {score}{on}")
             if self.best_ms is not None:
                 self.trend.append(self.best_ms)
         elif isinstance(e, events.NewBest):

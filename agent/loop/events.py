@@ -74,6 +74,7 @@ class AttemptFinished:
     status: str
     score_ms: Optional[float]
     detail: str
+    gpu: str = ""  # the GPU it ran on, on Ray ("actor 1: NVIDIA H200 GPU-..."); "" locally
 
 
 @dataclass(frozen=True)

@@ -386,7 +386,7 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if isinstance(ctx.evaluator, AheadEvaluator) and ctx.early_reject and ("best" in update or "winners" in update):
         ctx.evaluator.update_bests(*_bests({**state, **update}))  # the step's attempts not begun yet
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
-                                                 attempt.detail))
+                                                 attempt.detail, attempt.gpu))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
     if ctx.archive is not None and state.get("pending") is not None:
         archive_attempt(ctx.archive, attempt, state["pending"])

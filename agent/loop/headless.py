@@ -35,7 +35,8 @@ class HeadlessProgress:
             score = f"{event.score_ms:.4f} ms" if event.score_ms else "-"
             best = f"best {self.best:.4f} ms{self._vs()}" if self.best else "no valid kernel yet"
             first = event.detail.strip().splitlines()[0][:100] if event.status != Status.OK and event.detail.strip() else ""
-            self._print(f"{self.bar(event.iteration)} {event.name[:48]:<48} {event.status:<15} {score:>11}  {best}"
+            on = f"  [{event.gpu.split(':')[0]}]" if event.gpu else ""  # on Ray: the GPU actor that ran it
+            self._print(f"{self.bar(event.iteration)} {event.name[:48]:<48} {event.status:<15} {score:>11}  {best}{on}"
                         + (f"\n      {first}" if first else ""))
         elif isinstance(event, events.Notice):
             self._print(f"note: {event.text}")
