@@ -176,6 +176,7 @@ class RayBackend(ParallelBackend):
         self._preferred = 0  # the session's own calls go to this actor (the next one once it died)
         self._waiting = 0  # the session's calls waiting for their actor: attempts leave it to them
         self._served = [0] * count  # calls each actor was given
+        self._pinned = [0] * count  # the session's calls waiting for this very actor (benchmark after validate)
         self._validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
         self._aborts = 0  # abort() calls so far: a call waiting for an actor when one came never starts
         self._aborted = False  # an abort() that found no call: the next one raises
@@ -275,16 +276,17 @@ class RayBackend(ParallelBackend):
     # -- dispatch -----------------------------------------------------------------------------
     def _acquire(self, only: Optional[int], anywhere: bool) -> int:
         """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
-        preferred one first, the least used of them first, and not the preferred one while
-        a call of the session waits for it; else (the session's own call) the preferred
-        one, waited for."""
+        preferred one first, the least used of them first, and none that a call of the
+        session waits for; else (the session's own call) the preferred one, waited for."""
         with self._free:
             if self._aborted:  # "stop now" arrived between two calls
                 self._aborted = False
                 raise EvaluationAborted("stopped by the user")
             aborts = self._aborts
             self._acquiring += 1
-            if not anywhere:
+            if only is not None:
+                self._pinned[only] += 1
+            elif not anywhere:
                 self._waiting += 1
             try:
                 while True:
@@ -295,8 +297,7 @@ class RayBackend(ParallelBackend):
                         free = [i for i in free if i == only]
                     elif anywhere:  # the least used first: a thin queue still spreads over the GPUs
                         free = sorted(free, key=lambda i: (i == self._preferred, self._served[i]))
-                        if self._waiting:
-                            free = [i for i in free if i != self._preferred]
+                        free = [i for i in free if not self._pinned[i] and not (self._waiting and i == self._preferred)]
                     else:
                         free = [i for i in free if i == self._preferred]
                     if free:
@@ -306,9 +307,12 @@ class RayBackend(ParallelBackend):
                     self._free.wait()
             finally:
                 self._acquiring -= 1
-                if not anywhere:
+                if only is not None:
+                    self._pinned[only] -= 1
+                elif not anywhere:
                     self._waiting -= 1
-                    self._free.notify_all()  # the preferred actor may be an attempt's again
+                if not anywhere:
+                    self._free.notify_all()  # the actor it waited for may be an attempt's again
 
     def _release(self, index: int) -> None:
         with self._free:
