@@ -379,8 +379,13 @@ class GpuChecks:
         self._ref_key = (secrets.randbits(64), secrets.randbits(64))
         self._fence_key = (secrets.randbits(64), secrets.randbits(64))
         self._seal_key = (secrets.randbits(64), secrets.randbits(64))
-        self._counts = None  # fences_broken's counters, grown on demand
-        self._slots = None  # a Tally's results, grown on demand
+        # fences_broken's counters and a Tally's results: a page each now, grown on demand.
+        # Allocated before any case's buffers, as _stats is: a page the driver placed right
+        # after a case's buffers would take a kernel's far overrun (4 MiB past its output,
+        # tests/test_gpu_adversarial.py) into memory the worker zeroes before reading, where
+        # no check sees it, instead of into another case's buffers or unmapped memory.
+        self._counts = alloc_pages(device, 8)
+        self._slots = alloc_pages(device, 8)
         self._fn["ws_scrub_shared"].prefer_all_shared()
         # The scrubs' writes (the reserved shared kilobyte included) tried once now: a GPU or
         # driver that refused them would fail here, said once, not in every evaluation. And
