@@ -71,7 +71,8 @@ __device__ void ws_hold_until_all_arrived(unsigned* arrived) {
 
 STATS_WORDS = 8  # a check's stats words; the per-block counts follow them (ws_block_count)
 
-SOURCE = PRF_SOURCE + HOLD_SOURCE + f"#define WS_STATS_WORDS {STATS_WORDS}\n" + r"""
+RESERVED_SMEM = 1024  # shared memory the system keeps per block (sm_80 and up)
+SOURCE = PRF_SOURCE + HOLD_SOURCE + f"#define WS_STATS_WORDS {STATS_WORDS}\n#define WS_RESERVED_SMEM {RESERVED_SMEM}u\n" + r"""
 
 __device__ u64 ws_mix(u64 x) {
   x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
@@ -241,13 +242,16 @@ WS_COUNT_NOT(ws_count_not, unsigned)
 WS_COUNT_NOT(ws_count_not16, unsigned short)
 
 // A block's reserved shared memory (the 1 KB per block the system keeps, which a kernel
-// reaches by address through %reserved_smem_offset_begin), overwritten.
+// reaches by address through %reserved_smem_offset_begin), overwritten: the whole kilobyte
+// from its start, not up to %reserved_smem_offset_end, which is where this kernel's own
+// use of it ends (a stash at its 800th byte outlived the scrub on the H100 and the H200).
 __device__ void ws_zero_reserved() {
 #if __CUDA_ARCH__ >= 800  // the reserved window's registers exist from sm_80 on
   unsigned begin, end;
   asm volatile("mov.u32 %0, %%reserved_smem_offset_begin;" : "=r"(begin));
   asm volatile("mov.u32 %0, %%reserved_smem_offset_end;" : "=r"(end));
-  for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= end; at += 4 * blockDim.x)
+  const unsigned stop = end > begin + WS_RESERVED_SMEM ? end : begin + WS_RESERVED_SMEM;
+  for (unsigned at = begin + 4 * threadIdx.x; at + 4 <= stop; at += 4 * blockDim.x)
     asm volatile("st.volatile.shared.u32 [%0], %1;" :: "r"(at), "r"(0u) : "memory");
 #endif
 }
@@ -303,7 +307,6 @@ extern "C" __global__ void __launch_bounds__(1024, 2) ws_scrub_local(unsigned* a
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 # The scrub launches whose blocks hold for each other (GpuChecks._arrival_counter)
 HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot")
-RESERVED_SMEM = 1024  # shared memory the system keeps per block (sm_80 and up)
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
 KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
