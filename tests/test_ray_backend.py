@@ -342,8 +342,7 @@ def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)  # the dispatch alone: no cluster, two stand-in actors
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
-    b._free, b._busy, b._preferred, b._waiting, b._served = threading.Condition(), set(), 0, 0, [0, 0]
-    b._aborts, b._aborted, b._acquiring, b._pinned = 0, False, 0, [0, 0]
+    b._start_dispatch(2)
     b.on_event = lambda e: None
     outcomes: list[str] = []
 

@@ -171,6 +171,13 @@ class RayBackend(ParallelBackend):
                         for i in range(count)]
         self._labels = [f"actor {i}" for i in range(count)]
         self._nvrtc = ray.remote(_nvrtc_task).options(num_cpus=1)
+        self._start_dispatch(count)
+        self._facts: Optional[DeviceFacts] = None
+        self._ceilings: Optional[tuple[Optional[Ceilings]]] = None  # (None,): asked, there are none
+        self._kinds: Optional[list[str]] = None
+
+    def _start_dispatch(self, count: int) -> None:
+        """Which actor takes which call (_acquire, _release, abort): all of it guarded by `_free`."""
         self._free = threading.Condition()
         self._busy: set[int] = set()
         self._preferred = 0  # the session's own calls go to this actor (the next one once it died)
@@ -181,9 +188,6 @@ class RayBackend(ParallelBackend):
         self._aborts = 0  # abort() calls so far: a call waiting for an actor when one came never starts
         self._aborted = False  # an abort() that found no call: the next one raises
         self._acquiring = 0  # calls waiting in _acquire
-        self._facts: Optional[DeviceFacts] = None
-        self._ceilings: Optional[tuple[Optional[Ceilings]]] = None  # (None,): asked, there are none
-        self._kinds: Optional[list[str]] = None
 
     # -- the GPU's facts, from the first actor, once (it may be restarting later) ---------------
     @property
