@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
     sys.path.insert(0, str(ROOT))
 
-from search_speed import attempts_of, warm_references, where_time_went  # noqa: E402  (benchmarks/)
+from search_speed import attempts_of, child_env, warm_references, where_time_went  # noqa: E402  (benchmarks/)
 
 GOAL = 0.8  # of K times the one-GPU rate
 
@@ -100,8 +100,7 @@ def run_cli(workload: Path, gpus: int, args, run_flags: list[str], kill_after: f
     cmd = [sys.executable, "-P", "-m", "tui", "run", str(workload.resolve()), "--proposer", "tune", "--headless",
            "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store),
            "--backend", "ray", "--ray-gpus", str(gpus), *(["--cases", args.cases] if args.cases else []), *run_flags]
-    paths = [str(ROOT)] if any(ROOT.glob("agent/_runner*.so")) else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
+    env = child_env()
     said: list[str] = []
     stop = threading.Event()
     t0 = time.time()

@@ -79,9 +79,7 @@ def main(argv: list[str]) -> int:
            *run_flags]
     # -P: the child never imports the checkout it was started in by accident (a source tree
     # without the built module); it gets this checkout only where the module is built in place.
-    paths = [args.site] if args.site else []
-    paths += [str(ROOT)] if any(ROOT.glob("agent/_runner*.so")) else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
+    env = child_env(args.site)
     t0 = time.time()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.time() - t0
@@ -120,6 +118,14 @@ def main(argv: list[str]) -> int:
     if args.keep:
         keep_records(session, args.keep)
     return 0
+
+
+def child_env(site: str = "") -> dict[str, str]:
+    """The environment of a `warpsmith` child run with -P: `site` (an older install) first on
+    PYTHONPATH, then this checkout where the module is built in place, then what was there."""
+    paths = [site] if site else []
+    paths += [str(ROOT)] if any(ROOT.glob("agent/_runner*.so")) else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
 
 
 def keep_records(session: Path, to: Path) -> None:
