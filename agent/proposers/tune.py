@@ -407,9 +407,9 @@ class TuneProposer:
         clean = lambda d: d in starts or not any((k, v) in doomed for k, v in d.items())
         choice = self._next(knobs, base.defines, scores, lambda d: clean(d) and feasible(d), rng,
                             ready and (lambda d: clean(d) and ready(d)), prefetch,
-                            starts=[point for point, _ in listed]) if doomed else None
+                            starts=starts) if doomed else None
         choice = choice or self._next(knobs, base.defines, scores, feasible, rng, ready, prefetch,
-                                      starts=[point for point, _ in listed])
+                                      starts=starts)
         if choice is None:
             size = _space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh
