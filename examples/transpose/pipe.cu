@@ -1,13 +1,13 @@
-// transpose_pipe: 64x64-tile transpose, float4s on both sides (vec4.cu's tile and
-// swizzle), a fixed grid of blocks that each walk many tiles with the next tile's
+// transpose_pipe: TILE x TILE-tile transpose, float4s on both sides (vec4.cu's tile and
+// swizzle at TILE = 64), a fixed grid of blocks that each walk many tiles with the next tile's
 // loads in flight while the current tile is written.
 //   out[c, r] = x[r, c], x row-major [rows, cols], out row-major [cols, rows].
 //   Correct for any rows, cols >= 1.
 //
 // Launch rule:
-//   block  = (16, ROWS, 1)
-//   grid   = (min(GRID, ceil_div(cols, 64) * ceil_div(rows, 64)), 1, 1)
-//   shared = 0   (static: two 64 x 64 float tiles = 32 KiB)
+//   block  = (TILE / 4, ROWS, 1)
+//   grid   = (min(GRID, ceil_div(cols, TILE) * ceil_div(rows, TILE)), 1, 1)
+//   shared = 8 * TILE * TILE   (dynamic: two TILE x TILE float tiles, 32 KiB at TILE = 64)
 // Block b does tiles b, b + gridDim.x, b + 2 gridDim.x, ... Tile t is x's tile
 // (tr, tc) = (t / ntc, t % ntc) with ORDER = 0 (the blocks running at once cover
 // a band of x rows: x read in long runs), (t % ntr, t / ntr) with ORDER = 1 (a band
@@ -21,9 +21,15 @@
 // each; 792 = 6 x 132 SMs on an H200) stay resident for the whole transpose.
 //
 // Per tile, thread (tx, ty) holds x[r0 + ty + j ROWS, c0 + 4 tx .. 4 tx + 3] in
-// v[j], j < 64 / ROWS; it writes them to shared memory as float4s (vec4.cu's XOR
-// swizzle: conflict-free), then builds out[c0 + cc, r0 + 4 tx .. 4 tx + 3] for
-// cc = ty + j ROWS from four LDS.32 (2-way conflict) and writes one float4.
+// v[j], j < TILE / ROWS; it writes them to shared memory as float4s, then builds
+// out[c0 + cc, r0 + 4 tx .. 4 tx + 3] for cc = ty + j ROWS from four LDS.32 and writes
+// one float4. Shared memory is swizzled by float4 slot, vec4.cu's slot (col / 4) XOR
+// ((row / 4) mod 8): the float4 writes are conflict-free; the scalar reads down a column
+// are 2-way conflicted at TILE = 64 and 4-way at TILE = 128 (a row spans 2 or 4 bank rows, and
+// only 8 slot positions map to distinct banks; no float4-preserving swizzle does better).
+//
+// TILE = 128 (session 18, unmeasured when written): runs of 512 bytes on both sides instead
+// of 256, fewer DRAM row switches per byte; 128 KiB of shared memory, one block per SM.
 // Shared memory is double-buffered by tile parity: one barrier per tile (a thread
 // writes buffer k & 1 for tile k only after the barrier of tile k - 1, which every
 // thread reaches after its reads of tile k - 2, the same buffer).
@@ -49,12 +55,26 @@
 #define ORDER 0
 #endif
 
-// Blocks per SM that ptxas must fit: shared memory allows 6 (33 KiB each with the
-// runtime's reserve, of 228); unbounded, ptxas took 96 registers at ROWS = 8, which
-// fits only 5.
-// knob MINB: 4 5 6
+// tile side, in floats
+// knob TILE: 64 128 32
+#ifndef TILE
+#define TILE 64
+#endif
+
+// Blocks per SM that ptxas must fit: at TILE = 64 shared memory allows 6 (33 KiB each with
+// the runtime's reserve, of 228); unbounded, ptxas took 96 registers at ROWS = 8, which
+// fits only 5. At TILE = 128 one fits.
+// knob MINB: 4 5 6 1 2
 #ifndef MINB
 #define MINB 4
+#endif
+
+#if MINB * (8 * TILE * TILE + 1024) > 233472
+#error "MINB blocks of this tile's shared memory do not fit an SM (228 KiB)"
+#endif
+
+#if TILE / ROWS < 1
+#error "ROWS must be at most TILE"
 #endif
 
 // The evict-first hint (__ldcs / __stcs: nothing is read twice) on x's float4 loads and
@@ -85,14 +105,14 @@ __device__ __forceinline__ void store4(float4* p, const float4& v)
 #endif
 }
 
-#define T64 64
-#define NJ (T64 / ROWS)
+#define NJ (TILE / ROWS)
 
-static_assert(T64 % ROWS == 0, "ROWS must divide 64");
+static_assert(TILE == 32 || TILE == 64 || TILE == 128, "TILE must be 32, 64 or 128");
+static_assert(TILE % ROWS == 0, "ROWS must divide TILE");
 
 __device__ __forceinline__ int swz(int row, int col)
 {
-    return row * T64 + (((col >> 2) ^ ((row >> 2) & 7)) << 2) + (col & 3);
+    return row * TILE + (((col >> 2) ^ ((row >> 2) & 7)) << 2) + (col & 3);
 }
 
 struct Tile {
@@ -102,17 +122,17 @@ struct Tile {
 
 __device__ __forceinline__ Tile tile_at(int t, int rows, int cols, bool aligned)
 {
-    const int ntc = (cols + T64 - 1) / T64;
-    const int ntr = (rows + T64 - 1) / T64;
+    const int ntc = (cols + TILE - 1) / TILE;
+    const int ntr = (rows + TILE - 1) / TILE;
     Tile k;
 #if ORDER == 0
-    k.r0 = (t / ntc) * T64;
-    k.c0 = (t % ntc) * T64;
+    k.r0 = (t / ntc) * TILE;
+    k.c0 = (t % ntc) * TILE;
 #else
-    k.r0 = (t % ntr) * T64;
-    k.c0 = (t / ntr) * T64;
+    k.r0 = (t % ntr) * TILE;
+    k.c0 = (t / ntr) * TILE;
 #endif
-    k.whole = aligned && k.r0 + T64 <= rows && k.c0 + T64 <= cols;
+    k.whole = aligned && k.r0 + TILE <= rows && k.c0 + TILE <= cols;
     return k;
 }
 
@@ -170,13 +190,13 @@ __device__ __forceinline__ void store_tile(float* __restrict__ out, const float*
     }
 }
 
-extern "C" __global__ void __launch_bounds__(16 * ROWS, MINB)
+extern "C" __global__ void __launch_bounds__(TILE / 4 * ROWS, MINB)
 transpose_pipe(const float* __restrict__ x, float* __restrict__ out, int rows, int cols)
 {
-    __shared__ __align__(16) float s[2][T64 * T64];
+    extern __shared__ __align__(16) float s[];  // two TILE x TILE tiles
 
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int ntiles = ((cols + T64 - 1) / T64) * ((rows + T64 - 1) / T64);
+    const int ntiles = ((cols + TILE - 1) / TILE) * ((rows + TILE - 1) / TILE);
     const bool aligned = (cols & 3) == 0 && (rows & 3) == 0
                       && ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(out)) & 15) == 0;
 
@@ -185,7 +205,7 @@ transpose_pipe(const float* __restrict__ x, float* __restrict__ out, int rows, i
     Tile k = tile_at(t, rows, cols, aligned);
     if (t < ntiles) load_tile(v, x, k, rows, cols);
     for (int it = 0; t < ntiles; ++it) {
-        float* sb = s[it & 1];
+        float* sb = s + (it & 1) * (TILE * TILE);
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
             *reinterpret_cast<float4*>(&sb[swz(ty + j * ROWS, 4 * tx)]) = v[j];
