@@ -137,7 +137,11 @@ class GpuActor:
             self._busy = False
 
     def abort(self) -> None:
-        """Kill the call in flight, if any (an idle actor keeps no flag for a later call)."""
+        """Kill the call in flight, if any (an idle actor keeps no flag for a later call).
+        An abort that lands just as a call ends leaves the evaluator's flag set, so the
+        actor's next call raises EvaluationAborted: harmless, as abort() comes only from
+        "stop now" (Session.stop_now), after which the session makes no further call and
+        its backend is closed; a resumed session starts new actors."""
         if self._busy:
             self.evaluator.abort()
 
