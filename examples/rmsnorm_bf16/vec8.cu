@@ -43,6 +43,25 @@
 #define WPRE 0
 #endif
 
+// Blocks per SM that ptxas must fit (__launch_bounds__'s second argument; 0: none). The
+// bytes a block keeps in flight are its row (VEC uint4s per thread), and the SM's rows in
+// flight are what hides DRAM latency: unbounded, BLOCK=256 VEC=4 took 46 registers, 5
+// blocks per SM (80 KiB of loads in flight); MINB=8 asks for 32, 8 blocks (128 KiB).
+// knob MINB: 0 6 8
+#ifndef MINB
+#define MINB 0
+#endif
+
+#if MINB * BLOCK > 2048
+#error "MINB blocks of BLOCK threads do not fit an SM (2048 threads)"
+#endif
+
+#if MINB > 0
+#define BOUNDS __launch_bounds__(BLOCK, MINB)
+#else
+#define BOUNDS __launch_bounds__(BLOCK)
+#endif
+
 #define NWARPS (BLOCK / 32)
 
 __device__ __forceinline__ uint4 load_x(const uint4* p)
@@ -106,7 +125,7 @@ __device__ __forceinline__ uint4 scale8(const uint4& xu, const uint4& wu, float 
     return out;
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+extern "C" __global__ void BOUNDS
 rmsnorm_bf16_vec8(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ weight,
                   __nv_bfloat16* __restrict__ y, int rows, int cols, float eps)
 {
