@@ -16,7 +16,10 @@
 // a whole row per block at the turn. Here a block's loop over row k's float4s also
 // issues row k + 1's loads: the mix is even on every SM at every moment, the row just
 // read in is the only one live in L2 per block (132 x 201 KB = 26 MB at one block per
-// SM), and the only bubble is one block reduction per row.
+// SM; BPS = 2 doubles it, past half the L2, so long rows want BPS = 1), and the only
+// bubble is one block reduction per row. Row k + 1's loads run a batch ahead of the
+// fold (two batches of U float4s per thread in flight), and the head/tail element is
+// folded after the loop, so no warp waits on a scalar load before its first batch.
 //
 // Which rows: G = gridDim.x blocks. Block g does rows g, g + G, ... below RM = (rows / G)
 // * G, one whole row at a time, pipelined (the main phase). The last rows % G rows (a
@@ -45,8 +48,8 @@
 #define BLOCK 1024
 #endif
 
-// float4 loads per thread and row in flight in each step of the loop
-// knob U: 2 4
+// float4 loads per thread in a batch; the loop keeps two batches of row k + 1 in flight
+// knob U: 2 4 1
 #ifndef U
 #define U 2
 #endif
@@ -70,8 +73,10 @@
 #define HINT 1
 #endif
 
-#if BLOCK * BPS > 2048
-#error "BLOCK * BPS threads do not fit on one SM (2048 at most)"
+// Three batches are live in the loop (12 U registers): ptxas fits them without spilling
+// in 64 registers (1024 threads per SM) for U <= 2, in 128 (512 threads) for U = 4.
+#if BLOCK * BPS > 1024 || (U > 2 && BLOCK * BPS > 512)
+#error "BLOCK * BPS threads per SM leave too few registers for U: the loop would spill"
 #endif
 
 #define NWARPS (BLOCK / 32)
@@ -152,6 +157,26 @@ __device__ __forceinline__ void fold(float& m, float& s, const float* v, int n)
     for (int i = 0; i < n; ++i) acc += expf(v[i] - bm);
     m = bm;
     s = acc;
+}
+
+// Float4s q, q + BLOCK, ..., q + (U - 1) BLOCK of xv, -inf past `end`.
+__device__ __forceinline__ void load_batch(float4 (&t)[U], const float4* xv, int q, int end,
+                                           unsigned long long policy)
+{
+    const float NI = neg_inf();
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        t[j] = q + j * BLOCK < end ? load_first(xv + q + j * BLOCK, policy) : make_float4(NI, NI, NI, NI);
+}
+
+__device__ __forceinline__ void fold_batch(float& m, float& s, const float4 (&t)[U])
+{
+    float v[4 * U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+        v[4 * j] = t[j].x; v[4 * j + 1] = t[j].y; v[4 * j + 2] = t[j].z; v[4 * j + 3] = t[j].w;
+    }
+    fold(m, s, v, 4 * U);
 }
 
 struct Row {
@@ -247,18 +272,13 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
         float M, inv;
         {
             float m = NI, s = 0.0f;
-            fold(m, s, &e, 1);
             const float4* xv = reinterpret_cast<const float4*>(x + w.b + w.head);
             for (int q0 = tid; q0 < w.nv; q0 += U * BLOCK) {
-                float v[4 * U];
-#pragma unroll
-                for (int j = 0; j < U; ++j) {
-                    const int q = q0 + j * BLOCK;
-                    const float4 t = q < w.nv ? load_first(xv + q, policy) : make_float4(NI, NI, NI, NI);
-                    v[4 * j] = t.x; v[4 * j + 1] = t.y; v[4 * j + 2] = t.z; v[4 * j + 3] = t.w;
-                }
-                fold(m, s, v, 4 * U);
+                float4 t[U];
+                load_batch(t, xv, q0, w.nv, policy);
+                fold_batch(m, s, t);
             }
+            fold(m, s, &e, 1);
             combine<1>(m, s, pairs[par], M, inv);
             par ^= 1;
         }
@@ -272,36 +292,33 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
             if (has_e) y[eoff] = expf(e - M) * inv;
 
             float m = NI, s = 0.0f;
-            fold(m, s, &en, 1);
             const float4* xc = reinterpret_cast<const float4*>(x + c.b + c.head);
             const float4* xn = reinterpret_cast<const float4*>(x + w.b + w.head);
             const size_t yat = c.b + c.head;
             const int nvn = more ? w.nv : 0;
             const int top = max(c.nv, nvn);
+            // Row k + 1's loads run one batch ahead: batch i + 1 is issued before batch i is
+            // folded, so two batches per thread are in flight while the loop computes.
+            float4 tn[U];
+            load_batch(tn, xn, tid, nvn, policy);
             for (int q0 = tid; q0 < top; q0 += U * BLOCK) {
-                float4 tn[U], tc[U];
-#pragma unroll
-                for (int j = 0; j < U; ++j) {  // DRAM first: the longest wait
-                    const int q = q0 + j * BLOCK;
-                    tn[j] = q < nvn ? load_first(xn + q, policy) : make_float4(NI, NI, NI, NI);
-                }
+                float4 tc[U], ta[U];
 #pragma unroll
                 for (int j = 0; j < U; ++j) {  // row k again, from L2, evict-first
                     const int q = q0 + j * BLOCK;
                     if (q < c.nv) tc[j] = __ldcs(xc + q);
                 }
+                load_batch(ta, xn, q0 + U * BLOCK, nvn, policy);
 #pragma unroll
                 for (int j = 0; j < U; ++j) {
                     const int q = q0 + j * BLOCK;
                     if (q < c.nv) put(y, yvec, yat, q, softmax4(tc[j], M, inv));
                 }
-                float v[4 * U];
+                fold_batch(m, s, tn);
 #pragma unroll
-                for (int j = 0; j < U; ++j) {
-                    v[4 * j] = tn[j].x; v[4 * j + 1] = tn[j].y; v[4 * j + 2] = tn[j].z; v[4 * j + 3] = tn[j].w;
-                }
-                fold(m, s, v, 4 * U);
+                for (int j = 0; j < U; ++j) tn[j] = ta[j];
             }
+            fold(m, s, &en, 1);  // after the loop: its load's latency is behind the batches
             if (more) {
                 combine<1>(m, s, pairs[par], M, inv);
                 par ^= 1;
@@ -324,17 +341,12 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
         const float e = has_e ? x[eoff] : NI;
 
         float m = NI, s = 0.0f;
-        fold(m, s, &e, 1);
         for (int q0 = lo + tid; q0 < hi; q0 += U * BLOCK) {
-            float v[4 * U];
-#pragma unroll
-            for (int j = 0; j < U; ++j) {
-                const int q = q0 + j * BLOCK;
-                const float4 t = q < hi ? load_first(xv + q, policy) : make_float4(NI, NI, NI, NI);
-                v[4 * j] = t.x; v[4 * j + 1] = t.y; v[4 * j + 2] = t.z; v[4 * j + 3] = t.w;
-            }
-            fold(m, s, v, 4 * U);
+            float4 t[U];
+            load_batch(t, xv, q0, hi, policy);
+            fold_batch(m, s, t);
         }
+        fold(m, s, &e, 1);
         float M, inv;
         combine<CL>(m, s, pairs[par], M, inv);
         par ^= 1;
