@@ -17,8 +17,9 @@
 // thread, a barrier, four stores, exit, so each block's load and store phases
 // alternate and 16384 short blocks come and go. Here a block loads tile k + 1 into
 // registers right after tile k is in shared memory, so its loads are in flight
-// while it writes tile k, and GRID blocks (6 per SM fit: 32 KiB of shared memory
-// each; 792 = 6 x 132 SMs on an H200) stay resident for the whole transpose.
+// while it writes tile k, and GRID blocks (at TILE = 64, 6 per SM fit: 32 KiB of shared
+// memory each; 792 = 6 x 132 SMs on an H200) stay resident for the whole transpose. At
+// TILE = 128 one block fits per SM: a GRID above 132 is not resident, extra blocks wait.
 //
 // Per tile, thread (tx, ty) holds x[r0 + ty + j ROWS, c0 + 4 tx .. 4 tx + 3] in
 // v[j], j < TILE / ROWS; it writes them to shared memory as float4s, then builds
