@@ -26,8 +26,8 @@
 // out[c0 + cc, r0 + 4 tx .. 4 tx + 3] for cc = ty + j ROWS from four LDS.32 and writes
 // one float4. Shared memory is swizzled by float4 slot, vec4.cu's slot (col / 4) XOR
 // ((row / 4) mod 8): the float4 writes are conflict-free; the scalar reads down a column
-// are 2-way conflicted at TILE = 64 and 4-way at TILE = 128 (a row spans 2 or 4 bank rows, and
-// only 8 slot positions map to distinct banks; no float4-preserving swizzle does better).
+// are 2-way conflicted at TILE = 64 and 4-way at TILE = 128 when a warp reads one column
+// (SMAP = 0), conflict-free when it reads 4 columns x 8 float4s (SMAP = 1, store_unit).
 //
 // TILE = 128 (session 18, unmeasured when written): runs of 512 bytes on both sides instead
 // of 256, fewer DRAM row switches per byte; 128 KiB of shared memory, one block per SM.
@@ -54,6 +54,12 @@
 // knob ORDER: 0 1
 #ifndef ORDER
 #define ORDER 0
+#endif
+
+// which thread builds which float4 of out (store_unit)
+// knob SMAP: 0 1
+#ifndef SMAP
+#define SMAP 0
 #endif
 
 // tile side, in floats
@@ -110,6 +116,7 @@ __device__ __forceinline__ void store4(float4* p, const float4& v)
 
 static_assert(TILE == 32 || TILE == 64 || TILE == 128, "TILE must be 32, 64 or 128");
 static_assert(TILE % ROWS == 0, "ROWS must divide TILE");
+static_assert(TILE / 4 * ROWS % 32 == 0, "a block must be whole warps (SMAP's groups)");
 
 __device__ __forceinline__ int swz(int row, int col)
 {
@@ -160,14 +167,32 @@ __device__ __forceinline__ void load_tile(float4 (&v)[NJ], const float* __restri
     }
 }
 
+// The float4 of out a thread builds in its j-th store: out row c0 + cc, x rows r0 + 4 txo
+// .. 4 txo + 3. SMAP = 0: (txo, cc) = (tx, ty + j ROWS), a warp reading one or two columns
+// of the tile (the 2- or 4-way conflicts above). SMAP = 1: a warp takes 4 consecutive
+// columns x 8 consecutive float4s, so its 32 scalar reads hit 32 distinct banks under the
+// same swizzle, and its stores are 4 runs of 128 bytes.
+__device__ __forceinline__ void store_unit(int j, int& txo, int& cc)
+{
+#if SMAP
+    const int l = threadIdx.y * (TILE / 4) + threadIdx.x;
+    const int g = (l >> 5) + j * (TILE / 4 * ROWS / 32);  // this warp's j-th group of 4 x 8
+    cc = 4 * (g / (TILE / 32)) + ((l & 31) >> 3);
+    txo = 8 * (g % (TILE / 32)) + (l & 7);
+#else
+    txo = threadIdx.x;
+    cc = threadIdx.y + j * ROWS;
+#endif
+}
+
 __device__ __forceinline__ void store_tile(float* __restrict__ out, const float* s, const Tile& k,
                                            int rows, int cols)
 {
-    const int tx = threadIdx.x, ty = threadIdx.y;
     if (k.whole) {
 #pragma unroll
         for (int j = 0; j < NJ; ++j) {
-            const int cc = ty + j * ROWS;
+            int tx, cc;
+            store_unit(j, tx, cc);
             float4 v;
             v.x = s[swz(4 * tx + 0, cc)];
             v.y = s[swz(4 * tx + 1, cc)];
@@ -178,7 +203,8 @@ __device__ __forceinline__ void store_tile(float* __restrict__ out, const float*
     } else {
 #pragma unroll
         for (int j = 0; j < NJ; ++j) {
-            const int cc = ty + j * ROWS;
+            int tx, cc;
+            store_unit(j, tx, cc);
             const int oc = k.c0 + cc;             // out row == x column
             if (oc >= cols) continue;
 #pragma unroll
