@@ -17,9 +17,10 @@
 // issues row k + 1's loads: the mix is even on every SM at every moment, the row just
 // read in is the only one live in L2 per block (132 x 201 KB = 26 MB at one block per
 // SM; BPS = 2 doubles it, past half the L2, so long rows want BPS = 1), and the only
-// bubble is one block reduction per row. Row k + 1's loads run a batch ahead of the
-// fold (two batches of U float4s per thread in flight), and the head/tail element is
-// folded after the loop, so no warp waits on a scalar load before its first batch.
+// bubble is one block reduction per row, with the first batch of the row after next
+// already in flight across it. Row k + 1's loads run a batch ahead of the fold (two
+// batches of U float4s per thread in flight), and the head/tail element is folded after
+// the loop, so no warp waits on a scalar load before its first batch.
 //
 // Which rows: G = gridDim.x blocks. Block g does rows g, g + G, ... below RM = (rows / G)
 // * G, one whole row at a time, pipelined (the main phase). The last rows % G rows (a
@@ -179,6 +180,10 @@ __device__ __forceinline__ void fold_batch(float& m, float& s, const float4 (&t)
     fold(m, s, v, 4 * U);
 }
 
+struct Row;
+__device__ __forceinline__ Row row_at(const float* x, long long r, int cols);
+__device__ __forceinline__ bool extra_of(const Row& w, int tid, size_t& off);
+
 struct Row {
     size_t b;  // the row's first element
     int head, nv, tail;
@@ -200,6 +205,16 @@ __device__ __forceinline__ bool extra_of(const Row& w, int tid, size_t& off)
     if (tid < 3 && tid < w.head) { off = w.b + tid; return true; }
     if (tid >= 3 && tid < 6 && tid - 3 < w.tail) { off = w.b + w.head + 4 * (size_t)w.nv + (tid - 3); return true; }
     return false;
+}
+
+// Row r's first batch for this thread into t, and its head/tail element (-inf if none).
+__device__ __forceinline__ float prefetch(float4 (&t)[U], const float* x, long long r, int cols, int tid,
+                                          unsigned long long policy)
+{
+    const Row w = row_at(x, r, cols);
+    load_batch(t, reinterpret_cast<const float4*>(x + w.b + w.head), tid, w.nv, policy);
+    size_t off = 0;
+    return extra_of(w, tid, off) ? x[off] : neg_inf();
 }
 
 // Every pair of the cluster (C = 1: of the block) combined into the row's M and 1 / S.
@@ -265,10 +280,15 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
 
     // ---- main phase: whole rows, row k + 1 read while row k is written ----
     if (n > 0) {
+        // Row k + 1 (w: geometry, e: its head/tail element) is the one read in iteration k;
+        // its first batch (tn) and element are loaded before the reduction of row k, so
+        // they are in flight across it.
         Row w = row_at(x, blockIdx.x, cols);
         size_t eoff = 0;
         bool has_e = extra_of(w, tid, eoff);
         float e = has_e ? x[eoff] : NI;
+        float4 tn[U];
+        float en = NI;  // row k + 1's element (its geometry is recomputed: fewer live registers)
         float M, inv;
         {
             float m = NI, s = 0.0f;
@@ -279,17 +299,17 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
                 fold_batch(m, s, t);
             }
             fold(m, s, &e, 1);
+            if (n > 1) en = prefetch(tn, x, blockIdx.x + G, cols, tid, policy);
             combine<1>(m, s, pairs[par], M, inv);
             par ^= 1;
         }
         for (long long k = 0; k < n; ++k) {
             const bool more = k + 1 < n;
-            const Row c = w;
-            if (more) w = row_at(x, blockIdx.x + (k + 1) * G, cols);
-            size_t noff = 0;
-            const bool has_n = more && extra_of(w, tid, noff);
-            const float en = has_n ? x[noff] : NI;
+            const Row c = w;  // row k: written now
             if (has_e) y[eoff] = expf(e - M) * inv;
+            if (more) w = row_at(x, blockIdx.x + (k + 1) * G, cols);  // row k + 1: read now
+            has_e = more && extra_of(w, tid, eoff);
+            e = en;
 
             float m = NI, s = 0.0f;
             const float4* xc = reinterpret_cast<const float4*>(x + c.b + c.head);
@@ -298,9 +318,8 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
             const int nvn = more ? w.nv : 0;
             const int top = max(c.nv, nvn);
             // Row k + 1's loads run one batch ahead: batch i + 1 is issued before batch i is
-            // folded, so two batches per thread are in flight while the loop computes.
-            float4 tn[U];
-            load_batch(tn, xn, tid, nvn, policy);
+            // folded, so two batches per thread are in flight while the loop computes. (A
+            // thread that skips the loop had only -inf slots in tn.)
             for (int q0 = tid; q0 < top; q0 += U * BLOCK) {
                 float4 tc[U], ta[U];
 #pragma unroll
@@ -318,11 +337,12 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
 #pragma unroll
                 for (int j = 0; j < U; ++j) tn[j] = ta[j];
             }
-            fold(m, s, &en, 1);  // after the loop: its load's latency is behind the batches
+            fold(m, s, &e, 1);  // after the loop: its load's latency is behind the batches
             if (more) {
+                // row k + 2's first batch and element, in flight across the reduction
+                en = k + 2 < n ? prefetch(tn, x, blockIdx.x + (k + 2) * G, cols, tid, policy) : NI;
                 combine<1>(m, s, pairs[par], M, inv);
                 par ^= 1;
-                e = en; eoff = noff; has_e = has_n;
             }
         }
     }
