@@ -288,6 +288,8 @@ softmax_l2pipe(const float* __restrict__ x, float* __restrict__ y, int rows, int
         bool has_e = extra_of(w, tid, eoff);
         float e = has_e ? x[eoff] : NI;
         float4 tn[U];
+#pragma unroll
+        for (int j = 0; j < U; ++j) tn[j] = make_float4(NI, NI, NI, NI);  // n = 1: nothing to prefetch
         float en = NI;  // row k + 1's element (its geometry is recomputed: fewer live registers)
         float M, inv;
         {
