@@ -23,7 +23,9 @@ cd /tmp  # import the installed package, not the source tree
 
 step doctor
 warpsmith doctor 2>&1 | tee "$OUT/doctor.txt"
-python3 "$OLDPWD/benchmarks/tensor_ceiling.py" 2>&1 | tee "$OUT/tensor-ceiling.txt"  # its own process: a fault stays there
+if [ "${WS_CEILING:-1}" != 0 ]; then  # the measured bf16 ceiling (issue 17); WS_CEILING=0 skips it in a short call
+  python3 "$OLDPWD/benchmarks/tensor_ceiling.py" 2>&1 | tee "$OUT/tensor-ceiling.txt"  # its own process: a fault stays there
+fi
 
 if [ "${WS_NSIGHT:-1}" != 0 ]; then
   for kernel in naive tiled; do
@@ -175,7 +177,7 @@ fi
 
 step summary
 grep ceilings "$OUT/doctor.txt"
-grep SUMMARY "$OUT/tensor-ceiling.txt"
+grep -s SUMMARY "$OUT/tensor-ceiling.txt"
 grep -E "^[a-z0-9x-]+: .* us, SM" "$OUT/nsight-tiled.txt" 2>/dev/null | head -3
 [ -f "$OUT/pytest-gpu.txt" ] && grep -E "passed|failed|error" "$OUT/pytest-gpu.txt" | tail -1
 [ -f "$OUT/sweep.txt" ] && cat "$OUT/sweep.txt"
