@@ -28,15 +28,15 @@
 // ((row / 4) mod 8): the float4 writes are conflict-free; the scalar reads down a column
 // are 2-way conflicted at TILE = 64 and 4-way at TILE = 128 when a warp reads one column
 // (SMAP = 0), conflict-free when it reads 4 columns x 8 float4s (SMAP = 1, store_unit).
-//
-// TILE = 128 (session 18, unmeasured when written): runs of 512 bytes on both sides instead
-// of 256, fewer DRAM row switches per byte; 128 KiB of shared memory, one block per SM.
 // Shared memory is double-buffered by tile parity: one barrier per tile (a thread
 // writes buffer k & 1 for tile k only after the barrier of tile k - 1, which every
 // thread reaches after its reads of tile k - 2, the same buffer).
 // A whole tile of an aligned problem (cols % 4 == 0, rows % 4 == 0, 16-byte
 // aligned buffers) moves float4s; other tiles load and store element by element
 // with bounds checks (slots outside the matrix are loaded as 0, never stored).
+//
+// TILE = 128 (session 18, unmeasured when written): runs of 512 bytes on both sides instead
+// of 256, fewer DRAM row switches per byte; 128 KiB of shared memory, one block per SM.
 
 // Defaults measured best on the H200 (session 7 sweep): ROWS=16 MINB=4 ran 8192x8192 and
 // 4096x16384 in 0.1505 / 0.1502 ms (ROWS=8 MINB=6: 0.1546 / 0.1546).
@@ -78,10 +78,6 @@
 
 #if MINB * (8 * TILE * TILE + 1024) > 233472
 #error "MINB blocks of this tile's shared memory do not fit an SM (228 KiB)"
-#endif
-
-#if TILE / ROWS < 1
-#error "ROWS must be at most TILE"
 #endif
 
 // The evict-first hint (__ldcs / __stcs: nothing is read twice) on x's float4 loads and
