@@ -15,6 +15,15 @@ if [ -d "$wheels" ]; then  # the loop's dependencies, carried as wheels (nothing
   export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+profiler=""  # WS_PROFILE=1: the search-speed runs under py-spy (its wheel carried in .whl-tools), if it can sample here
+if [ "${WS_PROFILE:-0}" != 0 ] && [ -d .whl-tools ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/tools .whl-tools/*.whl > "$OUT/tools.log" 2>&1
+  if /tmp/tools/bin/py-spy record -r 100 -f raw -o /tmp/py-spy-try.txt -- python3 -c "sum(range(10**7))" >> "$OUT/tools.log" 2>&1; then
+    profiler="/tmp/tools/bin/py-spy record -r 100 -f raw --threads --subprocesses -o"
+  else
+    echo "py-spy cannot sample on this machine (tools.log): the search runs unprofiled"
+  fi
+fi
 if [ -n "${WS_BEFORE:-}" ]; then  # an older tree (e.g. git archive of the last commit before a harness change)
   python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/before-site "$WS_BEFORE" > "$OUT/build-before.log" 2>&1 \
     || { tail -40 "$OUT/build-before.log"; exit 1; }
@@ -95,8 +104,11 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
       rm -rf "$WARPSMITH_CACHE/cubin"
       step "search speed ($side): $search"
       n=$((n + 1))  # each search's attempt records kept for replays (benchmarks/early_reject_safety.py)
-      (cd "$OLDPWD" && python3 benchmarks/search_speed.py --keep "$OUT/search-records-$n-$side" $site $search 2>&1) \
-        | tee -a "$OUT/search-speed.txt"
+      # Under py-spy (WS_PROFILE=1) the timings are a profiled run's: a bar is measured without it.
+      (cd "$OLDPWD" && ${profiler:+$profiler "$OUT/search-profile-$n-$side.txt" --} python3 benchmarks/search_speed.py \
+         --keep "$OUT/search-records-$n-$side" $site $search 2>&1) | tee -a "$OUT/search-speed.txt"
+      [ -f "$OUT/search-profile-$n-$side.txt" ] && python3 "$OLDPWD/benchmarks/profile_summary.py" \
+        "$OUT/search-profile-$n-$side.txt" >> "$OUT/search-profile-summary.txt" 2>&1
     done
   done
 fi
@@ -198,4 +210,4 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(tensor-ceiling|sweeps|search-speed|kernel-tuner|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(tensor-ceiling|sweeps|search-speed|search-profile-summary|kernel-tuner|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
