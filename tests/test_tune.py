@@ -757,3 +757,49 @@ def test_a_listed_setting_is_never_held_back_by_a_value_only_ever_wrong():
                           None)
     p = TuneProposer(0, kernel="tf32x3", ahead=0).propose(ctx)
     assert {k: p.spec.defines[k] for k in listed} == listed, p.spec.name
+
+
+def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_the_focus_case():
+    """sgemm on an H100 (session 19, 40 attempts): tf32x3_splitk had one turn (its defaults, SPLITK=32), then
+    splitk_warptile, fastest on 128x4096x4096, took the turns, and the listed SPLITK=4 settings for that case
+    never came. Each listed setting of another kernel now gets a turn of its own, after which the usual rule
+    (fastest on the focus case, least tried) holds."""
+    from agent.evaluate.records import CandidateSpec, CaseOutcome
+    from agent.proposers.tune import _prefix
+    from agent.spec.candidate import Candidate
+    w = load_workload(SGEMM)
+    perf = [c.name for c in w.cases if c.role == "performance"]
+
+    def main_turns() -> list[Attempt]:  # tf32x3's, 4x behind on 128x4096x4096: the focus case
+        return [a.model_copy(update={"iteration": len(history) + i, "cases": [
+            c.model_copy(update={"median_ms": 4.0}) if c.case == "128x4096x4096" else c for c in a.cases]})
+            for i, a in enumerate(_tf32x3_attempts(w, 3), 1)]
+
+    history: list[Attempt] = []
+    history += main_turns()
+
+    def turn(kernel: str, focus_ms: float, **defines) -> Attempt:
+        spec = w.kernels[kernel]
+        d = {**{k: kn.default for k, kn in spec.knobs().items()}, **defines}
+        prefix = _prefix(CandidateSpec.from_candidate(Candidate.from_spec(spec), "tune"))
+        return Attempt(iteration=len(history) + 1, name=f"{prefix}{len(history)}]", proposer="tune", status="ok",
+                       score_ms=2.0, defines=d,
+                       cases=[CaseOutcome(case=c, role="performance", status="ok",
+                                          median_ms=focus_ms if c == "128x4096x4096" else 3.0) for c in perf])
+
+    for kernel in ("tf32x3_splitk", "tiled", "warptile", "splitk"):
+        history.append(turn(kernel, 5.0))
+    history.append(turn("splitk_warptile", 3.5))  # the fastest on the focus case
+    history += main_turns()
+    best = _sgemm_best(w, {c: (1.0 if c != "128x4096x4096" else 4.0) for c in perf})
+    tuner = TuneProposer(0, ahead=0)
+    configs = w.kernels["tf32x3_splitk"].configs
+    for config in configs:
+        ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None)
+        assert tuner._other_turn(ctx) == ("tf32x3_splitk", "128x4096x4096")
+        p = tuner.propose(ctx).spec
+        assert p.name.startswith("tf32x3_splitk") and {k: p.defines[k] for k in config} == config, p.name
+        history.append(turn("tf32x3_splitk", 5.0, **config))
+        history += main_turns()
+    ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None)
+    assert tuner._other_turn(ctx)[0] == "splitk_warptile"  # its listed settings tried: the usual rule again

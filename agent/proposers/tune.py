@@ -328,8 +328,9 @@ class TuneProposer:
         gets a turn once the main one has had MAIN_TURNS per turn the others have had, or,
         once the main one has stalled (STALL attempts in a row without a new best), every
         turn that follows one of the main kernel's. Each
-        other kernel first gets one (its defaults); after that the one fastest on the focus
-        case so far gets two turns in three, and the least tried the third."""
+        other kernel first gets one for its defaults and one for each listed setting; after
+        that the one fastest on the focus case so far gets two turns in three, and the least
+        tried the third."""
         if self.kernel:
             return None
         try:
@@ -349,7 +350,11 @@ class TuneProposer:
         other_turns = sum(counts.values())
         if not others:
             return None
-        untried = [n for n in others if counts[n] == 0]
+        # Untried: no turn yet, or fewer turns than its defaults and listed settings need. A
+        # listed setting is measured, and for another kernel it comes only with a turn: on an
+        # H100 (session 19) tf32x3_splitk's SPLITK = 4 for 128x4096x4096 and l2pipe's settings
+        # never came in 40 attempts, the kernels fastest on the focus case taking the turns.
+        untried = [n for n in others if counts[n] < 1 + len(ctx.workload.kernels[n].configs)]
         # A kernel not tried yet waits only for the main kernel's own MAIN_TURNS: the turns a
         # former main kernel had (counted among the others' now) must not hold it back.
         first_turn = bool(untried) and turns.count(main) >= MAIN_TURNS
@@ -362,9 +367,11 @@ class TuneProposer:
         if not focus:
             return None
         if untried:
-            # A kernel the workload lists settings for first (measured starting points, e.g.
-            # split-K for the long-K case), then the workload's order.
-            return min(untried, key=lambda n: (n in self._no_first_turn, not ctx.workload.kernels[n].configs)), focus
+            # Every kernel's first turn, then the listed settings' turns; a kernel the workload
+            # lists settings for first (measured starting points, e.g. split-K for the long-K
+            # case), then the fewest turns, then the workload's order.
+            return min(untried, key=lambda n: (n in self._no_first_turn, counts[n] > 0,
+                                               not ctx.workload.kernels[n].configs, counts[n])), focus
         on_focus = {n: min((c.median_ms for a in mine if a.name.split("@")[0] == n and a.status == "ok"
                             for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}
         if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:
