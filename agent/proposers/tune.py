@@ -355,8 +355,9 @@ class TuneProposer:
         # H100 (session 19) tf32x3_splitk's SPLITK = 4 for 128x4096x4096 and l2pipe's settings
         # never came in 40 attempts, the kernels fastest on the focus case taking the turns.
         untried = [n for n in others if counts[n] < 1 + len(ctx.workload.kernels[n].configs)]
-        # A kernel not tried yet waits only for the main kernel's own MAIN_TURNS: the turns a
-        # former main kernel had (counted among the others' now) must not hold it back.
+        # A kernel not tried yet (or with listed settings untried) waits only for the main
+        # kernel's own MAIN_TURNS: the turns a former main kernel had (counted among the
+        # others' now) must not hold it back.
         first_turn = bool(untried) and turns.count(main) >= MAIN_TURNS
         if self._stalled(ctx):
             if turns[-1] != main:  # stalled: the main kernel and the others alternate
