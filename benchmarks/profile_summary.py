@@ -39,9 +39,14 @@ def summarise(path: Path, rate: float, threads: int, top: int) -> str:
         if not count.isdigit():
             continue
         parts = stack.split(";")
-        if len(parts) < 2:
+        # With --subprocesses py-spy names every ancestor process before the thread: the
+        # last of them is the one the thread lives in.
+        depth = 0
+        while depth < len(parts) and parts[depth].startswith("process "):
+            depth += 1
+        if depth >= len(parts):
             continue
-        process, thread = (parts[0], parts[1]) if parts[0].startswith("process ") else ("", parts[0])
+        process, thread = (parts[depth - 1] if depth else ""), parts[depth]
         m = _THREAD.fullmatch(thread)
         tid = m.group(1) if m else thread
         if m and m.group(2):
@@ -50,7 +55,7 @@ def summarise(path: Path, rate: float, threads: int, top: int) -> str:
         n = int(count)
         per_thread[key] += n
         seen = set()
-        for frame in parts[2 if process else 1:]:
+        for frame in parts[depth + 1:]:
             if any(o in frame for o in OURS) and frame not in seen:
                 seen.add(frame)
                 frames[key][frame] += n

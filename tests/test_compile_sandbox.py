@@ -59,6 +59,14 @@ def test_child_environment_has_no_secret_and_an_empty_private_cwd(fresh_process)
     assert os.listdir(fresh_process.workdir) == []
 
 
+def test_child_runs_below_the_parents_priority(fresh_process):
+    """NVRTC gives way to the GPU worker and the loop: the child is niced once started."""
+    from agent.runtime.compile_child import NICENESS
+    assert compile_kernel(KERNEL, "k", "sm_90", use_cache=False).ok
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, fresh_process.pid) == min(19, parent + NICENESS)
+
+
 @pytest.mark.parametrize("source", [
     '#include "/proc/self/environ"\n',
     "#include </proc/self/environ>\n",

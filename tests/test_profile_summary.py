@@ -16,6 +16,8 @@ Timeline.__call__ (agent/loop/timeline.py:32) 20
 process 7:"python3 -m tui run examples/sgemm";thread (12): evaluate-ahead;AheadEvaluator._work (agent/evaluate/ahead.py:149);\
 recv (multiprocessing/connection.py:250) 70
 process 9:"python3 -c from multiprocessing.spawn";thread (9): MainThread;serve (agent/worker/gpu_side.py:10) 5
+process 7:"python3 -m tui run examples/sgemm";process 13:"python3 -P -m agent.runtime.compile_child";thread (13): MainThread;\
+main (agent/runtime/compile_child.py:110) 4
 not a sample line
 """
 
@@ -24,12 +26,16 @@ def test_threads_are_summed_under_their_name_busiest_first_with_our_frames_only(
     profile = tmp_path / "profile.txt"
     profile.write_text(RAW)
     out = summarise(profile, rate=10.0, threads=3, top=5).splitlines()
-    assert out[0].startswith("125 samples at 10 Hz: 12.5 s")
+    assert out[0].startswith("129 samples at 10 Hz: 12.9 s")
     heads = [line for line in out if line and not line.startswith("    ") and "samples" not in line]
     assert heads[0].strip().startswith("7.00 s") and "thread 12 evaluate-ahead" in heads[0]
     # the main thread's samples before and after py-spy learnt its name are one thread
     assert heads[1].strip().startswith("5.00 s") and "thread 11 MainThread" in heads[1]
     assert len(heads) == 3 and heads[2].strip().startswith("0.50 s") and "9 python3 -c" in heads[2]
+    # a grandchild (a compile process under the run) is its own process, not its parent's
+    # thread 13; it is the fourth busiest, so listing four threads shows it
+    four = summarise(profile, rate=10.0, threads=4, top=5)
+    assert "13 python3 -P -m agent.runtime.compile_child  thread 13" in four
     ahead = out[out.index(heads[0]) + 1:out.index(heads[1])]
     assert any("AheadEvaluator._work" in line and "7.00 s" in line for line in ahead)
     assert not any("multiprocessing" in line for line in ahead)  # library frames are not listed

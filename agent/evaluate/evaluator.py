@@ -92,6 +92,10 @@ class Evaluator(EvaluationBackend):
         self.kernel_timeout_s = options.kernel_timeout_s
         self.on_event = on_event or (lambda event: None)
         self._worker: Optional[WorkerProcess] = None
+        # The GPU's facts, from the first worker's hello: a restarted worker opens the same
+        # GPU. Read per case for every candidate (_device_problem), so not through worker(),
+        # whose lock and liveness check the thread feeding the GPU paid each time.
+        self._facts: Optional[DeviceFacts] = None
         self.restarts = 0
         self._aborted = False
         self._validate_s: dict[str, float] = {}  # last validation wall time per case
@@ -114,7 +118,9 @@ class Evaluator(EvaluationBackend):
 
     @property
     def facts(self) -> DeviceFacts:
-        return self.worker().ready.facts
+        if self._facts is None:
+            self._facts = self.worker().ready.facts
+        return self._facts
 
     @property
     def ceilings(self) -> Optional[Ceilings]:

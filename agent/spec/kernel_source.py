@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 # [ \t] rather than \s: a pattern that may cross lines backtracks quadratically over a
 # model-written source of blank lines; one that stays on its line cannot.
@@ -32,6 +33,15 @@ class Knob:
 def parse_knobs(source: str) -> dict[str, Knob]:
     """Knobs in declaration order; a knob without a numeric ``#define`` default
     takes its first listed value."""
+    return {k.name: k for k in _knobs(source)}
+
+
+# The tuner asks for a candidate's knob values once per case for every neighbour it
+# weighs (Candidate.launch_env): on the H100, re-reading the same source took 7 of the
+# 12 s its proposing thread held the GIL in a 60 s sgemm session, time the thread that
+# feeds the GPU waited for. A few sources are in play at once, so a small cache holds them.
+@lru_cache(maxsize=64)
+def _knobs(source: str) -> tuple[Knob, ...]:
     defaults = {m.group(1): int(m.group(2)) for m in _DEFINE.finditer(source) if len(m.group(2)) <= 12}
     knobs = {}
     for m in _KNOB.finditer(source):
@@ -43,4 +53,4 @@ def parse_knobs(source: str) -> dict[str, Knob]:
         if not values or any(abs(v) >= KNOB_LIMIT for v in values):
             raise ValueError(f"knob {name}: give one or more values, each within +-2^31")
         knobs[name] = Knob(name, values, defaults.get(name, values[0]))
-    return knobs
+    return tuple(knobs.values())
