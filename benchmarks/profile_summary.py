@@ -30,6 +30,18 @@ def _short_process(frame: str) -> str:
     return f"{m.group(1)} {' '.join(w.rsplit('/', 1)[-1] for w in words[:4])}"[:90]
 
 
+def _frames(stack: str) -> list[str]:
+    """The stack's frames: split at ';', but a process's quoted command line may hold one
+    (multiprocessing's spawn: `-c from multiprocessing.spawn import spawn_main; spawn_main(...)`)."""
+    frames: list[str] = []
+    for part in stack.split(";"):
+        if frames and frames[-1].startswith("process ") and frames[-1].count('"') % 2:
+            frames[-1] += ";" + part
+        else:
+            frames.append(part)
+    return frames
+
+
 def summarise(path: Path, rate: float, threads: int, top: int) -> str:
     per_thread: Counter[tuple[str, str]] = Counter()
     frames: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
@@ -38,7 +50,7 @@ def summarise(path: Path, rate: float, threads: int, top: int) -> str:
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
-        parts = stack.split(";")
+        parts = _frames(stack)
         # With --subprocesses py-spy names every ancestor process before the thread: the
         # last of them is the one the thread lives in.
         depth = 0

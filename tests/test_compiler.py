@@ -93,6 +93,54 @@ def test_one_configuration_is_one_cache_entry_whatever_the_order_of_its_knobs():
     assert first.ok and not first.cached and second.cached
 
 
+def test_a_configuration_under_way_is_compiled_once_and_its_result_shared():
+    """The tuner's compile-ahead and the evaluator asking for the same configuration at
+    once: one NVRTC run (real, through the `nvrtc` hook that counts), both get its CUBIN;
+    the one that waited reports the wait as its compile time, not as a cache hit."""
+    import threading
+    import uuid
+
+    from agent.runtime.compiler import run_nvrtc
+    src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"  # never compiled before
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def held_nvrtc(*args):  # NVRTC itself, held back until the second caller is waiting
+        calls.append(args)
+        started.set()
+        assert release.wait(60)
+        return run_nvrtc(*args)
+
+    results = {}
+    first = threading.Thread(target=lambda: results.update(first=compile_kernel(src, "sgemm_naive", "sm_90",
+                                                                                nvrtc=held_nvrtc)))
+    first.start()
+    assert started.wait(60)
+    second = threading.Thread(target=lambda: results.update(second=compile_kernel(src, "sgemm_naive", "sm_90",
+                                                                                  nvrtc=held_nvrtc)))
+    second.start()
+    from agent.runtime import compiler
+    # until the second is blocked in the first's result() (the future's condition holds its waiter)
+    while not any(f._condition._waiters for f in list(compiler._flights.values())):  # type: ignore[attr-defined]
+        second.join(0.01)
+    release.set()
+    first.join(60)
+    second.join(60)
+    assert len(calls) == 1
+    a, b = results["first"], results["second"]
+    assert a.ok and b.ok and a.cubin == b.cubin and not a.cached and not b.cached
+    assert not compiler._flights  # nothing left behind
+    assert compile_kernel(src, "sgemm_naive", "sm_90", nvrtc=held_nvrtc).cached and len(calls) == 1
+
+
+def test_a_failed_compile_under_way_fails_for_the_one_waiting_too():
+    """A compile error is a result, shared like a success (and not cached: the next call compiles again)."""
+    import uuid
+    src = f"extern \"C\" __global__ void k(float* x) {{ x[0] = undefined_{uuid.uuid4().hex}; }}\n"
+    first = compile_kernel(src, "k", "sm_90")
+    assert not first.ok and "undefined" in first.log
+    assert not compile_kernel(src, "k", "sm_90").cached
+
+
 def test_parse_resources_picks_the_entry():
     """With several functions in the log, the entry's own block is read."""
     log = ("ptxas info    : Compiling entry function 'other' for 'sm_90'\n"

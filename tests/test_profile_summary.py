@@ -15,7 +15,8 @@ process 7:"python3 -m tui run examples/sgemm";thread (11): MainThread;Session.ru
 Timeline.__call__ (agent/loop/timeline.py:32) 20
 process 7:"python3 -m tui run examples/sgemm";thread (12): evaluate-ahead;AheadEvaluator._work (agent/evaluate/ahead.py:149);\
 recv (multiprocessing/connection.py:250) 70
-process 9:"python3 -c from multiprocessing.spawn";thread (9): MainThread;serve (agent/worker/gpu_side.py:10) 5
+process 9:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6)";thread (9): MainThread;\
+serve (agent/worker/gpu_side.py:10) 5
 process 7:"python3 -m tui run examples/sgemm";process 13:"python3 -P -m agent.runtime.compile_child";thread (13): MainThread;\
 main (agent/runtime/compile_child.py:110) 4
 not a sample line
@@ -31,7 +32,8 @@ def test_threads_are_summed_under_their_name_busiest_first_with_our_frames_only(
     assert heads[0].strip().startswith("7.00 s") and "thread 12 evaluate-ahead" in heads[0]
     # the main thread's samples before and after py-spy learnt its name are one thread
     assert heads[1].strip().startswith("5.00 s") and "thread 11 MainThread" in heads[1]
-    assert len(heads) == 3 and heads[2].strip().startswith("0.50 s") and "9 python3 -c" in heads[2]
+    assert len(heads) == 3 and heads[2].strip().startswith("0.50 s") and "9 python3 -c from" in heads[2]
+    assert "serve (agent/worker/gpu_side.py:10)" in out[out.index(heads[2]) + 1]  # the ';' in its command split no frame
     # a grandchild (a compile process under the run) is its own process, not its parent's
     # thread 13; it is the fourth busiest, so listing four threads shows it
     four = summarise(profile, rate=10.0, threads=4, top=5)

@@ -227,6 +227,11 @@ class TuneProposer:
         except ProposalError:  # nothing beside the first: a batch of one
             batch = [first]
         self._refill(ctx, batch, kernel, focus)
+        # Members compiled already first: the GPU takes a step's attempts in its order, and
+        # works on those while NVRTC finishes the others (the order means nothing else).
+        arch = ctx.facts.arch or None
+        if arch is not None:
+            batch.sort(key=lambda p: not self._compiled_already(p.spec, {}, arch, ctx.workload.tolerance.allow_fast_math))
         return batch
 
     def _refill(self, ctx: ProposalContext, batch: list[Proposal], kernel: Optional[str], focus: Optional[str]) -> None:
@@ -298,7 +303,15 @@ class TuneProposer:
                     break
             if not window:
                 break
-            chosen += [p for p in window if arch is None or self._compiles_ok(base, p, arch, allow_fast_math)]
+            # The step's extra members do not wait for NVRTC: one whose compile is under way is
+            # taken, and the evaluator joins that compile when it reaches it (one compile per
+            # configuration, agent/runtime/compiler.py). Waiting here held the whole step, and
+            # the GPU with it, on the slowest compile of the window (session 20, H100: the
+            # graph's propose node waited 171 ms per attempt while the worker idled). Only a
+            # known refusal drops a point here; NVRTC's error on one taken, rare in a shipped
+            # kernel's space (its #error restrictions are read without a compile), is that
+            # attempt's compile_failed.
+            chosen += [p for p in window if arch is None or self._not_refused(base, p, arch)]
         out = []
         for choice in chosen:
             label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
@@ -398,7 +411,7 @@ class TuneProposer:
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         allow_fast_math = ctx.workload.tolerance.allow_fast_math
         feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
-                              and (arch is None or self._compiles_ok(base, d, arch, allow_fast_math)))
+                              and (arch is None or self._may_compile(base, d, arch, allow_fast_math)))
         # Compiled ahead and accepted: taken before a neighbour that would have to be compiled
         # now, so the GPU does not wait on NVRTC (the neighbours' order is a shuffle anyway).
         ready = None if arch is None or not self.ahead else \
@@ -514,6 +527,27 @@ class TuneProposer:
             self._compiles[key] = known
         return known
 
+    def _may_compile(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
+        """Whether to take a point as far as NVRTC goes. With the compile pool: not known to
+        fail, its compile started if it was not (the evaluator joins it, see _propose_more:
+        the proposal does not wait for it). Without: compiled now, and accepted."""
+        if not self.ahead:
+            return self._compiles_ok(base, defines, arch, allow_fast_math)
+        self._submit(base, defines, arch, allow_fast_math)
+        return self._not_refused(base, defines, arch)
+
+    def _not_refused(self, base: CandidateSpec, defines: dict[str, int], arch: str) -> bool:
+        """Not known to fail NVRTC: compiled and accepted, or a compile under way or queued."""
+        known = self._compiles.get((source_tag(base.source), arch, _key({**base.defines, **defines})))
+        if isinstance(known, Future):
+            if not known.done() or known.cancelled():
+                return True
+            try:
+                known = known.result()
+            except Exception:  # noqa: BLE001 - the compile itself broke: the evaluator's compile reports it
+                return True
+        return known is None or bool(known)
+
     def _compiled_already(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
         """Compiled (ahead, or before) and accepted by NVRTC, known without waiting."""
         key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
@@ -557,8 +591,11 @@ class TuneProposer:
         # the pool works on what the next proposals look at first instead of a queue that
         # grows each step (another kernel's guesses wait for that kernel's next turn).
         tag = source_tag(base.source)
+        # (A point proposed and not yet evaluated keeps its compile: the evaluator joins it.)
+        proposed = {_key({**base.defines, **d}) for d in choices + in_flight}
         for key, known in list(self._compiles.items()):
-            if key[0] == tag and isinstance(known, Future) and key not in wanted and known.cancel():
+            if key[0] == tag and isinstance(known, Future) and key not in wanted and key[2] not in proposed \
+                    and known.cancel():
                 del self._compiles[key]
         for n in wanted.values():
             self._submit(base, n, arch, ctx.workload.tolerance.allow_fast_math)

@@ -19,7 +19,10 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -128,16 +131,58 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
     version = native.nvrtc_version()
     key = _cache_key(source, entry, options, arch, version)
     directory = cache_root() / "cubin" / key
-    if use_cache and (directory / "meta.json").is_file():
-        meta = json.loads((directory / "meta.json").read_text())
-        return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
-                              Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes())
+    if not use_cache:
+        return _nvrtc_result(nvrtc, source, filename, entry, options, arch, timeout_s, None)
+    cached = _cached(directory, arch, entry)
+    if cached is not None:
+        return cached
+    # One compile per key at a time in this process: the tuner compiles its next candidates
+    # ahead, and the evaluator may need one of them before its compile is done. It then
+    # waits for that compile (its result, the wait as its compile time) instead of running
+    # NVRTC a second time on a core the other compiles need.
+    with _flights_lock:
+        flight = _flights.get(key)
+        mine = flight is None
+        if flight is None:
+            flight = _flights[key] = Future()
+    if not mine:
+        t0 = time.perf_counter()
+        joined: CompiledKernel = flight.result()
+        return replace(joined, compile_ms=(time.perf_counter() - t0) * 1e3)
+    try:
+        result = _cached(directory, arch, entry) \
+            or _nvrtc_result(nvrtc, source, filename, entry, options, arch, timeout_s, directory)
+        flight.set_result(result)
+        return result
+    except BaseException as e:
+        flight.set_exception(e)
+        raise
+    finally:
+        with _flights_lock:
+            del _flights[key]
+
+
+_flights: dict[str, "Future[CompiledKernel]"] = {}  # cache key -> the compile under way
+_flights_lock = threading.Lock()
+
+
+def _cached(directory: Path, arch: str, entry: str) -> Optional[CompiledKernel]:
+    if not (directory / "meta.json").is_file():
+        return None
+    meta = json.loads((directory / "meta.json").read_text())
+    return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
+                          Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes())
+
+
+def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options: list[str], arch: str,
+                  timeout_s: Optional[float], directory: Optional[Path]) -> CompiledKernel:
+    """NVRTC's answer as a result, stored in the cache at `directory` when it compiled."""
     r = nvrtc(source, filename, entry, options, arch, timeout_s)
     symbol = r["lowered_name"] or entry
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,
                             base64.b64decode(r["cubin"]))
-    if r["ok"] and use_cache:
+    if r["ok"] and directory is not None:
         _store(directory, result)
     return result
 
