@@ -566,6 +566,8 @@ def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
     again, so the queue does not grow with every step; what is kept is what the next proposals look at."""
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
+
+    from agent.proposers.tune import COMPILE_NOW
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=3), DeviceFacts(arch="sm_90")
     tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
@@ -577,9 +579,46 @@ def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
                                                  history[-1] if history else None)).spec
             history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok",
                                    score_ms=1.0 - i / 10, defines=spec.defines))  # each a new best
-            queued = [f for f in tuner._compiles.values() if isinstance(f, Future)]
-            # the guesses, and the proposal's own compile (the evaluator joins it)
-            assert len(queued) <= tuner.depth + 1 and not any(f.cancelled() for f in queued)
+            queued = [f for f in tuner._compiles.values() if isinstance(f, Future) and not f.done()]
+            # the guesses, the proposal's own compile (the evaluator joins it), and the compile-now
+            # threads still running an earlier proposal's (running: no longer cancellable)
+            assert len(queued) <= tuner.depth + 1 + COMPILE_NOW and not any(f.cancelled() for f in queued)
+    finally:
+        release.set()
+        tuner._executor.shutdown(cancel_futures=True)
+
+
+def test_a_proposed_point_queued_behind_the_guesses_is_compiled_at_once(monkeypatch):
+    """The compile-ahead threads are all busy (held here); the point the tuner proposes, queued
+    among its guesses, leaves that queue for a compile-now thread, so the GPU does not wait
+    for the guesses ahead of it. (NVRTC is a test double that names the thread it ran on.)"""
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    import agent.proposers.tune as tune
+    from agent.proposers.tune import _key, source_tag
+    ran_on = {}
+
+    def named(base, defines, *args):
+        ran_on[_key({**base.defines, **defines})] = threading.current_thread().name
+        return True
+    monkeypatch.setattr(tune, "_compile", named)
+    w = load_workload(SGEMM)
+    tuner, facts = TuneProposer(0, kernel="tiled", ahead=1), DeviceFacts(arch="sm_90")
+    tuner._executor, release = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead"), threading.Event()
+    try:
+        tuner._executor.submit(release.wait, 600)  # every compile-ahead thread busy
+        first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
+        guesses = {k[2] for k, f in tuner._compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
+        history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0,
+                           defines=first.defines)]
+        second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
+        assert _key(second.defines) in guesses  # it was queued behind the held thread
+        for spec in (first, second):
+            key = (source_tag(spec.source), "sm_90", _key(spec.defines))
+            assert tuner._compiles[key].result(timeout=60) is True
+            assert ran_on[_key(spec.defines)].startswith("compile-now")
+        assert not release.is_set()  # the compile-ahead thread is still held
     finally:
         release.set()
         tuner._executor.shutdown(cancel_futures=True)

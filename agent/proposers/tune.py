@@ -62,6 +62,7 @@ MAIN_TURNS = 3  # proposals for the kernel being improved before each other tuna
 # found its best by attempt 13 of 40 and kept 3 turns in 4 to the end, while tf32x3_splitk,
 # the variant 128x4096x4096 wanted, got 3 turns and never left its defaults' SPLITK).
 STALL = 4
+COMPILE_NOW = 2  # threads compiling the points proposed, beside the compile-ahead ones
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 
@@ -84,12 +85,14 @@ class TuneProposer:
         self.seed, self.kernel = seed, kernel
         # Candidates compiled ahead, while the GPU evaluates the one just proposed: the
         # untried neighbours of the best points, in the order the next proposals look at
-        # them; one NVRTC process per host core but two (agent/runtime/compile_process.py),
-        # which the worker driving the GPU and the graph's thread keep: with the pool kept
-        # full, NVRTC on every core starved them.
-        self.ahead = max(1, (os.cpu_count() or 1) - 2) if ahead is None else ahead
+        # them; one NVRTC process per host core but COMPILE_NOW (agent/runtime/compile_process.py),
+        # which the points proposed take (_take_now). The compile processes run niced, so
+        # the worker driving the GPU and the graph's threads still come first (before they
+        # were, NVRTC on every core starved them).
+        self.ahead = max(1, (os.cpu_count() or 1) - COMPILE_NOW) if ahead is None else ahead
         self.depth = 2 * self.ahead  # guesses queued or under way: the pool's size, and as many waiting
         self._executor: Optional[ThreadPoolExecutor] = None
+        self._now: Optional[ThreadPoolExecutor] = None  # the compiles of points proposed (_take_now)
         # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
         self._compiles: dict[tuple, Union[bool, Future]] = {}
         # (workload digest, source tag, defines) -> launchable: best-first asks again for
@@ -297,8 +300,6 @@ class TuneProposer:
                     continue
                 tried.add(k)
                 window.append(p)
-                if arch is not None:
-                    self._submit(base, p, arch, allow_fast_math)
                 if len(window) >= n - len(chosen):
                     break
             if not window:
@@ -311,7 +312,7 @@ class TuneProposer:
             # known refusal drops a point here; NVRTC's error on one taken, rare in a shipped
             # kernel's space (its #error restrictions are read without a compile), is that
             # attempt's compile_failed.
-            chosen += [p for p in window if arch is None or self._not_refused(base, p, arch)]
+            chosen += [p for p in window if arch is None or self._may_compile(base, p, arch, allow_fast_math)]
         out = []
         for choice in chosen:
             label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
@@ -533,7 +534,21 @@ class TuneProposer:
         the proposal does not wait for it). Without: compiled now, and accepted."""
         if not self.ahead:
             return self._compiles_ok(base, defines, arch, allow_fast_math)
-        self._submit(base, defines, arch, allow_fast_math)
+        return self._take_now(base, defines, arch, allow_fast_math)
+
+    def _take_now(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
+        """A point being proposed: not known to fail NVRTC, and its compile started now if it
+        was not under way. One still queued behind the guesses leaves that queue for the
+        compile-now threads (COMPILE_NOW of them, beside the `ahead` ones: the compile pool
+        has a process per core), since the GPU will want it first."""
+        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        known = self._compiles.get(key)
+        if known is None or (isinstance(known, Future) and known.cancel()):
+            if self._now is None:
+                self._now = ThreadPoolExecutor(max_workers=COMPILE_NOW, thread_name_prefix="compile-now")
+                atexit.register(self._now.shutdown, wait=False, cancel_futures=True)
+            self._compiles[key] = self._now.submit(_compile, base, defines, arch, allow_fast_math)
+            return True
         return self._not_refused(base, defines, arch)
 
     def _not_refused(self, base: CandidateSpec, defines: dict[str, int], arch: str) -> bool:
