@@ -30,12 +30,16 @@ def _short_process(frame: str) -> str:
     return f"{m.group(1)} {' '.join(w.rsplit('/', 1)[-1] for w in words[:4])}"[:90]
 
 
+_FRAME_START = re.compile(r'process \d+:"|thread \(')
+
+
 def _frames(stack: str) -> list[str]:
-    """The stack's frames: split at ';', but a process's quoted command line may hold one
-    (multiprocessing's spawn: `-c from multiprocessing.spawn import spawn_main; spawn_main(...)`)."""
+    """The stack's frames: split at ';', but a process's quoted command line may hold ';'
+    or '"' (multiprocessing's spawn: `-c from multiprocessing.spawn import spawn_main;
+    spawn_main(...)`): a process frame runs on to the next process or thread frame."""
     frames: list[str] = []
     for part in stack.split(";"):
-        if frames and frames[-1].startswith("process ") and frames[-1].count('"') % 2:
+        if frames and frames[-1].startswith("process ") and not _FRAME_START.match(part):
             frames[-1] += ";" + part
         else:
             frames.append(part)

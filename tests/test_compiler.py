@@ -93,52 +93,112 @@ def test_one_configuration_is_one_cache_entry_whatever_the_order_of_its_knobs():
     assert first.ok and not first.cached and second.cached
 
 
+class _HeldNvrtc:
+    """NVRTC itself (the real compile process), each call held until released: the first
+    caller's compile stays under way while a second caller asks for the same configuration.
+    `fail_first`: the first call raises instead (a stop, a lost remote worker)."""
+
+    def __init__(self, fail_first: bool = False):
+        import threading
+        self.started, self.release, self.calls, self.fail_first = threading.Event(), threading.Event(), [], fail_first
+
+    def __call__(self, *args):
+        from agent.runtime.compiler import run_nvrtc
+        self.calls.append(args)
+        self.started.set()
+        assert self.release.wait(60)
+        if self.fail_first and len(self.calls) == 1:
+            raise RuntimeError("the first caller's compile broke")
+        return run_nvrtc(*args)
+
+
+def _race(src: str, entry: str, nvrtc: _HeldNvrtc, filenames=("first.cu", "second.cu")) -> dict:
+    """Two callers compile `src`: the second asks while the first's compile is held, and is
+    seen waiting on it before the hold is released. Their results (or errors), by name."""
+    import threading
+    import time
+
+    from agent.runtime import compiler
+    results: dict = {}
+
+    def call(name, filename):
+        try:
+            results[name] = compile_kernel(src, entry, "sm_90", filename=filename, nvrtc=nvrtc)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            results[name] = e
+    first = threading.Thread(target=call, args=("first", filenames[0]), daemon=True)
+    second = threading.Thread(target=call, args=("second", filenames[1]), daemon=True)
+    try:
+        first.start()
+        assert nvrtc.started.wait(60)
+        second.start()
+        deadline = time.monotonic() + 60
+        # until the second is blocked in the first's result() (CPython's Future keeps its waiters there)
+        while not any(f._condition._waiters for f in list(compiler._flights.values())):  # type: ignore[attr-defined]
+            assert second.is_alive() and time.monotonic() < deadline, "the second caller never waited"
+            second.join(0.01)
+    finally:
+        nvrtc.release.set()
+        first.join(60)
+        second.join(60)
+    assert not compiler._flights  # nothing left behind
+    return results
+
+
 def test_a_configuration_under_way_is_compiled_once_and_its_result_shared():
     """The tuner's compile-ahead and the evaluator asking for the same configuration at
-    once: one NVRTC run (real, through the `nvrtc` hook that counts), both get its CUBIN;
-    the one that waited reports the wait as its compile time, not as a cache hit."""
+    once: one NVRTC run, both get its CUBIN; the one that waited reports the wait as its
+    compile time, not as a cache hit."""
+    import uuid
+    src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"  # never compiled before
+    nvrtc = _HeldNvrtc()
+    r = _race(src, "sgemm_naive", nvrtc)
+    assert len(nvrtc.calls) == 1
+    a, b = r["first"], r["second"]
+    assert a.ok and b.ok and a.cubin == b.cubin and not a.cached and not b.cached
+    assert compile_kernel(src, "sgemm_naive", "sm_90", nvrtc=nvrtc).cached and len(nvrtc.calls) == 1
+
+
+def test_a_failure_is_not_shared_the_one_waiting_compiles_for_itself():
+    """NVRTC's refusal of the first caller's request is that request's (its file name in the
+    log): the caller that waited compiles its own and gets its own log."""
+    import uuid
+    src = f"extern \"C\" __global__ void k(float* x) {{ x[0] = undefined_{uuid.uuid4().hex}; }}\n"
+    nvrtc = _HeldNvrtc()
+    r = _race(src, "k", nvrtc)
+    assert len(nvrtc.calls) == 2
+    assert not r["first"].ok and "first.cu" in r["first"].log
+    assert not r["second"].ok and "second.cu" in r["second"].log and "first.cu" not in r["second"].log
+
+
+def test_an_error_in_the_other_callers_compile_is_not_the_waiters():
+    """The first caller's compile raises (a stop, a lost remote worker): that caller gets
+    the error, the one that waited compiles for itself and gets its CUBIN."""
+    import uuid
+    src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"
+    nvrtc = _HeldNvrtc(fail_first=True)
+    r = _race(src, "sgemm_naive", nvrtc)
+    assert isinstance(r["first"], RuntimeError) and r["second"].ok and len(nvrtc.calls) == 2
+
+
+def test_waiting_for_another_callers_compile_keeps_the_waiters_own_time_limit():
+    """A caller with a 0.2 s limit does not wait out another caller's longer compile."""
     import threading
     import uuid
 
-    from agent.runtime.compiler import run_nvrtc
-    src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"  # never compiled before
-    started, release, calls = threading.Event(), threading.Event(), []
-
-    def held_nvrtc(*args):  # NVRTC itself, held back until the second caller is waiting
-        calls.append(args)
-        started.set()
-        assert release.wait(60)
-        return run_nvrtc(*args)
-
-    results = {}
-    first = threading.Thread(target=lambda: results.update(first=compile_kernel(src, "sgemm_naive", "sm_90",
-                                                                                nvrtc=held_nvrtc)))
-    first.start()
-    assert started.wait(60)
-    second = threading.Thread(target=lambda: results.update(second=compile_kernel(src, "sgemm_naive", "sm_90",
-                                                                                  nvrtc=held_nvrtc)))
-    second.start()
     from agent.runtime import compiler
-    # until the second is blocked in the first's result() (the future's condition holds its waiter)
-    while not any(f._condition._waiters for f in list(compiler._flights.values())):  # type: ignore[attr-defined]
-        second.join(0.01)
-    release.set()
-    first.join(60)
-    second.join(60)
-    assert len(calls) == 1
-    a, b = results["first"], results["second"]
-    assert a.ok and b.ok and a.cubin == b.cubin and not a.cached and not b.cached
-    assert not compiler._flights  # nothing left behind
-    assert compile_kernel(src, "sgemm_naive", "sm_90", nvrtc=held_nvrtc).cached and len(calls) == 1
-
-
-def test_a_failed_compile_under_way_fails_for_the_one_waiting_too():
-    """A compile error is a result, shared like a success (and not cached: the next call compiles again)."""
-    import uuid
-    src = f"extern \"C\" __global__ void k(float* x) {{ x[0] = undefined_{uuid.uuid4().hex}; }}\n"
-    first = compile_kernel(src, "k", "sm_90")
-    assert not first.ok and "undefined" in first.log
-    assert not compile_kernel(src, "k", "sm_90").cached
+    src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"
+    nvrtc = _HeldNvrtc()
+    first = threading.Thread(target=lambda: compile_kernel(src, "sgemm_naive", "sm_90", nvrtc=nvrtc), daemon=True)
+    try:
+        first.start()
+        assert nvrtc.started.wait(60)
+        r = compile_kernel(src, "sgemm_naive", "sm_90", timeout_s=0.2, nvrtc=nvrtc)  # the first is still held
+        assert not r.ok and r.error == "COMPILE_TIMEOUT" and len(nvrtc.calls) == 1
+    finally:
+        nvrtc.release.set()
+        first.join(60)
+    assert not compiler._flights
 
 
 def test_parse_resources_picks_the_entry():

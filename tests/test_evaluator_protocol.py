@@ -119,6 +119,22 @@ def test_fatal_fault_marks_crashed_and_restarts(workload):
     assert ev.restarts == 1
 
 
+def test_the_gpus_facts_are_read_once_and_outlive_a_restart(workload):
+    """The facts come from the first worker's hello; reading them again (per case, per
+    candidate) asks no worker, and a restarted worker (same GPU) does not change them."""
+    ev = DoubleEvaluator(workload,
+                         [Fault("odd-97x83x61", "validate", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access", True)],
+                         full_run())
+    facts = ev.facts
+    asked = []
+    real_worker = ev.worker
+    ev.worker = lambda: asked.append(1) or real_worker()
+    assert ev.facts is facts and not asked
+    assert ev.evaluate(naive(workload)).status == "crashed"
+    assert ev.evaluate(naive(workload)).status == "ok" and ev.restarts == 1
+    assert ev.facts is facts
+
+
 def test_hang_is_timeout(workload):
     """No answer before the deadline is 'timeout' and the worker is killed."""
     ev = DoubleEvaluator(workload, full_run()[:3] + [WorkerTimeout("no answer within 10 s")])

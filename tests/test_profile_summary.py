@@ -17,6 +17,8 @@ process 7:"python3 -m tui run examples/sgemm";thread (12): evaluate-ahead;AheadE
 recv (multiprocessing/connection.py:250) 70
 process 9:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6)";thread (9): MainThread;\
 serve (agent/worker/gpu_side.py:10) 5
+process 7:"python3 -m tui run examples/sgemm";process 14:"python3 -c print('"');f("a;b")";thread (14): MainThread;\
+main (agent/runtime/compile_child.py:110) 1
 process 7:"python3 -m tui run examples/sgemm";process 13:"python3 -P -m agent.runtime.compile_child";thread (13): MainThread;\
 main (agent/runtime/compile_child.py:110) 4
 not a sample line
@@ -27,7 +29,7 @@ def test_threads_are_summed_under_their_name_busiest_first_with_our_frames_only(
     profile = tmp_path / "profile.txt"
     profile.write_text(RAW)
     out = summarise(profile, rate=10.0, threads=3, top=5).splitlines()
-    assert out[0].startswith("129 samples at 10 Hz: 12.9 s")
+    assert out[0].startswith("130 samples at 10 Hz: 13.0 s")
     heads = [line for line in out if line and not line.startswith("    ") and "samples" not in line]
     assert heads[0].strip().startswith("7.00 s") and "thread 12 evaluate-ahead" in heads[0]
     # the main thread's samples before and after py-spy learnt its name are one thread
@@ -38,6 +40,8 @@ def test_threads_are_summed_under_their_name_busiest_first_with_our_frames_only(
     # thread 13; it is the fourth busiest, so listing four threads shows it
     four = summarise(profile, rate=10.0, threads=4, top=5)
     assert "13 python3 -P -m agent.runtime.compile_child  thread 13" in four
+    # a command line with '"' and ';' in it is one process frame, and its thread is thread 14
+    assert "14 python3 -c print('\"');f(\"a;b\")  thread 14" in summarise(profile, rate=10.0, threads=5, top=5)
     ahead = out[out.index(heads[0]) + 1:out.index(heads[1])]
     assert any("AheadEvaluator._work" in line and "7.00 s" in line for line in ahead)
     assert not any("multiprocessing" in line for line in ahead)  # library frames are not listed

@@ -340,10 +340,8 @@ def test_the_next_candidates_are_compiled_ahead():
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
-    ahead = {k: f for k, f in tuner._compiles.items() if isinstance(f, Future)}
-    # the proposal's own compile (which the evaluator joins) and `depth` guesses
-    assert (source_tag(first.source), "sm_90", _key(first.defines)) in ahead
-    assert len(ahead) == tuner.depth + 1 and all(f.result(timeout=300) for f in ahead.values())
+    ahead = {k: f for k, f in tuner._compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
+    assert len(ahead) == tuner.depth and all(f.result(timeout=300) for f in ahead.values())
     history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0, defines=first.defines)]
     second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
     assert (source_tag(first.source), "sm_90", _key(second.defines)) in ahead
@@ -395,6 +393,41 @@ def test_a_batch_is_compiled_in_parallel_and_keeps_only_what_compiles():
         assert known is True or known.result(timeout=300) is True
 
 
+def _clean_record(tuner: TuneProposer, source: str) -> None:
+    """As after CLEAN_RECORD compiles of the kernel, none refused (the tuner's _verdict counts them)."""
+    from collections import Counter
+
+    from agent.proposers.tune import CLEAN_RECORD, source_tag
+    tuner._record[source_tag(source)] = Counter({True: CLEAN_RECORD})
+
+
+def test_a_kernel_nvrtc_has_refused_a_point_of_is_proposed_only_after_nvrtcs_verdict():
+    """A `static_assert` on the knobs (which the #error reader does not see) refuses X = 3: once
+    NVRTC has refused a point of the kernel, no proposal, in a step or alone, is made before its
+    verdict, so none is ever compile_failed (real NVRTC, compiles ahead on)."""
+    from agent.evaluate.records import Best, CandidateSpec
+    source = ('// knob X: 1 2 3 4\n// knob Y: 1 2\n#ifndef X\n#define X 1\n#endif\n#ifndef Y\n#define Y 1\n#endif\n'
+              'static_assert(X != 3, "X = 3 is refused");\n'
+              'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X * Y; }\n')
+    spec = CandidateSpec(name="asserted", source=source, entry="k", grid=["1"], block=["32"], proposer="tune")
+    w = load_workload(SGEMM)
+    best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
+    tuner, facts, history = TuneProposer(0, ahead=2), DeviceFacts(arch="sm_90"), []
+    from agent.proposers.tune import _key, source_tag
+    assert tuner._verdict(spec, {"X": 3}, "sm_90", False) is False  # seen refused: the record is not clean
+    for step in range(4):
+        try:
+            batch = tuner.propose_batch(ProposalContext(w, facts, len(history) + 1, "optimise", list(history), best,
+                                                        history[-1] if history else None), 3)
+        except SearchExhausted:
+            break
+        for p in batch:
+            assert tuner._compiles[(source_tag(source), "sm_90", _key(p.spec.defines))] is True
+            history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
+                                   score_ms=2.0 + len(history), defines=p.spec.defines))
+    assert history and all(a.defines["X"] != 3 for a in history)
+
+
 def test_a_step_does_not_wait_for_nvrtc(monkeypatch):
     """With the compile pool, a step is proposed while its members' compiles are still under way
     (the evaluator joins them): on the H100 the graph waited 171 ms per attempt for steps held
@@ -414,6 +447,7 @@ def test_a_step_does_not_wait_for_nvrtc(monkeypatch):
     monkeypatch.setattr(tune, "_compile", held)
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
+    _clean_record(tuner, w.kernels["tiled"].source())
     history = run_search(0, 2, lambda d: 1.0 + d["BM"] / 1000)
     try:
         batch = tuner.propose_batch(ProposalContext(w, facts, 3, "optimise", history, None, history[-1]), 3)
@@ -605,6 +639,7 @@ def test_a_proposed_point_queued_behind_the_guesses_is_compiled_at_once(monkeypa
     monkeypatch.setattr(tune, "_compile", named)
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=1), DeviceFacts(arch="sm_90")
+    _clean_record(tuner, w.kernels["tiled"].source())
     tuner._executor, release = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead"), threading.Event()
     try:
         tuner._executor.submit(release.wait, 600)  # every compile-ahead thread busy

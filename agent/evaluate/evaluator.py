@@ -101,9 +101,10 @@ class Evaluator(EvaluationBackend):
         self._validate_s: dict[str, float] = {}  # last validation wall time per case
         self._setup_s = 0.0  # extra allowance while a baseline compiles (torch.compile)
         self._validated: Optional[_Validated] = None  # the attempt validate() passed last
-        # compile() reads facts (so worker()) outside AheadEvaluator's lock: after a crash the
-        # ahead thread and the graph's compile node may both find the worker dead, and each
-        # would start one (the other orphaned, holding a CUDA context and every case's buffers).
+        # worker() runs outside AheadEvaluator's lock (the first facts read, a request): after
+        # a crash the ahead thread and the graph's compile node may both find the worker dead,
+        # and each would start one (the other orphaned, holding a CUDA context and every
+        # case's buffers).
         self._restart = threading.Lock()
 
     # -- worker lifecycle -------------------------------------------------

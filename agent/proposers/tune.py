@@ -7,7 +7,11 @@ them); when every neighbour is tried, restart from a random untried point.
 Configurations that cannot launch (more than 1024 threads, fewer than a warp)
 or do not compile (a kernel's `#error` guards against illegal or spilling knob
 combinations; NVRTC needs no GPU, and the CUBIN it caches is what the compile
-node then uses) are skipped without spending the budget. The state of the search is the
+node then uses) are skipped without spending the budget. One exception, for speed: a
+kernel with a clean record (CLEAN_RECORD compiles, none refused) has its points
+proposed while their compiles are under way (the evaluator joins them), so its first
+refused point, if it has one, is a compile_failed attempt; from then on its proposals
+wait for NVRTC's verdict again (_clean). The state of the search is the
 session's history, so a resumed session continues where it stopped.
 
 A step may propose a batch (propose_batch): the proposal above, then untried neighbours
@@ -43,6 +47,8 @@ import itertools
 import math
 import os
 import random
+import threading
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
@@ -63,6 +69,7 @@ MAIN_TURNS = 3  # proposals for the kernel being improved before each other tuna
 # the variant 128x4096x4096 wanted, got 3 turns and never left its defaults' SPLITK).
 STALL = 4
 COMPILE_NOW = 2  # threads compiling the points proposed, beside the compile-ahead ones
+CLEAN_RECORD = 8  # compiles of a kernel, none refused, before its points are proposed ahead of NVRTC's verdict
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 
@@ -93,6 +100,8 @@ class TuneProposer:
         self.depth = 2 * self.ahead  # guesses queued or under way: the pool's size, and as many waiting
         self._executor: Optional[ThreadPoolExecutor] = None
         self._now: Optional[ThreadPoolExecutor] = None  # the compiles of points proposed (_take_now)
+        self._record: dict[str, Counter[bool]] = {}  # source tag -> NVRTC's verdicts so far (_clean)
+        self._record_lock = threading.Lock()
         # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
         self._compiles: dict[tuple, Union[bool, Future]] = {}
         # (workload digest, source tag, defines) -> launchable: best-first asks again for
@@ -230,11 +239,13 @@ class TuneProposer:
         except ProposalError:  # nothing beside the first: a batch of one
             batch = [first]
         self._refill(ctx, batch, kernel, focus)
-        # Members compiled already first: the GPU takes a step's attempts in its order, and
-        # works on those while NVRTC finishes the others (the order means nothing else).
+        # After the first (propose()'s choice: another kernel's turn, say, which the budget's
+        # last step must not drop), members compiled already first: the GPU takes a step's
+        # attempts in its order, and works on those while NVRTC finishes the others.
         arch = ctx.facts.arch or None
         if arch is not None:
-            batch.sort(key=lambda p: not self._compiled_already(p.spec, {}, arch, ctx.workload.tolerance.allow_fast_math))
+            batch[1:] = sorted(batch[1:], key=lambda p: not self._compiled_already(
+                p.spec, {}, arch, ctx.workload.tolerance.allow_fast_math))
         return batch
 
     def _refill(self, ctx: ProposalContext, batch: list[Proposal], kernel: Optional[str], focus: Optional[str]) -> None:
@@ -332,7 +343,7 @@ class TuneProposer:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=max(1, self.ahead), thread_name_prefix="compile-ahead")
             atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
-        self._compiles[key] = self._executor.submit(_compile, base, defines, arch, allow_fast_math)
+        self._compiles[key] = self._executor.submit(self._verdict, base, defines, arch, allow_fast_math)
 
     def _other_turn(self, ctx: ProposalContext) -> Optional[tuple[str, str]]:
         """(kernel, focus case) when this proposal is another tunable kernel's turn.
@@ -514,7 +525,7 @@ class TuneProposer:
     def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
         key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
         if key not in self._compiles:
-            self._compiles[key] = _compile(base, defines, arch, allow_fast_math)
+            self._compiles[key] = self._verdict(base, defines, arch, allow_fast_math)
         known = self._compiles[key]
         if isinstance(known, Future):
             # Still queued behind speculative compiles: compile it here, now, rather than wait
@@ -522,7 +533,7 @@ class TuneProposer:
             # or done: wait for it.
             if known.cancel():
                 del self._compiles[key]  # (gone before NVRTC runs: an error there leaves no cancelled future)
-                known = _compile(base, defines, arch, allow_fast_math)
+                known = self._verdict(base, defines, arch, allow_fast_math)
             else:
                 known = known.result()
             self._compiles[key] = known
@@ -532,9 +543,27 @@ class TuneProposer:
         """Whether to take a point as far as NVRTC goes. With the compile pool: not known to
         fail, its compile started if it was not (the evaluator joins it, see _propose_more:
         the proposal does not wait for it). Without: compiled now, and accepted."""
-        if not self.ahead:
+        if not self.ahead or not self._clean(base):
             return self._compiles_ok(base, defines, arch, allow_fast_math)
         return self._take_now(base, defines, arch, allow_fast_math)
+
+    def _verdict(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
+        """NVRTC's yes or no on a configuration, counted for its kernel (_clean)."""
+        ok = _compile(base, defines, arch, allow_fast_math)
+        with self._record_lock:
+            self._record.setdefault(source_tag(base.source), Counter())[ok] += 1
+        return ok
+
+    def _clean(self, base: CandidateSpec) -> bool:
+        """Whether this kernel's points may be proposed before NVRTC's verdict on them: at
+        least CLEAN_RECORD compiles of it, none refused. Where NVRTC has refused one (a
+        `static_assert` on the knobs, which knob_space.py does not read: bf16_gemm's
+        wgmma_ws2 refuses 1280 of its 2304 launchable points), a proposal waits for the
+        verdict, and a refused point never costs an attempt. With a clean record, the
+        kernel's first refusal, if it has any, may: that attempt is compile_failed."""
+        with self._record_lock:
+            record = self._record.get(source_tag(base.source), Counter())
+            return record[False] == 0 and record[True] >= CLEAN_RECORD
 
     def _take_now(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
         """A point being proposed: not known to fail NVRTC, and its compile started now if it
@@ -547,7 +576,7 @@ class TuneProposer:
             if self._now is None:
                 self._now = ThreadPoolExecutor(max_workers=COMPILE_NOW, thread_name_prefix="compile-now")
                 atexit.register(self._now.shutdown, wait=False, cancel_futures=True)
-            self._compiles[key] = self._now.submit(_compile, base, defines, arch, allow_fast_math)
+            self._compiles[key] = self._now.submit(self._verdict, base, defines, arch, allow_fast_math)
             return True
         return self._not_refused(base, defines, arch)
 
@@ -568,8 +597,8 @@ class TuneProposer:
         key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
         known = self._compiles.get(key)
         if isinstance(known, Future):
-            if not known.done():
-                return False
+            if not known.done() or known.cancelled() or known.exception() is not None:
+                return False  # (a compile that broke: unknown, the evaluator's own compile reports it)
             known = self._compiles[key] = known.result()
         return bool(known)
 

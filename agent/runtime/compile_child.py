@@ -23,7 +23,9 @@ Priority: the child lowers its own (nice +NICENESS) before it loads NVRTC. The t
 a compile process per spare core busy compiling ahead; at equal priority they took cores
 from the GPU worker and the loop's threads, the work the GPU waits for (on the H100 in
 session 20, sixteen of them used 560 CPU seconds of a 77 s search). Niced, they use what
-the critical path leaves, and still get every idle core.
+the critical path leaves, and still get every idle core. That holds for every compile, the
+one the GPU waits for included: it yields only to work at normal priority (the worker, the
+loop, whatever else the user runs), never to the other compiles.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -30,7 +31,7 @@ from . import native
 from .arch_target import target_arch
 from .cache_dir import cache_root
 from .compile_policy import check_options, check_source
-from .compile_process import compile_pool
+from .compile_process import TIMEOUT_S, compile_pool
 
 
 @dataclass(frozen=True)
@@ -138,28 +139,52 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
         return cached
     # One compile per key at a time in this process: the tuner compiles its next candidates
     # ahead, and the evaluator may need one of them before its compile is done. It then
-    # waits for that compile (its result, the wait as its compile time) instead of running
-    # NVRTC a second time on a core the other compiles need.
-    with _flights_lock:
-        flight = _flights.get(key)
-        mine = flight is None
-        if flight is None:
-            flight = _flights[key] = Future()
-    if not mine:
-        t0 = time.perf_counter()
-        joined: CompiledKernel = flight.result()
-        return replace(joined, compile_ms=(time.perf_counter() - t0) * 1e3)
+    # waits for that compile instead of running NVRTC a second time on a core the other
+    # compiles need, and takes its CUBIN (the wait as its compile time). Only a success is
+    # shared: after a failure, or an error in the other caller's compile (a stop, a lost
+    # remote worker), the one that waited compiles for itself, so its result (log, file
+    # name, time limit) is its own request's.
+    t0 = time.perf_counter()
+    limit = TIMEOUT_S if timeout_s is None else timeout_s
+    owned: Optional[Future[CompiledKernel]] = None
     try:
+        while True:
+            with _flights_lock:
+                flight = _flights.get(key)
+                if flight is None or _failed(flight):
+                    owned = Future()
+                    _flights[key] = owned
+                    break
+            try:
+                joined: CompiledKernel = flight.result(timeout=max(0.0, limit - (time.perf_counter() - t0)))
+            except FutureTimeout:
+                return CompiledKernel(False, arch, entry, entry, f"NVRTC took longer than {limit:g} s (the same "
+                                      "configuration, compiling for another caller)", "COMPILE_TIMEOUT", limit * 1e3,
+                                      False)
+            except BaseException as e:
+                if flight.done() and flight.exception() is e:
+                    continue  # the other caller's error, not ours: the next round compiles for us
+                raise
+            if joined.ok:
+                return replace(joined, compile_ms=(time.perf_counter() - t0) * 1e3, cached=False)
         result = _cached(directory, arch, entry) \
             or _nvrtc_result(nvrtc, source, filename, entry, options, arch, timeout_s, directory)
-        flight.set_result(result)
+        owned.set_result(result)
         return result
     except BaseException as e:
-        flight.set_exception(e)
+        if owned is not None and not owned.done():
+            owned.set_exception(e)  # whoever waits on it compiles for itself
         raise
     finally:
-        with _flights_lock:
-            del _flights[key]
+        if owned is not None:
+            with _flights_lock:
+                if _flights.get(key) is owned:
+                    del _flights[key]
+
+
+def _failed(flight: "Future[CompiledKernel]") -> bool:
+    """A finished compile whose result is not to be shared (an error, or NVRTC's refusal)."""
+    return flight.done() and (flight.exception() is not None or not flight.result().ok)
 
 
 _flights: dict[str, "Future[CompiledKernel]"] = {}  # cache key -> the compile under way
