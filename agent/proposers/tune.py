@@ -315,14 +315,12 @@ class TuneProposer:
                     break
             if not window:
                 break
-            # The step's extra members do not wait for NVRTC: one whose compile is under way is
-            # taken, and the evaluator joins that compile when it reaches it (one compile per
-            # configuration, agent/runtime/compiler.py). Waiting here held the whole step, and
-            # the GPU with it, on the slowest compile of the window (session 20, H100: the
-            # graph's propose node waited 171 ms per attempt while the worker idled). Only a
-            # known refusal drops a point here; NVRTC's error on one taken, rare in a shipped
-            # kernel's space (its #error restrictions are read without a compile), is that
-            # attempt's compile_failed.
+            # For a kernel with a clean record (_clean) the step's extra members do not wait for
+            # NVRTC: one whose compile is under way is taken, and the evaluator joins that
+            # compile when it reaches it (one compile per configuration, agent/runtime/
+            # compiler.py). Waiting here held the whole step, and the GPU with it, on the
+            # slowest compile of the window (session 20, H100: the graph's propose node waited
+            # 171 ms per attempt while the worker idled). Any other kernel waits for verdicts.
             chosen += [p for p in window if arch is None or self._may_compile(base, p, arch, allow_fast_math)]
         out = []
         for choice in chosen:
@@ -540,9 +538,10 @@ class TuneProposer:
         return known
 
     def _may_compile(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        """Whether to take a point as far as NVRTC goes. With the compile pool: not known to
-        fail, its compile started if it was not (the evaluator joins it, see _propose_more:
-        the proposal does not wait for it). Without: compiled now, and accepted."""
+        """Whether to take a point as far as NVRTC goes. With the compile pool and a kernel
+        with a clean record: not known to fail, its compile started now if it was not (the
+        evaluator joins it; the proposal does not wait for it). Otherwise: NVRTC accepted it,
+        waiting for the verdict."""
         if not self.ahead or not self._clean(base):
             return self._compiles_ok(base, defines, arch, allow_fast_math)
         return self._take_now(base, defines, arch, allow_fast_math)
