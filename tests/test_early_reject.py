@@ -45,12 +45,14 @@ def test_a_candidate_near_the_best_is_kept():
 
 
 def test_a_noisy_candidate_is_kept():
-    """Launches scattered from as fast as the best to 60% slower: three of the first chunk at the best's speed
-    keep it (its median may be near the best's); two such launches do not (it is not, but for a 0.02% chance)."""
-    spread = [1.3, 1.5, 1.4, 1.3, 1.6, 1.35, 1.3, 1.45, 1.3, 1.5] * 2
-    three = [1.01, 1.01, 1.01] + spread[3:]
-    assert not screen({"a": three + steady(1.3, 80)}, best_ms=1.0).reject
-    assert screen({"a": [1.01, 1.01] + spread[2:] + steady(1.3, 80)}, best_ms=1.0).reject
+    """Launches scattered from as fast as the best to 60% slower: one launch of the first chunk at the best's
+    speed keeps it (its median may be near the best's); none does not (it is not, but for a 0.05% chance),
+    even when the launch just after the chunk is that fast."""
+    assert SCREEN_LAUNCHES == 11  # the chunk these launches are laid out for
+    spread = [1.3, 1.5, 1.4, 1.3, 1.6, 1.35, 1.3, 1.45, 1.3, 1.5, 1.4]
+    assert not screen({"a": [1.01] + spread[1:] + steady(1.3, 80)}, best_ms=1.0).reject
+    assert not screen({"a": spread[:10] + [1.01] + steady(1.3, 80)}, best_ms=1.0).reject
+    assert screen({"a": spread + [1.01] + steady(1.3, 80)}, best_ms=1.0).reject
 
 
 @pytest.mark.parametrize("n, k", [(5, 1), (10, 1), (13, 1), (14, 2), (20, 3), (30, 7), (100, 35)])
@@ -137,6 +139,9 @@ def test_the_screens_slack_against_the_later_full_median_is_measured():
     assert n == 2 and worst == pytest.approx(1.1 / 1.004) and worst > 1 + MARGIN
     assert screen_slack([({"a": steady(1.0, 20)}, {})]) == (0, 0.0)
     assert screen_slack([({"a": [None] + steady(1.0, 19)}, {"a": steady(1.0)})]) == (0, 0.0)  # a NaN, archived
+    # a screen archived with 20 launches (before session 20) is judged on its first SCREEN_LAUNCHES, as now
+    old = [1.02] * SCREEN_LAUNCHES + [0.9] * (20 - SCREEN_LAUNCHES)
+    assert screen_slack([({"a": old}, {"a": [1.0] * 50})]) == (1, pytest.approx(1.02))
 
 
 def test_replay_counts_cuts_and_winners():

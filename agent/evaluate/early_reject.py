@@ -3,7 +3,7 @@ a first chunk of launches (DESIGN.md, Evaluation 5).
 
 The rule, over the first chunk of SCREEN.repetitions cold launches per performance
 case (after SCREEN.warmup warm-up launches), where low(s) is the k-th fastest of a
-case's n launches, k = lower_rank(n) (the 3rd of 20; of fewer than 14, the fastest):
+case's n launches, k = lower_rank(n) (of 11, the fastest; of 20, the 3rd):
 
     bound = geomean over the performance cases of low(chunk)
     reject when bound > best score x (1 + MARGIN)
@@ -21,9 +21,9 @@ candidate timed in full.
 Why it is safe. A candidate's score is the geometric mean of its cases' medians. For n
 launches whose times are exchangeable, the k-th fastest lies above the median only when
 fewer than k of the n land below it: P(Binomial(n, 1/2) < k), which lower_rank keeps at
-or under CONFIDENCE (0.1%; for 20 launches and k = 3, 0.02%). So, per case, low(chunk)
+or under CONFIDENCE (0.1%; for 11 launches and k = 1, 0.05%). So, per case, low(chunk)
 is at or below the median the full timing would give, and the geomean of the lows is a
-lower bound on the score (over C cases, but for at most C times that chance: 0.12% for
+lower bound on the score (over C cases, but for at most C times that chance: 0.3% for
 sgemm's six, before the margin). A candidate whose lower bound is slower than the best by
 MARGIN could not become the best: the selection already refuses any score at or above
 the best's (agent/evaluate/selection.py); the same bound per case means it could not
@@ -46,7 +46,12 @@ the rank-1 case of the same argument. The worker was the search's bottleneck on 
 H200, and candidates 5-10% slower than the best were each validated on every case and
 timed in full for nothing. 3% was the first choice; a review pointed out that the
 binomial bound says nothing across runs, so 5% until the archived screens show the room
-needed.)
+needed. Session 20 cut the chunk from 20 launches (judged by the 3rd fastest) to 11 (the
+fastest), from five recorded sgemm searches on an H100: of 661 candidates the 20-launch
+rule rejected, the first 11 launches' fastest rejects every one; it cuts none of the 17
+screened winners; and over the 163 kept screens its worst bound over the later full
+median is 1.025, under 1 + MARGIN. Nine launches fewer per screen: about 6 s of GPU time
+in a 60 s search, where 3 attempts in 4 end at the screen.)
 
 Where it runs: before the validation (Evaluator.validate, told the best). A candidate the
 chunk rejects is never validated: it can never be accepted, so its validation (every
@@ -71,9 +76,9 @@ from .stats import geomean
 
 MARGIN = 0.05
 CONFIDENCE = 1e-3  # at most this chance that a case's bound lies above its median
-# The first chunk: a short warm-up (the L2 flush makes every launch cold anyway) and 20 launches.
+# The first chunk: a short warm-up (the L2 flush makes every launch cold anyway) and 11 launches.
 SCREEN_WARMUP = 3
-SCREEN_LAUNCHES = 20
+SCREEN_LAUNCHES = 11
 
 
 def lower_rank(n: int, confidence: float = CONFIDENCE) -> int:
@@ -147,9 +152,11 @@ def screen_slack(pairs: Sequence[tuple[Mapping[str, Sequence[float]], Mapping[st
                  ) -> tuple[int, float]:
     """(cases compared, worst ratio) of a kept candidate's screen bound, low(screen), to the
     median of its later full timing of the same case, over (screen, full) sample pairs. Above
-    1 + MARGIN the rule could cut a candidate whose full median equals the best's."""
-    ratios = [low(s) / statistics.median(full[case]) for screen_, full in pairs for case, s in screen_.items()
-              if _times(s) and _times(full.get(case))]
+    1 + MARGIN the rule could cut a candidate whose full median equals the best's. A screen
+    archived with more launches than the chunk now has (20 before session 20) is judged on
+    its first SCREEN_LAUNCHES, as the rule would judge it now."""
+    ratios = [low(s[:SCREEN_LAUNCHES]) / statistics.median(full[case]) for screen_, full in pairs
+              for case, s in screen_.items() if _times(s) and _times(full.get(case))]
     return len(ratios), max(ratios, default=0.0)
 
 
