@@ -335,7 +335,7 @@ class TuneProposer:
 
     def _submit(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> None:
         """Start compiling one configuration in the pool (a no-op when it is known or under way)."""
-        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        key = _compile_key(base, defines, arch)
         if key in self._compiles:
             return
         if self._executor is None:
@@ -521,7 +521,7 @@ class TuneProposer:
         return None
 
     def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        key = _compile_key(base, defines, arch)
         if key not in self._compiles:
             self._compiles[key] = self._verdict(base, defines, arch, allow_fast_math)
         known = self._compiles[key]
@@ -569,7 +569,7 @@ class TuneProposer:
         was not under way. One still queued behind the guesses leaves that queue for the
         compile-now threads (COMPILE_NOW of them, beside the `ahead` ones: the compile pool
         has a process per core), since the GPU will want it first."""
-        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        key = _compile_key(base, defines, arch)
         known = self._compiles.get(key)
         if known is None or (isinstance(known, Future) and known.cancel()):
             if self._now is None:
@@ -577,23 +577,14 @@ class TuneProposer:
                 atexit.register(self._now.shutdown, wait=False, cancel_futures=True)
             self._compiles[key] = self._now.submit(self._verdict, base, defines, arch, allow_fast_math)
             return True
-        return self._not_refused(base, defines, arch)
-
-    def _not_refused(self, base: CandidateSpec, defines: dict[str, int], arch: str) -> bool:
-        """Not known to fail NVRTC: compiled and accepted, or a compile under way or queued."""
-        known = self._compiles.get((source_tag(base.source), arch, _key({**base.defines, **defines})))
-        if isinstance(known, Future):
-            if not known.done() or known.cancelled():
-                return True
-            try:
-                known = known.result()
-            except Exception:  # noqa: BLE001 - the compile itself broke: the evaluator's compile reports it
-                return True
-        return known is None or bool(known)
+        if isinstance(known, Future):  # under way, or done: refused only if NVRTC said no
+            # (a compile that broke is not a refusal: the evaluator's own compile reports it)
+            return not known.done() or known.exception() is not None or known.result()
+        return known
 
     def _compiled_already(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
         """Compiled (ahead, or before) and accepted by NVRTC, known without waiting."""
-        key = (source_tag(base.source), arch, _key({**base.defines, **defines}))
+        key = _compile_key(base, defines, arch)
         known = self._compiles.get(key)
         if isinstance(known, Future):
             if not known.done() or known.cancelled() or known.exception() is not None:
@@ -625,7 +616,7 @@ class TuneProposer:
         for n in itertools.chain(first, (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None)):
             if len(wanted) >= self.depth:
                 break
-            key = (source_tag(base.source), arch, _key({**base.defines, **n}))
+            key = _compile_key(base, n, arch)
             if key in wanted or isinstance(self._compiles.get(key), bool) or _key({**base.defines, **n}) in tried \
                     or not self._launchable_cached(ctx.workload, base, n):
                 continue  # (a known verdict, NVRTC's yes or no, takes no slot; one under way keeps its)
@@ -686,6 +677,11 @@ class TuneProposer:
         except (ExprError, ValueError):
             return False
         return True
+
+
+def _compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> tuple:
+    """A configuration's key in TuneProposer._compiles: (source tag, arch, every define)."""
+    return source_tag(base.source), arch, _key({**base.defines, **defines})
 
 
 def _compile(base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
