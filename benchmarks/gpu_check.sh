@@ -64,6 +64,13 @@ if [ -n "${WS_PLAN:-}" ]; then  # a file of sweeps: "SECONDS WORKLOAD KERNEL SET
   done < "$(cd "$OLDPWD" && realpath "$WS_PLAN")"
 fi
 
+for pair in ${WS_INDUCTOR:-}; do  # e.g. WS_INDUCTOR="rmsnorm_bf16:8192x8192": torch.compile's kernels for a case
+  step "torch.compile's Triton source for ${pair%%:*} ${pair#*:}"
+  (cd "$OLDPWD" && python3 benchmarks/inductor_source.py "examples/${pair%%:*}" "${pair#*:}" \
+    > "$OUT/inductor-${pair%%:*}-${pair#*:}.py" 2> "$OUT/inductor-${pair%%:*}-${pair#*:}.err") \
+    ; tail -3 "$OUT/inductor-${pair%%:*}-${pair#*:}.err"
+done
+
 for kernel in ${WS_KERNELS:-naive tiled}; do
   step "eval sgemm --kernel $kernel"
   warpsmith eval "$OLDPWD/examples/sgemm" --kernel "$kernel" 2>&1 | tee "$OUT/eval-$kernel.txt"

@@ -1,0 +1,48 @@
+"""Print the Triton kernels torch.compile generates for a workload's PyTorch baseline,
+so a hand-written kernel can be compared with the one it has to beat (launch shape,
+the loads' eviction hints, how a row maps to threads).
+
+    python benchmarks/inductor_source.py examples/rmsnorm_bf16 8192x8192 > rmsnorm-inductor.txt
+
+The second argument names a case of the workload; its inputs are random tensors of the
+case's shapes and dtypes (the values do not change the generated code). A one-line
+summary of the launch heuristics goes to stderr.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from agent.spec.workload import ArrayParam, load_workload
+from agent.worker.torch_baseline import load_baseline
+
+
+def main(workload_dir: str, case_name: str) -> None:
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    w = load_workload(workload_dir)
+    if not w.baseline.torch:
+        raise SystemExit(f"{w.name} has no PyTorch baseline ([baseline] torch)")
+    case = w.case(case_name)
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+              "float64": torch.float64, "int32": torch.int32, "int64": torch.int64}
+    kwargs: dict = {}
+    for p in w.params:
+        if isinstance(p, ArrayParam):
+            if p.role == "input":
+                kwargs[p.name] = torch.randn(w.shape(p, case), device="cuda").to(dtypes[p.dtype])
+        else:
+            kwargs[p.name] = p.arg(case)[1]
+    fn = torch.compile(load_baseline(w.baseline.torch), dynamic=False)
+    _, sources = run_and_get_code(lambda: fn(**kwargs))
+    for source in sources:
+        print(source)
+    found = {m.group(0) for s in sources
+             for m in re.finditer(r"num_warps=\d+|num_stages=\d+|'[XR]\d?_?BLOCK': \d+|eviction_policy='\w+'", s)}
+    print(f"# {w.name} {case_name}: " + ", ".join(sorted(found)), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
