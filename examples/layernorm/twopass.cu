@@ -22,13 +22,23 @@
 // Path (uniform per launch): cols % 4 == 0 and 16-byte aligned x, y, weight, bias take
 // the float4 loops; anything else takes the same two passes over scalars.
 
+// PASSES=3 streams the row three times instead, each thread keeping two floats, not
+// moments: the sum (pass 1), the squared deviations from the block's mean (pass 2, an L2
+// hit), then y (pass 3, an L2 hit): the exact two-pass variance of rowblock.cu without its
+// registers, and two barriers. At PASSES=2, U=2 ptxas took 64 registers (Chan's merge
+// per step and weight and bias beside the row's vectors) and ran 9% behind torch.compile.
+// knob PASSES: 2 3
+#ifndef PASSES
+#define PASSES 2
+#endif
+
 // knob BLOCK: 256 512 1024 128
 #ifndef BLOCK
 #define BLOCK 256
 #endif
 
 // float4 loads a thread issues together per loop step
-// knob U: 2 4 1
+// knob U: 2 4 1 8
 #ifndef U
 #define U 2
 #endif
@@ -104,6 +114,23 @@ __device__ __forceinline__ Moments block_merge(Moments v, float* part)
     return total;
 }
 
+// The block's sum in every thread: one barrier. Each call gets its own NWARPS slots of
+// `part` (3 * NWARPS floats), so no barrier is needed before the second call writes.
+__device__ __forceinline__ float block_sum(float v, float* slots)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0)
+        slots[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NWARPS; ++w)  // the same order in every thread: all agree bit for bit
+        total += slots[w];
+    return total;
+}
+
 __device__ __forceinline__ unsigned long long l2_policy(bool keep)
 {
     unsigned long long p;
@@ -150,6 +177,36 @@ layernorm_twopass(const float* __restrict__ x, const float* __restrict__ weight,
         const float4* b4 = reinterpret_cast<const float4*>(bias);
         float4* y4 = reinterpret_cast<float4*>(yr);
         const unsigned long long keep = l2_policy(true), drop = l2_policy(false);
+#if PASSES == 3
+        float s = 0.0f;
+        for (int q0 = tid; q0 < n4; q0 += U * BLOCK) {
+            float4 v[U];
+#pragma unroll
+            for (int i = 0; i < U; ++i) {  // all U loads issued before any is used
+                const int q = q0 + i * BLOCK;
+                v[i] = q < n4 ? load_hinted(x4 + q, keep) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int i = 0; i < U; ++i)
+                s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+        }
+        const float mean = block_sum(s, part) / (float)cols;
+        float d = 0.0f;
+        for (int q0 = tid; q0 < n4; q0 += U * BLOCK) {
+            float4 v[U];
+#pragma unroll
+            for (int i = 0; i < U; ++i) {
+                const int q = q0 + i * BLOCK;
+                v[i] = q < n4 ? load_hinted(x4 + q, keep) : make_float4(mean, mean, mean, mean);
+            }
+#pragma unroll
+            for (int i = 0; i < U; ++i) {
+                const float a = v[i].x - mean, c = v[i].y - mean, e = v[i].z - mean, f = v[i].w - mean;
+                d = fmaf(a, a, d); d = fmaf(c, c, d); d = fmaf(e, e, d); d = fmaf(f, f, d);
+            }
+        }
+        const float rstd = rsqrtf(block_sum(d, part + NWARPS) / (float)cols + LN_EPS);
+#else
         Moments mine{0.0f, 0.0f, 0.0f};
         for (int q0 = tid; q0 < n4; q0 += U * BLOCK) {
             float4 v[U];
@@ -177,6 +234,7 @@ layernorm_twopass(const float* __restrict__ x, const float* __restrict__ weight,
         }
         const Moments total = block_merge(mine, part);
         const float mean = total.mean, rstd = rsqrtf(total.m2 / (float)cols + LN_EPS);
+#endif
         for (int q0 = tid; q0 < n4; q0 += U * BLOCK) {
             float4 v[U], w[U], b[U];
 #pragma unroll
