@@ -67,7 +67,7 @@ fi
 for pair in ${WS_INDUCTOR:-}; do  # e.g. WS_INDUCTOR="rmsnorm_bf16:8192x8192": torch.compile's kernels for a case
   step "torch.compile's Triton source for ${pair%%:*} ${pair#*:}"
   (cd "$OLDPWD" && python3 benchmarks/inductor_source.py "examples/${pair%%:*}" "${pair#*:}" \
-    > "$OUT/inductor-${pair%%:*}-${pair#*:}.py" 2> "$OUT/inductor-${pair%%:*}-${pair#*:}.err") \
+    > "$OUT/inductor-${pair%%:*}-${pair#*:}.txt" 2> "$OUT/inductor-${pair%%:*}-${pair#*:}.err") \
     ; tail -3 "$OUT/inductor-${pair%%:*}-${pair#*:}.err"
 done
 
@@ -180,12 +180,25 @@ if [ "${WS_BENCH:-0}" != 0 ]; then
   step "bench ${WS_BENCH_WORKLOADS:-all examples}, tune budget ${WS_BENCH_BUDGET:-40}"
   start=$(date +%s)
   # One workload at a time, so each table is on disk as soon as it is measured.
+  # --json: the table comes from the JSON (benchmarks/suite_table.py renders it as bench
+  # does), and the JSONs of every workload make the suite line at the end.
+  rm -f /tmp/bench-json/*.json && mkdir -p /tmp/bench-json
   for w in ${WS_BENCH_WORKLOADS:-$(cd "$OLDPWD" && ls -d examples/*/)}; do
+    json=/tmp/bench-json/$(basename "$w").json
     (cd "$OLDPWD" && warpsmith bench "$w" --budget "${WS_BENCH_BUDGET:-40}" ${WS_BENCH_ARGS:-} --store /tmp/warpsmith-bench \
-       > /tmp/bench-progress.txt 2>&1; echo "exit $?" >> /tmp/bench-progress.txt)
+       --json > "$json" 2> /tmp/bench-progress.txt; echo "exit $?" >> /tmp/bench-progress.txt)
     cat /tmp/bench-progress.txt >> "$OUT/bench-log.txt"
     sed -n '/^## /,$p' /tmp/bench-progress.txt | tee -a "$OUT/bench.txt"
+    if [ -s "$json" ]; then
+      (cd "$OLDPWD" && python3 benchmarks/suite_table.py "$json") | tee -a "$OUT/bench.txt"
+      cp "$json" "$OUT/bench-$(basename "$json")"
+    else
+      rm -f "$json"
+    fi
   done
+  if ls /tmp/bench-json/*.json > /dev/null 2>&1; then
+    (cd "$OLDPWD" && python3 benchmarks/suite_table.py --suite /tmp/bench-json/*.json) | tee -a "$OUT/bench.txt"
+  fi
   echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/bench.txt"
 fi
 

@@ -2,7 +2,7 @@
 so a hand-written kernel can be compared with the one it has to beat (launch shape,
 the loads' eviction hints, how a row maps to threads).
 
-    python benchmarks/inductor_source.py examples/rmsnorm_bf16 8192x8192 > rmsnorm-inductor.txt
+    python benchmarks/inductor_source.py examples/rmsnorm_bf16 8192x8192 > rmsnorm-inductor.py.txt
 
 The second argument names a case of the workload; its inputs are random tensors of the
 case's shapes and dtypes (the values do not change the generated code). A one-line

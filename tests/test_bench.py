@@ -77,3 +77,58 @@ def test_a_dispatch_that_paid_is_timed_here_case_by_case_from_its_variants(tmp_p
     assert "dispatch: " in render(bench)
     unpaid = paid.model_copy(update={"score_ms": 0.5})
     assert all(e.role != "dispatch" for e in measure(workload, ev, spec[16], dispatch=unpaid).entries)
+
+
+def test_suite_line_takes_the_fastest_library_of_each_case_and_the_dispatch_first(tmp_path):
+    """Issue 16's measure: per case the fastest baseline there (not the workload's
+    primary), ours the dispatch where it paid; the suite is the geomean over workloads."""
+    import json
+    from dataclasses import asdict
+
+    from agent.cli.bench import Entry, WorkloadBench, against_libraries, render_suite
+
+    def bench(name, entries):
+        return WorkloadBench(name, "GPU", "s", 40, 30.0, "measured", entries=entries)
+
+    a = bench("a", [Entry("start: naive", "start", "ok", {"c1": 4.0, "c2": 4.0}, 4.0),
+                    Entry("best: k", "best", "ok", {"c1": 1.0, "c2": 2.0}, 1.41),
+                    Entry("dispatch: 2 variants", "dispatch", "ok", {"c1": 1.0, "c2": 1.0}, 1.0),
+                    Entry("cublas_sgemm", "baseline", "ok", {"c1": 2.0, "c2": 0.5}, 1.0),
+                    Entry("torch_compile", "baseline", "ok", {"c1": 1.5, "c2": 0.8}, 1.1)])
+    b = bench("b", [Entry("start: naive", "start", "ok", {"c": 3.0}, 3.0),
+                    Entry("best: k", "best", "ok", {"c": 2.0}, 2.0),
+                    Entry("torch_eager", "baseline", "ok", {"c": 4.0}, 4.0)])
+    none = bench("c", [Entry("start: naive", "start", "ok", {"c": 3.0}, 3.0)])
+    ca = against_libraries(a)
+    assert ca is not None and ca.ours == "dispatch"
+    assert ca.per_case == {"c1": (1.5, "torch_compile"), "c2": (0.5, "cublas_sgemm")}
+    assert ca.ratio == pytest.approx(0.75 ** 0.5)
+    assert against_libraries(none) is None
+    text = render_suite([a, b, none])
+    assert "| a | dispatch | c1 1.500x (torch_compile), c2 0.500x (cublas_sgemm) | 0.866x |" in text
+    assert "| b | best | c 2.000x (torch_eager) | 2.000x |" in text
+    assert text.endswith(f"suite geomean over 2 workloads: {(0.75 ** 0.5 * 2.0) ** 0.5:.3f}x")
+    assert render_suite([none]) == ""
+    # benchmarks/suite_table.py joins `bench --json` outputs of separate runs.
+    back = [WorkloadBench.from_json(d) for d in json.loads(json.dumps([asdict(a), asdict(b)]))]
+    assert render_suite(back) == render_suite([a, b])
+
+
+def test_suite_table_script_renders_json_of_separate_runs(tmp_path, workload):
+    import json
+    import subprocess
+    import sys
+    from dataclasses import asdict
+    from pathlib import Path
+
+    ev = EvaluatorDouble(workload, score=lambda d: 0.25 if d.get("BK") == 16 else 1.0)
+    best = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["tiled"], {"BK": 16}), "tune")
+    bench = measure(workload, ev, best, "s1", 12, 30.0)
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps([asdict(bench)], default=str))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "suite_table.py"
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, check=True).stdout
+    assert out.startswith(render(bench)) and "suite geomean over 1 workload: " in out
+    suite = subprocess.run([sys.executable, str(script), "--suite", str(path)], capture_output=True, text=True,
+                           check=True).stdout
+    assert suite.startswith("## Against the fastest library of each case")

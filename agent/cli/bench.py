@@ -4,7 +4,8 @@ PyTorch eager, torch.compile where installed), measured
 by one evaluator (one worker, one timing loop, the same flush and events), in
 one table: per performance case the median, the rate (TFLOP/s for compute-bound
 cases, GB/s for memory-bound ones), the % of the speed-of-light floor and the
-speed-up against each baseline.
+speed-up against each baseline. After the tables, every workload against the fastest
+library of each case and the suite's geomean (render_suite).
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class WorkloadBench:
 
     def baselines(self) -> list[Entry]:
         return [e for e in self.entries if e.role == "baseline" and e.score_ms]
+
+    @classmethod
+    def from_json(cls, d: dict) -> "WorkloadBench":
+        """Back from `bench --json`'s objects (benchmarks/suite_table.py joins several runs)."""
+        return cls(**{**d, "entries": [Entry(**e) for e in d.get("entries", [])]})
 
 
 def _entry(name: str, role: str, result) -> Entry:
@@ -145,6 +151,52 @@ def render(bench: WorkloadBench) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class LibraryComparison:
+    """One workload's result against the fastest library of each performance case (issue
+    16's measure): ours is the dispatch row where the session's dispatch paid, else the
+    best, else the starting kernel (a bench with --budget 0)."""
+
+    workload: str
+    ours: str
+    per_case: dict[str, tuple[float, str]]  # case -> (library ms / our ms, the library)
+
+    @property
+    def ratio(self) -> float:
+        return geomean([r for r, _ in self.per_case.values()])
+
+
+def against_libraries(bench: WorkloadBench) -> Optional[LibraryComparison]:
+    """None where the workload has no baseline timed on a case ours ran."""
+    ours = next((e for role in ("dispatch", "best", "start") for e in bench.entries
+                 if e.role == role and e.status == Status.OK and e.medians), None)
+    if ours is None:
+        return None
+    per_case = {}
+    for case, ms in ours.medians.items():
+        times = [(b.medians[case], b.name) for b in bench.baselines() if b.medians.get(case)]
+        if times and ms > 0:
+            fastest_ms, name = min(times)
+            per_case[case] = (fastest_ms / ms, name)
+    return LibraryComparison(bench.workload, ours.name.split(":")[0], per_case) if per_case else None
+
+
+def render_suite(results: list[WorkloadBench]) -> str:
+    """Every workload against the fastest library of each case, and the suite's geomean
+    over workloads; '' when no workload has a baseline."""
+    rows = [c for c in (against_libraries(b) for b in results) if c is not None]
+    if not rows:
+        return ""
+    lines = ["## Against the fastest library of each case",
+             "| workload | ours | per case (ours vs the fastest library there) | geomean |", "|---|---|---|---|"]
+    for c in rows:
+        cases = ", ".join(f"{case} {r:.3f}x ({lib})" for case, (r, lib) in c.per_case.items())
+        lines.append(f"| {c.workload} | {c.ours} | {cases} | {c.ratio:.3f}x |")
+    suite = geomean([c.ratio for c in rows])
+    lines.append(f"suite geomean over {len(rows)} workload{'s' if len(rows) != 1 else ''}: {suite:.3f}x")
+    return "\n".join(lines)
+
+
 def cmd_bench(args) -> int:
     from ..worker.process import GpuUnavailable
     try:
@@ -225,5 +277,6 @@ def _bench(args) -> int:
     if args.json:
         print(json.dumps([asdict(r) for r in results], default=str))
     else:
-        print("\n\n".join(render(r) for r in results))
+        suite = render_suite(results)
+        print("\n\n".join([render(r) for r in results] + ([suite] if suite else [])))
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -38,6 +39,7 @@ from .options import EvaluationOptions
 from .results import EvaluationResult, Status
 
 RAY_MISSING = "the ray backend needs Ray: pip install 'warpsmith[ray]'"
+REVIVE_S = 300.0  # how long a dead GPU actor may take to answer again (its restart starts a GPU worker)
 ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline", "attempt"})  # what an actor runs for the backend
 
 # (workload, options, worker log) -> the evaluator an actor holds; a module-level function, so Ray can ship it
@@ -344,10 +346,12 @@ class RayBackend(ParallelBackend):
         and the GPU's label. An actor that dies makes the result ``crashed``; the session's
         calls move to the next GPU while Ray restarts it."""
         index = self._acquire(only, anywhere)
+        died = False
         try:
             try:
                 results, replies, label = self._get(self._actors[index].call.remote(method, arguments))
             except self._ray.exceptions.RayActorError as e:
+                died = True
                 with self._free:
                     if index == self._preferred:
                         self._preferred = (index + 1) % len(self._actors)
@@ -358,6 +362,30 @@ class RayBackend(ParallelBackend):
                 return index, (crashed,), ([],), ""
             self._labels[index] = label
             return index, results, replies, label
+        finally:
+            if died:  # out of the pool until its restart answers (_revive releases it)
+                threading.Thread(target=self._revive, args=(index,), name=f"warpsmith-revive-{index}",
+                                 daemon=True).start()
+            else:
+                self._release(index)
+
+    def _revive(self, index: int) -> None:
+        """Keep a dead actor busy until Ray's restart of it answers a call, then release it.
+        The driver learns of a death from the broken call before Ray's record of the actor
+        says it is restarting: a call sent in that window reaches the dead process and
+        crashes too, an attempt that never ran (seen on the CPU cluster: two attempts
+        crashed for one death). Meanwhile the other GPUs take the calls. After REVIVE_S
+        without an answer the actor goes back to the pool anyway: its calls then crash
+        and say so, rather than the session waiting on it for ever."""
+        deadline = time.monotonic() + REVIVE_S
+        try:
+            while self._actors and time.monotonic() < deadline:
+                try:
+                    self._labels[index] = self._ray.get(self._actors[index].label.remote(),
+                                                        timeout=max(0.1, deadline - time.monotonic()))
+                    return
+                except Exception:  # RayActorError while the death propagates, GetTimeoutError, a closed backend
+                    time.sleep(0.2)
         finally:
             self._release(index)
 
