@@ -192,8 +192,9 @@ if [ "${WS_BENCH:-0}" != 0 ]; then
     if [ -s "$json" ]; then
       (cd "$OLDPWD" && python3 benchmarks/suite_table.py "$json") | tee -a "$OUT/bench.txt"
       cp "$json" "$OUT/bench-$(basename "$json")"
-    else
+    else  # no table: bench's last lines say why
       rm -f "$json"
+      tail -5 /tmp/bench-progress.txt | tee -a "$OUT/bench.txt"
     fi
   done
   if ls /tmp/bench-json/*.json > /dev/null 2>&1; then

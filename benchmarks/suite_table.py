@@ -23,7 +23,12 @@ def main(argv: list[str]) -> int:
     paths = [a for a in argv if a != "--suite"]
     if not paths:
         sys.exit(__doc__)
-    results = [WorkloadBench.from_json(d) for p in paths for d in json.loads(Path(p).read_text())]
+    results = []
+    for p in paths:  # one unreadable run costs its own rows, not the suite line of the others
+        try:
+            results += [WorkloadBench.from_json(d) for d in json.loads(Path(p).read_text())]
+        except (OSError, ValueError, TypeError) as e:
+            print(f"suite_table: {p} left out: {e}", file=sys.stderr)
     parts = [] if suite_only else [render(r) for r in results]
     suite = render_suite(results)
     print("\n\n".join(parts + ([suite] if suite else [])))

@@ -184,6 +184,22 @@ def test_a_dying_gpu_actor_costs_one_attempt_and_the_session_goes_on(ray, tmp_pa
     assert state["best"] is not None
 
 
+def test_stop_now_while_a_dead_actor_restarts_stops_the_next_call(ray, tmp_path, workload):
+    """The dead actor is held out of the pool until its restart answers; it runs nothing, so a
+    "stop now" then is for the session's next call, which never starts (not one that waits
+    for the restart and runs after the stop)."""
+    from agent.evaluate.evaluator import EvaluationAborted
+    flag = tmp_path / "died-once"
+    with ray_backend(workload, gpus=1, die_at=(1, flag)) as backend:
+        crashed = backend.evaluate(tiled(workload, BM=64))
+        assert crashed.status == Status.CRASHED and flag.exists()
+        backend.abort()
+        with pytest.raises(EvaluationAborted):
+            backend.evaluate(tiled(workload, BM=128))
+        again = backend.evaluate(tiled(workload, BM=128))  # the restarted actor serves once it answers
+        assert again.status == Status.OK and again.gpu.startswith("actor 0:")
+
+
 def test_compiles_run_as_ray_tasks_through_the_same_cache_and_policy(ray, workload):
     """NVRTC on a CPU worker; the second compile is the cache's; a refused option never reaches NVRTC."""
     candidate = tiled(workload, BM=96)

@@ -194,6 +194,7 @@ class RayBackend(ParallelBackend):
         self._aborts = 0  # abort() calls so far: a call waiting for an actor when one came never starts
         self._aborted = False  # an abort() that found no call: the next one raises
         self._acquiring = 0  # calls waiting in _acquire
+        self._reviving: set[int] = set()  # dead actors held busy by _revive: no call of ours in flight there
 
     # -- the GPU's facts, from the first actor, once (it may be restarting later) ---------------
     @property
@@ -364,6 +365,8 @@ class RayBackend(ParallelBackend):
             return index, results, replies, label
         finally:
             if died:  # out of the pool until its restart answers (_revive releases it)
+                with self._free:
+                    self._reviving.add(index)
                 threading.Thread(target=self._revive, args=(index,), name=f"warpsmith-revive-{index}",
                                  daemon=True).start()
             else:
@@ -375,8 +378,9 @@ class RayBackend(ParallelBackend):
         says it is restarting: a call sent in that window reaches the dead process and
         crashes too, an attempt that never ran (seen on the CPU cluster: two attempts
         crashed for one death). Meanwhile the other GPUs take the calls. After REVIVE_S
-        without an answer the actor goes back to the pool anyway: its calls then crash
-        and say so, rather than the session waiting on it for ever."""
+        without an answer, or at once when its restart failed (its constructor raised), the
+        actor goes back to the pool anyway: its calls then crash and say so, rather than the
+        session waiting on it."""
         deadline = time.monotonic() + REVIVE_S
         try:
             while self._actors and time.monotonic() < deadline:
@@ -384,9 +388,15 @@ class RayBackend(ParallelBackend):
                     self._labels[index] = self._ray.get(self._actors[index].label.remote(),
                                                         timeout=max(0.1, deadline - time.monotonic()))
                     return
-                except Exception:  # RayActorError while the death propagates, GetTimeoutError, a closed backend
+                except self._ray.exceptions.RayActorError as e:
+                    if e.actor_init_failed:  # its restart failed: Ray will not bring it back
+                        return
+                    time.sleep(0.2)  # the death is still reaching Ray's record of the actor
+                except Exception:  # GetTimeoutError, a closed backend
                     time.sleep(0.2)
         finally:
+            with self._free:
+                self._reviving.discard(index)
             self._release(index)
 
     def _get(self, ref: Any) -> Any:
@@ -407,7 +417,7 @@ class RayBackend(ParallelBackend):
         the next call when none was in flight or waiting."""
         with self._free:
             self._aborts += 1
-            busy = sorted(self._busy)
+            busy = sorted(self._busy - self._reviving)  # a reviving actor runs nothing to abort
             self._aborted = not busy and not self._acquiring
             self._free.notify_all()
         for i in busy:

@@ -351,14 +351,18 @@ def _settings(t: TimingConfig) -> native.TimingSettings:
 
 def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:
     """Entry point of the worker process. With a log path, its stdout and stderr
-    (driver messages, warnings) go there instead of the terminal an app draws on.
-    It dies with its parent (`parent_pid`), even inside a hung kernel."""
+    (driver messages, warnings) go there instead of the terminal an app draws on;
+    without one, its stdout goes to stderr, so a command's stdout carries only what the
+    command prints (`bench --json`'s JSON). It dies with its parent (`parent_pid`),
+    even inside a hung kernel."""
     exit_with_parent(parent_pid)
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+    else:
+        os.dup2(2, 1)
     try:
         worker = GpuWorker(ordinal)
         facts = worker.facts()
@@ -368,7 +372,8 @@ def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int
     try:
         ceilings = ensure_ceilings(worker.device, facts)
     except Exception as e:  # the % of floor falls back to datasheet figures; evaluation goes on
-        print(f"warpsmith: ceiling probe failed: {getattr(e, 'name', type(e).__name__)}: {e}", flush=True)
+        print(f"warpsmith: ceiling probe failed: {getattr(e, 'name', type(e).__name__)}: {e}", file=sys.stderr,
+              flush=True)
         ceilings = None
     conn.send(WorkerReady(facts, native.nvrtc_version(), ceilings))
     while True:

@@ -49,6 +49,13 @@
 #define EL 1
 #endif
 
+// The cache policies (createpolicy, .L2::cache_hint) exist from sm_80: older GPUs take plain loads.
+#if EL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define L2_POLICIES 1
+#else
+#define L2_POLICIES 0
+#endif
+
 // Blocks per SM that ptxas must fit (__launch_bounds__'s second argument; 0: none): at
 // BLOCK=256 U=2 ptxas takes 64 registers (4 blocks per SM), 40 under MINB=6 and 32 under
 // MINB=8, which spills at U >= 2 (U=1 fits 32 without)
@@ -133,18 +140,20 @@ __device__ __forceinline__ float block_sum(float v, float* slots)
 
 __device__ __forceinline__ unsigned long long l2_policy(bool keep)
 {
-    unsigned long long p;
+    unsigned long long p = 0;  // unused without L2_POLICIES: plain loads
+#if L2_POLICIES
     if (keep)
         asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
     else
         asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
     return p;
 }
 
 // Not volatile: nothing this kernel reads is written while it runs, so the loads may move.
 __device__ __forceinline__ float4 load_hinted(const float4* p, unsigned long long policy)
 {
-#if EL
+#if L2_POLICIES
     float4 v;
     asm("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
         : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));

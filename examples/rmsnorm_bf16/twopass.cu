@@ -36,6 +36,13 @@
 #define EL 1
 #endif
 
+// The cache policies (createpolicy, .L2::cache_hint) exist from sm_80: older GPUs take plain loads.
+#if EL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define L2_POLICIES 1
+#else
+#define L2_POLICIES 0
+#endif
+
 // Blocks per SM that ptxas must fit (__launch_bounds__'s second argument; 0: none): at
 // BLOCK=256 U=2 ptxas takes 40 registers, 6 blocks per SM; MINB=8 asks for 32 (a full SM).
 // knob MINB: 0 8 4
@@ -57,22 +64,26 @@
 
 __device__ __forceinline__ unsigned long long l2_policy_last()
 {
-    unsigned long long p;
+    unsigned long long p = 0;  // unused without L2_POLICIES: plain loads
+#if L2_POLICIES
     asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+#endif
     return p;
 }
 
 __device__ __forceinline__ unsigned long long l2_policy_first()
 {
-    unsigned long long p;
+    unsigned long long p = 0;  // unused without L2_POLICIES: plain loads
+#if L2_POLICIES
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
     return p;
 }
 
 // Not volatile: x is never written while the kernel runs, so the loads may move.
 __device__ __forceinline__ uint4 load_hinted(const uint4* p, unsigned long long policy)
 {
-#if EL
+#if L2_POLICIES
     uint4 v;
     asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
