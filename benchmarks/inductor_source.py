@@ -26,13 +26,11 @@ def main(workload_dir: str, case_name: str) -> None:
     if not w.baseline.torch:
         raise SystemExit(f"{w.name} has no PyTorch baseline ([baseline] torch)")
     case = w.case(case_name)
-    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-              "float64": torch.float64, "int32": torch.int32, "int64": torch.int64}
     kwargs: dict = {}
     for p in w.params:
         if isinstance(p, ArrayParam):
             if p.role == "input":
-                kwargs[p.name] = torch.randn(w.shape(p, case), device="cuda").to(dtypes[p.dtype])
+                kwargs[p.name] = torch.randn(w.shape(p, case), device="cuda").to(getattr(torch, p.dtype))  # same names
         else:
             kwargs[p.name] = p.arg(case)[1]
     fn = torch.compile(load_baseline(w.baseline.torch), dynamic=False)

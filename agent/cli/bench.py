@@ -178,7 +178,7 @@ def against_libraries(bench: WorkloadBench) -> Optional[LibraryComparison]:
         if times and ms > 0:
             fastest_ms, name = min(times)
             per_case[case] = (fastest_ms / ms, name)
-    return LibraryComparison(bench.workload, ours.name.split(":")[0], per_case) if per_case else None
+    return LibraryComparison(bench.workload, ours.role, per_case) if per_case else None
 
 
 def render_suite(results: list[WorkloadBench]) -> str:

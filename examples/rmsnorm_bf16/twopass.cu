@@ -62,20 +62,14 @@
 
 #define NWARPS (BLOCK / 32)
 
-__device__ __forceinline__ unsigned long long l2_policy_last()
+__device__ __forceinline__ unsigned long long l2_policy(bool keep)
 {
     unsigned long long p = 0;  // unused without L2_POLICIES: plain loads
 #if L2_POLICIES
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-#endif
-    return p;
-}
-
-__device__ __forceinline__ unsigned long long l2_policy_first()
-{
-    unsigned long long p = 0;  // unused without L2_POLICIES: plain loads
-#if L2_POLICIES
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    if (keep)
+        asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+    else
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
 #endif
     return p;
 }
@@ -152,7 +146,7 @@ rmsnorm_bf16_twopass(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* _
         const uint4* xv = reinterpret_cast<const uint4*>(xr);
         const uint4* wv = reinterpret_cast<const uint4*>(weight);
         uint4* yv = reinterpret_cast<uint4*>(yr);
-        const unsigned long long keep = l2_policy_last(), drop = l2_policy_first();
+        const unsigned long long keep = l2_policy(true), drop = l2_policy(false);
         float sum = 0.0f;
         for (int base = threadIdx.x; base < nvec; base += U * BLOCK) {
             uint4 r[U];
