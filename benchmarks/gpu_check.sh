@@ -225,7 +225,7 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
-[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^where|^worker|^early" "$OUT/search-speed.txt"
+[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^where|^worker|^evaluator|^early" "$OUT/search-speed.txt"
 [ -f "$OUT/kernel-tuner.txt" ] && grep -E "^\\|" "$OUT/kernel-tuner.txt"
 [ -f "$OUT/worker-costs.txt" ] && cat "$OUT/worker-costs.txt"
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"

@@ -192,12 +192,41 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
             phases[phase] = phases.get(phase, 0.0) + sum(v)
         print("worker time by phase: " + "; ".join(f"{p} {t / 1000:.1f} s" for p, t in
                                                    sorted(phases.items(), key=lambda kv: -kv[1])))
+    evaluator_share(records)
     first = records[0]["t"] - t0
     accounted = first + sum(spent.values())
     print(f"where the {wall:.1f} s went: start-up before the plan {first:.1f} s; "
           + "; ".join(f"{n} {spent[n]:.1f} s ({counts[n]}x, {1000 * spent[n] / counts[n]:.0f} ms each)"
                       for n in sorted(spent, key=spent.get, reverse=True))
           + f"; between nodes and after the last {wall - accounted:.1f} s")
+
+
+def evaluator_share(records: list[dict]) -> None:
+    """How busy the evaluator was with the attempts (the timeline's EvaluatorRan events:
+    each half's start and length, wherever it ran, ahead of the graph or not), what of
+    that was the worker's cases, and what the Ray hop added per call. Re-timings and
+    baselines are not attempts: the GPU side was busier than this says, never idler."""
+    runs = [r for r in records if r["event"] == "EvaluatorRan" and r.get("began_s") and r.get("evaluator_ms")]
+    if not runs:
+        return
+    spans = sorted((r["began_s"], r["began_s"] + r["evaluator_ms"] / 1000) for r in runs)
+    busy, end = 0.0, spans[0][0]
+    for a, b in spans:  # the union: halves of attempts on several GPUs may overlap
+        busy += max(0.0, b - max(a, end))
+        end = max(end, b)
+    window = max(1e-9, end - spans[0][0])
+    iterations = {r["iteration"] for r in runs}
+    cases = sum(r["elapsed_ms"] for r in records if r["event"] == "CaseFinished" and r.get("elapsed_ms") is not None
+                and r.get("iteration") in iterations)
+    evaluator = sum(r["evaluator_ms"] for r in runs)
+    line = (f"evaluator: busy with attempts {busy:.1f} s of the {window:.1f} s from the first to the last ({busy / window:.0%}); "
+            f"per attempt {evaluator / len(iterations):.0f} ms, of which the worker's cases {cases / len(iterations):.0f} ms")
+    # Ray: a call per half on one GPU, one per attempt on several (attempt(): its first half carries the call)
+    called = {r["iteration"] for r in runs if r.get("call_ms")}
+    if called:
+        hop = sum(r.get("call_ms", 0.0) - r["evaluator_ms"] for r in runs if r["iteration"] in called)
+        line += f"; the Ray hop {hop / len(called):.1f} ms per attempt over the evaluator's own"
+    print(line)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,7 @@ class EvaluatorDouble:
                  validate: bool = True) -> EvaluationResult:
         self.calls.append((candidate.name, seed, time_cases))
         import time
+        began = time.time()
         if self.die_at is not None and len(self.calls) == self.die_at[0] and not self.die_at[1].exists():
             self.die_at[1].touch()
             os._exit(1)
@@ -168,6 +169,7 @@ class EvaluatorDouble:
         if status == Status.OK and time_cases and perf:
             from agent.evaluate.stats import geomean
             result.score_ms = geomean(perf)
+        result.began_s, result.wall_ms["total"] = began, (time.time() - began) * 1e3  # as the real one stamps it
         return result
 
     def evaluate_many(self, candidates, seed: int = 1) -> list[EvaluationResult]:

@@ -571,4 +571,5 @@ def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
     result.wall_ms["validate"] = sum(c.validate_ms for c in result.cases)
     result.wall_ms["time"] = sum(c.time_ms for c in result.cases)
     result.wall_ms["total"] = (time.perf_counter() - t_start) * 1e3
+    result.began_s = time.time() - result.wall_ms["total"] / 1e3
     return result

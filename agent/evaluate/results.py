@@ -73,7 +73,9 @@ class EvaluationResult:
     score_ms: Optional[float] = None  # geomean of performance medians
     detail: str = ""  # the first failure, verbatim, for the proposer
     seed: int = 0
-    wall_ms: dict[str, float] = field(default_factory=dict)  # compile / validate / time / total
+    # compile / validate / time / total (the evaluator's own); call: the whole call as the Ray driver waited for it
+    wall_ms: dict[str, float] = field(default_factory=dict)
+    began_s: Optional[float] = None  # when the evaluator began it, epoch seconds (benchmarks/search_speed.py)
     gpu: str = ""  # where it ran: "0: NVIDIA H200 GPU-..." (the Ray backend: "actor 1: ...")
     # The early-rejection screen's samples per performance case, for a candidate it kept:
     # archived beside the full timing's, so the rule's bound can be checked against the

@@ -45,6 +45,20 @@ class CandidateProposed:
 
 
 @dataclass(frozen=True)
+class EvaluatorRan:
+    """An attempt's half (phase validate / benchmark) as the evaluator ran it, perhaps ahead
+    of the graph: when it began (epoch s) and how long it took; through Ray, how long the
+    session waited for the call too. benchmarks/search_speed.py reads them from the
+    timeline: how busy the GPU side was, and what the Ray hop cost."""
+
+    iteration: int
+    phase: str
+    began_s: Optional[float]
+    evaluator_ms: Optional[float]
+    call_ms: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class CompileFinished:
     iteration: int
     ok: bool

@@ -307,6 +307,7 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     # early without a validation (agent/evaluate/evaluator.py, validate()).
     r = ctx.evaluator.validate(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
                                case_best_ms=case_best)
+    _ran(runtime, attempt.iteration, "validate", r)
     if r.status == Status.REJECTED_EARLY:
         if ctx.archive is not None:
             archive_samples(ctx.archive, attempt.iteration, r, best_ms, case_best)
@@ -315,6 +316,10 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     status = Progress.VALIDATED if r.ok else r.status
     cases = outcomes(r, ctx.workload, None)  # untimed: no floor to compare with
     return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases, "gpu": r.gpu})}
+
+
+def _ran(runtime: Runtime[LoopContext], iteration: int, phase: str, r: EvaluationResult) -> None:
+    runtime.stream_writer(events.EvaluatorRan(iteration, phase, r.began_s, r.wall_ms.get("total"), r.wall_ms.get("call")))
 
 
 def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
@@ -329,6 +334,7 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     # neither the best nor a case's winner.
     r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
                      case_best_ms=case_best)
+    _ran(runtime, attempt.iteration, "benchmark", r)
     if ctx.archive is not None:
         archive_samples(ctx.archive, attempt.iteration, r, best_ms, case_best)
     cases = outcomes(r, ctx.workload, ev.ceilings)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 FILE = "timeline.jsonl"
-FIELDS = ("node", "iteration", "case", "phase", "status", "compile_ms", "cached", "score_ms", "elapsed_ms")
+FIELDS = ("node", "iteration", "case", "phase", "status", "compile_ms", "cached", "score_ms", "elapsed_ms",
+          "began_s", "evaluator_ms", "call_ms")
 
 
 class Timeline:
