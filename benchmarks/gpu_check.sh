@@ -120,6 +120,22 @@ if [ -n "${WS_SEARCH:-}" ]; then  # e.g. WS_SEARCH="examples/sgemm --cases squar
   done
 fi
 
+if [ -n "${WS_TENMIN:-}" ]; then  # issue 18's 10-minute session in two calls on a warm machine, e.g.
+  # WS_TENMIN="examples/sgemm --cases square-4096" WS_TENMIN_PART=1, then the same with WS_TENMIN_PART=2 at once
+  # (the store stays in /tmp while the machine is warm; the second part resumes it to 600 s of running)
+  name=$(echo "$WS_TENMIN" | tr -c 'a-zA-Z0-9\n' '-')
+  part=${WS_TENMIN_PART:-1}
+  step "10-minute session, part $part: $WS_TENMIN"
+  if [ "$part" = 1 ]; then
+    rm -rf "/tmp/tenmin-$name"
+    (cd "$OLDPWD" && python3 benchmarks/search_speed.py $WS_TENMIN --time-budget 300 --store "/tmp/tenmin-$name" 2>&1) \
+      | tee -a "$OUT/search-speed.txt"
+  else
+    (cd "$OLDPWD" && python3 benchmarks/search_speed.py $WS_TENMIN --time-budget 600 --store "/tmp/tenmin-$name" --resume \
+       --keep "$OUT/tenmin-records-$name" 2>&1) | tee -a "$OUT/search-speed.txt"
+  fi
+fi
+
 if [ -n "${WS_RAY_SCALING:-}" ]; then  # issue 19, on a machine with several GPUs and WS_WHEELS=.whl-ray, e.g.
   # WS_RAY_SCALING="examples/sgemm --gpus 1,2 --time-budget 120 --kill-after 60 -- --no-tracking"
   step "Ray backend scaling: $WS_RAY_SCALING"
@@ -225,7 +241,7 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/run-examples.txt" ] && grep -E "finished|best|Score|error" "$OUT/run-examples.txt"
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
-[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^where|^worker|^evaluator|^early" "$OUT/search-speed.txt"
+[ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^running|^where|^worker|^evaluator|^early" "$OUT/search-speed.txt"
 [ -f "$OUT/kernel-tuner.txt" ] && grep -E "^\\|" "$OUT/kernel-tuner.txt"
 [ -f "$OUT/worker-costs.txt" ] && cat "$OUT/worker-costs.txt"
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"

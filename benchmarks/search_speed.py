@@ -11,6 +11,15 @@ session is read back with this checkout's code either way.
     python3 benchmarks/search_speed.py examples/sgemm --site BEFORE_SITE --time-budget 60   # the old harness
     python3 benchmarks/search_speed.py examples/sgemm -- --batch 8 --no-early-reject       # flags for `run`
 
+A 10-minute session on a machine whose calls last at most 10 minutes runs in two parts,
+the second resuming the first (its time budget counts running time, the pause excluded):
+
+    python3 benchmarks/search_speed.py examples/sgemm --time-budget 300 --store /tmp/tenmin
+    python3 benchmarks/search_speed.py examples/sgemm --time-budget 600 --store /tmp/tenmin --resume
+
+"running time" lines read the checkpoint's history (each attempt's running seconds, as
+the time budget counts them), so they hold across the parts.
+
 The references (float64, every case, both seeds) are computed before the clock starts
 unless --cold: a before/after pair then times the search, not whichever run came first.
 
@@ -65,18 +74,29 @@ def main(argv: list[str]) -> int:
     p.add_argument("--keep", type=Path, help="copy the session's attempt records and timeline (small files) here")
     p.add_argument("--cold", action="store_true",
                    help="leave the references uncomputed: the session computes them inside its wall time")
+    p.add_argument("--store", type=Path, help="the session's store, kept (default: a new temporary one)")
+    p.add_argument("--resume", action="store_true",
+                   help="resume the session in --store until --time-budget seconds of running in all")
     # After "--": more flags for `warpsmith run` (split here: argparse would take an
     # empty positional list before the options and then refuse what follows "--").
     split = argv.index("--") if "--" in argv else len(argv)
     args, run_flags = p.parse_args(argv[:split]), argv[split + 1:]
     if not args.cold:
         warm_references(args.workload)
-    store = Path(tempfile.mkdtemp(prefix="search-speed-"))
+    if args.resume and not (args.store and (args.store / "sessions").is_dir()):
+        print("--resume needs the --store of an earlier part")
+        return 2
+    store = args.store.resolve() if args.store else Path(tempfile.mkdtemp(prefix="search-speed-"))
     runner = [str(ROOT / "benchmarks" / "sample_profile.py"), str(args.profile.resolve())] if args.profile else ["-m"]
-    cmd = [sys.executable, "-P", *runner, "tui", "run", str(args.workload.resolve()), "--proposer", "tune", "--headless",
-           "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store), "--no-tracking",
-           *(["--cases", args.cases] if args.cases else []), *(["--kernel", args.kernel] if args.kernel else []),
-           *run_flags]
+    if args.resume:
+        session_name = next((store / "sessions").iterdir()).name
+        cmd = [sys.executable, "-P", *runner, "tui", "resume", session_name, "--headless", "--time-budget",
+               str(args.time_budget), "--store", str(store), "--no-tracking", *run_flags]
+    else:
+        cmd = [sys.executable, "-P", *runner, "tui", "run", str(args.workload.resolve()), "--proposer", "tune",
+               "--headless", "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store),
+               "--no-tracking", *(["--cases", args.cases] if args.cases else []),
+               *(["--kernel", args.kernel] if args.kernel else []), *run_flags]
     # -P: the child never imports the checkout it was started in by accident (a source tree
     # without the built module); it gets this checkout only where the module is built in place.
     env = child_env(args.site)
@@ -90,6 +110,15 @@ def main(argv: list[str]) -> int:
     if not attempts or best is None:
         print(f"no attempt or no best in {wall:.0f} s")
         return 1
+    if args.resume:  # the first part's attempts finished before this clock: running time only
+        here = sum(t is not None and t >= t0 for _, t in attempts)
+        print(f"workload {args.workload.name}, resumed {session_name} until {args.time_budget:.0f} s of running, "
+              f"this part {here} attempts in {wall:.1f} s of wall time")
+        running_report(next((store / "sessions").iterdir()), args.target_ms or best)
+        where_time_went(store, t0, wall)
+        if args.keep:
+            keep_records(next((store / "sessions").iterdir()), args.keep)
+        return 0
     first_done = min(t for _, t in attempts if t is not None)
     last_done = max(t for _, t in attempts if t is not None)
     searching = max(1e-9, last_done - t0)
@@ -109,8 +138,9 @@ def main(argv: list[str]) -> int:
     print(f"best after {args.time_budget:.0f} s: {best:.4f} ms")
     print(f"first within {WITHIN:.0%} of {'the target ' if args.target_ms else 'its final best '}{target:.4f} ms: "
           + (f"{reached:.1f} s" if reached is not None else "never"))
-    where_time_went(store, t0, wall)
     session = next((store / "sessions").iterdir())
+    running_report(session, target)
+    where_time_went(store, t0, wall)
     # The rule judged each attempt on its screen; replayed on the full timings' own first
     # launches (other samples than the ones it was judged on), it must cut no winner.
     print(f"early rejection replayed on this session's full timings: {replay(session_attempts(session)).text()}; "
@@ -118,6 +148,35 @@ def main(argv: list[str]) -> int:
     if args.keep:
         keep_records(session, args.keep)
     return 0
+
+
+def running_progress(session: Path) -> list[tuple[int, float, float | None]]:
+    """(attempts so far, running seconds as the time budget counts them, best score) after
+    each attempt, from the checkpoint's history (the reflect node writes the history and
+    the time spent together): a pause between a run and its resume is not running time."""
+    from agent.loop.session import graph_config, open_graph
+    after: dict[int, tuple[float, float | None]] = {}
+    for snapshot in open_graph(session).get_state_history(graph_config(session.name)):
+        values = snapshot.values
+        n, spent = len(values.get("history", [])), values.get("spent")
+        if n and spent is not None and n not in after:
+            best = values.get("best")
+            after[n] = (spent.elapsed_s, best.score_ms if best else None)
+    return [(n, *after[n]) for n in sorted(after)]
+
+
+def running_report(session: Path, target: float) -> None:
+    progress = running_progress(session)
+    if not progress:
+        return
+    attempts, running, best = progress[-1]
+    if best is None:
+        print(f"running time: {attempts} attempts in {running:.1f} s, no best")
+        return
+    reached = next((s for _, s, b in progress if b is not None and b <= target * (1 + WITHIN)), None)
+    print(f"running time: {attempts} attempts in {running:.1f} s, {running / attempts:.3f} s per attempt; best "
+          f"{best:.4f} ms; first within {WITHIN:.0%} of {target:.4f} ms after "
+          + (f"{reached:.1f} s of running" if reached is not None else "never"))
 
 
 def child_env(site: str = "") -> dict[str, str]:
@@ -156,10 +215,12 @@ def warm_references(workload_dir: Path) -> None:
 
 
 def where_time_went(store: Path, t0: float, wall: float) -> None:
-    """The session's timeline (agent/loop/timeline.py) split by loop node: seconds spent
-    in each (from its NodeStarted to its NodeFinished), and the start-up before the plan."""
+    """This run's part of the session's timeline (agent/loop/timeline.py) split by loop
+    node: seconds spent in each (from its NodeStarted to its NodeFinished), and the
+    start-up before the first event."""
     from agent.loop.timeline import read_timeline
-    records = read_timeline(next((store / "sessions").iterdir()))
+    # this run's (a resumed session's timeline holds the earlier parts too)
+    records = [r for r in read_timeline(next((store / "sessions").iterdir())) if r["t"] >= t0]
     if not records:
         print("no timeline (an older install writes none)")
         return
@@ -195,7 +256,7 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
     evaluator_share(records)
     first = records[0]["t"] - t0
     accounted = first + sum(spent.values())
-    print(f"where the {wall:.1f} s went: start-up before the plan {first:.1f} s; "
+    print(f"where the {wall:.1f} s went: start-up before the first event {first:.1f} s; "
           + "; ".join(f"{n} {spent[n]:.1f} s ({counts[n]}x, {1000 * spent[n] / counts[n]:.0f} ms each)"
                       for n in sorted(spent, key=spent.get, reverse=True))
           + f"; between nodes and after the last {wall - accounted:.1f} s")

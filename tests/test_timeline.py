@@ -79,3 +79,48 @@ def test_search_speeds_evaluator_share_counts_overlapping_halves_once_and_the_ra
     assert "per attempt 1150 ms, of which the worker's cases 700 ms" in out
     # (210 + 704 - 900) for attempt 1, (1500 - 1400) for attempt 2: 57 ms per attempt
     assert "the Ray hop 57.0 ms per attempt over the evaluator's own" in out
+
+
+def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(tmp_path, capsys):
+    """benchmarks/search_speed.py's running-time lines (a 10-minute session in two parts):
+    one entry per attempt from the checkpoint's history, in order, ending at the session's
+    own time spent, the best as it stood after each attempt."""
+    import sys
+    from pathlib import Path
+
+    from agent.loop import events
+    from agent.tracking.session_tracker import NullTracker
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, benchmarks)
+    try:
+        from search_speed import running_progress, running_report
+    finally:
+        sys.path.remove(benchmarks)
+    workload = load_workload(make_sgemm_workload(tmp_path / "w"))
+    directory = session_dir(tmp_path / "store", "s1")
+    directory.mkdir(parents=True)
+    info = SessionInfo("s1", str(workload.directory), SearchOptions(ProposerChoice(kernel="tiled"), budget=6))
+
+    def open_session():
+        return Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(0, kernel="tiled"),
+                       NullTracker())
+    first = open_session()
+
+    def pause_after_three(e):
+        if isinstance(e, events.AttemptFinished) and e.iteration == 3:
+            first.control.request("pause")
+    assert first.run(pause_after_three) == "paused"
+    first.close()
+    second = open_session()
+    assert second.run() == "finished"
+    progress = running_progress(directory)
+    assert [n for n, _, _ in progress] == list(range(1, 7))
+    seconds = [s for _, s, _ in progress]
+    assert seconds == sorted(seconds) and seconds[-1] == second.state["spent"].elapsed_s
+    best = second.state["best"].score_ms
+    assert progress[-1][2] == best and all(b is None or b >= best for _, _, b in progress)
+    running_report(directory, best)
+    out = capsys.readouterr().out
+    reached = next(s for _, s, b in progress if b is not None and b <= best * 1.02)
+    assert f"running time: 6 attempts in {seconds[-1]:.1f} s" in out and f"after {reached:.1f} s of running" in out
+    second.close()
