@@ -163,9 +163,28 @@ def test_a_candidate_that_does_not_compile_never_reaches_a_gpu_actor(ray, tmp_pa
     broken = dataclasses.replace(tiled(workload, BM=64), source="extern \"C\" __global__ void sgemm( {")
     with ray_backend(workload, gpus=1) as backend:
         (result,) = backend.evaluate_many([broken])
+        validated, halves = backend.validate(broken), backend.attempt(broken)  # an attempt's first half, a whole one
+        served = list(backend._served)
     assert result.status == Status.COMPILE_FAILED and result.gpu == "" and "error" in result.detail
     local = EvaluatorDouble(workload).evaluate(broken)
     assert local.status == Status.COMPILE_FAILED and local.detail == result.detail
+    assert validated.status == halves.validated.status == Status.COMPILE_FAILED and halves.benchmarked is None
+    assert validated.detail == halves.validated.detail == local.detail and served == [0]
+
+
+def test_an_attempts_kernel_is_compiled_here_before_its_actor_is_called(ray, workload, monkeypatch):
+    """validate, attempt and evaluate compile in this process first (joining a compile ahead
+    still in flight), so the actor finds the CUBIN in the cache and never runs NVRTC itself
+    while its GPU waits."""
+    with ray_backend(workload, gpus=1) as backend:
+        order: list[str] = []
+        compile_, call = backend.compile, backend._call
+        monkeypatch.setattr(backend, "compile", lambda c: order.append("compile") or compile_(c))
+        monkeypatch.setattr(backend, "_call", lambda *a, **k: order.append("call") or call(*a, **k))
+        assert backend.validate(tiled(workload, BM=64)).ok and backend.benchmark(tiled(workload, BM=64)).ok
+        assert order == ["compile", "call", "call"]  # benchmark continues on the actor that validated it
+        order.clear()
+        assert backend.attempt(tiled(workload, BM=128)).benchmarked.ok and order == ["compile", "call"]
 
 
 def test_a_dying_gpu_actor_costs_one_attempt_and_the_session_goes_on(ray, tmp_path, workload):

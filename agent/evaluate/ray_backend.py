@@ -1,7 +1,9 @@
 """Evaluation over Ray (`--backend ray`): one actor per GPU, each holding a local
 Evaluator and so its own GPU worker process, on this machine or a cluster
 (`--ray-address`). NVRTC runs as Ray tasks on CPU workers; the compile policy and
-the CUBIN cache stay in this process (agent/runtime/compiler.py).
+the CUBIN cache stay in this process (agent/runtime/compiler.py), and a kernel is
+compiled here before an actor is called with it, so the actor finds its CUBIN in the
+cache on this machine.
 
 A session on Ray behaves as a local one. The session's own calls (a sequential
 session's attempts, the re-timings of a challenge, fresh-seed validations, baselines)
@@ -238,13 +240,24 @@ class RayBackend(ParallelBackend):
 
     def _evaluate(self, candidate: Candidate, seed: int, revalidate: bool = True, time_cases: bool = True,
                   validate: bool = True, anywhere: bool = False) -> EvaluationResult:
-        compiled = self.compile(candidate)  # on a CPU worker; the actor then finds the CUBIN in the cache
-        if not compiled.ok:  # as the local evaluator says it, without a GPU's time (failures are not cached)
-            self.on_event(compiled)
-            return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
-                                    wall_ms={"compile": compiled.compile_ms})
+        failed = self._compile_first(candidate, seed)
+        if failed is not None:
+            self.on_event(failed.compiled)
+            return failed
         return self._single(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases, validate),
                             anywhere=anywhere)[1]
+
+    def _compile_first(self, candidate: Candidate, seed: int) -> Optional[EvaluationResult]:
+        """The CUBIN compiled here before an actor is called (on a CPU worker, through this
+        process's cache and single flight): the actor then finds it in the cache. Without
+        this, an actor sent a candidate whose compile ahead was still in flight ran NVRTC
+        again itself, in its own process, while its GPU waited. A failure is the result,
+        as the local evaluator says it, without a GPU's time (failures are not cached)."""
+        compiled = self.compile(candidate)
+        if compiled.ok:
+            return None
+        return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
+                                wall_ms={"compile": compiled.compile_ms})
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
@@ -254,6 +267,10 @@ class RayBackend(ParallelBackend):
     def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
         """On the preferred actor; with `best_ms`, the local evaluator's screen first (it runs there)."""
+        failed = self._compile_first(candidate, seed)
+        if failed is not None:
+            self.on_event(failed.compiled)
+            return failed
         bests = dict(case_best_ms) if case_best_ms is not None else None
         index, result = self._single(candidate.name, "validate", (candidate, seed, best_ms, bests))
         self._validated_on = index
@@ -271,6 +288,9 @@ class RayBackend(ParallelBackend):
                 case_best_ms: Optional[Mapping[str, float]] = None) -> AttemptHalves:
         """validate and benchmark in one call on a free actor (from any thread: the replies
         come back with the results, not through on_event)."""
+        failed = self._compile_first(candidate, seed)
+        if failed is not None:
+            return AttemptHalves(failed, None, [failed.compiled])
         bests = dict(case_best_ms) if case_best_ms is not None else None
         _, results, replies, label = self._call(candidate.name, "attempt", (candidate, seed, best_ms, bests),
                                                 anywhere=True)
