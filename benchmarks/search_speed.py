@@ -8,6 +8,7 @@ session is read back with this checkout's code either way.
     python3 benchmarks/search_speed.py examples/sgemm --cases square-4096 --time-budget 60
     python3 benchmarks/search_speed.py examples/softmax --time-budget 600            # the 10-minute reference
     python3 benchmarks/search_speed.py examples/softmax --time-budget 120 --target-ms 0.2625
+    python3 benchmarks/search_speed.py examples/softmax --time-budget 600 --target-ms 0.2625 --stop-at-target
     python3 benchmarks/search_speed.py examples/sgemm --site BEFORE_SITE --time-budget 60   # the old harness
     python3 benchmarks/search_speed.py examples/sgemm -- --batch 8 --no-early-reject       # flags for `run`
 
@@ -74,6 +75,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--keep", type=Path, help="copy the session's attempt records and timeline (small files) here")
     p.add_argument("--cold", action="store_true",
                    help="leave the references uncomputed: the session computes them inside its wall time")
+    p.add_argument("--stop-at-target", action="store_true",
+                   help="stop the session (SIGTERM, its stop now) once its best is within 2%% of --target-ms: "
+                        "the time to reach a target, without the rest of the budget")
     p.add_argument("--store", type=Path, help="the session's store, kept (default: a new temporary one)")
     p.add_argument("--resume", action="store_true",
                    help="resume the session in --store until --time-budget seconds of running in all")
@@ -81,11 +85,14 @@ def main(argv: list[str]) -> int:
     # empty positional list before the options and then refuse what follows "--").
     split = argv.index("--") if "--" in argv else len(argv)
     args, run_flags = p.parse_args(argv[:split]), argv[split + 1:]
-    if not args.cold:
-        warm_references(args.workload)
+    if args.stop_at_target and not args.target_ms:
+        print("--stop-at-target needs --target-ms")
+        return 2
     if args.resume and not (args.store and (args.store / "sessions").is_dir()):
         print("--resume needs the --store of an earlier part")
         return 2
+    if not args.cold:
+        warm_references(args.workload)
     store = args.store.resolve() if args.store else Path(tempfile.mkdtemp(prefix="search-speed-"))
     runner = [str(ROOT / "benchmarks" / "sample_profile.py"), str(args.profile.resolve())] if args.profile else ["-m"]
     if args.resume:
@@ -101,10 +108,21 @@ def main(argv: list[str]) -> int:
     # without the built module); it gets this checkout only where the module is built in place.
     env = child_env(args.site)
     t0 = time.time()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.time() - t0
-    if proc.returncode != 0:
-        print(f"run failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    stopped = False
+    with tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        while child.poll() is None:
+            try:
+                child.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                if args.stop_at_target and not stopped and reached_target(store, args.target_ms):
+                    child.terminate()  # the session's "stop now": checkpoint kept, best saved
+                    stopped = True
+        wall = time.time() - t0
+        err.seek(0)
+        stderr = err.read()
+    if child.returncode != 0 and not stopped:
+        print(f"run failed (exit {child.returncode}): {stderr.strip()[-500:]}")
         return 1
     attempts, best = attempts_of(store)
     if not attempts or best is None:
@@ -130,7 +148,7 @@ def main(argv: list[str]) -> int:
         statuses[str(a.status)] = statuses.get(str(a.status), 0) + 1
     print(f"workload {args.workload.name}{' cases ' + args.cases if args.cases else ''}, "
           f"{'site ' + args.site if args.site else 'this checkout'}{', run ' + ' '.join(run_flags) if run_flags else ''}, "
-          f"time budget {args.time_budget:.0f} s, wall {wall:.1f} s")
+          f"time budget {args.time_budget:.0f} s, wall {wall:.1f} s{', stopped at the target' if stopped else ''}")
     print(f"attempts {len(attempts)} ({', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}); "
           f"first finished at {first_done - t0:.1f} s")
     print(f"throughput: {len(attempts) / searching:.2f} attempts/s, {searching / len(attempts):.3f} s per attempt "
@@ -148,6 +166,24 @@ def main(argv: list[str]) -> int:
     if args.keep:
         keep_records(session, args.keep)
     return 0
+
+
+def reached_target(store: Path, target_ms: float) -> bool:
+    """Whether the session being run has a best within 2% of the target (its checkpoint,
+    read while the session writes it: SQLite in WAL mode lets a reader in)."""
+    import sqlite3
+    from contextlib import closing
+
+    from agent.loop.session import graph_config, open_graph
+    try:
+        session = next((store / "sessions").iterdir())
+        # read-only: a checkpoint not created yet stays the session's to create
+        with closing(sqlite3.connect(f"file:{session / 'checkpoint.sqlite'}?mode=ro", uri=True,
+                                     check_same_thread=False)) as conn:
+            best = open_graph(session, conn).get_state(graph_config(session.name)).values.get("best")
+    except Exception:  # not started yet, or a checkpoint mid-creation: ask again later
+        return False
+    return best is not None and best.score_ms <= target_ms * (1 + WITHIN)
 
 
 def running_progress(session: Path) -> list[tuple[int, float, float | None]]:

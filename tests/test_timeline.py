@@ -93,7 +93,7 @@ def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(
     benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
     sys.path.insert(0, benchmarks)
     try:
-        from search_speed import running_progress, running_report
+        from search_speed import reached_target, running_progress, running_report
     finally:
         sys.path.remove(benchmarks)
     workload = load_workload(make_sgemm_workload(tmp_path / "w"))
@@ -123,4 +123,7 @@ def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(
     out = capsys.readouterr().out
     reached = next(s for _, s, b in progress if b is not None and b <= best * 1.02)
     assert f"running time: 6 attempts in {seconds[-1]:.1f} s" in out and f"after {reached:.1f} s of running" in out
+    # --stop-at-target's question, asked of the checkpoint (read-only) as the session writes it
+    assert reached_target(tmp_path / "store", best * 1.01) and not reached_target(tmp_path / "store", best * 0.9)
+    assert not reached_target(tmp_path / "nothing-yet", best)
     second.close()
