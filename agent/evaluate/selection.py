@@ -7,6 +7,11 @@ than the measured noise, and only after passing on fresh inputs.
   median re-timed score is below 0.995 x the best's (measured repeat CV of a
   median is ~0.1% on the H200, benchmarks/harness.py);
 - a winner must then validate on inputs from another seed (FRESH_SEED).
+
+FRESH_SEED is a constant: the fresh inputs and their references are the same in every
+session. A refusal on them says which case and output failed, how many elements and where,
+never a value (``fresh_detail``): quoting the expected values would let a model learn the
+fresh references attempt by attempt and replay them from a kernel that recognises the case.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Optional
 from ..spec.candidate import Candidate
 from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
-from .results import Progress, Status
+from .results import EvaluationResult, Progress, Status
 
 CLEAR_WIN = 0.97
 CONFIRM = 0.995
@@ -53,5 +58,31 @@ def challenge(evaluator: EvaluationBackend, challenger: Candidate, score_ms: flo
     fresh = evaluator.evaluate(challenger, seed=FRESH_SEED, time_cases=False, revalidate=False)
     if not fresh.ok:
         return Verdict(False, f"failed on fresh inputs (seed {FRESH_SEED})", fresh.status,
-                       f"passed on seed 1 but not on fresh inputs (seed {FRESH_SEED}): {fresh.detail}")
+                       f"passed on seed 1 but not on fresh inputs (seed {FRESH_SEED}): {fresh_detail(fresh)}")
     return Verdict(True, "new best")
+
+
+def fresh_detail(result: EvaluationResult) -> str:
+    """The first failure on the fresh inputs without any value of theirs: for a wrong output,
+    its counts, the pattern and the indices of the first wrong elements (not the values got
+    or expected, not the largest errors, which would give the references away)."""
+    failed = [c for c in result.cases if c.status != Status.OK]
+    if not failed:
+        return result.detail  # compile or launch refusals: the same source as on seed 1, no data in them
+    c = failed[0]
+    reports = c.check.reports if c.check is not None else ()
+    if reports:
+        lines = []
+        for r in reports:
+            total = 1
+            for n in r.shape:
+                total *= n
+            lines += [f"output {r.output} {list(r.shape)}: {r.mismatches} of {total} elements outside rtol "
+                      f"{r.rtol:.3g} (values withheld: the fresh inputs' references are not shown)",
+                      f"pattern: {r.hint}"]
+            if r.first:
+                lines.append("first wrong at " + ", ".join(f"{r.output}{list(idx)}" for idx, _, _ in r.first))
+        return f"case '{c.case}': " + "\n".join(lines)
+    if c.status in (Status.WRONG_ANSWER, Status.UNSTABLE):
+        return f"case '{c.case}': {c.status} (values withheld: the fresh inputs' references are not shown)"
+    return f"case '{c.case}': {c.detail}"  # a guard band, an input modified, a crash: names, no values
