@@ -194,3 +194,23 @@ def test_the_app_shows_a_programs_steps_above_its_source(workload):
     lines = view.source.splitlines()
     assert lines[0] == "// workspace partial: float32[SPLITK * M * N], starts poisoned"
     assert lines[2].startswith("// step 2: sgemm_splitk_reduce<<<") and lines[3] == spec.source.splitlines()[0]
+
+
+def test_a_program_whose_workspace_cannot_fit_the_gpu_never_reaches_the_worker(workload):
+    """Each buffer is capped (16 GiB) but not their sum, nor the sum over the cases (the worker
+    keeps every case's workspace while the kernel stays loaded): eight buffers of 16e9 bytes
+    on an 80 GiB GPU reached the worker, to fail there as CUDA_ERROR_OUT_OF_MEMORY after
+    filling the GPU (and its memsets of 128 GB before every timed launch). Refused up front,
+    in one line that names the bytes."""
+    from test_evaluator_protocol import FACTS
+    c = Candidate.from_spec(workload.kernels["splitk"])
+    data = c.program.to_data()
+    data["workspace"] += [{"name": f"pad{i}", "dtype": "float32", "size": "4000000000", "init": "zero"}
+                          for i in range(7)]
+    bad = Candidate(c.source, c.entry, c.launch, c.options, c.defines, "hoard",
+                    program=Program.from_data(data["steps"], data["workspace"]))
+    ev = DoubleEvaluator(workload, [])
+    ev._facts = dataclasses.replace(FACTS, total_memory=80 << 30)
+    r = ev.evaluate(bad)
+    assert r.status == "launch_invalid" and "GPU memory" in r.detail and "workspace" in r.detail
+    assert ev.doubles == [] or ev.doubles[0].sent == []

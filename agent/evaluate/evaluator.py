@@ -38,7 +38,10 @@ from ..spec.launch import LaunchJob, ProgramJob
 from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
 from ..spec.tolerance import case_rtol
 from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, array_layouts, program_problem
+from ..worker.case_buffers import guard_bytes
+from ..worker.footprint import GPU_FRACTION, case_footprint
 from ..worker.gpu_side import RECOVERABLE
+from ..worker.pages import in_pages
 from ..worker.process import WorkerDied, WorkerProcess, WorkerTimeout
 from ..worker.protocol import (
     ATTEMPT,
@@ -180,6 +183,17 @@ class Evaluator(EvaluationBackend):
         if launch.cluster != (1, 1, 1) and facts.cc_major < 9:
             return f"cluster {launch.cluster}: thread block clusters need compute capability 9.0 or newer"
         return ""
+
+    def _workspace_room(self) -> Optional[tuple[int, int, int]]:
+        """(bytes a program's workspace may take over all cases, the cases' own bytes, the GPU's
+        memory), None where the GPU's memory is not known. The cases' buffers stay resident
+        (agent/worker/footprint.py counts them), and so does each case's workspace while its
+        kernel is loaded (GpuWorker.program)."""
+        total = self.facts.total_memory
+        if not total:
+            return None
+        resident = sum(case_footprint(self.workload, c, "gpu") for c in self.workload.cases)
+        return int(total * GPU_FRACTION) - resident, resident, total
 
     def _resolve_program(self, candidate: Candidate, case: Case) -> tuple[Optional[ProgramJob], str]:
         """A program's steps and workspace for `case`, or why it cannot run there."""
@@ -345,10 +359,19 @@ class Evaluator(EvaluationBackend):
             result.status, result.detail = Status.COMPILE_FAILED, compiled.log
             return result, None
         jobs = []
+        room = self._workspace_room() if candidate.program is not None else None
+        workspace = 0
         for case in self.workload.cases:
             program, launch, problem = None, None, ""
             if candidate.program is not None:
                 program, problem = self._resolve_program(candidate, case)
+                if program is not None and room is not None:
+                    workspace += sum(in_pages(w.nbytes + 2 * guard_bytes(w.nbytes)) for w in program.workspace)
+                    if workspace > room[0]:
+                        problem = (f"program for case '{case.name}': its workspace over the cases so far, "
+                                   f"{workspace} bytes (the worker keeps each case's while the kernel is loaded), "
+                                   f"with the cases' own {room[1]} bytes is more than {GPU_FRACTION:.0%} of the "
+                                   f"GPU memory ({room[2]} bytes): check the workspace sizes")
             else:
                 launch, problem = self._resolve_launch(candidate, case)
             result.cases.append(CaseResult(case.name, case.role, launch=launch))
