@@ -214,3 +214,25 @@ def test_a_program_whose_workspace_cannot_fit_the_gpu_never_reaches_the_worker(w
     r = ev.evaluate(bad)
     assert r.status == "launch_invalid" and "GPU memory" in r.detail and "workspace" in r.detail
     assert ev.doubles == [] or ev.doubles[0].sent == []
+
+
+@pytest.mark.parametrize("change,problem", [
+    (("steps", 1, "grid", ["4294967296"]), "grid"),  # past the runner's unsigned: a TypeError in the worker
+    (("steps", 1, "args", ["partial", "C", "i64:M * N", "i32:4294967296"]), "i32"),
+    (("steps", 1, "args", ["partial", "C", "i64:9223372036854775807 + 1", "i32:1"]), "i64"),
+])
+def test_values_the_runner_cannot_pass_are_refused_before_the_worker(workload, change, problem):
+    """A grid dimension or a computed scalar outside what the runner converts (unsigned, int32,
+    int64) raised in the worker outside any CUDA call, which the worker treats as fatal: it
+    exits and every case's buffers are built again. Refused up front, in one line, like a
+    block of more than 1024 threads."""
+    c = Candidate.from_spec(workload.kernels["splitk"])
+    data = c.program.to_data()
+    _, index, key, value = change
+    data["steps"][index][key] = value
+    bad = Candidate(c.source, c.entry, c.launch, c.options, c.defines, "huge",
+                    program=Program.from_data(data["steps"], data["workspace"]))
+    ev = DoubleEvaluator(workload, [])
+    r = ev.evaluate(bad)
+    assert r.status == "launch_invalid" and problem in r.detail, r.detail
+    assert ev.doubles == [] or ev.doubles[0].sent == []

@@ -41,6 +41,8 @@ WORKSPACE_INITS = ("zero", "poison")
 MAX_STEPS = 16
 MAX_WORKSPACES = 8
 MAX_WORKSPACE_BYTES = 16 << 30  # one buffer; a size past this is a formula gone wrong
+UNSIGNED = 2**32  # the runner passes grid, block and shared memory as 32-bit unsigned (a larger one: a TypeError)
+ARG_RANGES = {"i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1)}  # what the runner converts
 T = TypeVar("T")
 
 
@@ -97,11 +99,13 @@ class Launch:
         """A reason this launch cannot be valid on any GPU, or None."""
         if any(v < 1 for v in self.grid + self.block):
             return f"grid {self.grid} / block {self.block} has a dimension below 1"
+        if any(v >= UNSIGNED for v in self.grid + self.block):
+            return f"grid {self.grid} / block {self.block} has a dimension past 32 bits"
         threads = self.block[0] * self.block[1] * self.block[2]
         if threads > 1024:
             return f"block {self.block} has {threads} threads, more than 1024"
-        if self.shared < 0:
-            return f"dynamic shared memory {self.shared} is negative"
+        if not 0 <= self.shared < UNSIGNED:
+            return f"dynamic shared memory {self.shared} is negative or past 32 bits"
         if any(c < 1 for c in self.cluster):
             return f"cluster {self.cluster} has a dimension below 1"
         blocks = self.cluster[0] * self.cluster[1] * self.cluster[2]
@@ -336,6 +340,10 @@ class Program:
                     args.append(Arg(array=a.name, kind=TMA_KIND, tensor_map=a.tma.resolve(env, arrays)))
                 elif a.expr is not None:
                     value = a.expr.evaluate_int(env) if a.kind[0] == "i" else float(a.expr.evaluate(env))
+                    lo, hi = ARG_RANGES.get(a.kind, (value, value))
+                    if not lo <= value <= hi:
+                        raise ValueError(f"{s.entry}: argument {a.text()} is {value}, outside {a.kind}'s "
+                                         f"range [{lo}, {hi}]")
                     args.append(Arg(kind=a.kind, value=value))
                 elif a.name in scalar_args:
                     kind, value = scalar_args[a.name]
