@@ -91,14 +91,19 @@ def main(argv: list[str]) -> int:
     if args.resume and not (args.store and (args.store / "sessions").is_dir()):
         print("--resume needs the --store of an earlier part")
         return 2
+    if not args.resume and args.store and (args.store / "sessions").is_dir() and any((args.store / "sessions").iterdir()):
+        print(f"{args.store} holds a session already: --resume continues it, or give an empty --store")
+        return 2
     if not args.cold:
         warm_references(args.workload)
     store = args.store.resolve() if args.store else Path(tempfile.mkdtemp(prefix="search-speed-"))
     runner = [str(ROOT / "benchmarks" / "sample_profile.py"), str(args.profile.resolve())] if args.profile else ["-m"]
     if args.resume:
         session_name = next((store / "sessions").iterdir()).name
+        # The search's own flags (--batch, --no-early-reject...) are the checkpoint's: `resume`
+        # takes the evaluation's only.
         cmd = [sys.executable, "-P", *runner, "tui", "resume", session_name, "--headless", "--time-budget",
-               str(args.time_budget), "--store", str(store), "--no-tracking", *run_flags]
+               str(args.time_budget), "--store", str(store), "--no-tracking", *resume_flags(run_flags)]
     else:
         cmd = [sys.executable, "-P", *runner, "tui", "run", str(args.workload.resolve()), "--proposer", "tune",
                "--headless", "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store),
@@ -166,6 +171,22 @@ def main(argv: list[str]) -> int:
     if args.keep:
         keep_records(session, args.keep)
     return 0
+
+
+RESUME_FLAGS = {"--backend": 1, "--ray-address": 1, "--ray-gpus": 1, "--hot": 0, "--timeout": 1, "--device": 1,
+                "--reference-timeout": 1}  # flag: how many values follow it
+
+
+def resume_flags(run_flags: list[str]) -> list[str]:
+    """The flags for `run` that `resume` takes too (the evaluation's), with their values."""
+    kept, i = [], 0
+    while i < len(run_flags):
+        flag = run_flags[i].split("=", 1)[0]
+        width = 0 if "=" in run_flags[i] else RESUME_FLAGS.get(flag, 0)
+        if flag in RESUME_FLAGS:
+            kept += run_flags[i:i + 1 + width]
+        i += 1 + width
+    return kept
 
 
 def reached_target(store: Path, target_ms: float) -> bool:
@@ -313,8 +334,15 @@ def evaluator_share(records: list[dict]) -> None:
         end = max(end, b)
     window = max(1e-9, end - spans[0][0])
     iterations = {r["iteration"] for r in runs}
-    cases = sum(r["elapsed_ms"] for r in records if r["event"] == "CaseFinished" and r.get("elapsed_ms") is not None
-                and r.get("iteration") in iterations)
+    # The attempt's own halves only: reflect's fresh-seed validation and re-timings, and
+    # conclude's, stream case events under the attempt's iteration too.
+    cases, node = 0.0, ""
+    for r in records:
+        if r["event"] == "NodeStarted":
+            node = r["node"]
+        elif r["event"] == "CaseFinished" and node in ("validate", "benchmark") and r.get("elapsed_ms") is not None \
+                and r.get("iteration") in iterations:
+            cases += r["elapsed_ms"]
     evaluator = sum(r["evaluator_ms"] for r in runs)
     line = (f"evaluator: busy with attempts {busy:.1f} s of the {window:.1f} s from the first to the last ({busy / window:.0%}); "
             f"per attempt {evaluator / len(iterations):.0f} ms, of which the worker's cases {cases / len(iterations):.0f} ms")

@@ -403,6 +403,48 @@ def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     assert not b._aborted  # calls were there to take the stop: the next one after it runs
 
 
+def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
+    """One GPU busy with an attempt, a second attempt still compiling in this process (NVRTC
+    in flight) when stop now comes: the compile finishes, and the attempt never reaches the
+    free actor (RayBackend's dispatch with stand-in actors, no Ray)."""
+    from agent.evaluate.evaluator import EvaluationAborted
+    from agent.evaluate.ray_backend import RayBackend
+    from agent.runtime.compiler import CompiledKernel
+    started: list[str] = []
+    b = RayBackend.__new__(RayBackend)
+    b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
+    b._start_dispatch(2)
+    b.on_event = lambda e: None
+    compiling, compiled = threading.Event(), threading.Event()
+
+    def compile_(candidate):  # NVRTC in flight until the test lets it end
+        compiling.set()
+        compiled.wait(60)
+        return CompiledKernel(True, "sm_90", "k", "k", "", "", 1.0, False, cubin=b"\x7fELF")
+    b.compile = compile_
+    outcomes: list[str] = []
+
+    def attempt(run):
+        try:
+            run()
+            outcomes.append("ran")
+        except EvaluationAborted:
+            outcomes.append("aborted")
+    first = threading.Thread(target=attempt, args=(lambda: b._call("c", "attempt", (None, 1, None, None),
+                                                                   anywhere=True),))
+    first.start()
+    _until(lambda: len(b._busy) == 1)
+    candidate = Candidate("extern \"C\" __global__ void k() {}", "k", None, name="c")  # type: ignore[arg-type]
+    second = threading.Thread(target=attempt, args=(lambda: b.attempt(candidate),))
+    second.start()
+    assert compiling.wait(60)
+    b.abort()
+    compiled.set()
+    for t in (first, second):
+        t.join(60)
+    assert started == ["attempt"] and sorted(outcomes) == ["aborted", "aborted"]
+
+
 def test_the_tuners_steps_on_several_gpus_are_two_per_gpu_and_the_models_stay_as_asked():
     """step_size: --batch 4 on 3 GPUs is 6 for the tuner; the model's (each proposal a paid call), --batch 1,
     --no-overlap and one GPU keep --batch."""

@@ -68,7 +68,11 @@ def test_search_speeds_evaluator_share_counts_overlapping_halves_once_and_the_ra
         {"event": "EvaluatorRan", "iteration": 2, "phase": "validate", "began_s": 100.5, "evaluator_ms": 1000.0,
          "call_ms": 1500.0},
         {"event": "EvaluatorRan", "iteration": 2, "phase": "benchmark", "began_s": 101.5, "evaluator_ms": 400.0},
+        {"event": "NodeStarted", "node": "validate", "iteration": 1},
         {"event": "CaseFinished", "iteration": 1, "elapsed_ms": 500.0},
+        {"event": "NodeStarted", "node": "reflect", "iteration": 1},
+        {"event": "CaseFinished", "iteration": 1, "elapsed_ms": 800.0},  # a re-timing: not the attempt's own
+        {"event": "NodeStarted", "node": "benchmark", "iteration": 2},
         {"event": "CaseFinished", "iteration": 2, "elapsed_ms": 900.0},
         {"event": "CaseFinished", "iteration": 0, "elapsed_ms": 5000.0},  # the plan's: not an attempt's
     ]
@@ -127,3 +131,18 @@ def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(
     assert reached_target(tmp_path / "store", best * 1.01) and not reached_target(tmp_path / "store", best * 0.9)
     assert not reached_target(tmp_path / "nothing-yet", best)
     second.close()
+
+
+def test_search_speeds_second_part_passes_resume_only_the_evaluations_flags():
+    """`resume` has no --batch or --no-early-reject (the checkpoint keeps the search's own):
+    part 2 of a 10-minute session forwards the evaluation's flags with their values."""
+    import sys
+    from pathlib import Path
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, benchmarks)
+    try:
+        from search_speed import resume_flags
+    finally:
+        sys.path.remove(benchmarks)
+    flags = ["--batch", "4", "--backend", "ray", "--ray-gpus=1", "--no-early-reject", "--hot", "--timeout", "5"]
+    assert resume_flags(flags) == ["--backend", "ray", "--ray-gpus=1", "--hot", "--timeout", "5"]

@@ -240,24 +240,38 @@ class RayBackend(ParallelBackend):
 
     def _evaluate(self, candidate: Candidate, seed: int, revalidate: bool = True, time_cases: bool = True,
                   validate: bool = True, anywhere: bool = False) -> EvaluationResult:
-        failed = self._compile_first(candidate, seed)
+        failed, since = self._compile_first(candidate, seed)
         if failed is not None:
             self.on_event(failed.compiled)
             return failed
         return self._single(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases, validate),
-                            anywhere=anywhere)[1]
+                            anywhere=anywhere, since=since)[1]
 
-    def _compile_first(self, candidate: Candidate, seed: int) -> Optional[EvaluationResult]:
+    def _compile_first(self, candidate: Candidate, seed: int) -> tuple[Optional[EvaluationResult], int]:
         """The CUBIN compiled here before an actor is called (on a CPU worker, through this
         process's cache and single flight): the actor then finds it in the cache. Without
         this, an actor sent a candidate whose compile ahead was still in flight ran NVRTC
         again itself, in its own process, while its GPU waited. A failure is the result,
-        as the local evaluator says it, without a GPU's time (failures are not cached)."""
-        compiled = self.compile(candidate)
+        as the local evaluator says it, without a GPU's time (failures are not cached).
+
+        The call counts as waiting for an actor from here (`_acquiring`), and the abort
+        count taken now goes on to _acquire: a "stop now" during the compile stops the call
+        before any actor runs it, whatever the other actors are doing."""
+        with self._free:
+            if self._aborted:  # "stop now" arrived between two calls
+                self._aborted = False
+                raise EvaluationAborted("stopped by the user")
+            since = self._aborts
+            self._acquiring += 1
+        try:
+            compiled = self.compile(candidate)
+        finally:
+            with self._free:
+                self._acquiring -= 1
         if compiled.ok:
-            return None
+            return None, since
         return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
-                                wall_ms={"compile": compiled.compile_ms})
+                                wall_ms={"compile": compiled.compile_ms}), since
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
@@ -267,12 +281,12 @@ class RayBackend(ParallelBackend):
     def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
         """On the preferred actor; with `best_ms`, the local evaluator's screen first (it runs there)."""
-        failed = self._compile_first(candidate, seed)
+        failed, since = self._compile_first(candidate, seed)
         if failed is not None:
             self.on_event(failed.compiled)
             return failed
         bests = dict(case_best_ms) if case_best_ms is not None else None
-        index, result = self._single(candidate.name, "validate", (candidate, seed, best_ms, bests))
+        index, result = self._single(candidate.name, "validate", (candidate, seed, best_ms, bests), since=since)
         self._validated_on = index
         return result
 
@@ -288,12 +302,12 @@ class RayBackend(ParallelBackend):
                 case_best_ms: Optional[Mapping[str, float]] = None) -> AttemptHalves:
         """validate and benchmark in one call on a free actor (from any thread: the replies
         come back with the results, not through on_event)."""
-        failed = self._compile_first(candidate, seed)
+        failed, since = self._compile_first(candidate, seed)
         if failed is not None:
             return AttemptHalves(failed, None, [failed.compiled])
         bests = dict(case_best_ms) if case_best_ms is not None else None
         _, results, replies, label = self._call(candidate.name, "attempt", (candidate, seed, best_ms, bests),
-                                                anywhere=True)
+                                                anywhere=True, since=since)
         validated = _given(results[0])
         benchmarked = results[1] if len(results) > 1 else None
         for result in (validated, benchmarked):
@@ -305,15 +319,16 @@ class RayBackend(ParallelBackend):
         return self._single(kind or "baseline", "baseline", (seed, kind))[1]
 
     # -- dispatch -----------------------------------------------------------------------------
-    def _acquire(self, only: Optional[int], anywhere: bool) -> int:
+    def _acquire(self, only: Optional[int], anywhere: bool, since: Optional[int] = None) -> int:
         """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
         preferred one first, the least used of them first, and none that a call of the
-        session waits for; else (the session's own call) the preferred one, waited for."""
+        session waits for; else (the session's own call) the preferred one, waited for.
+        `since`: the abort count when the call began (_compile_first), else now."""
         with self._free:
             if self._aborted:  # "stop now" arrived between two calls
                 self._aborted = False
                 raise EvaluationAborted("stopped by the user")
-            aborts = self._aborts
+            aborts = self._aborts if since is None else since
             self._acquiring += 1
             if only is not None:
                 self._pinned[only] += 1
@@ -351,9 +366,9 @@ class RayBackend(ParallelBackend):
             self._free.notify_all()
 
     def _single(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
-                anywhere: bool = False) -> tuple[int, EvaluationResult]:
+                anywhere: bool = False, since: Optional[int] = None) -> tuple[int, EvaluationResult]:
         """One result, its replies passed on to on_event, named with its GPU."""
-        index, results, replies, label = self._call(name, method, arguments, only, anywhere)
+        index, results, replies, label = self._call(name, method, arguments, only, anywhere, since)
         for event in replies[0]:
             self.on_event(event)
         result = results[0]
@@ -362,11 +377,12 @@ class RayBackend(ParallelBackend):
         return index, result  # type: ignore[return-value]  # None only from baseline(), which may have none
 
     def _call(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
-              anywhere: bool = False) -> tuple[int, tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
+              anywhere: bool = False, since: Optional[int] = None,
+              ) -> tuple[int, tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
         """Run `method` on an actor (_acquire says which): its results, each half's replies
         and the GPU's label. An actor that dies makes the result ``crashed``; the session's
         calls move to the next GPU while Ray restarts it."""
-        index = self._acquire(only, anywhere)
+        index = self._acquire(only, anywhere, since)
         died = False
         try:
             try:

@@ -1,10 +1,12 @@
 """Where a session's time goes: each loop event with its wall-clock time, one JSON line
 per event in the session directory's timeline.jsonl (appended to on resume).
 
-Only the event's kind and its timing facts are kept (node, iteration, case, phase,
-status, compile_ms, cached, score_ms, elapsed_ms): no source, log, rationale or name, so nothing a model
+Only the event's kind and its timing facts are kept (FIELDS: node, iteration, case,
+phase, status, compile_ms, cached, score_ms, elapsed_ms, and each attempt half's
+began_s, evaluator_ms, call_ms): no source, log, rationale or name, so nothing a model
 wrote lands in the file. benchmarks/search_speed.py reads it to split a session's wall
-time into start-up, compiles waited on, validation, timing and the loop's own share.
+time into start-up, compiles waited on, validation, timing and the loop's own share,
+and to say how busy the evaluator was with the attempts.
 """
 
 from __future__ import annotations
