@@ -11,7 +11,8 @@ namespace {
 #define WS_NVRTC_FUNCTIONS(X)                                                      \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram) \
   X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog)            \
-  X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcAddNameExpression) X(nvrtcGetLoweredName)
+  X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcAddNameExpression) X(nvrtcGetLoweredName) \
+  X(nvrtcGetPTXSize) X(nvrtcGetPTX)
 
 struct Nvrtc {
 #define WS_DECLARE(fn) decltype(&::fn) fn = nullptr;
@@ -134,6 +135,14 @@ CompileResult compile(const std::string& source, const std::string& filename,
     } else {
       result.cubin.resize(size);
       check(api.nvrtcGetCUBIN(prog.get(), result.cubin.data()), "nvrtcGetCUBIN");
+      // The PTX the CUBIN was built from (NVRTC keeps it for a real architecture too): the
+      // parent audits its instructions (agent/runtime/ptx_audit.py).
+      size_t ptx_size = 0;
+      if (api.nvrtcGetPTXSize(prog.get(), &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
+        result.ptx.resize(ptx_size);
+        check(api.nvrtcGetPTX(prog.get(), result.ptx.data()), "nvrtcGetPTX");
+        result.ptx.resize(ptx_size - 1);  // drop the terminating NUL
+      }
       result.ok = true;
       if (!entry.empty()) {
         const char* lowered = nullptr;

@@ -12,6 +12,7 @@ struct CompileResult {
   std::string error;     // NVRTC error name when !ok (NVRTC_ERROR_COMPILATION, ...)
   std::string log;       // the program log, verbatim (line numbers included)
   std::string cubin;     // bytes
+  std::string ptx;       // the PTX it was built from (audited in the parent)
   std::string lowered_name;  // the entry's symbol in the CUBIN
   double compile_ms = 0.0;
 };

@@ -155,16 +155,14 @@ def test_the_float16_fixture_loads_and_its_kernel_compiles():
     assert r.ok, r.log
 
 
-@pytest.mark.xfail(strict=True, reason="open: the probe's reduction (2^22) is a length no other case has, so it "
-                   "judges only a kernel's long-row path; the SASS audit (tolerance.py) is not written yet")
-def test_a_kernel_accumulating_in_bf16_on_its_short_row_path_is_refused():
-    """The usual shape of a fast row kernel: the row in registers or shared memory up to some
-    length, a global-memory fallback past it (examples/softmax, layernorm's bulk kernels).
-    Here the short-row path keeps bf16 running sums (256 threads) and only the fallback,
-    taken from 2^16 columns, accumulates in float32, which is what the probe's 2^22 columns
-    exercise. Every correctness case (the performance cases' 4096 and 8192 columns are as
-    short as 33x4097's) and the probe pass, so the policy is not enforced on the path that is
-    timed. A kernel can equally branch on cols == 2^22 on purpose."""
+def test_a_bf16_running_sum_on_a_short_row_path_passes_the_run_time_checks():
+    """Why the PTX audit exists (next tests): the usual shape of a fast row kernel keeps the
+    row on chip up to some length and falls back to global memory past it (examples/softmax,
+    layernorm's bulk kernels). A short-row path with bf16 running sums (256 threads) and a
+    float32 fallback from 2^16 columns passes every correctness case of rmsnorm_bf16 (the
+    performance cases' 4096 and 8192 columns are as short as 33x4097's) and the probe, whose
+    2^22 columns take the fallback. The run-time checks alone do not enforce the policy on
+    the path that is timed (found by an attack on the harness, session 22)."""
     w = load_workload(EXAMPLES / "rmsnorm_bf16")
     passed = []
     for case in (c for c in w.cases if c.role == "correctness"):
@@ -174,4 +172,92 @@ def test_a_kernel_accumulating_in_bf16_on_its_short_row_path_is_refused():
         ref = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * weight
         out = np.concatenate([_rmsnorm(x[r:r + 1], weight, acc, 256) for r in range(x.shape[0])])
         passed.append(relative_error(out, ref).max() <= case_rtol(w, case, "bfloat16"))
-    assert not all(passed)
+    assert all(passed)
+
+
+SHORT_ROW_BF16 = r"""#include <cuda_bf16.h>
+// rmsnorm_bf16's signature: a bf16 running sum of squares on the short-row path only
+extern "C" __global__ void rmsnorm(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ weight,
+                                   __nv_bfloat16* __restrict__ y, int rows, int cols, float eps) {
+  const __nv_bfloat16* row = x + (size_t)blockIdx.x * cols;
+  __shared__ float part[256];
+  float total = 0.f;
+  if (cols < 65536) {
+    __nv_bfloat16 s = __float2bfloat16(0.f);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) s = __hfma(row[i], row[i], s);
+    total = __bfloat162float(s);
+  } else {
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) { float v = __bfloat162float(row[i]); total += v * v; }
+  }
+  part[threadIdx.x] = total;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+    __syncthreads();
+  }
+  float inv = rsqrtf(part[0] / cols + eps);
+  for (int i = threadIdx.x; i < cols; i += blockDim.x)
+    y[(size_t)blockIdx.x * cols + i] = __float2bfloat16(__bfloat162float(row[i]) * inv * __bfloat162float(weight[i]));
+}
+"""
+
+
+def test_the_ptx_audit_refuses_16_bit_accumulation_on_any_path():
+    """The same kernel through compile_candidate for rmsnorm_bf16 (policy: float32): refused
+    before any GPU time, naming the instruction; as float32 everywhere it compiles."""
+    from agent.evaluate.evaluator import compile_candidate
+    from agent.spec.candidate import Candidate
+    w = load_workload(EXAMPLES / "rmsnorm_bf16")
+    assert w.wide_accumulation and not load_workload(EXAMPLES / "sgemm").wide_accumulation
+    start = w.kernels[w.start]
+    refused = compile_candidate(Candidate(SHORT_ROW_BF16, "rmsnorm", start.launch, name="short-row-bf16"), "sm_90",
+                                False, wide_accumulation=True)
+    assert not refused.ok and refused.error == "HALF_ACCUMULATION" and not refused.cubin
+    assert "fma.rn.bf16" in refused.log and "accumulates in 16 bits" in refused.log
+    assert "__hfma" not in refused.log and "row[i]" not in refused.log  # instruction names only, no source
+    honest = SHORT_ROW_BF16.replace("__nv_bfloat16 s = __float2bfloat16(0.f);", "float s = 0.f;").replace(
+        "s = __hfma(row[i], row[i], s);", "{ float v = __bfloat162float(row[i]); s += v * v; }").replace(
+        "total = __bfloat162float(s);", "total = s;")
+    assert compile_candidate(Candidate(honest, "rmsnorm", start.launch, name="honest"), "sm_90", False,
+                             wide_accumulation=True).ok
+    # A workload that declares 16-bit accumulation (or has no 16-bit array) is not audited.
+    assert compile_candidate(Candidate(SHORT_ROW_BF16, "rmsnorm", start.launch, name="declared"), "sm_90", False).ok
+
+
+@pytest.mark.parametrize("workload", ["rmsnorm_bf16", "bf16_gemm", "attention_bf16"])
+def test_every_shipped_16_bit_kernel_passes_the_ptx_audit(workload):
+    """No false refusal: every kernel of the 16-bit examples, at its default knobs and at
+    every configuration it lists for the tuner, accumulates in float32 by the PTX."""
+    from agent.evaluate.evaluator import compile_candidate
+    from agent.spec.candidate import Candidate
+    w = load_workload(EXAMPLES / workload)
+    assert w.wide_accumulation
+    for k in w.kernels.values():
+        for defines in [{}, *k.configs]:
+            c = compile_candidate(Candidate.from_spec(k, defines), "sm_90", False, wide_accumulation=True)
+            assert c.ok, (k.name, defines, c.error, c.log[-400:])
+
+
+def test_the_ptx_audit_reads_every_16_bit_accumulating_form_and_nothing_else():
+    """Statements split at ';' and braces (inline assembly), labels, guards and comments
+    skipped; 16-bit adds, subs, fmas, atomic adds, f16-accumulator mma / wgmma found; float32
+    arithmetic, conversions and 16-bit multiplies left alone."""
+    from agent.runtime.ptx_audit import half_accumulation
+    ptx = """
+        add.f32 %f1, %f2, %f3;  // add.rn.bf16 in a comment
+        /* fma.rn.f16 in a block comment */ cvt.rn.bf16.f32 %rs1, %f1;
+        mul.rn.bf16 %rs1, %rs2, %rs3; max.bf16 %rs1, %rs1, %rs2;
+        mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1}, {%r1}, {%r2}, {%f1};
+        wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%f1}, %rd1, %rd2, p, 1, 1, 0, 1;
+        @%p1 fma.rn.f16x2 %r1, %r2, %r3, %r1;
+        { .reg .b16 t; L1: add.rn.bf16 %rs4, %rs4, %rs2; }
+    $L__BB0_2: @!%p2 sub.bf16x2 %r1, %r1, %r2;
+        red.global.add.noftz.bf16x2 [%rd1], %r1;
+        atom.global.add.noftz.f16 %rs1, [%rd1], %rs2;
+        mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%r1}, {%r1}, {%r2}, {%r1};
+        wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16 {%r1}, %rd1, %rd2, p, 1, 1, 0, 1;
+    """
+    assert half_accumulation(ptx) == (
+        "add.rn.bf16", "atom.global.add.noftz.f16", "fma.rn.f16x2", "mma.sync.aligned.m16n8k16.row.col.f16",
+        "red.global.add.noftz.bf16x2", "sub.bf16x2", "wgmma.mma_async.sync.aligned.m64n128k16.f16")
+    assert half_accumulation("add.f32 %f1, %f2, %f3;\ncvt.f32.bf16 %f1, %rs1;") == ()

@@ -213,7 +213,8 @@ class Evaluator(EvaluationBackend):
 
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
-        return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math)
+        return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math,
+                                 wide_accumulation=self.workload.wide_accumulation)
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True, validate: bool = True) -> EvaluationResult:
@@ -545,14 +546,21 @@ class Evaluator(EvaluationBackend):
 
 
 def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
-                      nvrtc: Nvrtc = run_nvrtc) -> CompiledKernel:
-    """NVRTC (here, or where `nvrtc` sends it), then the CUBIN audit: a kernel that keeps
-    state between launches is refused."""
+                      nvrtc: Nvrtc = run_nvrtc, wide_accumulation: bool = False) -> CompiledKernel:
+    """NVRTC (here, or where `nvrtc` sends it), then the audits: a kernel that keeps state
+    between launches is refused (the CUBIN's), and so is, where the workload's policy
+    accumulates in float32 or float64 (`wide_accumulation`), one with 16-bit accumulating
+    instructions on any of its paths (the PTX's, agent/runtime/ptx_audit.py)."""
     compiled = compile_kernel(candidate.source, candidate.entry, arch, candidate.compile_options(),
                               filename=f"{candidate.name}.cu", allow_fast_math=allow_fast_math, nvrtc=nvrtc)
     refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
     if refusal:
         return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
+    if compiled.ok and wide_accumulation and compiled.half_ops:
+        return dataclasses.replace(compiled, ok=False, error="HALF_ACCUMULATION", cubin=b"", log=(
+            "the workload's precision policy accumulates in float32 ([tolerance] accumulate), and the kernel's "
+            f"PTX accumulates in 16 bits: {', '.join(compiled.half_ops)}. Convert to float, add or fma in float "
+            "(and use float32 accumulators in mma / wgmma), round to 16 bits once at the end"))
     return compiled
 
 

@@ -223,7 +223,7 @@ class RayBackend(ParallelBackend):
     def compile(self, candidate: Candidate) -> CompiledKernel:
         """NVRTC as a Ray task (one CPU); the policy, the cache and the CUBIN audit here."""
         return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math,
-                                 nvrtc=self._remote_nvrtc)
+                                 nvrtc=self._remote_nvrtc, wide_accumulation=self.workload.wide_accumulation)
 
     def _remote_nvrtc(self, source: str, filename: str, entry: str, options: list[str], arch: str,
                       timeout_s: Optional[float]) -> dict[str, Any]:

@@ -98,9 +98,10 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
                           list(request["options"]) + include, request["arch"])
     except RuntimeError as e:  # CudaError from an NVRTC call other than the compile itself
         return {"ok": False, "error": getattr(e, "name", "NVRTC_ERROR"), "log": str(e), "compile_ms": 0.0,
-                "lowered_name": "", "cubin": ""}
+                "lowered_name": "", "cubin": "", "ptx": ""}
     return {"ok": bool(r.ok), "error": r.error, "log": r.log, "compile_ms": r.compile_ms,
-            "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode()}
+            "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
+            "ptx": r.ptx if r.ok else ""}
 
 
 def main(argv: list[str]) -> int:

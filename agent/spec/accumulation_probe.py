@@ -22,9 +22,10 @@ squares, products):
 float16 outputs get no probe: a sum or product of 2^22 terms near 1 is past float16's
 largest value (65504), so the reference itself would not fit the output and an honest
 kernel would fail. What it does not catch either: a reduction split so finely that no 16-bit chain adds more
-than 2^p terms (a pairwise tree of equal terms is exact). Those need the SASS audit
-(HADD2/HFMA2 chains, HMMA/HGMMA with F16 accumulators) that the tolerance's
-docstring describes; it is not written yet.
+than 2^p terms (a pairwise tree of equal terms is exact), and a kernel whose short-row
+path accumulates in 16 bits while its long-row path, the one the probe's length takes,
+does not. The PTX audit covers those at compile time (agent/runtime/ptx_audit.py: 16-bit
+adds and fmas, f16-accumulator mma / wgmma, on every path).
 """
 
 from __future__ import annotations

@@ -43,12 +43,14 @@ constant. float32 adds 2^22 equal terms exactly in any order; a 16-bit running s
 stops at 2^p terms (p = 8 bfloat16, 11 float16: adding the term is then a tie,
 rounded to even), so a block of up to 1024 threads that accumulates in 16 bits
 keeps at most half of the sum and fails the probe's tolerance many times over
-(tests/test_half_checks.py simulates both in NumPy). Not caught: a reduction split
+(tests/test_half_checks.py simulates both in NumPy). The probe alone misses a reduction split
 so finely that no 16-bit chain reaches 2^p terms, and float16 outputs (no probe:
-the reference of a sum of 2^22 terms near 1 passes 65504). Those need the CUBIN's
-SASS audited for tensor-core instructions with 16-bit accumulators
-(``HMMA....F16`` / ``HGMMA....F16`` rather than ``.F32``) and ``HADD2`` /
-``HFMA2`` chains: not written yet. Declaring ``accumulate = "float16"`` (or
+the reference of a sum of 2^22 terms near 1 passes 65504), and a kernel whose short-row
+path accumulates in 16 bits while the probe's length takes a float32 fallback. The PTX
+audit catches those at compile time (agent/runtime/ptx_audit.py; Workload.wide_accumulation):
+16-bit adds, subs and fmas, 16-bit atomic adds and mma / wgmma with f16 accumulators, on
+every path of the kernel, refused as HALF_ACCUMULATION. Still open: a 16-bit running sum
+kept in float32 adds rounded to 16 bits after each (``cvt`` round trips). Declaring ``accumulate = "float16"`` (or
 ``"bfloat16"``) removes the probe and relaxes the tolerance by the same formula.
 
 float32 inputs whose bits a kernel drops (a split into 16-bit pieces on the tensor

@@ -23,7 +23,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..runtime.compile_policy import check_options, define_options
-from .accumulation_probe import probe_name, probe_sizes
+from .accumulation_probe import WIDE_ACCUMULATORS, probe_name, probe_sizes
 from .exact_probe import exact_probe_name, exact_probe_problem
 from .expr import Expr, ExprError
 from .half_float import HALF_FORMATS, is_half, round_to
@@ -221,6 +221,13 @@ class Workload:
     @property
     def outputs(self) -> list[ArrayParam]:
         return [p for p in self.arrays if p.role == "output"]
+
+    @property
+    def wide_accumulation(self) -> bool:
+        """Whether the precision policy forbids 16-bit accumulation: a 16-bit array and a
+        float32 or float64 policy (the default). The PTX audit enforces it at compile time
+        (agent/runtime/ptx_audit.py), the accumulation probe and the tolerance at run time."""
+        return self.tolerance.accumulate in WIDE_ACCUMULATORS and any(is_half(a.dtype) for a in self.arrays)
 
     @property
     def start_kernel(self) -> Optional[KernelSpec]:
