@@ -261,3 +261,18 @@ def test_the_ptx_audit_reads_every_16_bit_accumulating_form_and_nothing_else():
         "add.rn.bf16", "atom.global.add.noftz.f16", "fma.rn.f16x2", "mma.sync.aligned.m16n8k16.row.col.f16",
         "red.global.add.noftz.bf16x2", "sub.bf16x2", "wgmma.mma_async.sync.aligned.m64n128k16.f16")
     assert half_accumulation("add.f32 %f1, %f2, %f3;\ncvt.f32.bf16 %f1, %rs1;") == ()
+
+
+def test_check_says_which_kernel_accumulates_in_16_bits(tmp_path, capsys):
+    """`warpsmith check` compiles each kernel as a candidate is compiled: the starting kernel
+    of a copy of rmsnorm_bf16 rewritten with a bf16 running sum fails the check in one line."""
+    import shutil
+
+    from agent.cli.commands import main
+    w = tmp_path / "rmsnorm_bf16"
+    shutil.copytree(EXAMPLES / "rmsnorm_bf16", w)
+    (w / "rowblock.cu").write_text("// knob BLOCK: 256\n" + SHORT_ROW_BF16.replace("void rmsnorm(", "void rmsnorm_bf16_rows("))
+    assert main(["check", str(w)]) == 2
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "FAIL" in x]
+    assert "kernel rowblock (rowblock.cu): HALF_ACCUMULATION" in line and "fma.rn.bf16" in line

@@ -13,6 +13,7 @@ in its own process under `--reference-timeout`, and an NVRTC compile of every
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Iterable
 
@@ -94,18 +95,21 @@ def cmd_check(args) -> int:
 
 
 def _compile_kernels(w: Workload, arch: str, say) -> bool:
-    from ..runtime.compiler import compile_kernel
+    from ..evaluate.evaluator import compile_candidate
     from ..spec.candidate import Candidate
     ok = True
     if not w.kernels:
         say("skip", "compile", "no kernels: the workload starts from scratch (the llm proposer writes the first)")
     for name, spec in w.kernels.items():
-        c = Candidate.from_spec(spec)
-        r = compile_kernel(c.source, c.entry, arch, c.compile_options(), filename=spec.path.name)
+        # As a candidate is compiled: the policy, NVRTC and the audits (state kept between
+        # launches, 16-bit accumulation where the workload's policy forbids it)
+        candidate = dataclasses.replace(Candidate.from_spec(spec), name=spec.path.stem)  # NVRTC's log names the file
+        r = compile_candidate(candidate, arch, w.tolerance.allow_fast_math, wide_accumulation=w.wide_accumulation)
         if r.ok:
             say("ok", "compile", f"kernel {name} -> {r.arch}: {r.resources.text()} ({r.compile_ms:.0f} ms)")
         else:
-            first = next((line for line in r.log.splitlines() if "error" in line), r.error)
+            lines = r.log.splitlines()
+            first = next((line for line in lines if "error" in line), lines[0] if lines else r.error)
             say("FAIL", "compile", f"kernel {name} ({spec.path.name}): {r.error}: {first.strip()}")
             ok = False
     return ok
