@@ -85,7 +85,8 @@ void def_compiler(py::module_& m) {
       .def_readonly("log", &CompileResult::log, "NVRTC program log, verbatim")
       .def_property_readonly("cubin", [](const CompileResult& r) { return py::bytes(r.cubin); })
       .def_readonly("lowered_name", &CompileResult::lowered_name, "the entry's CUBIN symbol")
-      .def_readonly("ptx", &CompileResult::ptx, "the PTX the CUBIN was built from")
+      .def_property_readonly("ptx", [](const CompileResult& r) { return py::bytes(r.ptx); },
+                             "the PTX the CUBIN was built from (bytes: inline assembly may hold any byte)")
       .def_readonly("compile_ms", &CompileResult::compile_ms);
   m.def("load_nvrtc", &load_nvrtc, py::arg("candidates"), py::arg("builtins"),
         "Load NVRTC from the first candidate path that opens; returns that path.");

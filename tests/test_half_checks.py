@@ -238,31 +238,6 @@ def test_every_shipped_16_bit_kernel_passes_the_ptx_audit(workload):
             assert c.ok, (k.name, defines, c.error, c.log[-400:])
 
 
-def test_the_ptx_audit_reads_every_16_bit_accumulating_form_and_nothing_else():
-    """Statements split at ';' and braces (inline assembly), labels, guards and comments
-    skipped; 16-bit adds, subs, fmas, atomic adds, f16-accumulator mma / wgmma found; float32
-    arithmetic, conversions and 16-bit multiplies left alone."""
-    from agent.runtime.ptx_audit import half_accumulation
-    ptx = """
-        add.f32 %f1, %f2, %f3;  // add.rn.bf16 in a comment
-        /* fma.rn.f16 in a block comment */ cvt.rn.bf16.f32 %rs1, %f1;
-        mul.rn.bf16 %rs1, %rs2, %rs3; max.bf16 %rs1, %rs1, %rs2;
-        mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1}, {%r1}, {%r2}, {%f1};
-        wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%f1}, %rd1, %rd2, p, 1, 1, 0, 1;
-        @%p1 fma.rn.f16x2 %r1, %r2, %r3, %r1;
-        { .reg .b16 t; L1: add.rn.bf16 %rs4, %rs4, %rs2; }
-    $L__BB0_2: @!%p2 sub.bf16x2 %r1, %r1, %r2;
-        red.global.add.noftz.bf16x2 [%rd1], %r1;
-        atom.global.add.noftz.f16 %rs1, [%rd1], %rs2;
-        mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%r1}, {%r1}, {%r2}, {%r1};
-        wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16 {%r1}, %rd1, %rd2, p, 1, 1, 0, 1;
-    """
-    assert half_accumulation(ptx) == (
-        "add.rn.bf16", "atom.global.add.noftz.f16", "fma.rn.f16x2", "mma.sync.aligned.m16n8k16.row.col.f16",
-        "red.global.add.noftz.bf16x2", "sub.bf16x2", "wgmma.mma_async.sync.aligned.m64n128k16.f16")
-    assert half_accumulation("add.f32 %f1, %f2, %f3;\ncvt.f32.bf16 %f1, %rs1;") == ()
-
-
 def test_check_says_which_kernel_accumulates_in_16_bits(tmp_path, capsys):
     """`warpsmith check` compiles each kernel as a candidate is compiled: the starting kernel
     of a copy of rmsnorm_bf16 rewritten with a bf16 running sum fails the check in one line."""

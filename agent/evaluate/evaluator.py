@@ -556,11 +556,17 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
     refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
     if refusal:
         return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
+    if compiled.ok and wide_accumulation and compiled.half_ops is None:
+        return dataclasses.replace(compiled, ok=False, error="PTX_UNAVAILABLE", cubin=b"", log=(
+            "NVRTC gave no PTX to audit, and the workload's precision policy (accumulate in float32) is "
+            "checked on it: run the same warpsmith version everywhere (a Ray cluster's workers too)"))
     if compiled.ok and wide_accumulation and compiled.half_ops:
         return dataclasses.replace(compiled, ok=False, error="HALF_ACCUMULATION", cubin=b"", log=(
             "the workload's precision policy accumulates in float32 ([tolerance] accumulate), and the kernel's "
             f"PTX accumulates in 16 bits: {', '.join(compiled.half_ops)}. Convert to float, add or fma in float "
-            "(and use float32 accumulators in mma / wgmma), round to 16 bits once at the end"))
+            "(float32 accumulators in mma / wmma / wgmma), round to 16 bits once at the end; the 16-bit "
+            "exp / log / sin / cos intrinsics, __hcmadd and bf16 __hmul_sat use 16-bit fma too: compute those "
+            "in float"))
     return compiled
 
 

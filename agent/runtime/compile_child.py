@@ -101,7 +101,7 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
                 "lowered_name": "", "cubin": "", "ptx": ""}
     return {"ok": bool(r.ok), "error": r.error, "log": r.log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
-            "ptx": r.ptx if r.ok else ""}
+            "ptx": bytes(r.ptx).decode(errors="replace") if r.ok else ""}
 
 
 def main(argv: list[str]) -> int:

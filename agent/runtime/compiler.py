@@ -32,7 +32,7 @@ from .arch_target import target_arch
 from .cache_dir import cache_root
 from .compile_policy import check_options, check_source
 from .compile_process import TIMEOUT_S, compile_pool
-from .ptx_audit import half_accumulation
+from .ptx_audit import audited
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,9 @@ class CompiledKernel:
     resources: Resources = field(default_factory=Resources)
     cubin: bytes = b""
     # The 16-bit accumulating instructions of its PTX, by name (agent/runtime/ptx_audit.py);
-    # the PTX itself is not kept: inline assembly in it is the source's text.
-    half_ops: tuple[str, ...] = ()
+    # None: no PTX came back to audit. The PTX itself is not kept: inline assembly in it is
+    # the source's text.
+    half_ops: Optional[tuple[str, ...]] = ()
 
 
 def parse_resources(log: str, symbol: str) -> Resources:
@@ -204,7 +205,7 @@ def _cached(directory: Path, arch: str, entry: str) -> Optional[CompiledKernel]:
     meta = json.loads((directory / "meta.json").read_text())
     return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
                           Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes(),
-                          tuple(meta["half_ops"]))
+                          None if meta["half_ops"] is None else tuple(meta["half_ops"]))
 
 
 def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options: list[str], arch: str,
@@ -214,7 +215,7 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     symbol = r["lowered_name"] or entry
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,
-                            base64.b64decode(r["cubin"]), half_accumulation(r.get("ptx", "")) if r["ok"] else ())
+                            base64.b64decode(r["cubin"]), audited(r.get("ptx")) if r["ok"] else ())
     if r["ok"] and directory is not None:
         _store(directory, result)
     return result
@@ -225,7 +226,7 @@ def _store(directory: Path, result: CompiledKernel) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "kernel.cubin").write_bytes(result.cubin)
         meta = {"symbol": result.symbol, "log": result.log, "resources": result.resources.__dict__,
-                "half_ops": list(result.half_ops)}
+                "half_ops": None if result.half_ops is None else list(result.half_ops)}
         tmp = directory / f"meta.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, directory / "meta.json")  # meta last: its presence means complete

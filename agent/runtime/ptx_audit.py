@@ -1,5 +1,5 @@
-"""What a candidate's PTX says about its accumulation: 16-bit adds, fused multiply-adds,
-atomic adds and matrix instructions with 16-bit accumulators.
+"""What a candidate's PTX says about its accumulation: 16-bit adds, subs, fused
+multiply-adds, atomic and bulk adds, and matrix instructions with 16-bit accumulators.
 
 The precision policy ``accumulate = "float32"`` (the default where a workload has 16-bit
 arrays: agent/spec/tolerance.py) is enforced on random inputs only where a reduction is
@@ -12,48 +12,111 @@ assembly appears in it verbatim, and ptxas lowers no precision.
 Refused where the policy holds (agent/evaluate/evaluator.py, compile_candidate):
 
 - ``add`` / ``sub`` / ``fma`` on ``f16``, ``f16x2``, ``bf16``, ``bf16x2`` (``__hadd``,
-  ``__hfma``, the 16-bit operators), the instructions a 16-bit running sum is made of;
-- ``atom`` / ``red`` adds on those types (a 16-bit sum in memory);
-- ``mma.sync`` and ``wgmma.mma_async`` whose accumulator (the D type, first after the
-  shape and layouts) is ``f16`` (bf16 inputs accumulate in f32 only).
+  ``__hfma``, the 16-bit operators): what a 16-bit running sum is made of. An ``fma``
+  whose addend is a constant (an immediate, or a register only ever set from one) is a
+  multiply: sm_80 lowers a bf16 ``__hmul`` to ``fma`` with -0;
+- ``atom`` / ``red`` / ``multimem`` adds and ``cp.reduce`` bulk adds on those types (a
+  16-bit sum in memory);
+- ``mma`` / ``wmma.mma`` / ``wgmma`` with an ``f16`` accumulator (the WMMA API's ``__half``
+  accumulator fragment, inline assembly).
 
-16-bit multiplies, conversions, compares, min / max and the like are allowed: none of
-them accumulates. Not caught: a 16-bit running sum kept in float32 arithmetic with a
-rounding to 16 bits after each add (``cvt`` round trips, which honest kernels use for
-their outputs too) or integer emulation; the probe and the tolerance stay in place for
-those. The result is instruction names only (never the PTX's operands or text), so the
-compile cache keeps it beside the CUBIN and a refusal quotes nothing of the source.
+The PTX is read as ptxas reads it, not as a well-formed listing would look: strings and
+both comment forms in one left-to-right pass (whichever opens first wins), blanks and
+comments between an opcode and its modifiers collapsed, modifiers in any order (ptxas takes
+``add.bf16.rn``), every dotted name judged wherever it stands (labels, guards such as
+``@ ! p``, several statements on a line inside braces).
+
+Allowed: 16-bit multiplies, conversions, compares, min / max. Also refused, though they
+accumulate nothing: the 16-bit exp / log / sin / cos intrinsics (``hexp``, ``h2log``...),
+``__hcmadd`` and bf16 ``__hmul_sat``, whose headers use 16-bit ``fma``; compute those in
+float. Not caught: a 16-bit running sum kept in float32 adds rounded to 16 bits after each
+(``cvt`` round trips, as honest kernels round their outputs), integer emulation, a TMA
+reduce-add (``cp.reduce.async.bulk.tensor``) whose 16-bit type is in the tensor map, and
+sm_100's ``tcgen05.mma`` (its accumulator type is in a runtime descriptor). The result is
+instruction names only (never operands or source text): the compile cache keeps it beside
+the CUBIN, and a refusal quotes nothing of the source. None: no PTX came back, nothing
+could be audited (a workload with the policy then refuses the kernel).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Optional
 
-_HALF = r"(?:f16|f16x2|bf16|bf16x2)"
-_PATTERNS = (
-    re.compile(rf"((?:add|sub|fma)(?:\.[a-z0-9]+)*\.{_HALF})$"),
-    re.compile(rf"((?:atom|red)(?:\.[a-z0-9:]+)*\.add(?:\.[a-z0-9]+)*\.{_HALF})$"),
-    re.compile(r"(mma\.sync\.aligned\.m\d+n\d+k\d+(?:\.(?:row|col))*\.f16)\."),
-    re.compile(r"(wgmma\.mma_async(?:\.sp)?\.sync\.aligned\.m\d+n\d+k\d+\.f16)\."),
-)
-# A statement's start: labels and a guard predicate come before the instruction.
-_LEAD = re.compile(r"^(?:[$%\w]+\s*:\s*)*(?:@!?%?\w+\s+)?")
+_HALF = {"f16", "f16x2", "bf16", "bf16x2"}
+# Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
+_LEX = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+# Every dotted name, not preceded by a name character, '$', '%' or '.' (a directive's or
+# register's parts, a modifier of another name).
+_DOTTED = re.compile(r"(?<![\w$%.])([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_:]+)+)")
+_IMMEDIATE = re.compile(r"^[-+]?(?:0[xX][0-9a-fA-F]+|0[fFdD][0-9a-fA-F]+|\d+)[uU]?$")
+_NAME = re.compile(r"[%$]?[A-Za-z_][\w$]*")  # a register: %r1, or a scope's own name (c)
+
+
+def _accumulates(base: str, mods: list[str]) -> bool:
+    m = set(mods)
+    half = bool(m & _HALF)
+    if base in ("add", "sub", "fma"):
+        return half and "f32" not in m  # sm_100's add.f32.bf16 sums in float32
+    if base in ("atom", "red"):
+        return "add" in m and half
+    if base == "multimem":
+        return bool(m & {"red", "ld_reduce"}) and "add" in m and half
+    if base == "cp":
+        return "reduce" in m and "add" in m and half
+    if base in ("mma", "wmma"):
+        return (base == "mma" or "mma" in m) and "f16" in m and mods.count("f32") < 2
+    if base == "wgmma":
+        return "f16" in m and "f32" not in m
+    return False
+
+
+def _normalised(ptx: str) -> str:
+    code = _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
+    return re.sub(r"\s*\.\s*(?=[A-Za-z_])", ".", code)  # 'add .rn .bf16' is add.rn.bf16 to ptxas
+
+
+def _constant_registers(code: str) -> set[str]:
+    """Registers only ever written by a mov of an immediate, by name over every scope (the
+    headers' inlined helpers each declare their own `c`): a name also written by anything
+    else, or in a vector, is not one; so is none a statement's first operand names in a
+    form other than a plain register (an address, a vector, a predicate pair)."""
+    constant: dict[str, bool] = {}
+    for statement in re.split(r"[;{}]", code):
+        m = _DOTTED.search(statement)
+        if not m:
+            continue
+        operands = statement[m.end():].split(",")
+        dest = operands[0].strip()
+        if not _NAME.fullmatch(dest):
+            for name in _NAME.findall(operands[0]):
+                constant[name] = False
+            continue
+        is_constant = m.group(1) == "mov" and len(operands) == 2 and bool(_IMMEDIATE.match(operands[1].strip()))
+        constant[dest] = constant.get(dest, True) and is_constant
+    return {name for name, yes in constant.items() if yes}
 
 
 def half_accumulation(ptx: str) -> tuple[str, ...]:
-    """The distinct 16-bit accumulating instructions in `ptx` (their names, sorted).
-    Statements are split at ';', braces and line ends: inline assembly may put several
-    on one line, inside a scope of its own."""
+    """The distinct 16-bit accumulating instructions in `ptx` (their names, sorted)."""
+    code = _normalised(ptx)
+    constants: Optional[set[str]] = None
     found: set[str] = set()
-    code = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S))  # comments hide nothing
-    for statement in re.split(r"[;{}\n]", code):
-        words = _LEAD.sub("", statement.strip()).split(None, 1)
-        if not words:
+    for m in _DOTTED.finditer(code):
+        base, mods = m.group(1), m.group(2).split(".")[1:]
+        if not _accumulates(base, mods):
             continue
-        opcode = words[0]
-        for pattern in _PATTERNS:
-            m = pattern.match(opcode)
-            if m:
-                found.add(m.group(1))
-                break
+        if base == "fma":  # a constant addend: a multiply
+            operands = code[m.end():].split(";", 1)[0].split(",")
+            addend = operands[3].strip() if len(operands) == 4 else ""
+            if constants is None:
+                constants = _constant_registers(code)
+            if _IMMEDIATE.match(addend) or addend in constants:
+                continue
+        found.add(base + m.group(2))
     return tuple(sorted(found))
+
+
+def audited(ptx: Optional[str]) -> Optional[tuple[str, ...]]:
+    """half_accumulation, or None where no PTX came back (nothing could be audited)."""
+    return half_accumulation(ptx) if ptx else None

@@ -1,0 +1,190 @@
+"""The PTX audit (agent/runtime/ptx_audit.py) against the ways a kernel can accumulate in
+16 bits that a review of it found (session 22), and honest controls: every source is
+compiled by the real pipeline (NVRTC in the compile process), and the instructions it
+names must be there exactly when the kernel accumulates in 16 bits."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.runtime.compiler import compile_kernel
+from agent.runtime.ptx_audit import half_accumulation
+
+HDR = '#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <mma.h>\n'
+
+
+def A(asm, T="unsigned short", cons="h"):
+    return HDR + f'''extern "C" __global__ void k(const {T}* x, {T}* y, int n){{
+  {T} s = x[0];
+  for (int i=1;i<n;i++) {{ {T} v = x[i]; asm volatile("{asm}" : "+{cons}"(s) : "{cons}"(v)); }}
+  y[0]=s;
+}}'''
+
+
+MMA = HDR + r'''
+extern "C" __global__ void k(const unsigned* a, const unsigned* b, unsigned* c, int K){
+  unsigned d0=0,d1=0; unsigned e=0;
+  for (int k0=0;k0<K;k0++){
+    asm volatile("%s" : "+r"(d0), "+r"(d1) : "r"(a[4*k0]),"r"(a[4*k0+1]),"r"(a[4*k0+2]),"r"(a[4*k0+3]),"r"(b[2*k0]),"r"(b[2*k0+1]), "r"(e));
+  }
+  c[0]=d0; c[1]=d1;
+}'''
+
+
+def mma(s): return MMA.replace("%s", s)
+
+
+def RED(s):
+    return HDR + r'''extern "C" __global__ void k(unsigned* o, const unsigned* x){ unsigned a=x[threadIdx.x], b=x[threadIdx.x+1];
+ asm volatile("%s" :: "l"(o), "r"(a), "r"(b) : "memory"); }'''.replace("%s", s)
+
+
+W = r'''
+extern "C" __global__ void k(unsigned* c, unsigned long long da, unsigned long long db, int K){
+  unsigned d0=0,d1=0;
+  for (int k0=0;k0<K;k0++){
+    asm volatile("wgmma.fence.sync.aligned;");
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %4, 0; %s }" : "+r"(d0), "+r"(d1) : "l"(da), "l"(db), "r"(k0));
+    asm volatile("wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;");
+  }
+  c[0]=d0; c[1]=d1;
+}'''
+
+
+def w(s): return W.replace("%s", s)
+ops = "{%0,%1}, %2, %3, p, 1, 1, 0, 0;"
+WMMA_H = HDR + r'''
+using namespace nvcuda;
+extern "C" __global__ void k(const __half* a, const __half* b, __half* c, int K){
+  wmma::fragment<wmma::matrix_a,16,16,16,__half,wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b,16,16,16,__half,wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator,16,16,16,__half> acc;
+  wmma::fill_fragment(acc, __float2half(0.f));
+  for (int k0=0;k0<K;k0+=16){ wmma::load_matrix_sync(fa,a+k0,K); wmma::load_matrix_sync(fb,b+k0,K); wmma::mma_sync(acc,fa,fb,acc);}
+  wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}'''
+WMMA_F = WMMA_H.replace("wmma::accumulator,16,16,16,__half>", "wmma::accumulator,16,16,16,float>").replace("__float2half(0.f)","0.f").replace("__half* c","float* c")
+WMMA_BF = WMMA_F.replace("__half", "__nv_bfloat16")
+CPRED = HDR + r'''
+extern "C" __global__ void k(__nv_bfloat16* out, const __nv_bfloat16* x, int n){
+  __shared__ alignas(128) __nv_bfloat16 buf[64];
+  for (int i=0;i<n;i++){
+    buf[threadIdx.x] = x[i*64+threadIdx.x];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x==0){
+      asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%0], [%1], 128;" :: "l"(out), "r"((unsigned)__cvta_generic_to_shared(buf)) : "memory");
+      asm volatile("cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0;" ::: "memory");
+    }
+    __syncthreads();
+  }
+}'''
+CPRED_F32 = CPRED.replace("__nv_bfloat16* out", "float* out").replace(".add.noftz.bf16", ".add.f32")
+# (name, source, should_flag)
+ATTACKS = [
+ ("asm plain", A("add.rn.bf16 %0, %0, %1;"), True),
+ ("asm 'add .rn.bf16'", A("add .rn.bf16 %0, %0, %1;"), True),
+ ("asm 'add\\t.bf16'", A("add\\t.bf16 %0, %0, %1;"), True),
+ ("asm 'add\\n.bf16'", A("add\\n.bf16 %0, %0, %1;"), True),
+ ("asm 'add.rn .bf16'", A("add.rn .bf16 %0, %0, %1;"), True),
+ ("asm 'add/**/.bf16'", A("add/**/.bf16 %0, %0, %1;"), True),
+ ("asm '@ p add'", A("{ .reg .pred p; setp.eq.u32 p, 1, 1; @ p add.bf16 %0, %0, %1; }"), True),
+ ("asm '@ ! p add'", A("{ .reg .pred p; setp.eq.u32 p, 1, 0; @ ! p add.bf16 %0, %0, %1; }"), True),
+ ("asm '// /*' ... '// */'", A("// /*\\n add.bf16 %0, %0, %1;\\n// */"), True),
+ ("asm 'add.bf16.rn'", A("add.bf16.rn %0, %0, %1;"), True),
+ ("asm 'add.f16.sat'", A("add.f16.sat %0, %0, %1;"), True),
+ ("asm 'fma.bf16.rn'", A("fma.bf16.rn %0, %0, %1, %0;"), True),
+ ("asm 'fma.rn.oob.relu.bf16'", A("fma.rn.oob.relu.bf16 %0, %0, %1, %0;"), True),
+ ("atom type-first", RED("{.reg .b16 h; mov.b32 {h,_}, %1; atom.global.bf16.add.noftz h, [%0], h;}"), True),
+ ("red v2 first", RED("red.global.v2.bf16x2.add.noftz [%0], {%1,%2};"), True),
+ ("red L2::cache_hint", RED("{.reg .b64 pol; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; red.global.add.noftz.L2::cache_hint.bf16x2 [%0], %1, pol;}"), True),
+ ("red space", RED("red.global.add.noftz .bf16x2 [%0], %1;"), True),
+ ("mma.sync f16", mma("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"), True),
+ ("mma layouts first", mma("mma.sync.aligned.row.col.m16n8k16.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"), True),
+ ("mma aligned.sync", mma("mma.aligned.sync.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"), True),
+ ("mma space", mma("mma .sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"), True),
+ ("mma.sp f16", mma("mma.sp.sync.aligned.m16n8k32.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7,%6,%7}, {%0,%1}, %8, 0x0;"), True),
+ ("mma.sp::ordered_metadata f16", mma("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7,%6,%7}, {%0,%1}, %8, 0x0;"), True),
+ ("mma fp8 f16acc", mma("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"), True),
+ ("wmma asm f16", mma("{.reg .b32 t<8>; wmma.mma.sync.aligned.row.col.m16n16k16.f16.f16 {%0,%1,t2,t3}, {%2,%3,%4,%5,%2,%3,%4,%5}, {%6,%7,%6,%7,%6,%7,%6,%7}, {%0,%1,%0,%1};}"), True),
+ ("wmma API half accumulator", WMMA_H, True),
+ ("wgmma f16", w("wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 " + ops), True),
+ ("wgmma aligned.sync", w("wgmma.mma_async.aligned.sync.m64n8k16.f16.f16.f16 " + ops), True),
+ ("wgmma space", w("wgmma.mma_async .sync.aligned.m64n8k16.f16.f16.f16 " + ops), True),
+ ("wgmma types first", w("wgmma.mma_async.sync.aligned.f16.f16.f16.m64n8k16 " + ops), True),
+ ("cp.reduce.async.bulk add bf16", CPRED, True),
+ ("honest mma f32", mma("{.reg .f32 f<4>; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {f0,f1,f2,f3}, {%2,%3,%4,%5}, {%6,%7}, {f0,f1,f2,f3};}"), False),
+ ("honest mma f16in f32acc", mma("{.reg .f32 f<4>; mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {f0,f1,f2,f3}, {%2,%3,%4,%5}, {%6,%7}, {f0,f1,f2,f3};}"), False),
+ ("honest wgmma f32", w("{.reg .f32 f<4>; wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {f0,f1,f2,f3}, %2, %3, p, 1, 1, 0, 0;}"), False),
+ ("honest wgmma f16in f32", w("{.reg .f32 f<4>; wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {f0,f1,f2,f3}, %2, %3, p, 1, 1, 0, 0;}"), False),
+ ("honest wmma f32 acc", WMMA_F, False),
+ ("honest wmma bf16 f32 acc", WMMA_BF, False),
+ ("honest cp.reduce f32", CPRED_F32, False),
+ ("honest mul/neg/max", A("{.reg .b16 t; mul.rn.bf16 t, %0, %1; neg.bf16 t, t; max.bf16 %0, t, %1;}"), False),
+]
+
+
+
+@pytest.mark.parametrize("name,source,accumulates", ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_the_audit_names_16_bit_accumulation_and_only_that(name, source, accumulates):
+    r = compile_kernel(source, "k", "sm_90", [], use_cache=False)
+    assert r.ok, r.log[-400:]
+    assert bool(r.half_ops) == accumulates, r.half_ops
+
+
+def test_sm80s_bf16_multiply_is_an_fma_with_a_constant_addend_and_passes():
+    """sm_80 lowers a bf16 __hmul to fma.rn.bf16 d, a, b, c with c = -0 (a mov of 0x8000):
+    a multiply, allowed; the same fma with a running sum as its addend is refused."""
+    mul = HDR + '''extern "C" __global__ void k(const __nv_bfloat16* x, __nv_bfloat16* y) {
+  y[threadIdx.x] = __hmul(x[threadIdx.x], x[threadIdx.x + 1]); }'''
+    acc = HDR + '''extern "C" __global__ void k(const __nv_bfloat16* x, __nv_bfloat16* y, int n) {
+  __nv_bfloat16 s = x[0]; for (int i = 1; i < n; i++) s = __hfma(x[i], x[i], s); y[0] = s; }'''
+    for arch in ("sm_80", "sm_90"):
+        assert compile_kernel(mul, "k", arch, [], use_cache=False).half_ops == ()
+        assert compile_kernel(acc, "k", arch, [], use_cache=False).half_ops
+
+
+def test_the_audit_reads_ptx_as_ptxas_does():
+    """Blanks and comments between an opcode and its modifiers, modifiers in any order,
+    a block comment opened inside a line comment, guards with blanks, labels and braces."""
+    ptx = """
+        add.f32 %f1, %f2, %f3;  // add.rn.bf16 in a comment
+        // /*
+        add .bf16.rn %rs1, %rs1, %rs2;
+        // */
+        { .reg .b16 t; L1: @ ! %p1 fma/**/.rn .f16x2 %r1, %r2, %r3, %r1; }
+        mul.rn.bf16 %rs1, %rs2, %rs3; cvt.rn.bf16.f32 %rs1, %f1; max.bf16 %rs1, %rs1, %rs2;
+        mov.b16 %rs9, 0x8000;
+        fma.rn.bf16 %rs4, %rs1, %rs2, %rs9;
+        fma.rn.bf16 %rs5, %rs1, %rs2, 0x0000;
+        mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1}, {%r1}, {%r2}, {%f1};
+        wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%f1}, %rd1, %rd2, p, 1, 1, 0, 1;
+    """
+    assert half_accumulation(ptx) == ("add.bf16.rn", "fma.rn.f16x2")
+    assert half_accumulation("mov.b16 %rs1, 0x0000;\nfma.rn.bf16 %rs1, %rs2, %rs3, %rs1;") == ("fma.rn.bf16",)
+
+
+def test_ptx_that_is_not_utf8_still_compiles():
+    """Inline assembly may carry any byte into the PTX: the compile process decodes it
+    leniently instead of crashing (the audit reads instruction names only)."""
+    r = compile_kernel('extern "C" __global__ void k() { asm volatile("// \\xff"); }', "k", "sm_90", [],
+                       use_cache=False)
+    assert r.ok and r.half_ops == (), (r.error, r.log[-300:])
+
+
+def test_a_compile_that_returns_no_ptx_is_refused_where_the_policy_needs_it():
+    """Fail closed: a reply without PTX (an older worker, NVRTC giving none) cannot be
+    audited; a workload whose policy is float32 refuses the kernel, another takes it."""
+    from agent.evaluate.evaluator import compile_candidate
+    from agent.runtime.compiler import run_nvrtc
+    from agent.spec.candidate import Candidate
+
+    def without_ptx(*args):
+        reply = run_nvrtc(*args)
+        reply.pop("ptx", None)
+        return reply
+    source = 'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 1.f; }'
+    candidate = Candidate(source, "k", None, name="no-ptx")  # type: ignore[arg-type]  # compiled only, never launched
+    refused = compile_candidate(candidate, "sm_90", False, nvrtc=without_ptx, wide_accumulation=True)
+    assert not refused.ok and refused.error == "PTX_UNAVAILABLE"
+    assert compile_candidate(candidate, "sm_90", False, nvrtc=without_ptx).ok
