@@ -173,15 +173,15 @@ def test_ptx_that_is_not_utf8_still_compiles():
 
 
 def test_a_compile_that_returns_no_ptx_is_refused_where_the_policy_needs_it():
-    """Fail closed: a reply without PTX (an older worker, NVRTC giving none) cannot be
-    audited; a workload whose policy is float32 refuses the kernel, another takes it."""
+    """Fail closed: a reply without the audit (an older worker, NVRTC giving no PTX) cannot
+    be trusted; a workload whose policy is float32 refuses the kernel, another takes it."""
     from agent.evaluate.evaluator import compile_candidate
     from agent.runtime.compiler import run_nvrtc
     from agent.spec.candidate import Candidate
 
     def without_ptx(*args):
         reply = run_nvrtc(*args)
-        reply.pop("ptx", None)
+        reply.pop("half_ops", None)
         return reply
     source = 'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 1.f; }'
     candidate = Candidate(source, "k", None, name="no-ptx")  # type: ignore[arg-type]  # compiled only, never launched

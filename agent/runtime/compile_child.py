@@ -39,6 +39,8 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
+from .ptx_audit import audited
+
 if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
     from .native import CompileResult
 
@@ -98,10 +100,14 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
                           list(request["options"]) + include, request["arch"])
     except RuntimeError as e:  # CudaError from an NVRTC call other than the compile itself
         return {"ok": False, "error": getattr(e, "name", "NVRTC_ERROR"), "log": str(e), "compile_ms": 0.0,
-                "lowered_name": "", "cubin": "", "ptx": ""}
+                "lowered_name": "", "cubin": "", "half_ops": []}
+    # The PTX audit here, off the session's process (a large kernel's PTX takes tens of ms to
+    # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
+    # put any byte in the PTX.
+    half_ops = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ()
     return {"ok": bool(r.ok), "error": r.error, "log": r.log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
-            "ptx": bytes(r.ptx).decode(errors="replace") if r.ok else ""}
+            "half_ops": None if half_ops is None else list(half_ops)}
 
 
 def main(argv: list[str]) -> int:

@@ -58,7 +58,7 @@ def child_env() -> dict[str, str]:
 
 
 def _failed(error: str, log: str) -> dict[str, Any]:
-    return {"ok": False, "error": error, "log": log, "compile_ms": 0.0, "lowered_name": "", "cubin": "", "ptx": ""}
+    return {"ok": False, "error": error, "log": log, "compile_ms": 0.0, "lowered_name": "", "cubin": "", "half_ops": []}
 
 
 class CompileProcess:
@@ -79,7 +79,8 @@ class CompileProcess:
 
     def compile(self, source: str, filename: str, entry: str, options: list[str], arch: str,
                 timeout_s: Optional[float] = None) -> dict[str, Any]:
-        """The child's answer: ok, error, log, compile_ms, lowered_name, cubin (base64), ptx."""
+        """The child's answer: ok, error, log, compile_ms, lowered_name, cubin (base64), half_ops
+        (the PTX audit's instruction names; None: no PTX to audit)."""
         limit = TIMEOUT_S if timeout_s is None else timeout_s
         request = {"source": source, "filename": filename, "entry": entry, "options": list(options), "arch": arch}
         with self._lock:

@@ -32,7 +32,6 @@ from .arch_target import target_arch
 from .cache_dir import cache_root
 from .compile_policy import check_options, check_source
 from .compile_process import TIMEOUT_S, compile_pool
-from .ptx_audit import audited
 
 
 @dataclass(frozen=True)
@@ -215,10 +214,16 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     symbol = r["lowered_name"] or entry
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,
-                            base64.b64decode(r["cubin"]), audited(r.get("ptx")) if r["ok"] else ())
+                            base64.b64decode(r["cubin"]), _half_ops(r) if r["ok"] else ())
     if r["ok"] and directory is not None:
         _store(directory, result)
     return result
+
+
+def _half_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
+    """The compile process's PTX audit; None where there was none (no PTX, an older worker)."""
+    ops = reply.get("half_ops")
+    return None if ops is None else tuple(str(op) for op in ops)
 
 
 def _store(directory: Path, result: CompiledKernel) -> None:

@@ -32,10 +32,11 @@ accumulate nothing: the 16-bit exp / log / sin / cos intrinsics (``hexp``, ``h2l
 float. Not caught: a 16-bit running sum kept in float32 adds rounded to 16 bits after each
 (``cvt`` round trips, as honest kernels round their outputs), integer emulation, a TMA
 reduce-add (``cp.reduce.async.bulk.tensor``) whose 16-bit type is in the tensor map, and
-sm_100's ``tcgen05.mma`` (its accumulator type is in a runtime descriptor). The result is
-instruction names only (never operands or source text): the compile cache keeps it beside
-the CUBIN, and a refusal quotes nothing of the source. None: no PTX came back, nothing
-could be audited (a workload with the policy then refuses the kernel).
+sm_100's ``tcgen05.mma`` (its accumulator type is in a runtime descriptor). The compile
+process runs the audit (agent/runtime/compile_child.py: the PTX never leaves it) and sends
+back instruction names only, never operands or source text: the compile cache keeps them
+beside the CUBIN, and a refusal quotes nothing of the source. None: there was no PTX,
+nothing could be audited (a workload with the policy then refuses the kernel).
 """
 
 from __future__ import annotations
