@@ -174,6 +174,30 @@ def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  
     ahead.close()
 
 
+def test_a_compiled_kernel_of_the_step_goes_before_one_still_compiling(workload):  # noqa: F811
+    """The step's first candidate has no CUBIN yet, the second has one: the GPU takes the
+    second while the first compiles, and the graph still gets both results in the step's
+    order (by the calls' order, never the clock)."""
+    import dataclasses
+
+    from agent.spec.candidate import Candidate
+    double = RecordingDouble(workload)
+    ahead = AheadEvaluator(double)
+    assert ahead.facts.arch  # what the plan reads first: the arch the cache is keyed on
+    tiled = workload.kernels["tiled"]
+    fresh = dataclasses.replace(Candidate.from_spec(tiled, {"BM": 64}), name="fresh",
+                                source=Candidate.from_spec(tiled).source + "\n// not compiled yet\n")
+    compiled = dataclasses.replace(Candidate.from_spec(tiled, {"BM": 128}), name="compiled")
+    assert double.compile(compiled).ok
+    ahead.submit([fresh, compiled], None)
+    with double.validated:  # the ahead thread's first pick (the graph asking first would run it itself)
+        assert double.validated.wait_for(lambda: double.log, WAIT_S)
+    assert ahead.validate(fresh).ok and ahead.benchmark(fresh).ok
+    assert ahead.validate(compiled).ok and ahead.benchmark(compiled).ok
+    ahead.close()
+    assert [name for kind, name, _ in double.log if kind == "validate"] == ["compiled", "fresh"]
+
+
 def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # noqa: F811
     """Batch 4: the tuner's next step is proposed in the background once less than a step is left to run, and
     handed to the GPU behind it: a step of four is announced ahead; no configuration twice; the budget is met exactly; with

@@ -4,7 +4,9 @@ candidates of the step.
 
 A step of the loop may propose a batch (--batch N). propose hands the batch's candidates
 to `submit()`, and one background thread runs each candidate's attempt on the backend,
-in the batch's order: validate() (the early-rejection screen first, told the best), then
+in the batch's order, except that a candidate whose kernel is compiled already goes
+before one whose compile is still running (a kernel not compiled yet is compiled before
+the GPU is taken): validate() (the early-rejection screen first, told the best), then
 benchmark() when it passed. The graph's validate and benchmark nodes take those results
 instead of asking the backend, so the GPU does not wait on the graph between the
 candidates of a step. On the H200 the graph's own share of an sgemm attempt was about
@@ -43,7 +45,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from ..runtime.compiler import CompiledKernel
+from ..runtime.compiler import CompiledKernel, is_cached
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
@@ -137,9 +139,13 @@ class AheadEvaluator(EvaluationBackend):
                     self._state.wait()
                 if self._closed:
                     return
-                attempt = self._queue.popleft()
+                attempt, ready = self._next()
                 attempt.best_ms, attempt.case_best_ms = self._bests
             try:
+                if self._parallel is None and not ready:
+                    # NVRTC (or the compile ahead in flight) before the GPU is taken: the graph's
+                    # own calls are not held up by a compile.
+                    self.backend.compile(attempt.candidate)
                 if self._parallel is not None:
                     halves = self._parallel.attempt(attempt.candidate, DEFAULT_SEED, best_ms=attempt.best_ms,
                                                     case_best_ms=attempt.case_best_ms)
@@ -156,6 +162,19 @@ class AheadEvaluator(EvaluationBackend):
                     self.cancel()
             finally:
                 attempt.done.set()
+
+    def _next(self) -> tuple[_Attempt, bool]:
+        """Under `_state`: the first attempt not begun whose kernel is compiled already, else
+        the first (and whether it is compiled). The GPU does not wait on NVRTC for one of the
+        step's kernels while another is ready; the graph still takes the results in the
+        step's order, each screened against the best known when its attempt began."""
+        facts = self._facts  # read by the plan, before any step; None: nothing is known
+        ready = next((a for a in self._queue if facts is not None and
+                      is_cached(a.candidate.source, a.candidate.entry, facts.arch, a.candidate.compile_options())),
+                     None)
+        attempt = ready or self._queue[0]
+        self._queue.remove(attempt)
+        return attempt, ready is not None
 
     def _one_gpu(self, attempt: _Attempt) -> None:
         with self._calls:

@@ -97,6 +97,16 @@ def _cache_key(source: str, entry: str, options: list[str], arch: str, version: 
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
+def is_cached(source: str, entry: str, arch: str, options: list[str]) -> bool:
+    """Whether compile_kernel would find this configuration in the cache, without compiling
+    (agent/evaluate/ahead.py: which of a step's kernels the GPU can take at once)."""
+    try:
+        key = _cache_key(source, entry, list(options), target_arch(arch, source), native.nvrtc_version())
+    except Exception:  # NVRTC not loadable here: nothing is known to be compiled
+        return False
+    return (cache_root() / "cubin" / key / "meta.json").is_file()
+
+
 def header_dir(version: tuple[int, int]) -> Path:
     """Where the compile process installs NVRTC's bundled headers (one directory per NVRTC version)."""
     return cache_root() / "nvrtc-headers" / f"{version[0]}.{version[1]}"
