@@ -322,7 +322,7 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
 def evaluator_share(records: list[dict]) -> None:
     """How busy the evaluator was with the attempts (the timeline's EvaluatorRan events:
     each half's start and length, wherever it ran, ahead of the graph or not), what of
-    that was the worker's cases, and what the Ray hop added per call. Re-timings and
+    that was the worker's cases, and what the Ray hop added per attempt. Re-timings and
     baselines are not attempts: the GPU side was busier than this says, never idler."""
     runs = [r for r in records if r["event"] == "EvaluatorRan" and r.get("began_s") and r.get("evaluator_ms")]
     if not runs:
