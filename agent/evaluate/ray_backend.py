@@ -258,9 +258,7 @@ class RayBackend(ParallelBackend):
         count taken now goes on to _acquire: a "stop now" during the compile stops the call
         before any actor runs it, whatever the other actors are doing."""
         with self._free:
-            if self._aborted:  # "stop now" arrived between two calls
-                self._aborted = False
-                raise EvaluationAborted("stopped by the user")
+            self._stop_between_calls()
             since = self._aborts
             self._acquiring += 1
         try:
@@ -319,15 +317,19 @@ class RayBackend(ParallelBackend):
         return self._single(kind or "baseline", "baseline", (seed, kind))[1]
 
     # -- dispatch -----------------------------------------------------------------------------
+    def _stop_between_calls(self) -> None:
+        """Under `_free`: a "stop now" that found no call in flight or waiting stops the next one."""
+        if self._aborted:
+            self._aborted = False
+            raise EvaluationAborted("stopped by the user")
+
     def _acquire(self, only: Optional[int], anywhere: bool, since: Optional[int] = None) -> int:
         """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
         preferred one first, the least used of them first, and none that a call of the
         session waits for; else (the session's own call) the preferred one, waited for.
         `since`: the abort count when the call began (_compile_first), else now."""
         with self._free:
-            if self._aborted:  # "stop now" arrived between two calls
-                self._aborted = False
-                raise EvaluationAborted("stopped by the user")
+            self._stop_between_calls()
             aborts = self._aborts if since is None else since
             self._acquiring += 1
             if only is not None:
