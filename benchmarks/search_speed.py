@@ -49,11 +49,16 @@ from agent.evaluate.early_reject import MARGIN, replay  # noqa: E402
 WITHIN = 0.02
 
 
+def only_session(store: Path) -> Path:
+    """The session directory of a store this script made (one session in it)."""
+    return next((store / "sessions").iterdir())
+
+
 def attempts_of(store: Path) -> tuple[list, float | None]:
     """The session's attempts (the checkpoint's history) with the time each finished (its
     archived candidate's mtime), and the session's final best score."""
     from agent.loop.session import graph_config, open_graph
-    session = next((store / "sessions").iterdir())
+    session = only_session(store)
     state = open_graph(session).get_state(graph_config(session.name)).values
     finished = []
     for a in state.get("history", []):
@@ -99,7 +104,7 @@ def main(argv: list[str]) -> int:
     store = args.store.resolve() if args.store else Path(tempfile.mkdtemp(prefix="search-speed-"))
     runner = [str(ROOT / "benchmarks" / "sample_profile.py"), str(args.profile.resolve())] if args.profile else ["-m"]
     if args.resume:
-        session_name = next((store / "sessions").iterdir()).name
+        session_name = only_session(store).name
         # The search's own flags (--batch, --no-early-reject...) are the checkpoint's: `resume`
         # takes the evaluation's only.
         cmd = [sys.executable, "-P", *runner, "tui", "resume", session_name, "--headless", "--time-budget",
@@ -133,19 +138,32 @@ def main(argv: list[str]) -> int:
     if not attempts or best is None:
         print(f"no attempt or no best in {wall:.0f} s")
         return 1
+    target = args.target_ms or best
     if args.resume:  # the first part's attempts finished before this clock: running time only
         here = sum(t is not None and t >= t0 for _, t in attempts)
         print(f"workload {args.workload.name}, resumed {session_name} until {args.time_budget:.0f} s of running, "
               f"this part {here} attempts in {wall:.1f} s of wall time")
-        running_report(next((store / "sessions").iterdir()), args.target_ms or best)
-        where_time_went(store, t0, wall)
-        if args.keep:
-            keep_records(next((store / "sessions").iterdir()), args.keep)
-        return 0
+    else:
+        wall_report(args, run_flags, attempts, best, target, t0, wall, stopped)
+    session = only_session(store)
+    running_report(session, target)
+    where_time_went(store, t0, wall)
+    # The rule judged each attempt on its screen; replayed on the full timings' own first
+    # launches (other samples than the ones it was judged on), it must cut no winner.
+    print(f"early rejection replayed on this session's full timings: {replay(session_attempts(session)).text()}; "
+          f"{slack_text(screen_pairs(session), MARGIN)}")
+    if args.keep:
+        keep_records(session, args.keep)
+    return 0
+
+
+def wall_report(args: argparse.Namespace, run_flags: list[str], attempts: list, best: float, target: float,
+                t0: float, wall: float, stopped: bool) -> None:
+    """A fresh session's lines by wall time from the command's start (each attempt's finish:
+    its archived candidate's mtime)."""
     first_done = min(t for _, t in attempts if t is not None)
     last_done = max(t for _, t in attempts if t is not None)
     searching = max(1e-9, last_done - t0)
-    target = args.target_ms or best
     reached = next((t - t0 for a, t in attempts if t is not None and a.score_ms and a.score_ms <= target * (1 + WITHIN)),
                    None)
     statuses: dict[str, int] = {}
@@ -161,16 +179,6 @@ def main(argv: list[str]) -> int:
     print(f"best after {args.time_budget:.0f} s: {best:.4f} ms")
     print(f"first within {WITHIN:.0%} of {'the target ' if args.target_ms else 'its final best '}{target:.4f} ms: "
           + (f"{reached:.1f} s" if reached is not None else "never"))
-    session = next((store / "sessions").iterdir())
-    running_report(session, target)
-    where_time_went(store, t0, wall)
-    # The rule judged each attempt on its screen; replayed on the full timings' own first
-    # launches (other samples than the ones it was judged on), it must cut no winner.
-    print(f"early rejection replayed on this session's full timings: {replay(session_attempts(session)).text()}; "
-          f"{slack_text(screen_pairs(session), MARGIN)}")
-    if args.keep:
-        keep_records(session, args.keep)
-    return 0
 
 
 RESUME_FLAGS = {"--backend": 1, "--ray-address": 1, "--ray-gpus": 1, "--hot": 0, "--timeout": 1, "--device": 1,
@@ -197,7 +205,7 @@ def reached_target(store: Path, target_ms: float) -> bool:
 
     from agent.loop.session import graph_config, open_graph
     try:
-        session = next((store / "sessions").iterdir())
+        session = only_session(store)
         # read-only: a checkpoint not created yet stays the session's to create
         with closing(sqlite3.connect(f"file:{session / 'checkpoint.sqlite'}?mode=ro", uri=True,
                                      check_same_thread=False)) as conn:
@@ -277,7 +285,7 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
     start-up before the first event."""
     from agent.loop.timeline import read_timeline
     # this run's (a resumed session's timeline holds the earlier parts too)
-    records = [r for r in read_timeline(next((store / "sessions").iterdir())) if r["t"] >= t0]
+    records = [r for r in read_timeline(only_session(store)) if r["t"] >= t0]
     if not records:
         print("no timeline (an older install writes none)")
         return

@@ -48,18 +48,25 @@ def test_a_session_writes_when_each_node_ran_and_nothing_of_the_kernels(tmp_path
     assert "__global__" in source and "__global__" not in text and "tiled" not in text
 
 
-def test_search_speeds_evaluator_share_counts_overlapping_halves_once_and_the_ray_hop(capsys):
-    """benchmarks/search_speed.py's account of the GPU side: the union of the halves' spans
-    over the window from the first to the last, the worker's cases per attempt, and what the
-    Ray calls took over the evaluator's own time."""
+def _search_speed():
+    """benchmarks/search_speed.py as a module (benchmarks/ is no package: its own imports
+    need it on sys.path while it loads)."""
+    import importlib
     import sys
     from pathlib import Path
     benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
     sys.path.insert(0, benchmarks)
     try:
-        from search_speed import evaluator_share
+        return importlib.import_module("search_speed")
     finally:
         sys.path.remove(benchmarks)
+
+
+def test_search_speeds_evaluator_share_counts_overlapping_halves_once_and_the_ray_hop(capsys):
+    """benchmarks/search_speed.py's account of the GPU side: the union of the halves' spans
+    over the window from the first to the last, the worker's cases per attempt, and what the
+    Ray calls took over the evaluator's own time."""
+    evaluator_share = _search_speed().evaluator_share
     records = [  # attempt 1 on one GPU: two calls; attempt 2 overlaps it (another GPU): one call for both halves
         {"event": "EvaluatorRan", "iteration": 1, "phase": "validate", "began_s": 100.0, "evaluator_ms": 200.0,
          "call_ms": 210.0},
@@ -89,17 +96,11 @@ def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(
     """benchmarks/search_speed.py's running-time lines (a 10-minute session in two parts):
     one entry per attempt from the checkpoint's history, in order, ending at the session's
     own time spent, the best as it stood after each attempt."""
-    import sys
-    from pathlib import Path
-
     from agent.loop import events
     from agent.tracking.session_tracker import NullTracker
-    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
-    sys.path.insert(0, benchmarks)
-    try:
-        from search_speed import reached_target, running_progress, running_report
-    finally:
-        sys.path.remove(benchmarks)
+    search_speed = _search_speed()
+    reached_target, running_progress, running_report = (search_speed.reached_target, search_speed.running_progress,
+                                                        search_speed.running_report)
     workload = load_workload(make_sgemm_workload(tmp_path / "w"))
     directory = session_dir(tmp_path / "store", "s1")
     directory.mkdir(parents=True)
@@ -136,13 +137,6 @@ def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(
 def test_search_speeds_second_part_passes_resume_only_the_evaluations_flags():
     """`resume` has no --batch or --no-early-reject (the checkpoint keeps the search's own):
     part 2 of a 10-minute session forwards the evaluation's flags with their values."""
-    import sys
-    from pathlib import Path
-    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
-    sys.path.insert(0, benchmarks)
-    try:
-        from search_speed import resume_flags
-    finally:
-        sys.path.remove(benchmarks)
+    resume_flags = _search_speed().resume_flags
     flags = ["--batch", "4", "--backend", "ray", "--ray-gpus=1", "--no-early-reject", "--hot", "--timeout", "5"]
     assert resume_flags(flags) == ["--backend", "ray", "--ray-gpus=1", "--hot", "--timeout", "5"]
