@@ -25,7 +25,7 @@ if [ "${WS_PROFILE:-0}" != 0 ] && [ -d .whl-tools ]; then
   fi
 fi
 if [ -n "${WS_BEFORE:-}" ]; then  # an older tree (e.g. git archive of the last commit before a harness change)
-  python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/before-site "$WS_BEFORE" > "$OUT/build-before.log" 2>&1 \
+  python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/before-site "./${WS_BEFORE#./}" > "$OUT/build-before.log" 2>&1 \
     || { tail -40 "$OUT/build-before.log"; exit 1; }
 fi
 cd /tmp  # import the installed package, not the source tree
@@ -143,6 +143,12 @@ if [ -n "${WS_RAY_SCALING:-}" ]; then  # issue 19, on a machine with several GPU
   (cd "$OLDPWD" && python3 benchmarks/ray_scaling.py $WS_RAY_SCALING 2>&1) | tee -a "$OUT/ray-scaling.txt" | tail -30
 fi
 
+if [ -n "${WS_REPLAY:-}" ]; then  # issue 18: local and Ray on one GPU over the same candidates, with WS_WHEELS=.whl-ray, e.g.
+  # WS_REPLAY="examples/sgemm --cases square-4096 --sequence docs/measurements/2026-12-06-gpu-session23/sgemm-square-4096-sequence.json"
+  step "backend replay: $WS_REPLAY"
+  (cd "$OLDPWD" && python3 benchmarks/backend_replay.py $WS_REPLAY 2>&1) | tee -a "$OUT/backend-replay.txt" | tail -30
+fi
+
 for w in ${WS_COSTS:-}; do  # e.g. WS_COSTS="examples/sgemm": what the worker's own checks cost per run
   step "worker costs: $w"
   (cd "$OLDPWD" && python3 benchmarks/worker_costs.py "$w" 2>&1) | tee -a "$OUT/worker-costs.txt"
@@ -243,9 +249,10 @@ for kernel in ${WS_KERNELS:-naive tiled}; do echo "$kernel: $(tail -1 "$OUT/eval
 [ -f "$OUT/speed.txt" ] && grep -E "^\||SUMMARY" "$OUT/speed.txt"
 [ -f "$OUT/attempt-time.txt" ] && grep -E "attempts" "$OUT/attempt-time.txt"
 [ -f "$OUT/search-speed.txt" ] && grep -E "^workload|^attempts|^throughput|^best|^first|^running|^where|^worker|^evaluator|^early" "$OUT/search-speed.txt"
+[ -f "$OUT/backend-replay.txt" ] && grep -E "^\||^Ray over|^verdicts" "$OUT/backend-replay.txt"
 [ -f "$OUT/kernel-tuner.txt" ] && grep -E "^\\|" "$OUT/kernel-tuner.txt"
 [ -f "$OUT/worker-costs.txt" ] && cat "$OUT/worker-costs.txt"
 [ -f "$OUT/evals.txt" ] && grep -E "^status|^=== |^[a-z0-9x-]+ +perf" "$OUT/evals.txt"
 
 # At most 8 files come back from the GPU machine: everything but the main outputs travels as one archive.
-cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(tensor-ceiling|sweeps|search-speed|search-profile-summary|kernel-tuner|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')
+cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -vE '^(tensor-ceiling|sweeps|search-speed|search-profile-summary|kernel-tuner|backend-replay|worker-costs|pytest-gpu|harness|run-tune|run-nsight|speed|run-examples|bench|diff|attempt-time|evals)\.txt$|\.svg$')

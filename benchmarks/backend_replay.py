@@ -1,0 +1,192 @@
+"""Does the Ray backend cost anything on one GPU? The same candidates, in the same order,
+with the same early-rejection inputs, through the local evaluator and through Ray's one
+GPU actor, the kernels compiled beforehand: the wall time per attempt of each, and
+whether both gave each candidate the same verdict (issue 18: on one GPU, throughput
+within 10%).
+
+Two tune sessions, one per backend, never propose the same candidates: which
+neighbours a step takes depends on every timing before it, so a session pair's
+attempts-per-second differ by the search path as well as by the backend (session 23:
+two pairs gave Ray 0.7% faster and 14.5% slower). A replay holds the path fixed.
+
+    python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 \\
+        --sequence docs/measurements/2026-12-06-gpu-session23/sgemm-square-4096-sequence.json
+    python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 --records <kept records> \\
+        --write-sequence sequence.json    # from a session kept by search_speed.py --keep
+
+The sequence is each GPU-reaching attempt of a recorded session: its kernel, knob
+values, and the best score (and each performance case's fastest median) the session
+had when it ran it, which is what the early-rejection screen compares with. Each
+attempt is an attempt's two halves as the loop runs them: validate (the screen first),
+then, when it passed, benchmark. The backends take turns (local, ray, local, ray, ...
+`--rounds`), each opened fresh, warmed with one untimed attempt and every kernel compiled
+(the compile cache), so that only evaluation is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
+    sys.path.insert(0, str(ROOT))
+
+BAR = 0.10  # Ray's time per attempt at most 10% above the local one's
+REACHED_GPU = {"ok", "rejected_early", "wrong_answer", "unstable", "below_floor", "crashed", "timeout",
+               "out_of_bounds", "input_modified", "reference_modified"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One attempt to replay: the kernel (a workload kernel's name) and its knob values,
+    the early-rejection inputs the session gave it, and the verdict it got there."""
+
+    kernel: str
+    defines: dict[str, int]
+    best_ms: float | None
+    case_best_ms: dict[str, float] | None
+    recorded: str
+
+
+@dataclass
+class Pass:
+    """One backend's run over the whole sequence."""
+
+    backend: str
+    seconds: list[float] = field(default_factory=list)  # wall time of each attempt
+    verdicts: list[str] = field(default_factory=list)
+
+    @property
+    def per_attempt_ms(self) -> float:
+        return 1000.0 * sum(self.seconds) / len(self.seconds)
+
+
+def read_records(records: Path) -> list[Step]:
+    """The sequence of the one session under `records` (a store or search_speed.py's
+    --keep folder: sessions/<id>/attempts/NNN/{attempt,samples}.json), in iteration order."""
+    sessions = sorted((records / "sessions").iterdir())
+    if len(sessions) != 1:
+        raise SystemExit(f"backend_replay: {records} holds {len(sessions)} sessions; give a folder with one")
+    steps = []
+    for attempt_file in sorted(sessions[0].glob("attempts/*/attempt.json"), key=lambda f: int(f.parent.name)):
+        attempt = json.loads(attempt_file.read_text())
+        if attempt.get("status") not in REACHED_GPU or attempt.get("proposer") == "start":
+            continue
+        samples_file = attempt_file.with_name("samples.json")
+        samples = json.loads(samples_file.read_text()) if samples_file.exists() else {}
+        steps.append(Step(attempt["name"].split("@")[0], dict(attempt.get("defines") or {}), samples.get("best_ms"),
+                          samples.get("case_best_ms"), attempt["status"]))
+    return steps
+
+
+def write_sequence(steps: list[Step], path: Path) -> None:
+    path.write_text("[\n" + ",\n".join(json.dumps(s.__dict__) for s in steps) + "\n]\n")  # an attempt a line
+
+
+def read_sequence(path: Path) -> list[Step]:
+    return [Step(**s) for s in json.loads(path.read_text())]
+
+
+def candidates_of(workload, steps: list[Step]) -> list:
+    from agent.spec.candidate import Candidate
+    unknown = sorted({s.kernel for s in steps} - set(workload.kernels))
+    if unknown:
+        raise SystemExit(f"backend_replay: {workload.name} has no kernel {', '.join(unknown)} (a sequence of another "
+                         "tree's workload?)")
+    return [Candidate.from_spec(workload.kernels[s.kernel], s.defines) for s in steps]
+
+
+def run_pass(backend_name: str, workload, candidates: list, steps: list[Step], ray_gpus: int) -> Pass:
+    """Every attempt of the sequence through a fresh backend, one after another."""
+    from agent.evaluate.backend_choice import open_backend
+    from agent.evaluate.evaluator import DEFAULT_SEED
+    from agent.evaluate.options import EvaluationOptions
+    options = EvaluationOptions(backend=backend_name, ray_gpus=ray_gpus if backend_name == "ray" else 0)
+    out = Pass(backend_name)
+    with tempfile.TemporaryDirectory() as logs:
+        backend = open_backend(workload, options, Path(logs))
+        try:
+            backend.validate(candidates[0], DEFAULT_SEED)  # starts the GPU side: untimed
+            for c in candidates:  # through the compile cache (warm after the first pass): evaluation is timed only
+                backend.compile(c)
+            for candidate, step in zip(candidates, steps):
+                t0 = time.perf_counter()
+                r = backend.validate(candidate, DEFAULT_SEED, best_ms=step.best_ms, case_best_ms=step.case_best_ms)
+                if r.ok:
+                    r = backend.benchmark(candidate, DEFAULT_SEED, best_ms=step.best_ms, case_best_ms=step.case_best_ms)
+                out.seconds.append(time.perf_counter() - t0)
+                out.verdicts.append(str(r.status))
+        finally:
+            backend.close()
+    return out
+
+
+def report(passes: list[Pass], steps: list[Step]) -> list[str]:
+    """The table: each backend's median time per attempt over its passes, Ray over local
+    against the bar, and how many verdicts agreed."""
+    by = {name: [p for p in passes if p.backend == name] for name in ("local", "ray")}
+    lines = ["| backend | passes | attempts | ms per attempt (each pass) | median | verdicts |", "|---|---|---|---|---|---|"]
+    medians = {}
+    for name, runs in by.items():
+        if not runs:
+            continue
+        medians[name] = statistics.median(p.per_attempt_ms for p in runs)
+        counts = Counter(runs[0].verdicts)
+        lines.append(f"| {name} | {len(runs)} | {len(steps)} | {', '.join(f'{p.per_attempt_ms:.1f}' for p in runs)} | "
+                     f"{medians[name]:.1f} | {', '.join(f'{k} {v}' for k, v in counts.most_common())} |")
+    if "local" in medians and "ray" in medians:
+        ratio = medians["ray"] / medians["local"]
+        lines.append(f"Ray over local: {ratio:.3f}x the time per attempt "
+                     f"({'within' if ratio <= 1 + BAR else 'past'} the {BAR:.0%} bar)")
+    agree = [sum(a == b for a, b in zip(p.verdicts, passes[0].verdicts)) for p in passes[1:]]
+    lines.append(f"verdicts as the first pass's: {', '.join(f'{n} of {len(steps)}' for n in agree) or 'one pass'}; "
+                 f"as recorded in the session: {sum(a == s.recorded for a, s in zip(passes[0].verdicts, steps))} of "
+                 f"{len(steps)} (rejected_early sits at the screen's edge: a re-timing can fall either side)")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("workload", type=Path)
+    p.add_argument("--cases", default="", help="the performance cases the session timed (run's --cases)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--records", type=Path, help="a kept session (search_speed.py --keep)")
+    source.add_argument("--sequence", type=Path, help="a sequence written by --write-sequence")
+    p.add_argument("--write-sequence", type=Path, help="write the sequence here and stop")
+    p.add_argument("--rounds", type=int, default=2, help="passes per backend, taking turns")
+    p.add_argument("--limit", type=int, default=0, help="replay the first N attempts only")
+    p.add_argument("--ray-gpus", type=int, default=1)
+    args = p.parse_args(argv)
+
+    steps = read_records(args.records) if args.records else read_sequence(args.sequence)
+    steps = steps[:args.limit] if args.limit else steps
+    if not steps:
+        raise SystemExit("backend_replay: the records hold no attempt that reached the GPU")
+    if args.write_sequence:
+        write_sequence(steps, args.write_sequence)
+        print(f"{len(steps)} attempts written to {args.write_sequence}")
+        return 0
+
+    from agent.spec.workload import load_workload
+    workload = load_workload(args.workload).timing_only([c for c in args.cases.split(",") if c])
+    candidates = candidates_of(workload, steps)
+    print(f"{len(steps)} attempts of {workload.name} ({Counter(s.recorded for s in steps)})")
+    passes = []
+    for _ in range(args.rounds):
+        for backend in ("local", "ray"):
+            passes.append(run_pass(backend, workload, candidates, steps, args.ray_gpus))
+            print(f"{backend}: {passes[-1].per_attempt_ms:.1f} ms per attempt", flush=True)
+    print("\n".join(report(passes, steps)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
