@@ -284,6 +284,25 @@ def test_the_ray_backend_implements_the_backend(ray, workload):
         assert backend.lanes == 1 and parallel(backend) is None  # one GPU: attempts one at a time, as locally
 
 
+def test_the_gpu_actors_of_a_cluster_started_here_run_at_this_processs_priority(ray, workload):
+    """Ray starts its workers at niceness 15, below the compile processes (10): a cluster
+    init_ray starts gets 0 (RAY_worker_niceness), set only while Ray starts."""
+    import os
+
+    from agent.evaluate.ray_backend import NICENESS_VARIABLE
+    with ray_backend(workload, gpus=2) as backend:
+        assert [ray.get(a.niceness.remote()) for a in backend._actors] == [os.nice(0)] * 2
+    assert NICENESS_VARIABLE not in os.environ
+
+
+def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_start_the_cluster():
+    from agent.evaluate.ray_backend import priority_warning
+    assert priority_warning([0, 0], 0) is None and priority_warning([], 0) is None
+    text = priority_warning([0, 15], 0)
+    assert text is not None and "niceness 15" in text and "RAY_worker_niceness=0 ray start" in text
+    assert "\n" not in text
+
+
 def test_session_flags_choose_the_backend():
     """run's --backend, --ray-address and --ray-gpus reach EvaluationOptions; local stays the default."""
     from agent.cli.commands import build_parser

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
+from ..runtime.compile_child import NICENESS as COMPILE_NICENESS
 from ..runtime.compiler import CompiledKernel, run_nvrtc
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
@@ -41,6 +43,7 @@ from .options import EvaluationOptions
 from .results import EvaluationResult, Status
 
 RAY_MISSING = "the ray backend needs Ray: pip install 'warpsmith[ray]'"
+NICENESS_VARIABLE = "RAY_worker_niceness"  # Ray's config for its workers' priority (its default: 15)
 REVIVE_S = 300.0  # how long a dead GPU actor may take to answer again (its restart starts a GPU worker)
 ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline", "attempt"})  # what an actor runs for the backend
 
@@ -79,11 +82,32 @@ def init_ray(ray: Any, address: str = "", **kwargs: Any) -> None:
     workload's paths are made absolute for the actors (anchored)."""
     from ..runtime.parent_watch import PACKAGE_ROOT
     here = os.getcwd()
+    # A cluster started here runs its workers at this process's priority (NICENESS_VARIABLE)
+    # unless the user chose one; the raylet reads it as it starts, so it is set only meanwhile.
+    chosen = os.environ.get(NICENESS_VARIABLE)
+    if not address and chosen is None:
+        os.environ[NICENESS_VARIABLE] = "0"
     os.chdir(PACKAGE_ROOT)
     try:
         ray.init(address=address or None, include_dashboard=False, log_to_driver=False, **kwargs)
     finally:
         os.chdir(here)
+        if chosen is None:
+            os.environ.pop(NICENESS_VARIABLE, None)
+
+
+def priority_warning(actor_niceness: list[int], mine: int) -> Optional[str]:
+    """A line for stderr when the GPU actors run at a lower priority than this process:
+    Ray starts its workers at niceness 15 (its `worker_niceness`), below the compile
+    processes (nice +10, agent/runtime/compile_child.py), which then take the CPU from
+    the GPU workers whenever they are all busy (session 23 on one H100: the worker's
+    timing of a case took 130 ms under Ray against 105 ms in a local session)."""
+    low = max(actor_niceness, default=mine)
+    if low <= mine:
+        return None
+    return (f"warpsmith: warning: the Ray cluster runs the GPU actors at niceness {low} (this process: {mine}); the "
+            f"compile processes (niceness {COMPILE_NICENESS}) take the CPU from their GPU workers; start the cluster "
+            f"with {NICENESS_VARIABLE}=0 ray start ... (a cluster warpsmith starts itself does)")
 
 
 def anchored(workload: Workload) -> Workload:
@@ -116,6 +140,9 @@ class GpuActor:
 
     def baseline_kinds(self) -> list[str]:
         return self.evaluator.baseline_kinds()
+
+    def niceness(self) -> int:
+        return os.nice(0)
 
     def label(self) -> str:
         facts = self.evaluator.facts
@@ -204,6 +231,9 @@ class RayBackend(ParallelBackend):
         if self._facts is None:
             facts: DeviceFacts = self._get(self._actors[0].facts.remote())
             self._facts = facts
+            warning = priority_warning([self._get(a.niceness.remote()) for a in self._actors], os.nice(0))
+            if warning:
+                print(warning, file=sys.stderr)
         return self._facts
 
     @property
