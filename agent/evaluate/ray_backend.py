@@ -100,8 +100,9 @@ def priority_warning(actor_niceness: list[int], mine: int) -> Optional[str]:
     """A line for stderr when the GPU actors run at a lower priority than this process:
     Ray starts its workers at niceness 15 (its `worker_niceness`), below the compile
     processes (nice +10, agent/runtime/compile_child.py), which then take the CPU from
-    the GPU workers whenever they are all busy (session 23 on one H100: the worker's
-    timing of a case took 130 ms under Ray against 105 ms in a local session)."""
+    the GPU workers whenever they are all busy (session 23 on one H100, actors at 15: the
+    worker's timing of a case took 130 ms under Ray against 105 ms in a local session;
+    the same at 0 is still to be measured: docs/development.md)."""
     low = max(actor_niceness, default=mine)
     if low <= mine:
         return None
