@@ -909,3 +909,48 @@ def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_t
         history += main_turns()
     ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None)
     assert tuner._other_turn(ctx)[0] == "splitk_warptile"  # its listed settings tried: the usual rule again
+
+
+def _wait_for_compiles(tuner) -> set:
+    """Every compile the pool has queued, finished (the GPU's time on a step, in which the pool works): the keys
+    NVRTC has accepted."""
+    from concurrent.futures import CancelledError, Future
+    for f in list(tuner._compiles.values()):
+        if isinstance(f, Future):
+            with contextlib.suppress(CancelledError):
+                f.result(timeout=300)
+    return {k for k, v in tuner._compiles.items()
+            if v is True or (isinstance(v, Future) and v.done() and not v.cancelled() and v.exception() is None
+                             and v.result())}
+
+
+def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
+    """tiled (the main kernel) stalled, so split-K's steps alternate with tiled's (real NVRTC, steps of four).
+    While each step runs, the pool compiles the first points of the other kernel's next turn too (its defaults
+    while untried, then the neighbours of its best): every member of a split-K step was compiled before the step
+    was proposed. Before, only the kernel being proposed was compiled ahead, and on one H100 (session 23) the GPU
+    waited on NVRTC at most other-kernel turns."""
+    from agent.evaluate.records import CaseOutcome
+    from agent.proposers.tune import OTHERS_AHEAD, _key, source_tag
+    w, best, baseline = _tiled_and_splitk(tmp_path)
+    facts = DeviceFacts(arch="sm_90")
+    tuner, history, splitk_steps = TuneProposer(0, ahead=2), [], 0
+    for step in range(6):
+        ctx = ProposalContext(w, facts, len(history) + 1, "optimise", list(history), best, None, baseline)
+        done = _wait_for_compiles(tuner)
+        batch = tuner.propose_batch(ctx, 4)
+        kernels = {p.spec.name.split("@")[0] for p in batch}
+        if kernels == {"splitk"}:
+            splitk_steps += 1
+            missing = [p.spec.name for p in batch if (source_tag(p.spec.source), "sm_90", _key(p.spec.defines)) not in done]
+            assert not missing, f"step {step}: {missing} not compiled before the step"
+        for p in batch:
+            history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
+                                   score_ms=1.0, defines=p.spec.defines,
+                                   cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
+                                          for c in ("square-1024", "long-k")]))
+    assert splitk_steps >= 2  # its first turn (the defaults) and a turn from its neighbours
+    splitk = source_tag(w.kernels["splitk"].source())
+    queued = [k for k, f in tuner._compiles.items() if k[0] == splitk and not isinstance(f, bool) and not f.done()]
+    assert len(queued) <= OTHERS_AHEAD  # another kernel's guesses are a few, not a second full queue
+    _wait_for_compiles(tuner)

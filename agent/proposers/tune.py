@@ -69,6 +69,7 @@ MAIN_TURNS = 3  # proposals for the kernel being improved before each other tuna
 # the variant 128x4096x4096 wanted, got 3 turns and never left its defaults' SPLITK).
 STALL = 4
 COMPILE_NOW = 2  # threads compiling the points proposed, beside the compile-ahead ones
+OTHERS_AHEAD = 4  # points compiled ahead for each other tunable kernel's next turn (a step of up to 4)
 CLEAN_RECORD = 8  # compiles of a kernel, none refused, before its points are proposed ahead of NVRTC's verdict
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
@@ -222,6 +223,7 @@ class TuneProposer:
         other = self._other_turn(ctx)  # what propose() decides too: it reads the same history
         first = self.propose(ctx)
         if n <= 1:
+            self._compile_others_ahead(ctx, {first.spec.name.split("@")[0]})
             return [first]
         # Once the main kernel has stalled, another kernel's turn is the whole step's: with one
         # turn per step, a batch of four gave the others a quarter of the attempts whatever
@@ -239,6 +241,7 @@ class TuneProposer:
         except ProposalError:  # nothing beside the first: a batch of one
             batch = [first]
         self._refill(ctx, batch, kernel, focus)
+        self._compile_others_ahead(ctx, {p.spec.name.split("@")[0] for p in batch})
         # After the first (propose()'s choice: another kernel's turn, say, which the budget's
         # last step must not drop), members compiled already first: the GPU takes a step's
         # attempts in its order, and works on those while NVRTC finishes the others.
@@ -267,6 +270,41 @@ class TuneProposer:
         tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(d) for d in ours}
         self._compile_ahead(ctx, base, knobs, prefix, [{k: v for k, v in d.items() if k in free} for d in ours],
                             _scores(mine, focus), tried, arch)
+
+    def _compile_others_ahead(self, ctx: ProposalContext, stepped: set[str]) -> None:
+        """Compile ahead the first points of every other tunable kernel's next turn: its
+        defaults and listed settings while untried, else the neighbours of its best points on
+        the focus case (what _propose looks at first), OTHERS_AHEAD each. The step's own
+        kernels (`stepped`) keep their deeper queue (_refill, _propose). Before this, only
+        the kernel being proposed was compiled ahead, and the first step of another kernel's
+        turn waited on NVRTC: on one H100 (session 23, sgemm square-4096, batch 4) the GPU
+        sat idle 18.8 s of 61 s while the compile node waited, most of it on other kernels'
+        turns (splitk_warptile, tf32x3_splitk, splitk)."""
+        arch = ctx.facts.arch or None
+        if arch is None or not self.ahead or self.kernel:
+            return
+        try:
+            main = self.base(ctx)[0].name.split("@")[0]
+        except ProposalError:
+            return
+        if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone
+            return
+        focus = _focus_case(ctx)
+        for name, spec in ctx.workload.kernels.items():
+            if name in stepped or name == main or name in self._exhausted or not spec.knobs():
+                continue
+            try:
+                base, knobs = self.base(ctx, name)
+            except ProposalError:
+                continue
+            prefix = _prefix(base)
+            mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+            free = {n: k for n, k in knobs.items() if n not in base.defines}
+            first = ([] if mine else [{n: k.default for n, k in free.items()}]) \
+                + [point for point, _ in _listed(ctx.workload, base, free)]
+            tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
+            self._compile_ahead(ctx, base, knobs, prefix, [], _scores(mine, focus), tried, arch, first=first,
+                                depth=OTHERS_AHEAD)
 
     def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int], kernel: Optional[str] = None,
                       focus: Optional[str] = None) -> list[Proposal]:
@@ -594,14 +632,15 @@ class TuneProposer:
 
     def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
                        choices: list[dict[str, int]], scores: dict, tried: set, arch: str,
-                       first: Sequence[dict[str, int]] = ()) -> None:
+                       first: Sequence[dict[str, int]] = (), depth: Optional[int] = None) -> None:
         """Start compiling the points the next proposals look at first: the neighbours of these
         choices (each may be the next best), of the attempts still in flight, and of the best
         scored points, each list in the order the next proposal's seeded shuffle puts it, taken
         in turn, up to `depth`: a queue deeper than the pool, so NVRTC never idles between
         steps (session 11: about 1.8 of 16 compile processes busy on average, and the next step
         waited for the compiles the last one had only just started). `first`: points to queue
-        before those (the first step's own candidates)."""
+        before those (the first step's own candidates). `depth`: how many, `self.depth` by
+        default."""
         free = {n: k for n, k in knobs.items() if n not in base.defines}
         seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
         in_flight = [{k: v for k, v in s.defines.items() if k in free} for s in ctx.in_flight
@@ -614,7 +653,7 @@ class TuneProposer:
             orders.append(points)
         wanted: dict[tuple, dict[str, int]] = {}
         for n in itertools.chain(first, (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None)):
-            if len(wanted) >= self.depth:
+            if len(wanted) >= (depth or self.depth):
                 break
             key = _compile_key(base, n, arch)
             if key in wanted or isinstance(self._compiles.get(key), bool) or _key({**base.defines, **n}) in tried \
