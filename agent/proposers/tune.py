@@ -251,6 +251,10 @@ class TuneProposer:
                 p.spec, {}, arch, ctx.workload.tolerance.allow_fast_math))
         return batch
 
+    def _mine(self, ctx: ProposalContext, prefix: str) -> list:
+        """This tuner's attempts on one kernel (its name prefix, source tag included)."""
+        return [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+
     def _refill(self, ctx: ProposalContext, batch: list[Proposal], kernel: Optional[str], focus: Optional[str]) -> None:
         """Compile ahead from every member of the step, not only the first: any of them may be
         the next best, and the next step then finds its neighbours compiled."""
@@ -262,7 +266,7 @@ class TuneProposer:
         except ProposalError:
             return
         prefix = _prefix(base)
-        mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+        mine = self._mine(ctx, prefix)
         ours = [p.spec.defines for p in batch if p.spec.name.startswith(prefix)]
         if not ours:
             return
@@ -298,7 +302,7 @@ class TuneProposer:
             except ProposalError:
                 continue
             prefix = _prefix(base)
-            mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+            mine = self._mine(ctx, prefix)
             free = {n: k for n, k in knobs.items() if n not in base.defines}
             first = ([] if mine else [{n: k.default for n, k in free.items()}]) \
                 + [point for point, _ in _listed(ctx.workload, base, free)]
@@ -310,7 +314,7 @@ class TuneProposer:
                       focus: Optional[str] = None) -> list[Proposal]:
         base, knobs = self.base(ctx, kernel)
         prefix = _prefix(base)
-        mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+        mine = self._mine(ctx, prefix)
         tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(taken)}
         scores = _scores(mine, focus)
         free = {k: kn for k, kn in knobs.items() if k not in base.defines}
@@ -452,7 +456,7 @@ class TuneProposer:
     def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
         base, knobs = self.base(ctx, kernel)
         prefix = _prefix(base)
-        mine = [a for a in ctx.history if a.proposer == self.name and a.name.startswith(prefix)]
+        mine = self._mine(ctx, prefix)
         tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
         scores = _scores(mine, focus)
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
