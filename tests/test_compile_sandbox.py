@@ -103,6 +103,50 @@ def test_file_reading_sources_are_refused_before_nvrtc(fresh_process, source):
     assert _files(cache_root()) == cache and _files(Path(fresh_process.workdir)) == work
 
 
+@pytest.mark.parametrize("entry", [
+    'k\n#include "/proc/self/stat"\n',  # NVRTC pastes a name expression into the program's text
+    'k)\n#include "/etc/passwd"\n//',
+    "k\n__device__ int zz = 3;\n",  # code that is not in the recorded source
+    "k // comment",
+    'k"',
+    "k\\",
+    "k" * 300,
+])
+def test_an_entry_that_is_not_a_name_is_refused_before_nvrtc(fresh_process, entry):
+    """An attack on the harness (session 23): the entry reached nvrtcAddNameExpression unchecked, and its
+    newline opened source lines no scan saw, an #include of the session's /proc/<pid>/environ among them
+    (the key came back in the compile log). Now ENTRY_REFUSED, one line; NVRTC never runs."""
+    compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
+    before = fresh_process.requests
+    r = compile_kernel(KERNEL, entry, "sm_90", use_cache=True)
+    assert not r.ok and r.error == "ENTRY_REFUSED" and "\n" not in r.log
+    assert fresh_process.requests == before
+    assert CANARY not in _outputs(r) and "root:" not in r.log
+
+
+def test_the_compile_process_refuses_such_an_entry_itself():
+    """A caller that skipped the policy: the compile process checks the entry before NVRTC."""
+    from agent.runtime.compile_child import compile_request
+
+    def nvrtc(*args):
+        raise AssertionError("NVRTC ran")
+    reply = compile_request(nvrtc, {"source": KERNEL, "filename": "k.cu", "entry": 'k\n#include "/etc/passwd"\n',
+                                    "options": [], "arch": "sm_90"}, [])
+    assert reply["ok"] is False and reply["error"] == "ENTRY_REFUSED"
+
+
+@pytest.mark.parametrize("entry", ["k", "ns::k", "k<128>", "k<float, 4>", ""])
+def test_names_and_template_instances_are_entries(entry):
+    from agent.runtime.compile_policy import check_entry
+    assert check_entry(entry) == ""
+
+
+def test_a_templated_kernel_compiles_by_its_instance_name():
+    source = "template <int N> __global__ void k(float* x) { x[threadIdx.x] = N; }\ntemplate __global__ void k<128>(float*);\n"
+    r = compile_kernel(source, "k<128>", "sm_90", use_cache=False)
+    assert r.ok, r.log
+
+
 def test_allowed_headers_compile():
     """CUDA and CCCL headers from the set compile by <name>, through NVRTC's bundled headers."""
     src = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n#include <cuda/std/cstdint>\n"

@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
+from .compile_policy import check_entry
 from .ptx_audit import audited
 
 if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
@@ -95,6 +96,10 @@ def toolkit_include(nvrtc_path: str) -> list[str]:
 
 def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], CompileResult],
                     request: dict[str, Any], include: list[str]) -> dict[str, Any]:
+    refusal = check_entry(request["entry"])  # the caller's policy checked it; NVRTC pastes it into the source
+    if refusal:
+        return {"ok": False, "error": "ENTRY_REFUSED", "log": refusal, "compile_ms": 0.0, "lowered_name": "",
+                "cubin": "", "half_ops": []}
     try:
         r = nvrtc_compile(request["source"], request["filename"], request["entry"],
                           list(request["options"]) + include, request["arch"])

@@ -129,6 +129,26 @@ def check_source(source: str) -> str:
     return ""
 
 
+# -- the entry ------------------------------------------------------------------
+
+# NVRTC pastes an entry into the program's text (nvrtcAddNameExpression: after a
+# `#pragma nv_mangled_name`), where no check_source scan sees it: a newline in it
+# opened lines of source, `#include "/proc/<pid>/environ"` among them, and put the
+# session's environment into the compile log (an attack on the harness, session 23).
+# So an entry is a name: an identifier, `::`-qualified, with at most one template
+# argument list of names, numbers, commas and blanks (a templated __global__).
+_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*(?:<[A-Za-z0-9_:, ]*>)?")
+ENTRY_MAX = 256
+
+
+def check_entry(entry: str) -> str:
+    """'' when the kernel's entry may be given to NVRTC (or there is none), else why not."""
+    if not entry or (len(entry) <= ENTRY_MAX and _ENTRY.fullmatch(entry)):
+        return ""
+    return (f"entry {entry[:60]!r}{'...' if len(entry) > 60 else ''}: an entry is the kernel's name (an identifier, "
+            "e.g. extern \"C\" __global__ void my_kernel(...) has entry my_kernel), nothing else")
+
+
 # -- options --------------------------------------------------------------------
 
 _IDENT = r"[A-Za-z][A-Za-z0-9_]*"  # no leading underscore: reserved names steer the headers' internals

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 from . import native
 from .arch_target import target_arch
 from .cache_dir import cache_root
-from .compile_policy import check_options, check_source
+from .compile_policy import check_entry, check_options, check_source
 from .compile_process import TIMEOUT_S, compile_pool
 
 
@@ -114,7 +114,8 @@ def header_dir(version: tuple[int, int]) -> Path:
 
 def refused(source: str, entry: str, arch: str, options: list[str], allow_fast_math: bool = False) -> Optional[CompiledKernel]:
     """The compile_failed result for a source or options the policy refuses; None when allowed."""
-    for error, reason in (("OPTION_REFUSED", check_options(options, allow_fast_math)),
+    for error, reason in (("ENTRY_REFUSED", check_entry(entry)),
+                          ("OPTION_REFUSED", check_options(options, allow_fast_math)),
                           ("SOURCE_REFUSED", check_source(source))):
         if reason:
             return CompiledKernel(False, arch, entry, entry, reason, error, 0.0, False)
