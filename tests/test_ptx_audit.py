@@ -113,6 +113,7 @@ ATTACKS = [
  ("wgmma space", w("wgmma.mma_async .sync.aligned.m64n8k16.f16.f16.f16 " + ops), True),
  ("wgmma types first", w("wgmma.mma_async.sync.aligned.f16.f16.f16.m64n8k16 " + ops), True),
  ("cp.reduce.async.bulk add bf16", CPRED, True),
+ ("asm add between pragma strings ending in a backslash", A('.pragma \\"nounroll\\\\\\"; add.bf16 %0, %0, %1; .pragma \\"nounroll\\";'), True),
  ("honest mma f32", mma("{.reg .f32 f<4>; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {f0,f1,f2,f3}, {%2,%3,%4,%5}, {%6,%7}, {f0,f1,f2,f3};}"), False),
  ("honest mma f16in f32acc", mma("{.reg .f32 f<4>; mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {f0,f1,f2,f3}, {%2,%3,%4,%5}, {%6,%7}, {f0,f1,f2,f3};}"), False),
  ("honest wgmma f32", w("{.reg .f32 f<4>; wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {f0,f1,f2,f3}, %2, %3, p, 1, 1, 0, 0;}"), False),
@@ -188,3 +189,12 @@ def test_a_compile_that_returns_no_ptx_is_refused_where_the_policy_needs_it():
     refused = compile_candidate(candidate, "sm_90", False, nvrtc=without_ptx, wide_accumulation=True)
     assert not refused.ok and refused.error == "PTX_UNAVAILABLE"
     assert compile_candidate(candidate, "sm_90", False, nvrtc=without_ptx).ok
+
+
+def test_a_change_to_the_audit_does_not_read_cache_entries_made_before_it(monkeypatch):
+    """The cache keeps the audit's verdict beside the CUBIN: an entry made before the audit learnt to see
+    an instruction must not pass a kernel with it (the key holds ptx_audit.VERSION)."""
+    from agent.runtime import compiler, ptx_audit
+    key = compiler._cache_key("src", "k", [], "sm_90", (13, 0))
+    monkeypatch.setattr(ptx_audit, "VERSION", ptx_audit.VERSION + 1)
+    assert compiler._cache_key("src", "k", [], "sm_90", (13, 0)) != key

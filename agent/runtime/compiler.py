@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import native
+from . import native, ptx_audit
 from .arch_target import target_arch
 from .cache_dir import cache_root
 from .compile_policy import check_entry, check_options, check_source
@@ -93,7 +93,7 @@ CACHE_FORMAT = 2  # 2: meta.json holds the PTX audit (half_ops); older entries a
 
 
 def _cache_key(source: str, entry: str, options: list[str], arch: str, version: tuple[int, int]) -> str:
-    blob = json.dumps([source, entry, options, arch, list(version), CACHE_FORMAT]).encode()
+    blob = json.dumps([source, entry, options, arch, list(version), CACHE_FORMAT, ptx_audit.VERSION]).encode()
     return hashlib.sha256(blob).hexdigest()[:32]
 
 

@@ -20,8 +20,9 @@ Refused where the policy holds (agent/evaluate/evaluator.py, compile_candidate):
 - ``mma`` / ``wmma.mma`` / ``wgmma`` with an ``f16`` accumulator (the WMMA API's ``__half``
   accumulator fragment, inline assembly).
 
-The PTX is read as ptxas reads it, not as a well-formed listing would look: strings and
-both comment forms in one left-to-right pass (whichever opens first wins), blanks and
+The PTX is read as ptxas reads it, not as a well-formed listing would look: strings (no
+escapes: a string ends at the next quote) and both comment forms in one left-to-right pass
+(whichever opens first wins), blanks and
 comments between an opcode and its modifiers collapsed, modifiers in any order (ptxas takes
 ``add.bf16.rn``), every dotted name judged wherever it stands (labels, guards such as
 ``@ ! p``, several statements on a line inside braces).
@@ -44,9 +45,16 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+# In the compile cache's key (agent/runtime/compiler.py): an entry keeps the instruction
+# names this audit found, so a change to what it finds must not read entries made before.
+# 2: strings end at the next quote (no escapes), as ptxas reads them.
+VERSION = 2
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
-_LEX = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+# A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
+# whole string to it (reading `\"` as an escaped quote hid `.pragma "x\"; add.bf16 ...;
+# .pragma "x";`'s add inside one long string: an attack on this audit, session 23).
+_LEX = re.compile(r'"[^"\n]*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
 # Every dotted name, not preceded by a name character, '$', '%' or '.' (a directive's or
 # register's parts, a modifier of another name).
 _DOTTED = re.compile(r"(?<![\w$%.])([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_:]+)+)")
