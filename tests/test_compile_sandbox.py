@@ -147,6 +147,23 @@ def test_a_templated_kernel_compiles_by_its_instance_name():
     assert r.ok, r.log
 
 
+def test_the_source_scan_is_linear_and_the_source_has_a_size_limit():
+    """An attack on the session's process (session 23): the include scan's regular expression rescanned an
+    unclosed comment from every '#' ("#/*" x 16000, 48 000 characters, took 5 s, quadrupling with each doubling;
+    _directives now computes where each gap ends once per position). The attack's input finds nothing; an include
+    behind a chain of comments that themselves hold '#' is found from every one of them; a source past SOURCE_MAX
+    is refused."""
+    from agent.runtime.compile_policy import SOURCE_MAX, _directives
+    assert list(_directives("#/*" * 20000)) == []
+    chain = "#" + "/*#/**/" * 20000 + ' include "/etc/passwd"\n'
+    found = list(_directives(chain))
+    assert len(found) == 20001 and {name for _, name, _ in found} == {"include"} and found[0][0] == 0
+    assert "only these headers" in check_source(chain)
+    assert check_source("#  /* a */ /* b */ include <cuda_fp16.h>\n" + KERNEL) == ""
+    big = KERNEL + "//" + "x" * SOURCE_MAX
+    assert f"at most {SOURCE_MAX}" in check_source(big)
+
+
 def test_allowed_headers_compile():
     """CUDA and CCCL headers from the set compile by <name>, through NVRTC's bundled headers."""
     src = ("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n#include <cuda/std/cstdint>\n"

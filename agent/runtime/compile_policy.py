@@ -35,7 +35,8 @@ tool's to set, never the model's.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from array import array
+from typing import Iterable, Iterator
 
 # -- headers --------------------------------------------------------------------
 
@@ -58,9 +59,9 @@ CUB = tuple(f"cub/block/block_{n}.cuh" for n in ("reduce", "scan", "load", "stor
 ALLOWED_HEADERS = frozenset(CUDA_HEADERS + tuple(f"cuda/std/{n}" for n in CUDA_STD)
                             + tuple(f"cuda/{n}" for n in CUDA_EXT) + ("nv/target",) + CUB)
 
-_HASH = r"(?:#|%:|\?\?=)"  # '#', its digraph, its trigraph (NVRTC disables trigraphs; refused all the same)
-_GAP = r"(?:[ \t\f\v]|/\*.*?\*/)*"  # whitespace and block comments between '#' and the directive's name
-_DIRECTIVE = re.compile(_HASH + _GAP + r"(include_next|include|import|embed)(?![A-Za-z0-9_$])", re.S)
+_HASH = re.compile(r"#|%:|\?\?=")  # '#', its digraph, its trigraph (NVRTC disables trigraphs; refused all the same)
+_DIRECTIVE_NAME = re.compile(r"(include_next|include|import|embed)(?![A-Za-z0-9_$])")
+_BLANK = frozenset(" \t\f\v")
 _HEADER_NAME = re.compile(r"[ \t]*<([^<>\n]*)>")
 _HAS_INCLUDE = re.compile(r"__has_include(?:_next)?(?![A-Za-z0-9_$])")
 _HAS_INCLUDE_OK = re.compile(r"__has_include[ \t]*\([ \t]*<([^<>\n]*)>[ \t]*\)")
@@ -88,6 +89,30 @@ def _logical(source: str) -> tuple[str, list[int]]:
     return "".join(out), lines
 
 
+def _directives(text: str) -> Iterator[tuple[int, str, int]]:
+    """(start, name, end) of each include-like directive: a '#' (or its digraph, trigraph),
+    blanks and block comments, then the name. Linear in the text: where each gap of blanks
+    and comments ends is computed once for every position, right to left (a regular
+    expression rescanned an unclosed comment from every '#': "#/*" x 16000 took 5 s, an
+    attack on the session's process, session 23)."""
+    n = len(text)
+    close = array("q", [n]) * (n + 2)  # close[i]: where the first "*/" at or after i starts (n: none)
+    for i in range(n - 2, -1, -1):
+        close[i] = i if text[i] == "*" and text[i + 1] == "/" else close[i + 1]
+    gap_end = array("q", range(n + 1))  # gap_end[i]: the first position at or after i past blanks and comments
+    for i in range(n - 1, -1, -1):
+        if text[i] in _BLANK:
+            gap_end[i] = gap_end[i + 1]
+        elif text.startswith("/*", i):
+            end = close[i + 2] if i + 2 <= n else n
+            gap_end[i] = n if end >= n else gap_end[end + 2]  # unclosed: the gap runs to the end
+    for h in _HASH.finditer(text):
+        start = gap_end[h.end()]
+        m = _DIRECTIVE_NAME.match(text, start)
+        if m:
+            yield h.start(), m.group(1), m.end()
+
+
 def _allowed_list() -> str:
     blocks = ",".join(n[len("cub/block/block_"):-4] for n in CUB if n.startswith("cub/block/"))
     warps = ",".join(n[len("cub/warp/warp_"):-4] for n in CUB if n.startswith("cub/warp/"))
@@ -96,8 +121,13 @@ def _allowed_list() -> str:
             f" <cub/warp/warp_{{{warps}}}.cuh>")
 
 
+SOURCE_MAX = 1 << 20  # characters: the largest shipped kernel has 22 171
+
+
 def check_source(source: str) -> str:
     """'' when the source may be compiled, else why not (one line, with the line number)."""
+    if len(source) > SOURCE_MAX:
+        return f"the source has {len(source)} characters; a kernel's source may have at most {SOURCE_MAX}"
     text, lines = _logical(source)
 
     def where(pos: int) -> str:
@@ -106,13 +136,12 @@ def check_source(source: str) -> str:
     def shown(start: int) -> str:
         return " ".join(text[start:start + 80].split("\n")[0].split())
 
-    for m in _DIRECTIVE.finditer(text):
-        name = m.group(1)
+    for start, name, end in _directives(text):
         if name != "include":
-            return f"{shown(m.start())} ({where(m.start())}): #{name} is not allowed"
-        h = _HEADER_NAME.match(text, m.end())
+            return f"{shown(start)} ({where(start)}): #{name} is not allowed"
+        h = _HEADER_NAME.match(text, end)
         if not h or h.group(1) not in ALLOWED_HEADERS:
-            return (f"{shown(m.start())} ({where(m.start())}): only these headers may be included, "
+            return (f"{shown(start)} ({where(start)}): only these headers may be included, "
                     f"by <name>: {_allowed_list()}")
     for m in _HAS_INCLUDE.finditer(text):
         ok = _HAS_INCLUDE_OK.match(text, m.start())
