@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agent.runtime.compiler import compile_kernel
-from agent.runtime.ptx_audit import half_accumulation
+from agent.runtime.ptx_audit import constant_writes, half_accumulation
 
 HDR = '#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <mma.h>\n'
 
@@ -198,3 +198,44 @@ def test_a_change_to_the_audit_does_not_read_cache_entries_made_before_it(monkey
     key = compiler._cache_key("src", "k", [], "sm_90", (13, 0))
     monkeypatch.setattr(ptx_audit, "VERSION", ptx_audit.VERSION + 1)
     assert compiler._cache_key("src", "k", [], "sm_90", (13, 0)) != key
+
+
+STASH = r'''__constant__ float stash[1024];
+extern "C" __global__ void k(const float* a, float* y) {
+  float* p;
+  %s
+  if (a[0] == p[0]) { y[threadIdx.x] = p[threadIdx.x + 1]; return; }  // the same input again: replay
+  y[threadIdx.x] = a[threadIdx.x] * 2.f;
+  p[threadIdx.x + 1] = y[threadIdx.x]; p[0] = a[0];
+}'''
+
+
+@pytest.mark.parametrize("how", [
+    'asm volatile("mov.b64 %0, %1;" : "=l"(p) : "l"(stash));',  # the attack: the address laundered through asm
+    'asm volatile("cvta.const.u64 %0, stash;" : "=l"(p));',
+])
+def test_a_writable_address_of_constant_memory_is_state_and_refused(how):
+    """An attack on the state audit (session 23): a __constant__ array written through a generic pointer keeps
+    an output across launches, and the CUBIN audit reads .nv.global only. The compile process refuses the PTX
+    that makes such a pointer, for every caller (KERNEL_KEEPS_STATE), and the kernel never runs. (Plain C++,
+    `p = stash`, compiles to a trap with NVVM's "Cannot store to pointer that points to constant memory";
+    ptxas rejects `generic(stash)` of a .const variable.)"""
+    r = compile_kernel(STASH % how, "k", "sm_90", [], use_cache=False)
+    assert not r.ok and r.error == "KERNEL_KEEPS_STATE" and "__constant__" in r.log and "\n" not in r.log
+
+
+def test_the_constant_write_audit_reads_generic_of_a_const_variable():
+    ptx = """.const .align 4 .b8 stash[4096];
+        .global .align 4 .b8 other[16];
+        mov.u64 %rd1, generic(stash);  mov.u64 %rd2, generic(other);  ld.const.f32 %f1, [stash+4];
+        cvta.to.const.u64 %rd3, %rd4;"""
+    assert constant_writes(ptx) == ("generic(stash)",)
+    assert constant_writes(ptx.replace("generic(stash)", "stash") + " cvta .const .u64 %rd5, stash;") == (
+        "cvta.const.u64",)
+
+
+def test_reading_constant_memory_stays_allowed():
+    table = r'''__constant__ float table[256];
+extern "C" __global__ void k(const int* i, float* y) { y[threadIdx.x] = table[i[threadIdx.x] & 255] + table[3]; }'''
+    r = compile_kernel(table, "k", "sm_90", [], use_cache=False)
+    assert r.ok, r.log

@@ -6,8 +6,9 @@ cached outputs, input-keyed memoisation. Timed launches would then measure a cop
 Such state is visible in the CUBIN itself, whatever the source did to hide it:
 the ``.nv.global`` (zero-initialised) and ``.nv.global.init`` sections hold the
 module's mutable globals, and a device-side ``malloc``/``free`` is an undefined
-function symbol. ``__constant__`` data (read-only to kernels) and ``printf`` are
-allowed. Scratch memory a program needs is the workload's business (workspace
+function symbol. ``__constant__`` data and ``printf`` are allowed: constant memory is
+read-only to a kernel unless it takes a generic address of it, which the compile process
+refuses in the PTX (agent/runtime/ptx_audit.py's constant_writes). Scratch memory a program needs is the workload's business (workspace
 buffers, zeroed or poisoned by the harness before every launch), not the module's.
 """
 

@@ -47,8 +47,9 @@ from typing import Optional
 
 # In the compile cache's key (agent/runtime/compiler.py): an entry keeps the instruction
 # names this audit found, so a change to what it finds must not read entries made before.
-# 2: strings end at the next quote (no escapes), as ptxas reads them.
-VERSION = 2
+# 2: strings end at the next quote (no escapes), as ptxas reads them. 3: the compile process
+# refuses a writable address of constant memory (constant_writes).
+VERSION = 3
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
@@ -80,9 +81,32 @@ def _accumulates(base: str, mods: list[str]) -> bool:
     return False
 
 
+def _stripped(ptx: str) -> str:
+    return _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
+
+
 def _normalised(ptx: str) -> str:
-    code = _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
-    return re.sub(r"\s*\.\s*(?=[A-Za-z_])", ".", code)  # 'add .rn .bf16' is add.rn.bf16 to ptxas
+    return re.sub(r"\s*\.\s*(?=[A-Za-z_])", ".", _stripped(ptx))  # 'add .rn .bf16' is add.rn.bf16 to ptxas
+
+
+# A module-scope `.const` declaration: its modifiers (.align 4, .b8...), then its name.
+_CONST_DECL = re.compile(r"(?<![\w.])\.const((?:\s+\.\w+(?:\s+\d+)?)*)\s+([A-Za-z_$][\w$]*)")
+
+
+def constant_writes(ptx: str) -> tuple[str, ...]:
+    """What gives a kernel a generic, so writable, address of its module's constant memory:
+    ``cvta.const`` (C++ taking a ``__constant__`` variable's address, or inline assembly
+    laundering it) and ``generic(name)`` of a ``.const`` variable. Through it a kernel can
+    store into the constant bank, which outlives the launch: an output kept and replayed
+    (an attack on the state audit, session 23: the CUBIN audit reads .nv.global only, and
+    a __constant__ array written through such a pointer compiled and passed). Reading
+    __constant__ data needs neither (``ld.const``)."""
+    code = _normalised(ptx)
+    found = [base + mods for base, mods in _DOTTED.findall(code)
+             if base == "cvta" and "const" in mods.split(".") and "to" not in mods.split(".")]
+    names = {m.group(2) for m in _CONST_DECL.finditer(_stripped(ptx))}
+    found += [f"generic({n})" for n in sorted(names) if re.search(rf"generic\s*\(\s*{re.escape(n)}(?![\w$])", code)]
+    return tuple(dict.fromkeys(found))
 
 
 def _constant_registers(code: str) -> set[str]:
