@@ -14,24 +14,37 @@ two pairs gave Ray 0.7% faster and 14.5% slower). A replay holds the path fixed.
     python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 --records <kept records> \\
         --write-sequence sequence.json    # from a session kept by search_speed.py --keep
 
-The sequence is each GPU-reaching attempt of a recorded session: its kernel, knob
-values, and the best score (and each performance case's fastest median) the session
-had when it ran it, which is what the early-rejection screen compares with. Each
-attempt is an attempt's two halves as the loop runs them: validate (the screen first),
-then, when it passed, benchmark. The backends take turns (local, ray, local, ray, ...
-`--rounds`), each opened fresh, warmed with one untimed attempt and every kernel compiled
-(the compile cache), so that only evaluation is timed.
+The sequence is each GPU-reaching attempt of a recorded `tune` session (a kernel of the
+workload and its knob values: another proposer's edited source is not in the records):
+its kernel, knob values, and the best score (and each performance case's fastest median)
+the graph had at its validate node, which is what the early-rejection screen compares
+with (an attempt with no samples kept, e.g. one wrong at validation, gets the step
+before's). Each attempt is an attempt's two halves as the loop runs them: validate (the
+screen first), then, when it passed, benchmark. The backends take turns in ABBA order
+(local, ray, ray, local, ... `--rounds` each), each opened fresh, its GPU side started by
+one untimed validation and every kernel compiled (the compile cache), so that evaluation
+is timed, not NVRTC.
+
+The session's NVRTC still runs meanwhile: a tune session keeps a compile process per
+spare core busy compiling ahead (at niceness 10), and the GPU worker competes with them
+for the CPU. `--compile-load N` (default: the tuner's number, cores - 2) keeps N such
+compiles going through both backends' passes (the sequence's kernels, uncached); 0 times
+an idle machine, which hides any priority difference between the local worker and a Ray
+actor's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +76,7 @@ class Pass:
     backend: str
     seconds: list[float] = field(default_factory=list)  # wall time of each attempt
     verdicts: list[str] = field(default_factory=list)
+    compiles: int = 0  # NVRTC compiles the load finished during the pass
 
     @property
     def per_attempt_ms(self) -> float:
@@ -71,19 +85,23 @@ class Pass:
 
 def read_records(records: Path) -> list[Step]:
     """The sequence of the one session under `records` (a store or search_speed.py's
-    --keep folder: sessions/<id>/attempts/NNN/{attempt,samples}.json), in iteration order."""
+    --keep folder: sessions/<id>/attempts/NNN/{attempt,samples}.json), in iteration order:
+    its tune attempts that reached the GPU."""
     sessions = sorted((records / "sessions").iterdir())
     if len(sessions) != 1:
         raise SystemExit(f"backend_replay: {records} holds {len(sessions)} sessions; give a folder with one")
-    steps = []
+    steps: list[Step] = []
     for attempt_file in sorted(sessions[0].glob("attempts/*/attempt.json"), key=lambda f: int(f.parent.name)):
         attempt = json.loads(attempt_file.read_text())
-        if attempt.get("status") not in REACHED_GPU or attempt.get("proposer") == "start":
+        if attempt.get("status") not in REACHED_GPU or attempt.get("proposer") != "tune":
             continue
         samples_file = attempt_file.with_name("samples.json")
         samples = json.loads(samples_file.read_text()) if samples_file.exists() else {}
-        steps.append(Step(attempt["name"].split("@")[0], dict(attempt.get("defines") or {}), samples.get("best_ms"),
-                          samples.get("case_best_ms"), attempt["status"]))
+        before = steps[-1] if steps else None  # no samples kept: the bests of the step before
+        best_ms = samples.get("best_ms", before.best_ms if before else None)
+        case_best = samples.get("case_best_ms", before.case_best_ms if before else None)
+        steps.append(Step(attempt["name"].split("@")[0], dict(attempt.get("defines") or {}), best_ms, case_best,
+                          attempt["status"]))
     return steps
 
 
@@ -104,8 +122,40 @@ def candidates_of(workload, steps: list[Step]) -> list:
     return [Candidate.from_spec(workload.kernels[s.kernel], s.defines) for s in steps]
 
 
-def run_pass(backend_name: str, workload, candidates: list, steps: list[Step], ray_gpus: int) -> Pass:
-    """Every attempt of the sequence through a fresh backend, one after another."""
+class CompileLoad:
+    """`threads` compiles kept going (uncached, in the compile processes, as the tuner's
+    compile-ahead keeps them) until stopped."""
+
+    def __init__(self, candidates: list, threads: int, arch: str):
+        self.candidates, self.threads, self.arch = candidates, threads, arch
+        self._stop = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self.compiles = 0
+
+    def __enter__(self) -> "CompileLoad":
+        from agent.runtime.compiler import compile_kernel
+
+        def loop(offset: int) -> None:
+            i = offset
+            while not self._stop.is_set():
+                c = self.candidates[i % len(self.candidates)]
+                compile_kernel(c.source, c.entry, self.arch, c.compile_options(), use_cache=False)
+                self.compiles += 1
+                i += self.threads
+        self._workers = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(self.threads)]
+        for w in self._workers:
+            w.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for w in self._workers:
+            w.join()
+
+
+def run_pass(backend_name: str, workload, candidates: list, steps: list[Step], ray_gpus: int, load: int = 0) -> Pass:
+    """Every attempt of the sequence through a fresh backend, one after another, with
+    `load` compiles going meanwhile (CompileLoad)."""
     from agent.evaluate.backend_choice import open_backend
     from agent.evaluate.evaluator import DEFAULT_SEED
     from agent.evaluate.options import EvaluationOptions
@@ -115,15 +165,18 @@ def run_pass(backend_name: str, workload, candidates: list, steps: list[Step], r
         backend = open_backend(workload, options, Path(logs))
         try:
             backend.validate(candidates[0], DEFAULT_SEED)  # starts the GPU side: untimed
-            for c in candidates:  # through the compile cache (warm after the first pass): evaluation is timed only
-                backend.compile(c)
-            for candidate, step in zip(candidates, steps):
-                t0 = time.perf_counter()
-                r = backend.validate(candidate, DEFAULT_SEED, best_ms=step.best_ms, case_best_ms=step.case_best_ms)
-                if r.ok:
-                    r = backend.benchmark(candidate, DEFAULT_SEED, best_ms=step.best_ms, case_best_ms=step.case_best_ms)
-                out.seconds.append(time.perf_counter() - t0)
-                out.verdicts.append(str(r.status))
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # the compile cache (warm after the first pass)
+                list(pool.map(backend.compile, candidates))
+            with CompileLoad(candidates, load, backend.facts.arch) as compiling:
+                for candidate, step in zip(candidates, steps):
+                    t0 = time.perf_counter()
+                    r = backend.validate(candidate, DEFAULT_SEED, best_ms=step.best_ms, case_best_ms=step.case_best_ms)
+                    if r.ok:
+                        r = backend.benchmark(candidate, DEFAULT_SEED, best_ms=step.best_ms,
+                                              case_best_ms=step.case_best_ms)
+                    out.seconds.append(time.perf_counter() - t0)
+                    out.verdicts.append(str(r.status))
+            out.compiles = compiling.compiles
         finally:
             backend.close()
     return out
@@ -161,7 +214,10 @@ def main(argv: list[str]) -> int:
     source.add_argument("--records", type=Path, help="a kept session (search_speed.py --keep)")
     source.add_argument("--sequence", type=Path, help="a sequence written by --write-sequence")
     p.add_argument("--write-sequence", type=Path, help="write the sequence here and stop")
-    p.add_argument("--rounds", type=int, default=2, help="passes per backend, taking turns")
+    p.add_argument("--rounds", type=int, default=2, choices=range(1, 21), metavar="1..20",
+                   help="passes per backend, in ABBA order")
+    p.add_argument("--compile-load", type=int, default=max(1, (os.cpu_count() or 1) - 2), metavar="N",
+                   help="compiles kept going during the passes, as a tune session's (0: an idle machine)")
     p.add_argument("--limit", type=int, default=0, help="replay the first N attempts only")
     p.add_argument("--ray-gpus", type=int, default=1)
     args = p.parse_args(argv)
@@ -178,12 +234,14 @@ def main(argv: list[str]) -> int:
     from agent.spec.workload import load_workload
     workload = load_workload(args.workload).timing_only([c for c in args.cases.split(",") if c])
     candidates = candidates_of(workload, steps)
-    print(f"{len(steps)} attempts of {workload.name} ({Counter(s.recorded for s in steps)})")
+    print(f"{len(steps)} attempts of {workload.name} ({Counter(s.recorded for s in steps)}); "
+          f"{args.compile_load} compiles going meanwhile")
     passes = []
-    for _ in range(args.rounds):
-        for backend in ("local", "ray"):
-            passes.append(run_pass(backend, workload, candidates, steps, args.ray_gpus))
-            print(f"{backend}: {passes[-1].per_attempt_ms:.1f} ms per attempt", flush=True)
+    for r in range(args.rounds):
+        for backend in ("local", "ray") if r % 2 == 0 else ("ray", "local"):
+            passes.append(run_pass(backend, workload, candidates, steps, args.ray_gpus, args.compile_load))
+            print(f"{backend}: {passes[-1].per_attempt_ms:.1f} ms per attempt ({passes[-1].compiles} compiles "
+                  "meanwhile)", flush=True)
     print("\n".join(report(passes, steps)))
     return 0
 

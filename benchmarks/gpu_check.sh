@@ -25,7 +25,8 @@ if [ "${WS_PROFILE:-0}" != 0 ] && [ -d .whl-tools ]; then
   fi
 fi
 if [ -n "${WS_BEFORE:-}" ]; then  # an older tree (e.g. git archive of the last commit before a harness change)
-  python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/before-site "./${WS_BEFORE#./}" > "$OUT/build-before.log" 2>&1 \
+  case $WS_BEFORE in /*|./*|../*) before_path=$WS_BEFORE ;; *) before_path=./$WS_BEFORE ;; esac  # pip: a path, not a name
+  python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/before-site "$before_path" > "$OUT/build-before.log" 2>&1 \
     || { tail -40 "$OUT/build-before.log"; exit 1; }
 fi
 cd /tmp  # import the installed package, not the source tree

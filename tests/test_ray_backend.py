@@ -298,8 +298,10 @@ def test_the_gpu_actors_of_a_cluster_started_here_run_at_this_processs_priority(
 def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_start_the_cluster():
     from agent.evaluate.ray_backend import priority_warning
     assert priority_warning([0, 0], 0) is None and priority_warning([], 0) is None
+    assert priority_warning([5, 9], 0) is None  # below this process, above the compiles (10): they give way
     text = priority_warning([0, 15], 0)
-    assert text is not None and "niceness 15" in text and "RAY_worker_niceness=0 ray start" in text
+    assert text is not None and "niceness 15" in text and "run at 10" in text and "RAY_worker_niceness=0 ray start" in text
+    assert "run at 19" in (priority_warning([19], 12) or "")
     assert "\n" not in text
 
 
