@@ -124,6 +124,13 @@ def test_an_entry_that_is_not_a_name_is_refused_before_nvrtc(fresh_process, entr
     assert CANARY not in _outputs(r) and "root:" not in r.log
 
 
+def test_the_file_name_nvrtc_quotes_is_one_plain_token():
+    """NVRTC quotes the file name (a candidate's name) in its messages: whatever the name held, one token."""
+    r = compile_kernel(KERNEL.replace("1.f;", "1.f; undefined_thing;"), "k", "sm_90", use_cache=False,
+                       filename='a.cu\n#include "/etc/passwd"\n')
+    assert not r.ok and "a.cu__include__" in r.log and "\n#include" not in r.log
+
+
 def test_the_compile_process_refuses_such_an_entry_itself():
     """A caller that skipped the policy: the compile process checks the entry before NVRTC."""
     from agent.runtime.compile_child import compile_request

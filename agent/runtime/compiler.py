@@ -143,6 +143,9 @@ def compile_kernel(source: str, entry: str, arch: str, options: Optional[list[st
     (wgmma, setmaxnreg) compiles for the arch-specific target (sm_90 -> sm_90a;
     agent/runtime/arch_target.py); the result's `arch` says which."""
     options = list(options or [])
+    # NVRTC quotes the file name in every message (not in the program's text): a name is
+    # shown as one plain token, whatever a candidate's name held
+    filename = re.sub(r"[^A-Za-z0-9_.@\[\]=,+-]", "_", filename)[:160] or "kernel.cu"
     arch = target_arch(arch, source)
     refusal = refused(source, entry, arch, options, allow_fast_math)
     if refusal:
