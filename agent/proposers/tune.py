@@ -278,8 +278,9 @@ class TuneProposer:
     def _compile_others_ahead(self, ctx: ProposalContext, stepped: set[str]) -> None:
         """Compile ahead the first points of every other tunable kernel's next turn: its
         defaults and listed settings while untried, else the neighbours of its best points on
-        the focus case (what _propose looks at first), OTHERS_AHEAD each. The step's own
-        kernels (`stepped`) keep their deeper queue (_refill, _propose). Before this, only
+        the focus case (what _propose looks at first), OTHERS_AHEAD each (a quarter of the
+        pool's depth on a small machine). The step's own kernels (`stepped`) keep their
+        deeper queue (_refill, _propose). Before this, only
         the kernel being proposed was compiled ahead, and the first step of another kernel's
         turn waited on NVRTC: on one H100 (session 23, sgemm square-4096, batch 4) the GPU
         sat idle 18.8 s of 61 s while the compile node waited, most of it on other kernels'
@@ -307,8 +308,9 @@ class TuneProposer:
             first = ([] if mine else [{n: k.default for n, k in free.items()}]) \
                 + [point for point, _ in _listed(ctx.workload, base, free)]
             tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
+            # fewer on a small machine: the pool's few processes are the step's kernel's first
             self._compile_ahead(ctx, base, knobs, prefix, [], _scores(mine, focus), tried, arch, first=first,
-                                depth=OTHERS_AHEAD)
+                                depth=min(OTHERS_AHEAD, max(1, self.depth // 4)))
 
     def _propose_more(self, ctx: ProposalContext, n: int, taken: dict[str, int], kernel: Optional[str] = None,
                       focus: Optional[str] = None) -> list[Proposal]:
