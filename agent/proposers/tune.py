@@ -280,11 +280,11 @@ class TuneProposer:
         defaults and listed settings while untried, else the neighbours of its best points on
         the focus case (what _propose looks at first), OTHERS_AHEAD each (a quarter of the
         pool's depth on a small machine). The step's own kernels (`stepped`) keep their
-        deeper queue (_refill, _propose). Before this, only
-        the kernel being proposed was compiled ahead, and the first step of another kernel's
-        turn waited on NVRTC: on one H100 (session 23, sgemm square-4096, batch 4) the GPU
-        sat idle 18.8 s of 61 s while the compile node waited, most of it on other kernels'
-        turns (splitk_warptile, tf32x3_splitk, splitk)."""
+        deeper queue (_refill, _propose). Before this, only the kernel being proposed was
+        compiled ahead, and the first step of another kernel's turn waited on NVRTC: on one
+        H100 (session 23, sgemm square-4096, batch 4) the GPU sat idle 18.8 s of 61 s while
+        the compile node waited, most of it at other kernels' turns (splitk_warptile,
+        tf32x3_splitk, splitk)."""
         arch = ctx.facts.arch or None
         if arch is None or not self.ahead or self.kernel:
             return
