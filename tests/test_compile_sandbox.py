@@ -90,6 +90,11 @@ def test_child_runs_below_the_parents_priority(fresh_process):
     '#define H __has_include\n#if H("/etc/passwd")\n#endif\n',
     '#define P(a, b) a##b\n#if P(__has_, include)("/etc/passwd")\n#endif\n',
     '#incl\\u0075de "/etc/passwd"\n',
+    # an allowed header's computed include, its path spelt by the source's macros (session 23)
+    "#define execution_policy /.\n#define h /../../../../../../../../../../../../etc/passwd\n"
+    "#include <cub/block/block_load.cuh>\n",
+    "#define execution_policy /.\n#define h /../../../../../../../../../../../../etc/passwd\n"
+    "#include <cub/warp/warp_load.cuh>\n",
 ])
 def test_file_reading_sources_are_refused_before_nvrtc(fresh_process, source):
     """Every include/has_include trick is a SOURCE_REFUSED result with a line number; NVRTC never runs."""
@@ -270,3 +275,36 @@ def test_after_parallel_compiles_a_single_thread_uses_the_shared_process():
         assert pool._take() is shared
     finally:
         second.close()
+
+
+def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(tmp_path):
+    """Any process of the same user reads /proc/<pid>/environ of another: a child that runs written code (a
+    compile, a drafted reference) read the session's key there (session 23, twice). warpsmith's main overwrites
+    the secrets' values in that block first; os.environ keeps them (the model client's key); a child inherits
+    the overwritten ones. Run in a fresh interpreter, the key given as the shell would give it."""
+    import subprocess
+    import sys
+    script = tmp_path / "session.py"
+    script.write_text(
+        "import os, subprocess, sys\n"
+        "from agent.runtime.secrets import hide_environ_block\n"
+        "print(sorted(hide_environ_block()))\n"
+        "print(os.environ['OPENAI_API_KEY'])\n"
+        "reader = 'import os; print(open(f\"/proc/{os.getppid()}/environ\", \"rb\").read()); print(dict(os.environ))'\n"
+        "print(subprocess.run([sys.executable, '-c', reader], capture_output=True, text=True).stdout)\n")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "OPENAI_API_KEY": CANARY, "HF_TOKEN": "hf-canary-77", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    hidden, kept, child = out.stdout.split("\n", 2)
+    assert hidden == "['HF_TOKEN', 'OPENAI_API_KEY']" and kept == CANARY
+    assert CANARY not in child and "hf-canary-77" not in child and "OPENAI_API_KEY" in child
+
+
+def test_children_started_for_written_code_get_no_secrets(monkeypatch):
+    from agent.runtime import parent_watch
+    from agent.spec import reference_run
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", CANARY)
+    for env in (parent_watch.child_env(), reference_run.child_env()):
+        assert CANARY not in env.values() and "PATH" in env

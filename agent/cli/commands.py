@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -
     """front_end(session, options) -> status runs a session in a full-screen app and
     ends it there; the `warpsmith` command (tui.cli) passes the Textual app. Without
     one, or with --headless, sessions print a progress bar."""
+    from ..runtime.secrets import hide_environ_block
+    hide_environ_block()  # before any child: /proc/<this pid>/environ shows no key to what they run
     args = build_parser().parse_args(argv)
     args.front_end = front_end
     args.review_front_end = review_front_end  # review(workload, question) -> bool, in a terminal

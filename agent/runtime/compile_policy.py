@@ -54,8 +54,11 @@ CUDA_STD = (
 )
 CUDA_EXT = ("annotated_ptr", "atomic", "barrier", "bit", "cmath", "functional", "memory", "pipeline", "ptx",
             "type_traits", "utility", "version", "warp")
-CUB = tuple(f"cub/block/block_{n}.cuh" for n in ("reduce", "scan", "load", "store", "exchange", "radix_sort")) + \
-    tuple(f"cub/warp/warp_{n}.cuh" for n in ("reduce", "scan", "load", "store", "exchange"))
+# Not block_load / warp_load: through Thrust's device_system_tag.h they reach a computed
+# include whose path a source's own macros spell (`#define h /../../proc/<pid>/environ`:
+# an attack on the harness, session 23, read the session's key that way).
+CUB = tuple(f"cub/block/block_{n}.cuh" for n in ("reduce", "scan", "store", "exchange", "radix_sort")) + \
+    tuple(f"cub/warp/warp_{n}.cuh" for n in ("reduce", "scan", "store", "exchange"))
 ALLOWED_HEADERS = frozenset(CUDA_HEADERS + tuple(f"cuda/std/{n}" for n in CUDA_STD)
                             + tuple(f"cuda/{n}" for n in CUDA_EXT) + ("nv/target",) + CUB)
 

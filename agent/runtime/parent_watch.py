@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from .secrets import without_secrets
+
 POLL_S = 0.25
 
 
@@ -50,9 +52,10 @@ def exit_with_parent(parent_pid: Optional[int] = None, poll_s: float = POLL_S) -
 
 
 def child_env() -> dict[str, str]:
-    """The environment for a child started with subprocess: this process's pid rides
-    along for :func:`exit_with_warpsmith`."""
-    return with_package_root({**os.environ, PID_ENV: str(os.getpid())})
+    """The environment for a child started with subprocess, without secrets (what they
+    run, a drafted reference say, is not the user's): this process's pid rides along
+    for :func:`exit_with_warpsmith`."""
+    return with_package_root({**without_secrets(os.environ), PID_ENV: str(os.getpid())})
 
 
 def exit_with_warpsmith(poll_s: float = POLL_S) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..runtime.parent_watch import python_module, with_package_root
+from ..runtime.secrets import without_secrets
 
 if TYPE_CHECKING:  # the child process imports no workload code
     from .workload import Case, Workload
 
 REFERENCE_TIMEOUT_S = 300.0  # per case; `--reference-timeout` on check, eval, run, resume and bench
-SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
 def child_env() -> dict[str, str]:
     """The parent's environment without API keys, tokens or secrets; agent importable."""
-    return with_package_root({k: v for k, v in os.environ.items() if not SECRET.search(k)})
+    return with_package_root(without_secrets(os.environ))
 
 
 def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
