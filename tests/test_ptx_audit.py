@@ -113,6 +113,7 @@ ATTACKS = [
  ("wgmma space", w("wgmma.mma_async .sync.aligned.m64n8k16.f16.f16.f16 " + ops), True),
  ("wgmma types first", w("wgmma.mma_async.sync.aligned.f16.f16.f16.m64n8k16 " + ops), True),
  ("cp.reduce.async.bulk add bf16", CPRED, True),
+ ("asm add between pragma strings spanning lines", A('.pragma \\"a\\nb\\"; add.bf16 %0, %0, %1; .pragma \\"c\\";'), True),
  ("asm add between pragma strings ending in a backslash", A('.pragma \\"nounroll\\\\\\"; add.bf16 %0, %0, %1; .pragma \\"nounroll\\";'), True),
  ("honest mma f32", mma("{.reg .f32 f<4>; mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {f0,f1,f2,f3}, {%2,%3,%4,%5}, {%6,%7}, {f0,f1,f2,f3};}"), False),
  ("honest mma f16in f32acc", mma("{.reg .f32 f<4>; mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {f0,f1,f2,f3}, {%2,%3,%4,%5}, {%6,%7}, {f0,f1,f2,f3};}"), False),
@@ -224,14 +225,15 @@ def test_a_writable_address_of_constant_memory_is_state_and_refused(how):
     assert not r.ok and r.error == "KERNEL_KEEPS_STATE" and "__constant__" in r.log and "\n" not in r.log
 
 
-def test_the_constant_write_audit_reads_generic_of_a_const_variable():
-    ptx = """.const .align 4 .b8 stash[4096];
-        .global .align 4 .b8 other[16];
-        mov.u64 %rd1, generic(stash);  mov.u64 %rd2, generic(other);  ld.const.f32 %f1, [stash+4];
-        cvta.to.const.u64 %rd3, %rd4;"""
-    assert constant_writes(ptx) == ("generic(stash)",)
-    assert constant_writes(ptx.replace("generic(stash)", "stash") + " cvta .const .u64 %rd5, stash;") == (
-        "cvta.const.u64",)
+def test_the_constant_write_audit_reads_every_generic_and_cvta_const():
+    """Any generic(): a second attack declared the constant as the second name of a list (`.const .b32 a, cvar[4];
+    .const .u64 cp = generic(cvar);`) and as a `%` name; reading constant memory stays allowed."""
+    reads = ".const .align 4 .b8 stash[4096];\n ld.const.f32 %f1, [stash+4]; cvta.to.const.u64 %rd3, %rd4;"
+    assert constant_writes(reads) == ()
+    assert constant_writes(".const .b32 cdummy, cvar[4];\n.const .u64 cp = generic(cvar);") == ("generic()",)
+    assert constant_writes(".const .b32 %cvar[4];\n.const .u64 cp = generic ( %cvar );") == ("generic()",)
+    assert constant_writes(reads + " cvta .const .u64 %rd5, stash;") == ("cvta.const.u64",)
+    assert constant_writes('.pragma "a\nb"; cvta.const.u64 %rd5, stash; .pragma "c";') == ("cvta.const.u64",)
 
 
 def test_reading_constant_memory_stays_allowed():

@@ -48,14 +48,17 @@ from typing import Optional
 # In the compile cache's key (agent/runtime/compiler.py): an entry keeps the instruction
 # names this audit found, so a change to what it finds must not read entries made before.
 # 2: strings end at the next quote (no escapes), as ptxas reads them. 3: the compile process
-# refuses a writable address of constant memory (constant_writes).
-VERSION = 3
+# refuses a writable address of constant memory (constant_writes). 4: a string spans lines;
+# any generic() is such an address.
+VERSION = 4
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
 # whole string to it (reading `\"` as an escaped quote hid `.pragma "x\"; add.bf16 ...;
 # .pragma "x";`'s add inside one long string: an attack on this audit, session 23).
-_LEX = re.compile(r'"[^"\n]*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
+# Nor does a newline end one: ptxas reads a string across lines (a second attack hid an add
+# between `.pragma "a` and `b"` on the next line).
+_LEX = re.compile(r'"[^"]*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
 # Every dotted name, not preceded by a name character, '$', '%' or '.' (a directive's or
 # register's parts, a modifier of another name).
 _DOTTED = re.compile(r"(?<![\w$%.])([a-z][a-z0-9_]*)((?:\.[A-Za-z0-9_:]+)+)")
@@ -81,31 +84,26 @@ def _accumulates(base: str, mods: list[str]) -> bool:
     return False
 
 
-def _stripped(ptx: str) -> str:
-    return _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
-
-
 def _normalised(ptx: str) -> str:
-    return re.sub(r"\s*\.\s*(?=[A-Za-z_])", ".", _stripped(ptx))  # 'add .rn .bf16' is add.rn.bf16 to ptxas
-
-
-# A module-scope `.const` declaration: its modifiers (.align 4, .b8...), then its name.
-_CONST_DECL = re.compile(r"(?<![\w.])\.const((?:\s+\.\w+(?:\s+\d+)?)*)\s+([A-Za-z_$][\w$]*)")
+    code = _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
+    return re.sub(r"\s*\.\s*(?=[A-Za-z_])", ".", code)  # 'add .rn .bf16' is add.rn.bf16 to ptxas
 
 
 def constant_writes(ptx: str) -> tuple[str, ...]:
     """What gives a kernel a generic, so writable, address of its module's constant memory:
     ``cvta.const`` (C++ taking a ``__constant__`` variable's address, or inline assembly
-    laundering it) and ``generic(name)`` of a ``.const`` variable. Through it a kernel can
-    store into the constant bank, which outlives the launch: an output kept and replayed
-    (an attack on the state audit, session 23: the CUBIN audit reads .nv.global only, and
-    a __constant__ array written through such a pointer compiled and passed). Reading
-    __constant__ data needs neither (``ld.const``)."""
+    laundering it) and any ``generic(...)`` (in an initialiser, of a ``.const`` variable
+    among others: which names are constant is the declarations' business, and a second
+    attack declared one as the second name of a list, another with a ``%`` name). Through
+    it a kernel can store into the constant bank, which outlives the launch: an output
+    kept and replayed (an attack on the state audit, session 23: the CUBIN audit reads
+    .nv.global only, and a __constant__ array written through such a pointer compiled and
+    passed). Reading __constant__ data needs neither (``ld.const``); a generic() of a
+    mutable global is refused already (cubin_audit.py)."""
     code = _normalised(ptx)
     found = [base + mods for base, mods in _DOTTED.findall(code)
              if base == "cvta" and "const" in mods.split(".") and "to" not in mods.split(".")]
-    names = {m.group(2) for m in _CONST_DECL.finditer(_stripped(ptx))}
-    found += [f"generic({n})" for n in sorted(names) if re.search(rf"generic\s*\(\s*{re.escape(n)}(?![\w$])", code)]
+    found += ["generic()"] if re.search(r"(?<![\w$%.])generic\s*\(", code) else []
     return tuple(dict.fromkeys(found))
 
 
