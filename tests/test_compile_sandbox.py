@@ -308,3 +308,17 @@ def test_children_started_for_written_code_get_no_secrets(monkeypatch):
     monkeypatch.setenv("SOME_SERVICE_TOKEN", CANARY)
     for env in (parent_watch.child_env(), reference_run.child_env()):
         assert CANARY not in env.values() and "PATH" in env
+
+
+def test_nvrtcs_log_is_bounded_before_it_leaves_the_compile_process():
+    """A few-KB source of macros that double at each level: a warning per expansion, each echoing the line. At
+    n = 18 the log was 262 MiB and the session's memory grew by 560 MiB (an attack, session 23); here n = 10
+    (about 1000 warnings, real NVRTC) is enough to pass LOG_MAX, and what comes back is its head and tail."""
+    from agent.runtime.compile_child import LOG_MAX
+    n = 10
+    source = ("#define A0 { int u; }\n" + "".join(f"#define A{i} A{i - 1} A{i - 1}\n" for i in range(1, n + 1))
+              + f'extern "C" __global__ void k(int* out) {{ A{n} out[0] = 1; }} /*{"x" * 200}*/\n'
+              + 'extern "C" __global__ void k2(int* out) { int* p = 1.5; }\n')
+    r = compile_kernel(source, "k", "sm_90", use_cache=False)
+    assert not r.ok and "of NVRTC's log left out" in r.log and len(r.log) < LOG_MAX + 200
+    assert "warning" in r.log[:200] and "error" in r.log[-2000:]  # the head and the tail, where the error is

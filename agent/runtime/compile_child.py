@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
 
 _LENGTH = struct.Struct(">Q")
 NICENESS = 10
+LOG_MAX = 64 * 1024  # characters of NVRTC's log a compile returns (bounded_log)
 
 
 def write_message(stream: IO[bytes], message: dict[str, Any]) -> None:
@@ -94,6 +95,17 @@ def toolkit_include(nvrtc_path: str) -> list[str]:
     return []
 
 
+def bounded_log(log: str) -> str:
+    """NVRTC's log, at most LOG_MAX characters: its head and tail around a note of what was
+    left out. A few-KB source of macros that double at each level made a log of 1 GiB (a
+    warning per expansion), which went whole to the session, its checkpoint and MLflow (an
+    attack, session 23)."""
+    if len(log) <= LOG_MAX:
+        return log
+    head, tail = log[:LOG_MAX * 3 // 4], log[-(LOG_MAX // 4):]
+    return f"{head}\n[... {len(log) - len(head) - len(tail)} characters of NVRTC's log left out ...]\n{tail}"
+
+
 def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], CompileResult],
                     request: dict[str, Any], include: list[str]) -> dict[str, Any]:
     refusal = check_entry(request["entry"])  # the caller's policy checked it; NVRTC pastes it into the source
@@ -109,6 +121,7 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
     # The PTX audit here, off the session's process (a large kernel's PTX takes tens of ms to
     # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
     # put any byte in the PTX.
+    log = bounded_log(r.log)
     ptx = bytes(r.ptx).decode(errors="replace") if r.ok else ""
     writes = constant_writes(ptx)
     if writes:  # state that outlives the launch, whatever the workload: refused for every caller
@@ -117,7 +130,7 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
                 f"of __constant__ memory ({', '.join(writes)}); read __constant__ data directly, never through a "
                 "pointer to it, and compute every output on every launch"}
     half_ops = audited(ptx) if r.ok else ()
-    return {"ok": bool(r.ok), "error": r.error, "log": r.log, "compile_ms": r.compile_ms,
+    return {"ok": bool(r.ok), "error": r.error, "log": log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
             "half_ops": None if half_ops is None else list(half_ops)}
 
