@@ -50,6 +50,18 @@ def test_a_hostile_source_cannot_stall_the_reader():
     assert len(space.restrictions) == 1 and space.allows({"A": 1}) and not space.allows({"A": 2})
 
 
+def test_long_blank_runs_and_open_comments_are_read_in_one_pass():
+    """A second attack (session 23) stalled the reader with inputs NVRTC compiles: `#if` and 100 000 blanks
+    (50 s: two quantifiers shared the blanks) and a string of 40 000 "/* " (27 s: each open comment rescanned
+    the rest). Both now read at once, and the restriction after them is still read."""
+    blanks = "// knob A: 1 2\n#define A 1\n#if" + " " * 100_000 + "1\n#endif\n#if A == 2\n#error \"no 2\"\n#endif\n"
+    space = KnobSpace.from_source(blanks, lenient=True)
+    assert [r.condition for r in space.restrictions] == ["A == 2"]
+    opened = ("// knob A: 1 2\n#define A 1\n#if A == 2\n#error \"no 2\"\n#endif\n__device__ const char s[] =\n"
+              + "\n".join('"' + "/* " * 20 + '"' for _ in range(2000)) + ";\n")
+    assert [r.condition for r in KnobSpace.from_source(opened, lenient=True).restrictions] == ["A == 2"]
+
+
 def test_values_are_read_as_the_preprocessor_reads_them():
     """intmax_t arithmetic with C's truncation, C's comparisons, comments unseen; a value
     past 64 bits (a float division would overflow, a big integer would take seconds) is
