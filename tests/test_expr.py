@@ -97,3 +97,10 @@ def test_python_translation_refuses_infinity():
     """1e999 parses to inf, which Python source cannot write back: refused, not written as a name."""
     with pytest.raises(ExprError, match="cannot be written"):
         Expr.parse("N * 1e999").python(lambda n: n)
+
+
+def test_an_overflow_is_an_expression_error_in_one_line():
+    """A 400-digit constant divided into a float overflows; it escaped the launch checks (which catch ValueError)
+    as OverflowError (second attack, session 23). Now an ExprError, a ValueError."""
+    with pytest.raises(ExprError, match="too large"):
+        Expr.parse("9" * 400 + " / 7").evaluate({})

@@ -88,7 +88,10 @@ class Expr:
         return {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)} - set(_FUNCTIONS)
 
     def evaluate(self, env: Mapping[str, Number]) -> Number:
-        return _walk(self.tree, env, self.text)
+        try:
+            return _walk(self.tree, env, self.text)
+        except (OverflowError, ZeroDivisionError) as e:  # e.g. a 400-digit integer divided into a float
+            raise ExprError(f"'{self.text[:80]}': {e}") from None
 
     def evaluate_int(self, env: Mapping[str, Number]) -> int:
         value = self.evaluate(env)
