@@ -135,3 +135,11 @@ def test_every_search_option_survives_session_json(tmp_path):
         del data[key]
     assert SearchOptions.from_stored(data) == SearchOptions(
         ProposerChoice("llm", 4, "tiled", "m", "high", "http://h/v1", True), 11, Limits(time_s=60.0, cost_usd=2.5), True)
+
+
+def test_a_base_urls_credentials_never_reach_the_store():
+    """session.json keeps the server, not a `user:key@` part of --base-url (second attack, session 23)."""
+    stored = SearchOptions(ProposerChoice("llm", base_url="https://user:sk-proxy-SECRET@llm.example:8443/v1"), 5).stored()
+    assert stored["base_url"] == "https://llm.example:8443/v1" and "SECRET" not in str(stored)
+    assert SearchOptions(ProposerChoice("llm", base_url="http://localhost:8000/v1"), 5).stored()["base_url"] == \
+        "http://localhost:8000/v1"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 
 from ..evaluate.options import EvaluationOptions
 from ..proposers.choice import ProposerChoice
+from ..proposers.model_client import without_credentials
 from ..tracking.options import TrackingOptions
 from .limits import Limits
 
@@ -31,6 +32,9 @@ class SearchOptions:
         """session.json's flat form: the proposer's kind under "proposer", its other
         fields beside budget, limits (those set), nsight, cases, batch, early_reject and overlap."""
         choice = {f.name: getattr(self.proposer, f.name) for f in fields(ProposerChoice) if f.name != "kind"}
+        # never a secret in the store: a --base-url's user:key@ part is left out (resume then
+        # reaches the server without it; the key belongs in OPENAI_API_KEY)
+        choice["base_url"] = without_credentials(self.proposer.base_url) if self.proposer.base_url else ""
         return {"proposer": self.proposer.kind, "budget": self.budget, **choice, "nsight": self.nsight,
                 "limits": self.limits.given(), "cases": list(self.cases),
                 # only when set: a session stored before them saves back unchanged

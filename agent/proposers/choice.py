@@ -1,5 +1,6 @@
 """Which proposer a session uses and how it is set up; kept in session.json (no secret:
-the API key comes from the environment only), so `resume` builds the same proposer."""
+the API key comes from the environment only, and a `user:key@` part of --base-url is not
+stored), so `resume` builds the same proposer."""
 
 from __future__ import annotations
 

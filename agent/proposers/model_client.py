@@ -89,10 +89,14 @@ def invoke_abortable(call: Callable[[], T], stopping: Callable[[], bool], poll_s
 
 def server_url(base_url: Optional[str]) -> str:
     """The server a client talks to, as the user can check it: no credentials in it."""
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+    return without_credentials(base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL)
+
+
+def without_credentials(url: str) -> str:
+    """`url` less a `user:password@` part."""
     parts = urlsplit(url)
     if parts.username or parts.password:
-        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
     return urlunsplit(parts)
 
 
