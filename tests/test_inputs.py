@@ -127,3 +127,32 @@ def test_prefetch_computes_every_case_for_the_seed(tmp_path):
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     prefetch_references(w, 9).join(120)
     assert all(reference_path(w, c, 9).is_file() for c in w.cases)
+
+
+def test_a_child_that_prints_without_end_costs_this_process_only_its_tail(tmp_path, monkeypatch):
+    """The children that run written code (a reference, a drafted one) may print gigabytes; run_child keeps
+    each stream's tail, and the answer on stdout's last line still comes through."""
+    from agent.spec.reference_run import ChildDied, run_child
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the child finds the module there (it runs with -P)
+    module = tmp_path / "chatty.py"
+    module.write_text("import sys, json\nsys.stdin.read()\nchunk = 'x' * 65536\n"
+                      "for _ in range(256):\n    sys.stdout.write(chunk + '\\n'); sys.stderr.write(chunk)\n"
+                      "print(json.dumps({'ok': True, 'n': 1}))\n")
+    answer = run_child("chatty", {}, tmp_path, 120)
+    assert answer == {"ok": True, "n": 1}
+    module.write_text("import sys\nsys.stdin.read()\nfor _ in range(256):\n    sys.stderr.write('y' * 65536)\n"
+                      "sys.stderr.write('\\nthe last line')\nsys.exit(3)\n")
+    with pytest.raises(ChildDied, match="exit code 3: the last line"):
+        run_child("chatty", {}, tmp_path, 120)
+    import os
+
+    from agent.spec.reference_run import _Tail
+    read, write = os.pipe()
+    tail, peak = _Tail(os.fdopen(read, "rb"), 4096), []
+    with os.fdopen(write, "wb") as w:
+        for i in range(256):  # 16 MiB through the pipe; what the reader holds stays near `keep`
+            w.write(bytes([65 + i % 26]) * 65536)
+            w.flush()
+            peak.append(len(tail.data))
+    tail.join()
+    assert max(peak) <= 2 * 4096 + 65536 and tail.text() == chr(65 + 255 % 26) * 4096

@@ -14,14 +14,16 @@ same for any such child (`warpsmith import`'s probe of a problem file too).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -76,12 +78,23 @@ def run_child(module: str, job: dict[str, Any], cwd: Path, timeout_s: float) -> 
     subprocess.TimeoutExpired after `timeout_s` (the child and its children killed) and
     ChildDied when it gives no answer."""
     proc = subprocess.Popen(python_module(module), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env(), cwd=cwd, start_new_session=True)
+                            stderr=subprocess.PIPE, env=child_env(), cwd=cwd, start_new_session=True)
+    # Only each stream's tail is kept: the code it runs may print without end (a drafted
+    # reference), and the whole of it would sit in this process's memory.
+    tails = [_Tail(proc.stdout, ANSWER_MAX), _Tail(proc.stderr, 64 * 1024)]
     try:
-        stdout, stderr = proc.communicate(json.dumps(job), timeout=timeout_s)
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a child that died before reading its job
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        proc.wait(timeout=timeout_s)
     except BaseException:  # the time limit, Ctrl-C, SIGTERM's exception: the child goes too
         _kill(proc)
         raise
+    finally:
+        for tail in tails:
+            tail.join()
+    stdout, stderr = (tail.text() for tail in tails)
     lines = stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1]) if lines else {}
@@ -94,7 +107,34 @@ def run_child(module: str, job: dict[str, Any], cwd: Path, timeout_s: float) -> 
     raise ChildDied(how, last)
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+ANSWER_MAX = 1 << 20  # bytes of a child's stdout kept: its answer is the last line, small
+
+
+class _Tail:
+    """A thread reading a pipe to its end, keeping the last `keep` bytes."""
+
+    def __init__(self, pipe: Optional[IO[bytes]], keep: int):
+        self.keep, self.data = keep, bytearray()
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe: Optional[IO[bytes]]) -> None:
+        if pipe is None:
+            return
+        with pipe:
+            for chunk in iter(lambda: os.read(pipe.fileno(), 1 << 16), b""):
+                self.data += chunk
+                if len(self.data) > 2 * self.keep:
+                    del self.data[:-self.keep]
+
+    def join(self) -> None:
+        self.thread.join()
+
+    def text(self) -> str:
+        return bytes(self.data[-self.keep:]).decode(errors="replace")
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the child's own children too
     except ProcessLookupError:
