@@ -154,5 +154,35 @@ def test_a_child_that_prints_without_end_costs_this_process_only_its_tail(tmp_pa
             w.write(bytes([65 + i % 26]) * 65536)
             w.flush()
             peak.append(len(tail.data))
-    tail.join()
+    tail.join(60)
     assert max(peak) <= 2 * 4096 + 65536 and tail.text() == chr(65 + 255 % 26) * 4096
+
+
+def test_a_child_that_leaves_a_process_holding_its_output_returns_at_once(tmp_path, monkeypatch):
+    """A review found that reading the streams to their end waited for anything the child left behind with
+    the pipes open (a `sleep` it started): the call ended only when that did. Now the child's process group
+    is killed once it has answered, and the answer comes back."""
+    import sys
+
+    from agent.spec.reference_run import run_child
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    marker = tmp_path / "left.pid"
+    (tmp_path / "leaver.py").write_text(
+        "import json, subprocess, sys\nsys.stdin.read()\n"
+        f"p = subprocess.Popen([{sys.executable!r}, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(p.pid))\n"
+        "print(json.dumps({'ok': True}))\n")
+    assert run_child("leaver", {}, tmp_path, 120) == {"ok": True}
+    import time
+    from pathlib import Path
+    stat = Path(f"/proc/{int(marker.read_text())}/stat")
+
+    def dead() -> bool:  # gone, or a zombie its new parent has yet to reap
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except OSError:
+            return True
+    deadline = time.monotonic() + 60  # a bound on the wait for SIGKILL to land, not a timing
+    while not dead() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dead()  # it was left sleeping for 600 s

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional
 
@@ -75,25 +76,26 @@ def run_child(module: str, job: dict[str, Any], cwd: Path, timeout_s: float) -> 
     """`python -m module` with `job` as JSON on stdin, in `cwd`, in its own process group
     and without secrets in its environment (it runs the user's code). Returns its answer,
     the last stdout line: {"ok": true, ...} or {"error": "one line"}. Raises
-    subprocess.TimeoutExpired after `timeout_s` (the child and its children killed) and
-    ChildDied when it gives no answer."""
+    subprocess.TimeoutExpired after `timeout_s` and ChildDied when it gives no answer.
+    Either way, its process group is killed once it has ended (nothing it started in the
+    background outlives the call)."""
     proc = subprocess.Popen(python_module(module), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=child_env(), cwd=cwd, start_new_session=True)
     # Only each stream's tail is kept: the code it runs may print without end (a drafted
     # reference), and the whole of it would sit in this process's memory.
     tails = [_Tail(proc.stdout, ANSWER_MAX), _Tail(proc.stderr, 64 * 1024)]
+    deadline = time.monotonic() + timeout_s
     try:
         assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):  # a child that died before reading its job
+        with contextlib.suppress(BrokenPipeError), proc.stdin:  # a child that died before reading its job
             proc.stdin.write(json.dumps(job).encode())
-            proc.stdin.close()
         proc.wait(timeout=timeout_s)
-    except BaseException:  # the time limit, Ctrl-C, SIGTERM's exception: the child goes too
+    finally:  # answered, timed out, Ctrl-C, SIGTERM's exception: whatever it started goes too
         _kill(proc)
-        raise
-    finally:
+        # A process that left its group (setsid) may hold the pipes open past the limit: its
+        # output is given up, not waited for.
         for tail in tails:
-            tail.join()
+            tail.join(max(0.0, deadline - time.monotonic()) + 1.0)
     stdout, stderr = (tail.text() for tail in tails)
     lines = stdout.strip().splitlines()
     try:
@@ -127,8 +129,8 @@ class _Tail:
                 if len(self.data) > 2 * self.keep:
                     del self.data[:-self.keep]
 
-    def join(self) -> None:
-        self.thread.join()
+    def join(self, timeout_s: float) -> None:
+        self.thread.join(timeout_s)
 
     def text(self) -> str:
         return bytes(self.data[-self.keep:]).decode(errors="replace")
