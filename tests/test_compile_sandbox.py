@@ -280,8 +280,8 @@ def test_after_parallel_compiles_a_single_thread_uses_the_shared_process():
 def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(tmp_path):
     """Any process of the same user reads /proc/<pid>/environ of another: a child that runs written code (a
     compile, a drafted reference) read the session's key there (session 23, twice). warpsmith's main overwrites
-    the secrets' values in that block first; os.environ keeps them (the model client's key); a child inherits
-    the overwritten ones. Run in a fresh interpreter, the key given as the shell would give it."""
+    the secrets' values in that block first; os.environ and getenv keep them (the model client's key). Run in a
+    fresh interpreter, the key given as the shell would give it."""
     import subprocess
     import sys
     script = tmp_path / "session.py"
@@ -290,15 +290,18 @@ def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(
         "from agent.runtime.secrets import hide_environ_block\n"
         "print(sorted(hide_environ_block()))\n"
         "print(os.environ['OPENAI_API_KEY'])\n"
-        "reader = 'import os; print(open(f\"/proc/{os.getppid()}/environ\", \"rb\").read()); print(dict(os.environ))'\n"
-        "print(subprocess.run([sys.executable, '-c', reader], capture_output=True, text=True).stdout)\n")
+        "reader = 'import os; print(open(f\"/proc/{os.getppid()}/environ\", \"rb\").read())'\n"
+        "print(subprocess.run([sys.executable, '-c', reader], capture_output=True, text=True).stdout)\n"
+        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\n"
+        "print(libc.getenv(b'OPENAI_API_KEY').decode())\n")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
            "OPENAI_API_KEY": CANARY, "HF_TOKEN": "hf-canary-77", "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    hidden, kept, child = out.stdout.split("\n", 2)
+    hidden, kept, child, getenv = [line for line in out.stdout.split("\n") if line]
     assert hidden == "['HF_TOKEN', 'OPENAI_API_KEY']" and kept == CANARY
     assert CANARY not in child and "hf-canary-77" not in child and "OPENAI_API_KEY" in child
+    assert getenv == CANARY  # C code in the process (Ray's token loader, say) still reads the value
 
 
 def test_children_started_for_written_code_get_no_secrets(monkeypatch):

@@ -295,6 +295,24 @@ def test_the_gpu_actors_of_a_cluster_started_here_run_at_this_processs_priority(
     assert NICENESS_VARIABLE not in os.environ
 
 
+def test_a_cluster_started_here_has_no_secrets_for_the_code_its_actors_run(tmp_path_factory):
+    """Ray starts its processes with a copy of os.environ; the actors' evaluators start reference children
+    (written code) that could read their parent's /proc/<pid>/environ (a review, session 23). A cluster
+    init_ray starts gets no secrets; this process keeps them. (Its own cluster: the module's is running.)"""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path_factory.mktemp("ray-secrets") / "probe.py"
+    script.write_text(
+        "import os, ray\nfrom agent.evaluate.ray_backend import init_ray\n"
+        "init_ray(ray, num_cpus=1)\n"
+        "@ray.remote\ndef environ():\n    return open('/proc/self/environ', 'rb').read()\n"
+        "print(b'sk-ray-canary' in ray.get(environ.remote()), os.environ['OPENAI_API_KEY'])\nray.shutdown()\n")
+    env = {**os.environ, "OPENAI_API_KEY": "sk-ray-canary", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "False sk-ray-canary", out.stderr[-2000:]
+
+
 def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_start_the_cluster():
     from agent.evaluate.ray_backend import priority_warning
     assert priority_warning([0, 0], 0) is None and priority_warning([], 0) is None

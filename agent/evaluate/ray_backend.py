@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Optional
 from ..runtime.compile_child import NICENESS as COMPILE_NICENESS
 from ..runtime.compiler import CompiledKernel, run_nvrtc
 from ..runtime.device_facts import DeviceFacts
+from ..runtime.secrets import SECRET
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..spec.workload import Workload
@@ -85,13 +86,19 @@ def init_ray(ray: Any, address: str = "", **kwargs: Any) -> None:
     # A cluster started here runs its workers at this process's priority (NICENESS_VARIABLE)
     # unless the user chose one; the raylet reads it as it starts, so it is set only meanwhile.
     chosen = os.environ.get(NICENESS_VARIABLE)
-    if address in ("", "local") and chosen is None:  # ("local": Ray starts a new cluster too)
+    starts = address in ("", "local")  # ("local": Ray starts a new cluster too)
+    if starts and chosen is None:
         os.environ[NICENESS_VARIABLE] = "0"
+    # Ray starts its processes with a copy of os.environ, and the actors' evaluators start
+    # the reference children (written code): a cluster started here gets no secrets (Ray's
+    # own, RAY_*, stay: its token authentication reads them).
+    secrets = {k: os.environ.pop(k) for k in list(os.environ) if starts and SECRET.search(k) and not k.startswith("RAY_")}
     os.chdir(PACKAGE_ROOT)
     try:
         ray.init(address=address or None, include_dashboard=False, log_to_driver=False, **kwargs)
     finally:
         os.chdir(here)
+        os.environ.update(secrets)
         if chosen is None:
             os.environ.pop(NICENESS_VARIABLE, None)
 

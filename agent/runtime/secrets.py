@@ -8,14 +8,22 @@ key that way twice: through a header whose computed include a model's macros ste
 and from a drafted reference. ``/proc/<pid>/environ`` shows the environment block the
 process was started with, whatever ``os.environ`` became since; so the session
 overwrites, in that block, the value of every variable SECRET names (with ``*``, the
-same length). Python's ``os.environ`` is its own copy and keeps the values: the model
-client still finds its key. A child started without an explicit environment inherits
-the overwritten values.
+same length). First each is set again (setenv: the C library copies it elsewhere and
+points ``environ`` at the copy), so ``os.environ``, ``getenv`` in this process (Ray's
+token loader, say) and children started without an explicit environment still get the
+real values; only what ``/proc`` shows is overwritten. Children that run written code
+get an explicit environment without secrets (``without_secrets``), and a Ray cluster
+warpsmith starts gets none either (agent/evaluate/ray_backend.py's init_ray).
+
+Not covered: a process of the same user with ptrace rights (Yama scope 0, or root) reads
+memory, not only /proc/<pid>/environ; and other processes started with the key (the
+shell, a tmux server) show it in their own blocks.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 from pathlib import Path
 from typing import Mapping
@@ -58,6 +66,8 @@ def hide_environ_block() -> list[str]:
     start, end = _block()
     if not start or end <= start or not _writable(start, end):
         return []
+    for variable in [n for n in os.environ if SECRET.search(n)]:
+        os.putenv(variable, os.environ[variable])  # environ now points at a copy: getenv keeps the value
     block = ctypes.string_at(start, end - start)
     hidden, offset = [], 0
     for entry in block.split(b"\0"):
