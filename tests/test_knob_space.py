@@ -60,6 +60,10 @@ def test_long_blank_runs_and_open_comments_are_read_in_one_pass():
     opened = ("// knob A: 1 2\n#define A 1\n#if A == 2\n#error \"no 2\"\n#endif\n__device__ const char s[] =\n"
               + "\n".join('"' + "/* " * 20 + '"' for _ in range(2000)) + ";\n")
     assert [r.condition for r in KnobSpace.from_source(opened, lenient=True).restrictions] == ["A == 2"]
+    in_string = '// knob A: 1 2\n#define A 1\n__device__ const char g[] = "glob/*";\n#if A == 2\n#error "no 2"\n#endif\n'
+    assert [r.condition for r in KnobSpace.from_source(in_string, lenient=True).restrictions] == ["A == 2"]
+    quotes = '// knob A: 1 2\n#define A 1\n"' + '\\"' * 80_000 + '\n#if A == 2\n#error "no 2"\n#endif\n'  # one open string
+    assert [r.condition for r in KnobSpace.from_source(quotes, lenient=True).restrictions] == ["A == 2"]
 
 
 def test_values_are_read_as_the_preprocessor_reads_them():

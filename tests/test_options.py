@@ -143,3 +143,5 @@ def test_a_base_urls_credentials_never_reach_the_store():
     assert stored["base_url"] == "https://llm.example:8443/v1" and "SECRET" not in str(stored)
     assert SearchOptions(ProposerChoice("llm", base_url="http://localhost:8000/v1"), 5).stored()["base_url"] == \
         "http://localhost:8000/v1"
+    assert SearchOptions(ProposerChoice("llm", base_url="http://u:k@[::1]:8000/v1"), 5).stored()["base_url"] == \
+        "http://[::1]:8000/v1"

@@ -231,9 +231,17 @@ def test_the_constant_write_audit_reads_every_generic_and_cvta_const():
     reads = ".const .align 4 .b8 stash[4096];\n ld.const.f32 %f1, [stash+4]; cvta.to.const.u64 %rd3, %rd4;"
     assert constant_writes(reads) == ()
     assert constant_writes(".const .b32 cdummy, cvar[4];\n.const .u64 cp = generic(cvar);") == ("generic()",)
+    assert constant_writes(".const .u64 t[2] = {generic(a), generic(b)};") == ("generic()",)
+    assert constant_writes(".visible .entry generic(.param .u64 p) { ret; }") == ()
     assert constant_writes(".const .b32 %cvar[4];\n.const .u64 cp = generic ( %cvar );") == ("generic()",)
     assert constant_writes(reads + " cvta .const .u64 %rd5, stash;") == ("cvta.const.u64",)
     assert constant_writes('.pragma "a\nb"; cvta.const.u64 %rd5, stash; .pragma "c";') == ("cvta.const.u64",)
+
+
+def test_a_kernel_named_generic_is_only_a_name():
+    r = compile_kernel('extern "C" __global__ void generic(float* y) { y[threadIdx.x] = 1.f; }', "generic", "sm_90", [],
+                       use_cache=False)
+    assert r.ok, r.log
 
 
 def test_reading_constant_memory_stays_allowed():

@@ -95,8 +95,8 @@ def server_url(base_url: Optional[str]) -> str:
 def without_credentials(url: str) -> str:
     """`url` less a `user:password@` part."""
     parts = urlsplit(url)
-    if parts.username or parts.password:
-        parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
+    if "@" in parts.netloc:  # the host and port as written (an IPv6 address keeps its brackets)
+        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
     return urlunsplit(parts)
 
 

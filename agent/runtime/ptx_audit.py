@@ -92,7 +92,7 @@ def _normalised(ptx: str) -> str:
 def constant_writes(ptx: str) -> tuple[str, ...]:
     """What gives a kernel a generic, so writable, address of its module's constant memory:
     ``cvta.const`` (C++ taking a ``__constant__`` variable's address, or inline assembly
-    laundering it) and any ``generic(...)`` (in an initialiser, of a ``.const`` variable
+    laundering it) and any ``generic(...)`` operand or initialiser (of a ``.const`` variable
     among others: which names are constant is the declarations' business, and a second
     attack declared one as the second name of a list, another with a ``%`` name). Through
     it a kernel can store into the constant bank, which outlives the launch: an output
@@ -103,7 +103,8 @@ def constant_writes(ptx: str) -> tuple[str, ...]:
     code = _normalised(ptx)
     found = [base + mods for base, mods in _DOTTED.findall(code)
              if base == "cvta" and "const" in mods.split(".") and "to" not in mods.split(".")]
-    found += ["generic()"] if re.search(r"(?<![\w$%.])generic\s*\(", code) else []
+    # as an operand or in an initialiser (after `,` `=` `{`): `.entry generic(` is a kernel's name
+    found += ["generic()"] if re.search(r"[,={]\s*generic\s*\(", code) else []
     return tuple(dict.fromkeys(found))
 
 

@@ -31,7 +31,9 @@ from .kernel_source import parse_knobs
 # rescan from every later '/*': a string of 40 000 "/* " took 27 s).
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^ \t\n][^\n]*)$", re.MULTILINE)  # object-like only
 _IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+([^ \t\n][^\n]*)\n[ \t]*#[ \t]*error([^\n]*)$", re.MULTILINE)
-_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)|//[^\n]*", re.DOTALL)  # what NVRTC never sees (// knob lines are read apart)
+# String literals are matched first and kept: a "/*" in one opens no comment. One left open
+# ends with its line (a match, not a rescan from every later quote: `"\"\"...` was quadratic).
+_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*(?:"|(?=\n)|\Z)|/\*.*?(?:\*/|\Z)|//[^\n]*', re.DOTALL)  # what NVRTC never sees
 _NAME = re.compile(r"[A-Za-z_]\w*")
 MAX_LINE = 4000  # a directive longer than this is not read
 MAX_RESTRICTIONS = 64  # read per source; the rest are left to NVRTC
@@ -151,7 +153,7 @@ class KnobSpace:
             if lenient:
                 return KnobSpace({}, ())
             raise
-        source = _COMMENT.sub(" ", source)
+        source = _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else " ", source)
         found = [(m.group(1), m.group(2).strip()) for m in _MACRO.finditer(source)
                  if m.group(1) not in knobs and len(m.group(2)) <= MAX_LINE]
         twice = {name for name, n in Counter(name for name, _ in found).items() if n > 1}
