@@ -294,9 +294,10 @@ def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(
         "print(subprocess.run([sys.executable, '-c', reader], capture_output=True, text=True).stdout)\n"
         "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\n"
         "print(libc.getenv(b'OPENAI_API_KEY').decode())\n")
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    from agent.runtime.parent_watch import PACKAGE_ROOT  # the agent this process imported
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(PACKAGE_ROOT),
            "OPENAI_API_KEY": CANARY, "HF_TOKEN": "hf-canary-77", "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-P", str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     hidden, kept, child, getenv = [line for line in out.stdout.split("\n") if line]
     assert hidden == "['HF_TOKEN', 'OPENAI_API_KEY']" and kept == CANARY

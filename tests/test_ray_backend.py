@@ -308,9 +308,10 @@ def test_a_cluster_started_here_has_no_secrets_for_the_code_its_actors_run(tmp_p
         "init_ray(ray, num_cpus=1)\n"
         "@ray.remote\ndef environ():\n    return open('/proc/self/environ', 'rb').read()\n"
         "print(b'sk-ray-canary' in ray.get(environ.remote()), os.environ['OPENAI_API_KEY'])\nray.shutdown()\n")
-    env = {**os.environ, "OPENAI_API_KEY": "sk-ray-canary", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
-    assert out.stdout.strip().splitlines()[-1] == "False sk-ray-canary", out.stderr[-2000:]
+    from agent.runtime.parent_watch import PACKAGE_ROOT  # the agent this process imported (installed, or built here)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-ray-canary", "PYTHONPATH": str(PACKAGE_ROOT)}
+    out = subprocess.run([sys.executable, "-P", str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("False sk-ray-canary"), out.stderr[-2000:]
 
 
 def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_start_the_cluster():
