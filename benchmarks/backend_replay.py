@@ -234,12 +234,17 @@ def main(argv: list[str]) -> int:
     from agent.spec.workload import load_workload
     workload = load_workload(args.workload).timing_only([c for c in args.cases.split(",") if c])
     candidates = candidates_of(workload, steps)
-    print(f"{len(steps)} attempts of {workload.name} ({Counter(s.recorded for s in steps)}); "
-          f"{args.compile_load} compiles going meanwhile")
+    recorded = ", ".join(f"{k} {v}" for k, v in Counter(s.recorded for s in steps).most_common())
+    print(f"{len(steps)} attempts of {workload.name} (recorded: {recorded}); {args.compile_load} compiles going meanwhile")
+    from agent.worker.process import GpuUnavailable
     passes = []
     for r in range(args.rounds):
         for backend in ("local", "ray") if r % 2 == 0 else ("ray", "local"):
-            passes.append(run_pass(backend, workload, candidates, steps, args.ray_gpus, args.compile_load))
+            try:
+                passes.append(run_pass(backend, workload, candidates, steps, args.ray_gpus, args.compile_load))
+            except (GpuUnavailable, ImportError) as e:  # no GPU here; Ray not installed
+                print(f"backend_replay: {backend}: {e}", file=sys.stderr)
+                return 3
             print(f"{backend}: {passes[-1].per_attempt_ms:.1f} ms per attempt ({passes[-1].compiles} compiles "
                   "meanwhile)", flush=True)
     print("\n".join(report(passes, steps)))
