@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
 from .compile_policy import check_entry
-from .ptx_audit import audited, constant_writes
+from .ptx_audit import audited
 
 if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
     from .native import CompileResult
@@ -122,14 +122,12 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
     # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
     # put any byte in the PTX.
     log = bounded_log(r.log)
-    ptx = bytes(r.ptx).decode(errors="replace") if r.ok else ""
-    writes = constant_writes(ptx)
+    half_ops, writes = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ((), ())
     if writes:  # state that outlives the launch, whatever the workload: refused for every caller
         return {"ok": False, "error": "KERNEL_KEEPS_STATE", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
                 "half_ops": [], "log": "kernels may not keep state between launches: the PTX takes a writable address "
                 f"of __constant__ memory ({', '.join(writes)}); read __constant__ data directly, never through a "
                 "pointer to it, and compute every output on every launch"}
-    half_ops = audited(ptx) if r.ok else ()
     return {"ok": bool(r.ok), "error": r.error, "log": log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
             "half_ops": None if half_ops is None else list(half_ops)}

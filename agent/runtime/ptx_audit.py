@@ -100,7 +100,10 @@ def constant_writes(ptx: str) -> tuple[str, ...]:
     .nv.global only, and a __constant__ array written through such a pointer compiled and
     passed). Reading __constant__ data needs neither (``ld.const``); a generic() of a
     mutable global is refused already (cubin_audit.py)."""
-    code = _normalised(ptx)
+    return _constant_writes(_normalised(ptx))
+
+
+def _constant_writes(code: str) -> tuple[str, ...]:
     found = [base + mods for base, mods in _DOTTED.findall(code)
              if base == "cvta" and "const" in mods.split(".") and "to" not in mods.split(".")]
     # as an operand or in an initialiser (after `,` `=` `{`): `.entry generic(` is a kernel's name
@@ -131,7 +134,10 @@ def _constant_registers(code: str) -> set[str]:
 
 def half_accumulation(ptx: str) -> tuple[str, ...]:
     """The distinct 16-bit accumulating instructions in `ptx` (their names, sorted)."""
-    code = _normalised(ptx)
+    return _half_accumulation(_normalised(ptx))
+
+
+def _half_accumulation(code: str) -> tuple[str, ...]:
     constants: Optional[set[str]] = None
     found: set[str] = set()
     for m in _DOTTED.finditer(code):
@@ -149,6 +155,10 @@ def half_accumulation(ptx: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def audited(ptx: Optional[str]) -> Optional[tuple[str, ...]]:
-    """half_accumulation, or None where no PTX came back (nothing could be audited)."""
-    return half_accumulation(ptx) if ptx else None
+def audited(ptx: Optional[str]) -> tuple[Optional[tuple[str, ...]], tuple[str, ...]]:
+    """(half_accumulation, constant_writes) of one reading of the PTX; (None, ()) where no
+    PTX came back (nothing could be audited)."""
+    if not ptx:
+        return None, ()
+    code = _normalised(ptx)
+    return _half_accumulation(code), _constant_writes(code)
