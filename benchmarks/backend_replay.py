@@ -52,9 +52,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
     sys.path.insert(0, str(ROOT))
 
+from agent.worker.status import Status  # noqa: E402
+
 BAR = 0.10  # Ray's time per attempt at most 10% above the local one's
-REACHED_GPU = {"ok", "rejected_early", "wrong_answer", "unstable", "below_floor", "crashed", "timeout",
-               "out_of_bounds", "input_modified", "reference_modified"}
+# every verdict but those given before the GPU (compile, launch rule, the proposer's answer)
+REACHED_GPU = set(Status) - {Status.COMPILE_FAILED, Status.LAUNCH_INVALID, Status.PROPOSAL_INVALID}
 
 
 @dataclass(frozen=True)
