@@ -44,3 +44,31 @@ def test_case_rtol_follows_the_workload(tmp_path):
     fixed = load_workload(make_sgemm_workload(tmp_path / "b", tolerance="rtol = 1e-3"))
     assert case_rtol(fixed, fixed.case("square-256"), "float32") == 1e-3
     assert case_rtol(w, small, "int32") == 0.0
+
+
+def test_scale_is_the_rms_of_the_finite_entries_without_overflow():
+    """One infinity or NaN must not make the case's scale inf or NaN (every honest output of an
+    allow_nonfinite workload failed), nor one huge entry square past float64 (any finite output
+    then passed)."""
+    from agent.spec.tolerance import scale
+    x = np.array([3.0, -4.0, 0.0, 0.0])
+    assert scale(x) == pytest.approx(np.sqrt(np.mean(np.square(x))))
+    assert scale(np.append(x, [np.inf, -np.inf, np.nan])) == pytest.approx(np.sqrt(25 / 4))
+    huge = np.array([1e200, -1e200])
+    assert scale(huge) == pytest.approx(1e200)
+    assert scale(np.array([np.nan])) == 0.0 and scale(np.zeros(3)) == 0.0 and scale(np.array([])) == 0.0
+
+
+def test_a_huge_reference_entry_does_not_let_any_output_pass():
+    """Its square overflowed the scale to inf, and every error to 0."""
+    ref = np.array([2e154, 1.0, 2.0])
+    err = relative_error(np.array([1e154, 1.0, 2.0]), ref)
+    assert err[0] > 0.3 and err[1] == 0 and err[2] == 0
+
+
+def test_an_infinite_reference_entry_wants_the_same_infinity():
+    ref = np.array([np.inf, -np.inf, 1.0, 2.0])
+    ok = relative_error(np.array([np.inf, -np.inf, 1.0, 2.0]), ref)
+    assert (ok == 0).all()
+    wrong = relative_error(np.array([-np.inf, 5.0, 1.0, np.inf]), ref)
+    assert not (wrong[:2] <= 1).any() and wrong[2] == 0 and not wrong[3] <= 1

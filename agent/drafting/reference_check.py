@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runtime.parent_watch import exit_with_warpsmith
 from ..spec.inputs import ReferenceFailed, compute_reference
-from ..spec.tolerance import case_rtol
+from ..spec.tolerance import case_rtol, scale
 from ..spec.workload import load_workload
 
 MAX_ELEMENTS = 4_000_000  # every array of a case together
@@ -51,9 +51,8 @@ def main(argv: list[str]) -> int:
                 idx = np.unravel_index(int(np.argmax(odd)), x.shape)
                 worst, detail = float("inf"), f"{p.name}{list(idx)}: first {x[idx]:.9g}, second {y[idx]:.9g}"
                 break
-            finite = x[~odd]
-            rms = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 0.0
-            with np.errstate(invalid="ignore"):
+            rms = scale(x)
+            with np.errstate(invalid="ignore", over="ignore"):
                 err = np.where(odd, 0.0, np.abs(x - y) / (np.abs(x) + rms + 1e-300))
             i = int(np.argmax(err))
             if err.flat[i] > worst:

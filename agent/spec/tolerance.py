@@ -1,10 +1,11 @@
 """How close a kernel's output must be to the float64 reference.
 
 The error of element i is ``|out_i - ref_i| / (|ref_i| + s)``, where s is the RMS
-of the reference over the case: entries of a sum that cancel to near zero are
-judged on the output's scale, not on their own tiny magnitude. An output passes
-when every element's error is within ``rtol`` and it is finite where the
-reference is.
+of the reference's finite entries over the case (`scale`): entries of a sum that
+cancel to near zero are judged on the output's scale, not on their own tiny
+magnitude. An output passes when every element's error is within ``rtol``, it is
+finite where the reference is, and where the reference is not finite (an output
+with ``allow_nonfinite``) it holds the same value: the same infinity, NaN for NaN.
 
 Default rtol = 8 * eps(dtype) * sqrt(reduction length). Measured on the CPU
 (scripts in benchmarks/tolerance_study.py): a sequential fp32 dot product reaches
@@ -64,6 +65,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
+
 from .exact_probe import EXACT_RTOL
 from .half_float import is_half
 from .workload import FLOAT_DTYPES, Case, Workload
@@ -73,6 +76,21 @@ EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64":
 TF32_RTOL = 4e-3
 ACCUMULATION_FACTOR = 8.0  # times u(accumulate) * sqrt(reduction length)
 ROUNDING_FACTOR = 2.0  # times u(output), for a final rounding to a narrower output
+
+
+def scale(reference: np.ndarray) -> float:
+    """The RMS of the reference's finite entries, without overflow: one infinity or NaN
+    would make it inf or NaN for the whole case, failing every honest output of an
+    ``allow_nonfinite`` workload, and one entry above 1.3e154 would square to inf, so
+    that any finite output passed. Scaled by the largest magnitude before squaring."""
+    ref = np.asarray(reference, dtype=np.float64)
+    finite = np.abs(ref[np.isfinite(ref)])
+    if not finite.size:
+        return 0.0
+    top = float(finite.max())
+    if top == 0.0:
+        return 0.0
+    return top * float(np.sqrt(np.mean(np.square(finite / top))))
 
 
 def accumulation_dtype(dtype: str, accumulate: Optional[str]) -> str:

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..spec import tolerance
 from ..spec.half_float import STORAGE
 from ..spec.inputs import ArrayJob, generate_input, load_reference
 from .pages import alloc_pages
@@ -117,7 +118,7 @@ class CaseBuffers:
                 arr.ref_host, arr.ref_device, arr.ref = device_refs[a.name]
                 arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
                 ref = arr.ref_host
-                arr.ref_scale = float(np.sqrt(np.mean(np.square(ref, dtype=np.float64)))) if ref.dtype.kind == "f" else 0.0
+                arr.ref_scale = tolerance.scale(ref) if ref.dtype.kind == "f" else 0.0
             self.arrays[a.name] = arr
         self.moats.append(alloc_pages(device, MOAT_BYTES))
         for moat in self.moats:
