@@ -236,3 +236,44 @@ def test_values_the_runner_cannot_pass_are_refused_before_the_worker(workload, c
     r = ev.evaluate(bad)
     assert r.status == "launch_invalid" and problem in r.detail, r.detail
     assert ev.doubles == [] or ev.doubles[0].sent == []
+
+
+class _PagesDouble:
+    """The GPU's memory as the worker asks for it (alloc in whole pages), recording each fill:
+    this machine has no GPU. The program itself is the real native one."""
+
+    def __init__(self):
+        self.fills: list[tuple[int, int, int]] = []  # (word, ptr, nbytes)
+        self.next = 1 << 30
+
+    def alloc(self, nbytes):
+        ptr, self.next = self.next, self.next + nbytes
+        fills = self.fills
+
+        class Buffer:
+            def fill_u32(self, word, offset, n):
+                fills.append((word, ptr + offset, n))
+            fill_u32_async = fill_u32
+        b = Buffer()
+        b.ptr, b.nbytes = ptr, nbytes
+        return b
+
+
+def test_zeroed_workspace_is_zeroed_by_the_program_inside_the_timed_window():
+    """`init = "zero"` once was a fill before the start event: a program needing a large
+    zeroed scratch got that work untimed. Now every workspace is poisoned outside the events
+    and the program's own first steps zero the "zero" ones (Program.enqueue, between them)."""
+    from agent.spec.launch import ProgramJob, WorkspaceJob
+    from agent.worker.poison import Poisons
+    from agent.worker.program_run import ProgramRun
+    device = _PagesDouble()
+    job = ProgramJob(workspace=(WorkspaceJob("counters", "int32", 1000, "zero"),
+                                WorkspaceJob("partial", "float32", 1000, "poison")),
+                     steps=(MemsetStep("partial"),))
+    run = ProgramRun(device, bufs=None, job=job, function=lambda entry: None)
+    assert len(run.program) == 2  # counters' zeroing, then the memset step
+    poisons = Poisons()
+    device.fills.clear()
+    run.init_workspace(poisons)
+    by_ptr = {ptr: word for word, ptr, _ in device.fills}
+    assert by_ptr[run.workspace["counters"].ptr] != 0 and by_ptr[run.workspace["partial"].ptr] != 0

@@ -20,8 +20,9 @@ descriptor of a 2-D array parameter, ``tma:NAME:box=ROWSxCOLS[:swizzle=128B]``
 ``cluster = [X, Y, Z]``, a thread block cluster (launched with cuLaunchKernelEx; the
 grid must be a multiple of it, at most 8 blocks). A memset step
 (``{ memset = "NAME" }``) zeroes a workspace buffer or an output. Workspace starts
-each run zeroed (``init = "zero"``) or filled with the harness's unpredictable poison
-(``init = "poison"``): a program must write it before it reads it. Every entry of a
+each run zeroed (``init = "zero"``: a memset ahead of the first step, timed with the
+program) or filled with the harness's unpredictable poison (``init = "poison"``): a
+program must write it before it reads it. Every entry of a
 program is ``extern "C"`` (its symbol is its name). The whole sequence is what is
 validated and timed, between one pair of events.
 """
