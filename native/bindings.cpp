@@ -128,8 +128,12 @@ void def_device(py::module_& m) {
       .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Wait for the stream; a kernel fault surfaces here as CudaError.")
       .def("stack_limit", &Device::stack_limit, "The context's per-thread stack now (CU_LIMIT_STACK_SIZE).")
-      .def("alloc", [](std::shared_ptr<Device> d, size_t n) { return std::make_shared<Buffer>(d, n); },
-           py::arg("nbytes"), "Allocate device memory.")
+      .def("alloc",
+           [](std::shared_ptr<Device> d, size_t n, bool protectable) {
+             return std::make_shared<Buffer>(d, n, protectable);
+           },
+           py::arg("nbytes"), py::arg("protectable") = false,
+           "Allocate device memory; protectable: mapped so that it can be made read-only.")
       .def("load_module",
            [](std::shared_ptr<Device> d, py::bytes image) {
              return std::make_shared<Module>(d, std::string(image));
@@ -221,7 +225,10 @@ void def_memory(py::module_& m) {
            "Set 4-byte words (NaN poison, sentinels).")
       .def("fill_u32_async", &Buffer::fill_u32_async, py::arg("value"), py::arg("offset"),
            py::arg("nbytes"), "Set 4-byte words on the device's stream, without waiting (timing loops).")
-      .def("fill_u8", &Buffer::fill_u8, py::arg("value"), py::arg("offset"), py::arg("nbytes"));
+      .def("fill_u8", &Buffer::fill_u8, py::arg("value"), py::arg("offset"), py::arg("nbytes"))
+      .def_property_readonly("protectable", &Buffer::protectable)
+      .def_property("read_only", &Buffer::read_only, &Buffer::set_read_only,
+                    "Kernels may only read it (a protectable buffer); set after a wait for the stream.");
 
   py::class_<FunctionInfo>(m, "FunctionInfo")
       .def_readonly("registers", &FunctionInfo::registers)

@@ -114,16 +114,76 @@ void Device::flush_l2() {
   WS_CU(driver().cuMemsetD32Async(flush_, ++flush_value_, flush_bytes_ / 4, stream_));
 }
 
-Buffer::Buffer(std::shared_ptr<Device> device, size_t bytes)
+namespace {
+
+CUmemAllocationProp device_memory(CUdevice dev) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = static_cast<int>(dev);
+  return prop;
+}
+
+void set_access(CUdevice dev, CUdeviceptr ptr, size_t bytes, CUmemAccess_flags flags) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = static_cast<int>(dev);
+  access.flags = flags;
+  WS_CU(driver().cuMemSetAccess(ptr, bytes, &access, 1));
+}
+
+}  // namespace
+
+Buffer::Buffer(std::shared_ptr<Device> device, size_t bytes, bool protectable)
     : device_(std::move(device)), bytes_(bytes) {
+  const Driver& d = driver();
   device_->make_current();
-  WS_CU(driver().cuMemAlloc(&ptr_, bytes == 0 ? 1 : bytes));
+  if (!protectable) {
+    WS_CU(d.cuMemAlloc(&ptr_, bytes == 0 ? 1 : bytes));
+    return;
+  }
+  CUmemAllocationProp prop = device_memory(device_->handle());
+  size_t granule = 0;
+  WS_CU(d.cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  size_t mapped = (std::max<size_t>(bytes, 1) + granule - 1) / granule * granule;
+  // Each step undone if a later one fails: the constructor throws with nothing held.
+  WS_CU(d.cuMemAddressReserve(&ptr_, mapped, 0, 0, 0));
+  CUresult r = d.cuMemCreate(&handle_, mapped, &prop, 0);
+  if (r == CUDA_SUCCESS) {
+    r = d.cuMemMap(ptr_, mapped, 0, handle_, 0);
+    if (r != CUDA_SUCCESS) d.cuMemRelease(handle_);
+  }
+  if (r != CUDA_SUCCESS) {
+    d.cuMemAddressFree(ptr_, mapped);
+    ptr_ = 0;
+    handle_ = 0;
+    check(r, "cuMemCreate/cuMemMap");
+  }
+  mapped_ = mapped;
+  set_access(device_->handle(), ptr_, mapped_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 }
 
 Buffer::~Buffer() {
   if (!ptr_) return;
+  const Driver& d = driver();
   device_->make_current();
-  warn_if_failed(driver().cuMemFree(ptr_), "cuMemFree");
+  if (!handle_) {
+    warn_if_failed(d.cuMemFree(ptr_), "cuMemFree");
+    return;
+  }
+  warn_if_failed(d.cuMemUnmap(ptr_, mapped_), "cuMemUnmap");
+  warn_if_failed(d.cuMemRelease(handle_), "cuMemRelease");
+  warn_if_failed(d.cuMemAddressFree(ptr_, mapped_), "cuMemAddressFree");
+}
+
+void Buffer::set_read_only(bool read_only) {
+  if (!handle_)
+    throw CudaError("CUDA_ERROR_NOT_SUPPORTED", "set_read_only needs a buffer allocated protectable",
+                    "set_read_only", CUDA_ERROR_NOT_SUPPORTED);
+  device_->synchronize();  // no launch in flight reads or writes it while its mapping changes
+  set_access(device_->handle(), ptr_, mapped_,
+             read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  read_only_ = read_only;
 }
 
 void Buffer::check_range(size_t offset, size_t bytes, const char* what) const {

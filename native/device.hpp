@@ -33,6 +33,7 @@ class Device {
   const DeviceFacts& facts() const { return facts_; }
   void make_current() const;
   CUstream stream() const { return stream_; }
+  CUdevice handle() const { return dev_; }
   void synchronize() const;
   // The context's per-thread stack now (CU_LIMIT_STACK_SIZE): the driver raises it for a
   // launch that needs more and never lowers it, so a fact read at start goes stale.
@@ -53,9 +54,12 @@ class Device {
   DeviceFacts facts_;
 };
 
+// Device memory. A protectable buffer is mapped through the virtual memory API
+// (cuMemCreate + cuMemMap) instead of cuMemAlloc, so that its kernels' access can be
+// set to read-only: a candidate's write into an input then faults instead of landing.
 class Buffer {
  public:
-  Buffer(std::shared_ptr<Device> device, size_t bytes);
+  Buffer(std::shared_ptr<Device> device, size_t bytes, bool protectable = false);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -68,12 +72,20 @@ class Buffer {
   // Enqueued on the device's stream, no synchronisation: for work inside a timing loop.
   void fill_u32_async(uint32_t value, size_t offset, size_t bytes);
   void fill_u8(uint8_t value, size_t offset, size_t bytes);
+  // Kernels (and the driver's copies into it) may only read it, or read and write
+  // again; waits for the stream first. Only for a protectable buffer.
+  void set_read_only(bool read_only);
+  bool protectable() const { return handle_ != 0; }
+  bool read_only() const { return read_only_; }
 
  private:
   void check_range(size_t offset, size_t bytes, const char* what) const;
   std::shared_ptr<Device> device_;
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
+  size_t mapped_ = 0;  // a protectable buffer's reserved and mapped bytes (whole granules)
+  CUmemGenericAllocationHandle handle_ = 0;
+  bool read_only_ = false;
 };
 
 struct FunctionInfo {

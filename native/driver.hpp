@@ -20,7 +20,9 @@ namespace ws {
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) \
   X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuEventCreate)      \
   X(cuEventDestroy) X(cuTensorMapEncodeTiled)                                     \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                    \
+  X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                 \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
 
 struct Driver {
 #define WS_DECLARE(fn) decltype(&::fn) fn = nullptr;

@@ -201,3 +201,34 @@ def test_buffers_are_allocated_in_whole_pages_and_start_on_one():
     assert asked == [ALLOC_GRANULE, ALLOC_GRANULE, 2 * ALLOC_GRANULE, ALLOC_GRANULE]
     with pytest.raises(RuntimeError, match="not on a 2 MiB page"):
         alloc_pages(SimpleNamespace(alloc=lambda n: alloc(n, at=ALLOC_GRANULE + 256)), 64)
+
+
+def test_read_only_inputs_and_references_need_no_fence():
+    """Where the driver maps inputs and references read-only for kernels (agent/worker/read_only.py), a store
+    there faults: their guard bands, constants and slack drop out of the fence, the rest stays."""
+    a, b = case("a", constant=0x3F800000, slack=8), case("b", constant=0x3F800000, slack=8)
+    for bufs in (a, b):
+        for arr in bufs.arrays.values():
+            (arr.buffer if arr.job.role == "input" else arr.ref).read_only = True
+    got = {r.what for r in regions(a, None, [a, b], [])}
+    assert not any(" A " in w or w.endswith(" A (slack)") or "reference" in w or "input" in w for w in got), got
+    assert {"case 'a' C (before)", "case 'a' C (after)", "case 'a' C (slack)", "case 'b' output C"} <= got
+
+
+def test_the_harness_writes_a_read_only_buffer_only_between_writable_and_its_end():
+    from agent.worker.read_only import protect, writable
+
+    class Protectable:
+        protectable, read_only, seen = True, False, []
+
+        def upload(self):
+            self.seen.append(self.read_only)
+    buf = Protectable()
+    protect(buf)
+    assert buf.read_only
+    with writable(buf):
+        buf.upload()
+    assert buf.seen == [False] and buf.read_only
+    with pytest.raises(RuntimeError), writable(buf):
+        raise RuntimeError("a failed upload")
+    assert buf.read_only  # protected again on the way out

@@ -25,6 +25,7 @@ from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
 from agent.spec.workload import LaunchRule, load_workload
 from agent.worker.protocol import TimingConfig
+from agent.worker.read_only import writable
 
 pytestmark = pytest.mark.gpu
 
@@ -58,6 +59,11 @@ PLANTED = {
                      "    float b = __uint_as_float(__float_as_uint(B[i * N + c]) & 0xFFFF0000u);\n"
                      "    acc += a * b; }\n  C[r * N + c] = acc;\n}\n",
     "writes_nothing": HEAD + "}\n",
+    # Stores into its input what was there: no checksum can see it, and the same store
+    # can keep an output in the input's constant bits between timed launches (session
+    # 24's attack): inputs are read-only for kernels, a store there faults.
+    "writes_its_input_back": HEAD + DOT + "  C[r * N + c] = acc;\n"
+                             "  if (r == 0 && c == 0) ((volatile float*)A)[0] = A[0];\n}\n",
     "infinite_loop": HEAD + "  volatile const float* p = A; while (p[0] == p[0]) {}\n}\n",
 }
 
@@ -70,6 +76,7 @@ EXPECTED = {
     "writes_far_past_guard": {"crashed", "out_of_bounds", "input_modified", "reference_modified"},
     "bf16_operands": {"wrong_answer"},
     "writes_nothing": {"wrong_answer"},
+    "writes_its_input_back": {"crashed"},
 }
 
 
@@ -329,7 +336,8 @@ def test_reference_tampering_is_found_and_repaired(workload):
     bufs = worker.buffers(job, 1)
     bufs.prepare(worker.poisons)  # guards armed, outputs poisoned: as before any launch
     assert worker.integrity(bufs) is None
-    bufs.arrays["C"].ref.fill_u32(0x3F800000, 0, 64)  # sixteen 1.0f words over the float64 reference
+    with writable(bufs.arrays["C"].ref):  # (read-only for kernels: a write of anything else)
+        bufs.arrays["C"].ref.fill_u32(0x3F800000, 0, 64)  # sixteen 1.0f words over the float64 reference
     found = worker.integrity(bufs)
     assert found is not None and found.status == "reference_modified"
     bufs.restore()
@@ -365,7 +373,8 @@ def test_the_reference_on_the_gpu_is_noise_to_a_kernel_and_still_checks(workload
     for _ in range(2):
         assert verdict(exact) == "ok"
         assert verdict(off) == "wrong_answer"
-        c.ref.fill_u32(0, 0, 64)  # tampered: found by the checksum, restored (and masked again)
+        with writable(c.ref):
+            c.ref.fill_u32(0, 0, 64)  # tampered: found by the checksum, restored (and masked again)
         assert worker.integrity(bufs).status == "reference_modified"
         bufs.restore()
         assert worker.integrity(bufs) is None
@@ -466,7 +475,8 @@ def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     with Evaluator(workload) as ev:
         jobs = [ev._case_job(c, 1, None) for c in workload.cases]
     first, second = (worker.buffers(j, 1) for j in jobs)
-    first.arrays["A"].buffer.fill_u32(0, first.arrays["A"].guard, 4)
+    with writable(first.arrays["A"].buffer):  # (read-only for kernels: a write of anything else)
+        first.arrays["A"].buffer.fill_u32(0, first.arrays["A"].guard, 4)
     sent = []
     worker.sweep(sent.append)
     assert [(m.case, m.check.status) for m in sent] == [(jobs[0].case, "input_modified")]

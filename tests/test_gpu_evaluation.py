@@ -3,6 +3,9 @@ fault and hang isolation, and the cuBLAS baseline."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 from workload_factory import make_sgemm_workload
 
@@ -108,7 +111,7 @@ def test_tiled_kernel_passes_with_other_knobs(evaluator, workload):
     ("writes_nothing", "wrong_answer", "never written"),
     ("writes_half", "wrong_answer", "only rows >= 48"),
     ("out_of_bounds", "out_of_bounds", "C (after)"),
-    ("modifies_input", "input_modified", "modified its inputs: A"),
+    ("modifies_input", "crashed", "inputs are read-only"),  # a store into an input faults (read-only mapping)
     ("tf32", "wrong_answer", "outside rtol"),
 ])
 def test_validation_catches(evaluator, name, status, hint):
@@ -234,3 +237,25 @@ def test_validate_told_the_best_screens_first_and_never_validates_a_rejected_can
     assert kept.ok and len(kept.case("square-256").samples_ms) == 50, kept.detail
     assert sorted(e.case for e in seen if isinstance(e, CaseChecked) and e.phase == "validate") \
         == sorted(c.name for c in workload.cases)
+
+
+def test_an_infinite_reference_entry_passes_the_same_infinity_only(tmp_path):
+    """allow_nonfinite: the case's scale is the RMS of the finite entries (an inf made it inf
+    or NaN, failing every honest output); where the reference is inf the output must be too."""
+    import shutil
+    d = tmp_path / "rowsum"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "examples" / "rowsum", d)
+    text = (d / "workload.toml").read_text()
+    (d / "workload.toml").write_text(text.replace('name = "y"\nrole = "output"', 'name = "y"\nrole = "output"\nallow_nonfinite = true'))
+    (d / "reference.py").write_text((d / "reference.py").read_text().replace(
+        "    return np.sum(x, axis=1, dtype=np.float64)",
+        "    y = np.sum(x, axis=1, dtype=np.float64)\n    y[0] = np.inf\n    return y"))
+    w = load_workload(d)
+    naive = Candidate.from_spec(w.kernels["naive"])
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=2, repetitions=5))) as ev:
+        right = ev.evaluate(dataclasses.replace(naive, name="inf_where_inf", source=naive.source.replace(
+            "    y[row] = acc;", "    y[row] = row == 0 ? __int_as_float(0x7f800000) : acc;")))
+        assert right.status == "ok", right.detail
+        wrong = ev.evaluate(dataclasses.replace(naive, name="minus_inf_where_inf", source=naive.source.replace(
+            "    y[row] = acc;", "    y[row] = row == 0 ? __int_as_float(0xff800000) : acc;")))
+        assert wrong.status == "wrong_answer", wrong.detail

@@ -10,6 +10,8 @@ start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel.
 Inputs and references are checked against keyed checksums taken right after
 their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
+Where the driver can, inputs and references are also read-only for kernels from
+their upload on (agent/worker/read_only.py): a store into them faults.
 The references are kept masked by a keyed stream (agent/worker/gpu_checks.py): a
 kernel that finds one by pointer arithmetic reads noise. They are allocated first,
 then a moat, then the arrays a kernel is given, then another moat, so an overrun
@@ -31,6 +33,7 @@ from ..spec.inputs import ArrayJob, generate_input, load_reference
 from .pages import alloc_pages
 from .poison import POISON_WIDTH, Poisons
 from .protocol import CaseJob
+from .read_only import is_read_only, protect, writable
 
 GUARD_WORD = 0xDEADBEEF
 GUARD_HALF = 0xFFAD  # a NaN as float16 and as bfloat16, and neither format's usual NaN (0x7FFF, 0x7E00, 0x7FC0)
@@ -101,17 +104,19 @@ class CaseBuffers:
             if a.role == "output":
                 ref = refs[a.name]
                 uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
-                buf = alloc_pages(device, uploaded.nbytes)
+                buf = alloc_pages(device, uploaded.nbytes, protectable=True)
                 checks.upload_reference(buf, uploaded)
                 device_refs[a.name] = (ref, uploaded, buf)
         self.moats = [alloc_pages(device, MOAT_BYTES)]
         for a in job.arrays:
             g = guard_bytes(a.nbytes)
-            buf = alloc_pages(device, a.nbytes + 2 * g)
+            buf = alloc_pages(device, a.nbytes + 2 * g, protectable=a.role == "input")
             arr = DeviceArray(a, buf, g)
             if a.role == "input":
                 arr.host = generate_input(a, job.case, seed)
                 buf.upload(arr.host, g)
+                for _, offset in arr.guard_offsets():  # armed now: read-only from here on
+                    self.arm_guard(arr, offset)
                 arr.checksum = checks.checksum(arr.ptr, a.nbytes, arr.width)
                 arr.constant = _constant_word(arr.host, arr.width)
             else:
@@ -123,6 +128,8 @@ class CaseBuffers:
         self.moats.append(alloc_pages(device, MOAT_BYTES))
         for moat in self.moats:
             moat.fill_u32(GUARD_WORD, 0, MOAT_BYTES)
+        for a in self.arrays.values():
+            protect(a.buffer if a.job.role == "input" else a.ref)
 
     def outputs(self) -> list[DeviceArray]:
         return [a for a in self.arrays.values() if a.job.role == "output"]
@@ -133,9 +140,11 @@ class CaseBuffers:
     def prepare(self, poisons: Poisons) -> None:
         """Re-arm the guards, restore modified inputs and poison every output."""
         for a in self.arrays.values():
-            # Always re-armed: the last candidate may have written into them.
-            for _, offset in a.guard_offsets():
-                self.arm_guard(a, offset)
+            # Always re-armed: the last candidate may have written into them (not into a
+            # read-only input's: armed at its upload).
+            if not is_read_only(a.buffer):
+                for _, offset in a.guard_offsets():
+                    self.arm_guard(a, offset)
         self.restore()
         self.poison(poisons, synchronous=True)
 
@@ -184,19 +193,24 @@ class CaseBuffers:
     def restore_constant(self, a: DeviceArray) -> None:
         """A constant input back to its value after a fence, before the sweep reads its
         checksum: one fill, or for 8-byte values an upload."""
-        if a.constant is not None and a.constant >= 0:
-            self._fill(a, a.constant, a.guard, a.nbytes, synchronous=True)
-        elif a.host is not None:
-            a.buffer.upload(a.host, a.guard)
+        with writable(a.buffer):
+            if a.constant is not None and a.constant >= 0:
+                self._fill(a, a.constant, a.guard, a.nbytes, synchronous=True)
+            elif a.host is not None:
+                a.buffer.upload(a.host, a.guard)
 
     def restore(self) -> None:
         """Upload again whatever a kernel changed (inputs, references)."""
         for a in self.arrays.values():
             if a.dirty:
                 if a.job.role == "input":
-                    a.buffer.upload(a.host, a.guard)
+                    with writable(a.buffer):
+                        a.buffer.upload(a.host, a.guard)
+                        for _, offset in a.guard_offsets():
+                            self.arm_guard(a, offset)
                 else:
-                    self.checks.upload_reference(a.ref, a.ref_device)
+                    with writable(a.ref):
+                        self.checks.upload_reference(a.ref, a.ref_device)
                 a.dirty = False
 
     def kernel_args(self) -> list[tuple[str, object]]:

@@ -8,7 +8,8 @@ launch's output is right, and only the speed is a lie. Guard bands and moats hol
 a constant sentinel, so such a kernel could even put them back on its last launch.
 
 So before each timed run of a case, every other resident case's output buffers
-(guard bands included), its inputs' guard bands and constant inputs, every other
+(guard bands included), its inputs' guard bands and constant inputs (where inputs
+could not be made read-only, agent/worker/read_only.py), every other
 program's workspace, every moat, the running case's own guard bands (its arrays' and
 its workspace's), the slack of every buffer's last page (mapped memory past what was
 asked for: buffers are allocated in whole pages so that it is known), and the worker's
@@ -41,6 +42,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .program_run import ProgramRun
 from .protocol import CaseCheck
+from .read_only import is_read_only
 from .status import Status
 
 
@@ -61,10 +63,11 @@ def _words(ptr: int, nbytes: int) -> tuple[int, int]:
 
 
 def _guards(bufs: CaseBuffers) -> list[Region]:
-    """The running case's own guard bands, re-armed with their sentinel afterwards."""
+    """The running case's own guard bands, re-armed with their sentinel afterwards (a
+    read-only input's need no fence: a store there faults)."""
     return [Region(f"case '{bufs.job.case}' {a.job.name} ({side})", *_words(a.buffer.ptr + offset, a.guard),
                    lambda a=a, offset=offset: bufs.arm_guard(a, offset))
-            for a in bufs.arrays.values() for side, offset in a.guard_offsets()]
+            for a in bufs.arrays.values() if not is_read_only(a.buffer) for side, offset in a.guard_offsets()]
 
 
 def _workspace_guards(run: ProgramRun) -> list[Region]:
@@ -87,6 +90,8 @@ def _inputs_of_another(bufs: CaseBuffers) -> list[Region]:
     it somewhere first."""
     out = []
     for a in bufs.inputs():
+        if is_read_only(a.buffer):  # a store there faults (agent/worker/read_only.py)
+            continue
         out += [Region(f"case '{bufs.job.case}' input {a.job.name} ({side})", *_words(a.buffer.ptr + offset, a.guard))
                 for side, offset in a.guard_offsets()]
         if a.constant is not None:
@@ -107,9 +112,9 @@ def _case_slack(bufs: CaseBuffers, outputs: bool = True) -> list[Region]:
     case's outputs are fenced whole, slack included) and past each reference."""
     out = []
     for a in bufs.arrays.values():
-        if outputs or a.job.role != "output":
+        if (outputs or a.job.role != "output") and not is_read_only(a.buffer):
             out += _slack(f"case '{bufs.job.case}' {a.job.name}", a.buffer, a.nbytes + 2 * a.guard)
-        if a.job.role == "output":
+        if a.job.role == "output" and not is_read_only(a.ref):
             out += _slack(f"case '{bufs.job.case}' reference {a.job.name}", a.ref, a.ref_device.nbytes)
     return out
 

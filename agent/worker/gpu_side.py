@@ -49,6 +49,10 @@ RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
                "CUDA_ERROR_NOT_FOUND", "CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU",
                "CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_OUT_OF_MEMORY"}
 
+# What a fault most likely was, for the proposer (after the driver's own text).
+FAULT_HINTS = {"CUDA_ERROR_ILLEGAL_ADDRESS": "a load or store outside the memory the kernel was given, or a store "
+                                             "into an input (inputs are read-only for kernels)"}
+
 BIAS_RELU_SOURCE = r"""
 extern "C" __global__ void ws_bias_relu(float* c, const float* __restrict__ bias, long long count, int n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x)
@@ -391,7 +395,8 @@ def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int
             conn.send(JobDone())
         except native.CudaError as e:
             fatal = e.name not in RECOVERABLE
-            conn.send(Fault(worker.case, worker.phase, e.name, e.text, fatal))
+            hint = FAULT_HINTS.get(e.name)
+            conn.send(Fault(worker.case, worker.phase, e.name, f"{e.text} ({hint})" if hint else e.text, fatal))
             if fatal:
                 conn.close()
                 os._exit(3)  # skip destructors: the context is dead

@@ -18,10 +18,11 @@ def in_pages(nbytes: int) -> int:
     return max(1, (nbytes + ALLOC_GRANULE - 1) // ALLOC_GRANULE) * ALLOC_GRANULE
 
 
-def alloc_pages(device, nbytes: int):
+def alloc_pages(device, nbytes: int, protectable: bool = False):
     """A device buffer of at least nbytes, in whole pages, starting on one (else the end of
-    its last page would be memory of somebody else's: refused, as nothing could fence it)."""
-    buffer = device.alloc(in_pages(nbytes))
+    its last page would be memory of somebody else's: refused, as nothing could fence it).
+    `protectable`: mapped so that it can be made read-only for kernels (agent/worker/read_only.py)."""
+    buffer = device.alloc(in_pages(nbytes), protectable=True) if protectable else device.alloc(in_pages(nbytes))
     if buffer.ptr % ALLOC_GRANULE:
         raise RuntimeError(f"the driver placed a {buffer.nbytes}-byte buffer at {buffer.ptr:#x}, not on a 2 MiB page: "
                            "warpsmith's fences assume whole pages (agent/worker/pages.py); please report this GPU "
