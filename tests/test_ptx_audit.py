@@ -5,6 +5,8 @@ names must be there exactly when the kernel accumulates in 16 bits."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.runtime.compiler import compile_kernel
@@ -249,3 +251,67 @@ def test_reading_constant_memory_stays_allowed():
 extern "C" __global__ void k(const int* i, float* y) { y[threadIdx.x] = table[i[threadIdx.x] & 255] + table[3]; }'''
     r = compile_kernel(table, "k", "sm_90", [], use_cache=False)
     assert r.ok, r.log
+
+
+# Session 24 (a helper's attack, seen on an H100): a kernel's parameters sit in a ring of launch slots in
+# device memory; through its parameters' address a kernel read the arguments of launches before and after it
+# (the checks' keys) and rewrote a later one's.
+PARAM_GENERIC = r'''
+struct Args { unsigned long long* out; long long first; };
+extern "C" __global__ void k(const __grid_constant__ Args a) {
+  unsigned long long p;
+  asm volatile("mov.b64 %0, %1;" : "=l"(p) : "l"(&a));
+  a.out[threadIdx.x] = reinterpret_cast<volatile unsigned long long*>(p)[a.first + threadIdx.x];
+}'''
+PARAM_BELOW = r'''
+struct Args { unsigned long long* out; long long words; };
+extern "C" __global__ void k(const __grid_constant__ Args a) {
+  const unsigned long long* base = reinterpret_cast<const unsigned long long*>(&a);
+  a.out[threadIdx.x] = base[(long long)threadIdx.x - a.words];  // the driver's words below the parameters
+}'''
+PARAM_INDEXED = r'''
+struct Table { float w[16]; };
+extern "C" __global__ void k(const __grid_constant__ Table t, const int* i, float* y) {
+  y[threadIdx.x] = t.w[i[threadIdx.x]];  // an index the compiler cannot see: a load through the parameters' address
+}'''
+
+
+@pytest.mark.parametrize("source", [PARAM_GENERIC, PARAM_BELOW, PARAM_INDEXED])
+def test_a_parameters_address_put_to_any_use_but_a_tma_descriptor_is_refused(source):
+    r = compile_kernel(source, "k", "sm_90", [], use_cache=False)
+    assert not r.ok and r.error == "PARAMETER_ADDRESS" and "TMA descriptor" in r.log and "\n" not in r.log, r.log
+
+
+def test_the_parameter_audit_reads_the_ptx_forms():
+    from agent.runtime.ptx_audit import parameter_reach
+    head = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .align 64 .b8 k_param_1[128]\n)\n{\n\t.reg .b64 %rd<9>;\n"
+    ok = head + "\tld.param.u64 %rd1, [k_param_0];\n\tld.param.u64 %rd2, [k_param_1+120];\n\tmov.b64 %rd3, k_param_1;\n" \
+        "\tcvta.param.u64 %rd4, %rd3;\n\tmov.b64 %rd5, %rd4;\n" \
+        "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd5, {%r2, %r3}], [%r4];\n" \
+        "\tprefetch.tensormap [%rd4];\n\tret;\n}\n"
+    assert parameter_reach(ok) == ()
+    assert parameter_reach(ok.replace("[k_param_1+120]", "[k_param_1+128]")) == ("ld.param.u64 outside k_param_1",)
+    assert parameter_reach(ok.replace("[k_param_1+120]", "[k_param_1+-8]")) == ("ld.param.u64 outside k_param_1",)
+    assert parameter_reach(ok.replace("\tret;", "\tadd.s64 %rd6, %rd5, -4096;\n\tret;")) == \
+        ("add.s64 of a parameter's address",)
+    assert parameter_reach(ok.replace("\tret;", "\tld.u64 %rd6, [%rd4+8];\n\tret;")) == ("ld.u64 of a parameter's address",)
+    assert parameter_reach(ok.replace("{%r2, %r3}], [%r4]", "{%r2, %r3}], [%rd5]")) != ()  # the map, and only the map
+    assert parameter_reach(ok.replace("\tret;", "\tmov.u32 %r9, %envreg3;\n\tret;")) == ("%envreg",)
+    # A second function's registers are its own: %rd4 there is no parameter's address.
+    other = ".visible .entry j(\n\t.param .u64 j_param_0\n)\n{\n\tld.param.u64 %rd4, [j_param_0];\n\tld.u64 %rd5, [%rd4];\n\tret;\n}\n"
+    assert parameter_reach(ok + other) == ()
+
+
+@pytest.mark.parametrize("workload", ["sgemm", "softmax", "layernorm", "rowsum", "transpose", "gemm_bias_relu",
+                                      "bf16_gemm", "rmsnorm_bf16", "attention_bf16"])
+def test_every_shipped_kernel_passes_the_parameter_audit(workload):
+    """No false refusal: every kernel of the examples at its default knobs and every configuration it lists,
+    the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them."""
+    from agent.evaluate.evaluator import compile_candidate
+    from agent.spec.candidate import Candidate
+    from agent.spec.workload import load_workload
+    w = load_workload(Path(__file__).resolve().parent.parent / "examples" / workload)
+    for k in w.kernels.values():
+        for defines in [{}, *k.configs]:
+            c = compile_candidate(Candidate.from_spec(k, defines), "sm_90", False, wide_accumulation=w.wide_accumulation)
+            assert c.ok, (k.name, defines, c.error, c.log[-400:])

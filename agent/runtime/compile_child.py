@@ -122,7 +122,12 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
     # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
     # put any byte in the PTX.
     log = bounded_log(r.log)
-    half_ops, writes = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ((), ())
+    half_ops, writes, reach = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ((), (), ())
+    if reach:  # other launches' arguments (the checks' keys among them), whatever the workload
+        return {"ok": False, "error": "PARAMETER_ADDRESS", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
+                "half_ops": [], "log": "a kernel may use the address of a parameter only as a TMA descriptor "
+                "(cp.async.bulk.tensor, prefetch.tensormap): through it a kernel reaches other launches' arguments "
+                f"({', '.join(reach[:4])}); read parameters by value, and index a parameter array only by constants"}
     if writes:  # state that outlives the launch, whatever the workload: refused for every caller
         return {"ok": False, "error": "KERNEL_KEEPS_STATE", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
                 "half_ops": [], "log": "kernels may not keep state between launches: the PTX takes a writable address "

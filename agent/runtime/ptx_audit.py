@@ -49,8 +49,9 @@ from typing import Optional
 # names this audit found, so a change to what it finds must not read entries made before.
 # 2: strings end at the next quote (no escapes), as ptxas reads them. 3: the compile process
 # refuses a writable address of constant memory (constant_writes). 4: a string spans lines;
-# any generic() is such an address.
-VERSION = 4
+# any generic() is such an address. 5: the compile process refuses a parameter's address
+# put to any use but a TMA descriptor (parameter_reach).
+VERSION = 5
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
@@ -111,6 +112,125 @@ def _constant_writes(code: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+# A declaration, not an instruction's state space: `.param` not part of a dotted name (ld.param).
+_PARAM_DECLARED = re.compile(r"(?<![\w.$%])\.param\b((?:\s*\.[\w:]+(?:\s+\d+)?)*)\s+([A-Za-z_$][\w$]*)\s*(?:\[\s*(\d+)\s*\])?")
+_WIDTH = re.compile(r"\.[bsuf](8|16|32|64)\b")
+_REGISTER = re.compile(r"%[A-Za-z_][\w$]*")
+_IDENTIFIER = re.compile(r"(?<![\w$%.])[A-Za-z_$][\w$]*")
+_LEADING = re.compile(r"^(?:[{}\s]|[$%]?[\w$]+\s*:(?!:)|@\s*!?\s*%[\w$]+)*")  # braces, labels, guards
+_TENSOR_MAP_USE = ("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor", "prefetch.tensormap",
+                   "prefetch.param.tensormap", "prefetch.global.tensormap")
+
+
+def parameter_reach(ptx: str) -> tuple[str, ...]:
+    """What lets a kernel reach memory of other launches through its parameters.
+
+    A kernel's parameters live in the launch's own slot of a ring the driver keeps in
+    device memory, beside the slots of the launches before and after it, the harness's
+    checks among them. Session 24 on an H100 (a helper's attack): a kernel that took the
+    generic address of its own parameters (``cvta.param``) read the arguments of the three
+    launches before it and of one enqueued after it, 64 KiB apart, and rewrote the later
+    one's; an ``ld.param`` at a negative offset from its first parameter read the driver's
+    words below them, the ring's address among them. The checks' keys are arguments.
+
+    So a parameter's address may only ever name a TMA descriptor: the address of a
+    ``.param`` (``mov`` of its name, or ``cvta.param``), copied by ``mov`` or made generic
+    by ``cvta.param``, may appear only as the tensor map of ``cp.async.bulk.tensor`` /
+    ``cp.reduce.async.bulk.tensor`` (``[addr, {coordinates}]``) or of ``prefetch.tensormap``
+    (``[addr]``), what CUTLASS-style TMA kernels do with a ``const __grid_constant__
+    CUtensorMap``. Refused: any other use of such an address (arithmetic on it, a load
+    through it, an ``ld.param`` with a register address), an ``ld.param`` / ``st.param`` of a
+    parameter's name at an offset outside it, a parameter's name anywhere else but a
+    ``call``, and the driver-defined ``%envreg`` registers. Returns short descriptions
+    (instruction names and parameter names, never operands of the source)."""
+    return _parameter_reach(_normalised(ptx))
+
+
+def _param_sizes(code: str) -> dict[str, int]:
+    sizes = {}
+    for m in _PARAM_DECLARED.finditer(code):
+        width = _WIDTH.search(m.group(1) or "")
+        sizes[m.group(2)] = (int(width.group(1)) // 8 if width else 8) * int(m.group(3) or 1)
+    return sizes
+
+
+def _statements(code: str) -> list[tuple[str, str]]:
+    """(opcode with its modifiers, operands) of every instruction; declarations and
+    directives (a leading '.') have no opcode and are left out."""
+    out = []
+    for statement in code.split(";"):
+        if re.match(r"\s*(?:\(|[A-Za-z_$][\w$]*\s*\()", statement):  # a function's header: its body after `{`
+            statement = statement.split("{", 1)[1] if "{" in statement else ""
+        rest = statement[_LEADING.match(statement).end():]  # type: ignore[union-attr]  # the pattern matches empty
+        m = re.match(r"([a-z][\w.:]*)\s*(.*)", rest, re.S)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def _offset_inside(text: str, size: int) -> bool:
+    try:
+        offset = int(text.replace(" ", "").lstrip("+") or "0", 0) if text.strip() else 0
+    except ValueError:
+        return False
+    return 0 <= offset < size
+
+
+def _parameter_reach(code: str) -> tuple[str, ...]:
+    """Each function on its own: registers and parameter names are its own."""
+    found = ["%envreg"] if re.search(r"%envreg", code) else []
+    for function in re.split(r"\.(?:entry|func)\b", code):  # (normalised: `.visible.entry`)
+        found += _function_reach(function)
+    return tuple(dict.fromkeys(found))
+
+
+def _function_reach(code: str) -> list[str]:
+    """Linear in the listing (a hostile one is as long as the source limit allows): names
+    and registers by set membership, copies followed once each."""
+    sizes = _param_sizes(code)
+    statements = [(opcode, operands, [x.strip() for x in operands.split(",")]) for opcode, operands in _statements(code)]
+    found: list[str] = []
+    tainted: set[str] = set()
+    copies: dict[str, list[str]] = {}  # register -> registers a mov or cvta.param copies it into
+    for opcode, operands, parts in statements:
+        base = opcode.split(".")[0]
+        copy = base in ("mov", "cvta") and len(parts) == 2 and bool(_REGISTER.fullmatch(parts[0]))
+        if copy and _REGISTER.fullmatch(parts[1]):
+            copies.setdefault(parts[1], []).append(parts[0])
+        if not set(_IDENTIFIER.findall(operands)) & sizes.keys():
+            continue  # names no parameter
+        if copy and parts[1] in sizes:
+            tainted.add(parts[0])  # the address of a parameter
+        elif base == "call":
+            pass  # a call's arguments and result, by name
+        elif base in ("ld", "st") and "param" in opcode.split(".")[1:]:
+            for m in re.finditer(r"\[\s*([A-Za-z_$][\w$]*)\s*((?:\+\s*[-+]?\s*\w+)?)\s*\]", operands):
+                if m.group(1) in sizes and not _offset_inside(m.group(2), sizes[m.group(1)]):
+                    found.append(f"{opcode} outside {m.group(1)}")
+        else:
+            found.append(f"{opcode} of a parameter's address")
+    queue = list(tainted)
+    while queue:  # copies of an address, in whatever order the listing has them
+        for into in copies.get(queue.pop(), ()):
+            if into not in tainted:
+                tainted.add(into)
+                queue.append(into)
+    for opcode, operands, parts in statements:
+        used = set(_REGISTER.findall(operands)) & tainted
+        if not used:
+            continue
+        source = len(parts) == 2 and (parts[1] in tainted or parts[1] in sizes)
+        if source and parts[0] in tainted and (opcode.split(".")[0] == "mov" or opcode.startswith("cvta.param")):
+            continue  # the address taken, copied, or made generic
+        if opcode.startswith(_TENSOR_MAP_USE):  # the map: `[addr, {coordinates}]`, prefetch's `[addr]`
+            end = r"\]" if opcode.startswith("prefetch") else r",\s*\{"
+            rest = re.sub(r"\[\s*(?:" + "|".join(re.escape(r) for r in used) + r")\s*(?=" + end + ")", "[", operands)
+            if not set(_REGISTER.findall(rest)) & tainted:
+                continue
+        found.append(f"{opcode} of a parameter's address")
+    return found
+
+
 def _constant_registers(code: str) -> set[str]:
     """Registers only ever written by a mov of an immediate, by name over every scope (the
     headers' inlined helpers each declare their own `c`): a name also written by anything
@@ -155,10 +275,10 @@ def _half_accumulation(code: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def audited(ptx: Optional[str]) -> tuple[Optional[tuple[str, ...]], tuple[str, ...]]:
-    """(half_accumulation, constant_writes) of one reading of the PTX; (None, ()) where no
-    PTX came back (nothing could be audited)."""
+def audited(ptx: Optional[str]) -> tuple[Optional[tuple[str, ...]], tuple[str, ...], tuple[str, ...]]:
+    """(half_accumulation, constant_writes, parameter_reach) of one reading of the PTX;
+    (None, (), ()) where no PTX came back (nothing could be audited)."""
     if not ptx:
-        return None, ()
+        return None, (), ()
     code = _normalised(ptx)
-    return _half_accumulation(code), _constant_writes(code)
+    return _half_accumulation(code), _constant_writes(code), _parameter_reach(code)
