@@ -50,8 +50,8 @@ from typing import Optional
 # 2: strings end at the next quote (no escapes), as ptxas reads them. 3: the compile process
 # refuses a writable address of constant memory (constant_writes). 4: a string spans lines;
 # any generic() is such an address. 5: the compile process refuses a parameter's address
-# put to any use but a TMA descriptor (parameter_reach).
-VERSION = 5
+# put to any use but a TMA descriptor (parameter_reach). 6: read fail-closed (a second attack).
+VERSION = 6
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
@@ -87,7 +87,10 @@ def _accumulates(base: str, mods: list[str]) -> bool:
 
 def _normalised(ptx: str) -> str:
     code = _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
-    return re.sub(r"\s*\.\s*(?=[A-Za-z_])", ".", code)  # 'add .rn .bf16' is add.rn.bf16 to ptxas
+    # Blanks collapsed first: the dot rule over a long run of them was quadratic (a hostile
+    # source's macros doubled a blank to 262 144 of them: 150 s, a second attack, session 24).
+    code = re.sub(r"\s+", " ", code)
+    return re.sub(r" ?\. ?(?=[A-Za-z_])", ".", code)  # 'add .rn .bf16' is add.rn.bf16 to ptxas
 
 
 def constant_writes(ptx: str) -> tuple[str, ...]:
@@ -113,13 +116,21 @@ def _constant_writes(code: str) -> tuple[str, ...]:
 
 
 # A declaration, not an instruction's state space: `.param` not part of a dotted name (ld.param).
+# A declaration, not an instruction's state space: `.param` not part of a dotted name (ld.param).
 _PARAM_DECLARED = re.compile(r"(?<![\w.$%])\.param\b((?:\s*\.[\w:]+(?:\s+\d+)?)*)\s+([A-Za-z_$][\w$]*)\s*(?:\[\s*(\d+)\s*\])?")
 _WIDTH = re.compile(r"\.[bsuf](8|16|32|64)\b")
 _REGISTER = re.compile(r"%[A-Za-z_][\w$]*")
 _IDENTIFIER = re.compile(r"(?<![\w$%.])[A-Za-z_$][\w$]*")
-_LEADING = re.compile(r"^(?:[{}\s]|[$%]?[\w$]+\s*:(?!:)|@\s*!?\s*%[\w$]+)*")  # braces, labels, guards
-_TENSOR_MAP_USE = ("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor", "prefetch.tensormap",
-                   "prefetch.param.tensormap", "prefetch.global.tensormap")
+# What may stand before an instruction: braces, labels (`$L__BB0_2:`, not `::`), a guard (`@p`, `@!%p1`).
+_LEADING = re.compile(r"^(?:[{}\s]|[$%]?[\w$]+\s*:(?!:)|@\s*!?\s*[%$]?[\w$]+)*")
+_INSTRUCTION = re.compile(r"([a-z][\w.:]*)(?:\s+(.*))?", re.S)
+# `[addr` as a parameter's address may stand in: the map of a bulk tensor copy (`[addr, {coordinates}]`) ...
+_MAP_WITH_COORDINATES = ("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor", "cp.async.bulk.prefetch.tensor")
+# ... and the lone `[addr]` first operand of a tensor-map prefetch or proxy fence.
+_MAP_ALONE = ("prefetch.tensormap", "prefetch.param.tensormap", "prefetch.global.tensormap", "prefetch.const.tensormap",
+              "fence.proxy.tensormap")
+# A parameter's name and a constant offset, nothing else: `[k_param_0]`, `[k_param_0+8]`, `[k_param_0+-8]`.
+_PARAM_ADDRESS = re.compile(r"\[\s*([A-Za-z_$][\w$]*)\s*(?:\+\s*(-?\s*(?:0[xX][0-9a-fA-F]+|\d+)))?\s*\]")
 
 
 def parameter_reach(ptx: str) -> tuple[str, ...]:
@@ -133,80 +144,127 @@ def parameter_reach(ptx: str) -> tuple[str, ...]:
     one's; an ``ld.param`` at a negative offset from its first parameter read the driver's
     words below them, the ring's address among them. The checks' keys are arguments.
 
-    So a parameter's address may only ever name a TMA descriptor: the address of a
-    ``.param`` (``mov`` of its name, or ``cvta.param``), copied by ``mov`` or made generic
-    by ``cvta.param``, may appear only as the tensor map of ``cp.async.bulk.tensor`` /
-    ``cp.reduce.async.bulk.tensor`` (``[addr, {coordinates}]``) or of ``prefetch.tensormap``
-    (``[addr]``), what CUTLASS-style TMA kernels do with a ``const __grid_constant__
-    CUtensorMap``. Refused: any other use of such an address (arithmetic on it, a load
-    through it, an ``ld.param`` with a register address), an ``ld.param`` / ``st.param`` of a
-    parameter's name at an offset outside it, a parameter's name anywhere else but a
-    ``call``, and the driver-defined ``%envreg`` registers. Returns short descriptions
-    (instruction names and parameter names, never operands of the source)."""
+    Read fail-closed (a second attack got six forms past a first version): every statement
+    of a function's body must read as labels, a guard, then an instruction or a directive,
+    or the kernel is refused; functions are found by their braces, and a function declared
+    inside one is refused. The parameter state space is allowed only as: ``ld.param`` /
+    ``st.param`` at ``[name]`` or ``[name+constant]`` inside that parameter (the header's,
+    or a call's own parameters declared in the body; a body declaration may not reuse a
+    header's name); the address of a header parameter (``mov`` of its name), copied by
+    ``mov`` or made generic by ``cvta.param``, used only as a TMA descriptor: the map of
+    ``cp.async.bulk.tensor`` / ``cp.reduce.async.bulk.tensor`` / ``cp.async.bulk.prefetch.tensor``
+    (``[addr, {coordinates}]``) or the operand of ``prefetch.tensormap`` /
+    ``fence.proxy.tensormap`` (``[addr]``), what CUTLASS-style TMA kernels do with a ``const
+    __grid_constant__ CUtensorMap``. Anything else touching a parameter's name, such an address
+    or the param state space is refused, and so are the driver-defined ``%envreg`` registers.
+    Returns short descriptions (instruction and parameter names, never the source's text)."""
     return _parameter_reach(_normalised(ptx))
 
 
-def _param_sizes(code: str) -> dict[str, int]:
-    sizes = {}
-    for m in _PARAM_DECLARED.finditer(code):
+def _parameter_reach(code: str) -> tuple[str, ...]:
+    found = ["%envreg"] if re.search(r"%envreg", code, re.I) else []
+    functions, problems = _functions(code)
+    found += problems
+    for header, body in functions:
+        found += _function_reach(header, body)
+    return tuple(dict.fromkeys(found))
+
+
+def _functions(code: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(header, body) of each function, by brace depth; a `.entry` / `.func` inside a body is a
+    problem (it once cut a kernel's body off its header's parameters)."""
+    out: list[tuple[str, str]] = []
+    problems: list[str] = []
+    depth, after_last, body_start, header = 0, 0, 0, ""
+    for m in re.finditer(r"[{}]", code):
+        if m.group() == "{":
+            if depth == 0:
+                header, body_start = code[after_last:m.start()].rsplit(";", 1)[-1], m.end()
+            depth += 1
+            continue
+        depth -= 1
+        if depth < 0:
+            return out, ["an unbalanced brace"]
+        if depth == 0:
+            body = code[body_start:m.start()]
+            if re.search(r"\.(?:entry|func)\b", header):
+                out.append((header, body))
+                if re.search(r"\.(?:entry|func|callprototype\s*\.func)\b", body):
+                    problems.append("a function declared inside a function")
+            after_last = m.end()
+    return out, problems + (["an unbalanced brace"] if depth else [])
+
+
+def _param_sizes(text: str) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for m in _PARAM_DECLARED.finditer(text):
         width = _WIDTH.search(m.group(1) or "")
-        sizes[m.group(2)] = (int(width.group(1)) // 8 if width else 8) * int(m.group(3) or 1)
+        size = (int(width.group(1)) // 8 if width else 8) * int(m.group(3) or 1)
+        sizes[m.group(2)] = min(size, sizes.get(m.group(2), size))  # declared twice: the smaller counts
     return sizes
 
 
-def _statements(code: str) -> list[tuple[str, str]]:
-    """(opcode with its modifiers, operands) of every instruction; declarations and
-    directives (a leading '.') have no opcode and are left out."""
-    out = []
-    for statement in code.split(";"):
-        if re.match(r"\s*(?:\(|[A-Za-z_$][\w$]*\s*\()", statement):  # a function's header: its body after `{`
-            statement = statement.split("{", 1)[1] if "{" in statement else ""
-        rest = statement[_LEADING.match(statement).end():]  # type: ignore[union-attr]  # the pattern matches empty
-        m = re.match(r"([a-z][\w.:]*)\s*(.*)", rest, re.S)
-        if m:
-            out.append((m.group(1), m.group(2)))
-    return out
-
-
-def _offset_inside(text: str, size: int) -> bool:
+def _offset_inside(text: Optional[str], size: int) -> bool:
     try:
-        offset = int(text.replace(" ", "").lstrip("+") or "0", 0) if text.strip() else 0
-    except ValueError:
+        offset = int(text.replace(" ", ""), 0) if text else 0
+    except ValueError:  # `08` and the like: not read, so not allowed
         return False
     return 0 <= offset < size
 
 
-def _parameter_reach(code: str) -> tuple[str, ...]:
-    """Each function on its own: registers and parameter names are its own."""
-    found = ["%envreg"] if re.search(r"%envreg", code) else []
-    for function in re.split(r"\.(?:entry|func)\b", code):  # (normalised: `.visible.entry`)
-        found += _function_reach(function)
-    return tuple(dict.fromkeys(found))
-
-
-def _function_reach(code: str) -> list[str]:
-    """Linear in the listing (a hostile one is as long as the source limit allows): names
-    and registers by set membership, copies followed once each."""
-    sizes = _param_sizes(code)
-    statements = [(opcode, operands, [x.strip() for x in operands.split(",")]) for opcode, operands in _statements(code)]
+def _function_reach(header: str, body: str) -> list[str]:
+    """Linear in the listing (a hostile one is as long as the source limit allows): names and
+    registers by set membership, copies followed once each."""
+    params = _param_sizes(header)
     found: list[str] = []
+    statements: list[tuple[str, str, list[str]]] = []
+    calls: dict[str, int] = {}  # a call's own parameters, declared in the body
+    for statement in body.split(";"):
+        rest = statement[_LEADING.match(statement).end():].strip()  # type: ignore[union-attr]  # matches empty
+        if not rest:
+            continue
+        if rest.startswith("."):  # a directive or declaration
+            declared = _param_sizes(rest)
+            if declared.keys() & params.keys():
+                found.append("a body .param that reuses a parameter's name")
+            for name, size in declared.items():
+                calls[name] = min(size, calls.get(name, size))
+            continue
+        m = _INSTRUCTION.fullmatch(rest)
+        if not m:
+            found.append("a statement the audit cannot read")
+            continue
+        operands = m.group(2) or ""
+        statements.append((m.group(1), operands, [x.strip() for x in operands.split(",")]))
+    names = params.keys() | calls.keys()
     tainted: set[str] = set()
     copies: dict[str, list[str]] = {}  # register -> registers a mov or cvta.param copies it into
     for opcode, operands, parts in statements:
-        base = opcode.split(".")[0]
+        mods = opcode.split(".")
+        base = mods[0]
         copy = base in ("mov", "cvta") and len(parts) == 2 and bool(_REGISTER.fullmatch(parts[0]))
-        if copy and _REGISTER.fullmatch(parts[1]):
+        if copy and _REGISTER.fullmatch(parts[1]) and (base == "mov" or opcode.startswith("cvta.param")):
             copies.setdefault(parts[1], []).append(parts[0])
-        if not set(_IDENTIFIER.findall(operands)) & sizes.keys():
-            continue  # names no parameter
-        if copy and parts[1] in sizes:
+        named = set(_IDENTIFIER.findall(operands)) & names
+        if "param" in mods[1:]:  # the parameter state space
+            if base in ("ld", "st"):
+                brackets = re.findall(r"\[[^\]]*\]", operands)
+                for b in brackets:
+                    a = _PARAM_ADDRESS.fullmatch(b)
+                    limit = (params.get(a.group(1)) or calls.get(a.group(1))) if a else None
+                    if a is None or limit is None or not _offset_inside(a.group(2), limit):
+                        found.append(f"{opcode} at an address other than a parameter and a constant inside it")
+                if len(brackets) != 1:
+                    found.append(f"{opcode} at an address other than a parameter and a constant inside it")
+            elif not (opcode.startswith("cvta.param") and copy) and not opcode.startswith(_MAP_ALONE):
+                found.append(f"{opcode} of a parameter's address")
+            continue  # cvta.param's source and a prefetch's operand are judged with the copies below
+        if not named:
+            continue
+        if base == "mov" and copy and parts[1] in params:
             tainted.add(parts[0])  # the address of a parameter
-        elif base == "call":
-            pass  # a call's arguments and result, by name
-        elif base in ("ld", "st") and "param" in opcode.split(".")[1:]:
-            for m in re.finditer(r"\[\s*([A-Za-z_$][\w$]*)\s*((?:\+\s*[-+]?\s*\w+)?)\s*\]", operands):
-                if m.group(1) in sizes and not _offset_inside(m.group(2), sizes[m.group(1)]):
-                    found.append(f"{opcode} outside {m.group(1)}")
+        elif base == "call" and not named & params.keys():
+            pass  # a call's own parameters, by name
         else:
             found.append(f"{opcode} of a parameter's address")
     queue = list(tainted)
@@ -216,15 +274,24 @@ def _function_reach(code: str) -> list[str]:
                 tainted.add(into)
                 queue.append(into)
     for opcode, operands, parts in statements:
+        if opcode.startswith("cvta.param") and not (len(parts) == 2 and parts[1] in tainted):
+            found.append(f"{opcode} of an address that is no parameter's")
+            continue
+        if opcode.startswith(_MAP_ALONE) and "param" in opcode.split("."):  # the map in the param space
+            target = re.fullmatch(r"\[\s*([%$]?[\w$]+)\s*\]", parts[0])
+            if not (target and (target.group(1) in params or target.group(1) in tainted)):
+                found.append(f"{opcode} of an address that is no parameter's")
+            continue
         used = set(_REGISTER.findall(operands)) & tainted
         if not used:
             continue
-        source = len(parts) == 2 and (parts[1] in tainted or parts[1] in sizes)
-        if source and parts[0] in tainted and (opcode.split(".")[0] == "mov" or opcode.startswith("cvta.param")):
+        if len(parts) == 2 and parts[0] in tainted and parts[1] in tainted | params.keys() \
+                and (opcode.split(".")[0] == "mov" or opcode.startswith("cvta.param")):
             continue  # the address taken, copied, or made generic
-        if opcode.startswith(_TENSOR_MAP_USE):  # the map: `[addr, {coordinates}]`, prefetch's `[addr]`
-            end = r"\]" if opcode.startswith("prefetch") else r",\s*\{"
-            rest = re.sub(r"\[\s*(?:" + "|".join(re.escape(r) for r in used) + r")\s*(?=" + end + ")", "[", operands)
+        if opcode.startswith(_MAP_WITH_COORDINATES + _MAP_ALONE):
+            end = r",\s*\{" if opcode.startswith(_MAP_WITH_COORDINATES) else r"\]"
+            first = r"" if opcode.startswith(_MAP_WITH_COORDINATES) else r"^\s*"
+            rest = re.sub(first + r"\[\s*(?:" + "|".join(map(re.escape, used)) + r")\s*(?=" + end + ")", "[", operands)
             if not set(_REGISTER.findall(rest)) & tainted:
                 continue
         found.append(f"{opcode} of a parameter's address")
@@ -265,7 +332,8 @@ def _half_accumulation(code: str) -> tuple[str, ...]:
         if not _accumulates(base, mods):
             continue
         if base == "fma":  # a constant addend: a multiply
-            operands = code[m.end():].split(";", 1)[0].split(",")
+            stop = code.find(";", m.end())
+            operands = code[m.end():stop if stop >= 0 else len(code)].split(",")
             addend = operands[3].strip() if len(operands) == 4 else ""
             if constants is None:
                 constants = _constant_registers(code)
