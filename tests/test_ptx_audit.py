@@ -369,3 +369,52 @@ def test_runs_of_blanks_are_collapsed_before_the_dot_rule():
           "[k_param_0]; add .rn .bf16 %h1, %h2, %h3; ret; }"
     assert len(_normalised(ptx)) < 200
     assert audited(ptx) == (("add.rn.bf16",), (), ())
+
+
+# A third attack (session 24), on the fail-closed version: `.param::entry` spelt the state space another way;
+# a `.pragma` between an entry's signature and its brace hid the whole body (the entry written in a helper's
+# inline assembly); a register named as the first parameter made `[k_param_0]` a register-indexed read; a vector
+# ld.param read past the last parameter. Each reached c[0x0][0x198] in its SASS; each is refused now.
+ATTACKS = Path(__file__).resolve().parent / "ptx_attacks"
+THIRD_ATTACK = {
+    "param::entry": 'extern "C" __global__ void k(unsigned long long* out, long long off) {\n  unsigned long long v;\n'
+                    '  asm volatile("ld.param::entry.u64 %0, [%1];" : "=l"(v) : "l"(off));\n  out[threadIdx.x] = v;\n}',
+    "vector past the last parameter": 'extern "C" __global__ void k(unsigned long long* out, unsigned n) {\n'
+                                      '  unsigned a, b, c, d;\n  asm volatile("ld.param.v4.u32 {%0, %1, %2, %3}, '
+                                      '[k_param_1];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d));\n'
+                                      '  out[threadIdx.x] = a + b + c + d;\n}',
+    "pragma before the body": (ATTACKS / "pragma_header.cu").read_text(),
+    "register named as a parameter": (ATTACKS / "register_named_as_parameter.cu").read_text(),
+}
+
+
+@pytest.mark.parametrize("how", sorted(THIRD_ATTACK))
+def test_the_third_attack_on_the_parameter_audit_is_refused(how):
+    r = compile_kernel(THIRD_ATTACK[how], "k", "sm_90", [], use_cache=False)
+    assert not r.ok and r.error == "PARAMETER_ADDRESS", (r.error, r.log)
+
+
+@pytest.mark.parametrize("source", [
+    'extern "C" __global__ void k(const float* x, float* y, int n) {\n'
+    '  if (threadIdx.x == 0) printf("n=%d x0=%f\\n", n, x[0]);\n  y[threadIdx.x] = x[threadIdx.x];\n}',
+    '#include <cuda/std/cassert>\nextern "C" __global__ void k(const float* x, float* y, int n) {\n'
+    '  assert(n > 0);\n  y[threadIdx.x] = x[threadIdx.x];\n}',
+])
+def test_printf_and_assert_stay_allowed(source):
+    """Their PTX has a `.global` string initialiser after an `.extern .func` prototype: a block that is an
+    initialiser, not a function's body."""
+    r = compile_kernel(source, "k", "sm_90", [], use_cache=False)
+    assert r.ok, (r.error, r.log)
+
+
+def test_a_debug_line_directive_hides_no_instruction():
+    """`.loc` ends at the line's end, not at a `;`: read as one statement with the instruction after it, a
+    `.loc` before each of the address's `mov` and `cvta.param` hid both (with -lineinfo, an allowed option)."""
+    source = ('struct Args { unsigned long long* out; long long first; };\n'
+              'extern "C" __global__ void k(const __grid_constant__ Args a) {\n  unsigned long long p;\n'
+              '  asm volatile(".loc 1 1 0\\n\\tmov.b64 %0, k_param_0;\\n.loc 1 1 0\\n\\tcvta.param.u64 %0, %0;" : "=l"(p));\n'
+              '  a.out[threadIdx.x] = reinterpret_cast<volatile unsigned long long*>(p)[a.first + threadIdx.x];\n}')
+    r = compile_kernel(source, "k", "sm_90", ["-lineinfo"], use_cache=False)
+    assert not r.ok and r.error == "PARAMETER_ADDRESS", (r.error, r.log)
+    honest = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'
+    assert compile_kernel(honest, "k", "sm_90", ["-lineinfo"], use_cache=False).ok

@@ -51,7 +51,8 @@ from typing import Optional
 # refuses a writable address of constant memory (constant_writes). 4: a string spans lines;
 # any generic() is such an address. 5: the compile process refuses a parameter's address
 # put to any use but a TMA descriptor (parameter_reach). 6: read fail-closed (a second attack).
-VERSION = 6
+# 7: a third attack (param::entry, a header hidden by a .pragma, a register named as a parameter).
+VERSION = 7
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
@@ -85,8 +86,18 @@ def _accumulates(base: str, mods: list[str]) -> bool:
     return False
 
 
+# The debug-line directives end at the line's end, not at a `;`: with the lines joined, `.loc 1 1 0` took
+# the next instruction into a "directive" the parameter audit skipped (found with -lineinfo, session 24).
+# Their exact forms are removed while the lines still stand; any other spelling is refused (parameter_reach).
+_LINE_DIRECTIVES = re.compile(r"\.loc[ \t]+\d+[ \t]+\d+[ \t]+\d+"
+                              r"(?:[ \t]*,[ \t]*function_name[ \t]+[\w$]+(?:[ \t]*\+[ \t]*\d+)?)?"
+                              r"(?:[ \t]*,[ \t]*inlined_at[ \t]+\d+[ \t]+\d+[ \t]+\d+)?[ \t]*(?=\n|$)"
+                              r"|\.file[ \t]+\d+[ \t]+\"\"(?:[ \t]*,[ \t]*\d+[ \t]*,[ \t]*\d+)?[ \t]*(?=\n|$)")
+
+
 def _normalised(ptx: str) -> str:
     code = _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
+    code = _LINE_DIRECTIVES.sub(" ", code)
     # Blanks collapsed first: the dot rule over a long run of them was quadratic (a hostile
     # source's macros doubled a blank to 262 144 of them: 150 s, a second attack, session 24).
     code = re.sub(r"\s+", " ", code)
@@ -163,6 +174,8 @@ def parameter_reach(ptx: str) -> tuple[str, ...]:
 
 def _parameter_reach(code: str) -> tuple[str, ...]:
     found = ["%envreg"] if re.search(r"%envreg", code, re.I) else []
+    if re.search(r"\.(?:loc|file)\b", code):  # a debug-line directive in a form the normalisation did not read
+        found.append("a .loc or .file the audit cannot read")
     functions, problems = _functions(code)
     found += problems
     for header, body in functions:
@@ -171,25 +184,33 @@ def _parameter_reach(code: str) -> tuple[str, ...]:
 
 
 def _functions(code: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(header, body) of each function, by brace depth; a `.entry` / `.func` inside a body is a
-    problem (it once cut a kernel's body off its header's parameters)."""
+    """(header, body) of each function, by brace depth. A top-level block is a function's
+    body when the text since the last one names `.entry` / `.func` (its header: from that
+    token on, whatever stands between the signature and the brace, a `.pragma` among them,
+    once hid a whole body), or an initializer (`= {`); any other is a problem, and so is a
+    `.entry` / `.func` inside a body (it once cut a kernel's body off its parameters)."""
     out: list[tuple[str, str]] = []
     problems: list[str] = []
-    depth, after_last, body_start, header = 0, 0, 0, ""
+    depth, after_last, body_start, header, initializer = 0, 0, 0, "", False
     for m in re.finditer(r"[{}]", code):
         if m.group() == "{":
             if depth == 0:
-                header, body_start = code[after_last:m.start()].rsplit(";", 1)[-1], m.end()
+                before = code[after_last:m.start()]
+                initializer = before.rsplit(";", 1)[-1].rstrip().endswith("=")  # `.global .b8 s[3] = {`
+                token = [] if initializer else list(re.finditer(r"\.(?:entry|func)\b", before))
+                header, body_start = (before[token[-1].start():] if token else ""), m.end()
+                if not token and not initializer:
+                    problems.append("a block that is neither a function nor an initializer")
             depth += 1
             continue
         depth -= 1
         if depth < 0:
-            return out, ["an unbalanced brace"]
+            return out, problems + ["an unbalanced brace"]
         if depth == 0:
             body = code[body_start:m.start()]
-            if re.search(r"\.(?:entry|func)\b", header):
+            if header:
                 out.append((header, body))
-                if re.search(r"\.(?:entry|func|callprototype\s*\.func)\b", body):
+                if re.search(r"\.(?:entry|func)\b", body):
                     problems.append("a function declared inside a function")
             after_last = m.end()
     return out, problems + (["an unbalanced brace"] if depth else [])
@@ -212,6 +233,13 @@ def _offset_inside(text: Optional[str], size: int) -> bool:
     return 0 <= offset < size
 
 
+def _access_bytes(mods: list[str]) -> int:
+    """The bytes one ld / st moves: its type's width times its vector length (`.v4.u32`: 16)."""
+    width = next((int(m[1:]) // 8 for m in mods if re.fullmatch(r"[bsuf](?:8|16|32|64)", m)), 8)
+    vector = next((int(m[1:]) for m in mods if re.fullmatch(r"v(?:2|4|8)", m)), 1)
+    return width * vector
+
+
 def _function_reach(header: str, body: str) -> list[str]:
     """Linear in the listing (a hostile one is as long as the source limit allows): names and
     registers by set membership, copies followed once each."""
@@ -219,6 +247,7 @@ def _function_reach(header: str, body: str) -> list[str]:
     found: list[str] = []
     statements: list[tuple[str, str, list[str]]] = []
     calls: dict[str, int] = {}  # a call's own parameters, declared in the body
+    others: set[str] = set()  # every other name the body declares (registers, variables)
     for statement in body.split(";"):
         rest = statement[_LEADING.match(statement).end():].strip()  # type: ignore[union-attr]  # matches empty
         if not rest:
@@ -229,6 +258,8 @@ def _function_reach(header: str, body: str) -> list[str]:
                 found.append("a body .param that reuses a parameter's name")
             for name, size in declared.items():
                 calls[name] = min(size, calls.get(name, size))
+            if not declared:  # `.reg .b64 k_param_0` made `[k_param_0]` a register-indexed read
+                others.update(_IDENTIFIER.findall(rest))
             continue
         m = _INSTRUCTION.fullmatch(rest)
         if not m:
@@ -237,6 +268,8 @@ def _function_reach(header: str, body: str) -> list[str]:
         operands = m.group(2) or ""
         statements.append((m.group(1), operands, [x.strip() for x in operands.split(",")]))
     names = params.keys() | calls.keys()
+    if others & names:
+        found.append("a name that is both a parameter and something else")
     tainted: set[str] = set()
     copies: dict[str, list[str]] = {}  # register -> registers a mov or cvta.param copies it into
     for opcode, operands, parts in statements:
@@ -246,13 +279,13 @@ def _function_reach(header: str, body: str) -> list[str]:
         if copy and _REGISTER.fullmatch(parts[1]) and (base == "mov" or opcode.startswith("cvta.param")):
             copies.setdefault(parts[1], []).append(parts[0])
         named = set(_IDENTIFIER.findall(operands)) & names
-        if "param" in mods[1:]:  # the parameter state space
+        if "param" in opcode:  # the parameter state space, however spelt (`.param::entry`, `.param::func`)
             if base in ("ld", "st"):
                 brackets = re.findall(r"\[[^\]]*\]", operands)
                 for b in brackets:
                     a = _PARAM_ADDRESS.fullmatch(b)
                     limit = (params.get(a.group(1)) or calls.get(a.group(1))) if a else None
-                    if a is None or limit is None or not _offset_inside(a.group(2), limit):
+                    if a is None or limit is None or not _offset_inside(a.group(2), limit - _access_bytes(mods) + 1):
                         found.append(f"{opcode} at an address other than a parameter and a constant inside it")
                 if len(brackets) != 1:
                     found.append(f"{opcode} at an address other than a parameter and a constant inside it")
@@ -285,7 +318,7 @@ def _function_reach(header: str, body: str) -> list[str]:
         used = set(_REGISTER.findall(operands)) & tainted
         if not used:
             continue
-        if len(parts) == 2 and parts[0] in tainted and parts[1] in tainted | params.keys() \
+        if len(parts) == 2 and parts[0] in tainted and (parts[1] in tainted or parts[1] in params) \
                 and (opcode.split(".")[0] == "mov" or opcode.startswith("cvta.param")):
             continue  # the address taken, copied, or made generic
         if opcode.startswith(_MAP_WITH_COORDINATES + _MAP_ALONE):
