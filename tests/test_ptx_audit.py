@@ -418,3 +418,18 @@ def test_a_debug_line_directive_hides_no_instruction():
     assert not r.ok and r.error == "PARAMETER_ADDRESS", (r.error, r.log)
     honest = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'
     assert compile_kernel(honest, "k", "sm_90", ["-lineinfo"], use_cache=False).ok
+
+
+@pytest.mark.parametrize("name", ["register_range_named_as_parameter.cu", "b128_past_the_parameters.cu"])
+def test_the_fourth_attack_on_the_parameter_audit_is_refused(name):
+    """`.reg .b64 k_param_<1>` declares a register k_param_0 (`[k_param_0]` then reads bank 0 at a register's
+    offset); `ld.param.b128` was taken for 8 bytes and read 8 past the parameters. Both passed version 7."""
+    r = compile_kernel((ATTACKS / name).read_text(), "k", "sm_90", [], use_cache=False)
+    assert not r.ok and r.error == "PARAMETER_ADDRESS", (r.error, r.log)
+
+
+def test_lineinfo_debug_strings_of_inlined_headers_stay_allowed():
+    """With -lineinfo, an inlined header function (cooperative groups' cluster rank) brings a top-level
+    `.section .debug_str { labels: .b8 ... }`: data, not a function, and allowed."""
+    r = compile_kernel((ATTACKS / "honest_cluster_rank.cu").read_text(), "k", "sm_90", ["-lineinfo"], use_cache=False)
+    assert r.ok, (r.error, r.log)

@@ -52,7 +52,8 @@ from typing import Optional
 # any generic() is such an address. 5: the compile process refuses a parameter's address
 # put to any use but a TMA descriptor (parameter_reach). 6: read fail-closed (a second attack).
 # 7: a third attack (param::entry, a header hidden by a .pragma, a register named as a parameter).
-VERSION = 7
+# 8: a fourth (register ranges `name<N>`, .b128), and -lineinfo's debug string sections allowed.
+VERSION = 8
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
@@ -140,6 +141,8 @@ _MAP_WITH_COORDINATES = ("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor", 
 # ... and the lone `[addr]` first operand of a tensor-map prefetch or proxy fence.
 _MAP_ALONE = ("prefetch.tensormap", "prefetch.param.tensormap", "prefetch.global.tensormap", "prefetch.const.tensormap",
               "fence.proxy.tensormap")
+# What -lineinfo's `.section .debug_str { $L__info_string0: .b8 95,90,0 }` holds: labels and byte data.
+_DATA_ONLY = re.compile(r"(?:\s|[$\w]+\s*:(?!:)|\.b(?:8|16|32|64)\b|[-+]?(?:0[xX][0-9a-fA-F]+|\d+)|,|;)*")
 # A parameter's name and a constant offset, nothing else: `[k_param_0]`, `[k_param_0+8]`, `[k_param_0+-8]`.
 _PARAM_ADDRESS = re.compile(r"\[\s*([A-Za-z_$][\w$]*)\s*(?:\+\s*(-?\s*(?:0[xX][0-9a-fA-F]+|\d+)))?\s*\]")
 
@@ -196,10 +199,14 @@ def _functions(code: str) -> tuple[list[tuple[str, str]], list[str]]:
         if m.group() == "{":
             if depth == 0:
                 before = code[after_last:m.start()]
-                initializer = before.rsplit(";", 1)[-1].rstrip().endswith("=")  # `.global .b8 s[3] = {`
-                token = [] if initializer else list(re.finditer(r"\.(?:entry|func)\b", before))
+                tail = before.rsplit(";", 1)[-1]
+                initializer = tail.rstrip().endswith("=")  # `.global .b8 s[3] = {`
+                section = bool(re.search(r"\.section\b", tail)) and not re.search(r"\.(?:entry|func)\b", tail)
+                token = [] if initializer or section else list(re.finditer(r"\.(?:entry|func)\b", before))
                 header, body_start = (before[token[-1].start():] if token else ""), m.end()
-                if not token and not initializer:
+                if section and not _DATA_ONLY.fullmatch(code[m.end():code.find("}", m.end())]):
+                    problems.append("a .section that holds more than labels and data")
+                elif not token and not initializer and not section:
                     problems.append("a block that is neither a function nor an initializer")
             depth += 1
             continue
@@ -233,11 +240,21 @@ def _offset_inside(text: Optional[str], size: int) -> bool:
     return 0 <= offset < size
 
 
-def _access_bytes(mods: list[str]) -> int:
-    """The bytes one ld / st moves: its type's width times its vector length (`.v4.u32`: 16)."""
-    width = next((int(m[1:]) // 8 for m in mods if re.fullmatch(r"[bsuf](?:8|16|32|64)", m)), 8)
+def _in_range(name: str, ranges: dict[str, int]) -> bool:
+    """Whether `name` is one of the registers a `prefix<N>` declaration names (prefix0 .. prefixN-1)."""
+    m = re.fullmatch(r"(.*?)(\d+)", name)
+    if m is None or m.group(1) not in ranges:
+        return False
+    return int(m.group(2)) < ranges[m.group(1)] and (m.group(2) == "0" or not m.group(2).startswith("0"))
+
+
+def _access_bytes(mods: list[str]) -> Optional[int]:
+    """The bytes one ld / st moves: its type's width times its vector length (`.v4.u32`: 16);
+    None for a type not read here (a fourth attack read past the parameters with `.b128`,
+    once taken for 8 bytes)."""
+    width = next((int(m[1:]) // 8 for m in mods if re.fullmatch(r"[bsuf](?:8|16|32|64|128)", m)), None)
     vector = next((int(m[1:]) for m in mods if re.fullmatch(r"v(?:2|4|8)", m)), 1)
-    return width * vector
+    return None if width is None else width * vector
 
 
 def _function_reach(header: str, body: str) -> list[str]:
@@ -248,6 +265,7 @@ def _function_reach(header: str, body: str) -> list[str]:
     statements: list[tuple[str, str, list[str]]] = []
     calls: dict[str, int] = {}  # a call's own parameters, declared in the body
     others: set[str] = set()  # every other name the body declares (registers, variables)
+    ranges: dict[str, int] = {}  # `.reg .b64 name<N>` declares name0 .. name(N-1)
     for statement in body.split(";"):
         rest = statement[_LEADING.match(statement).end():].strip()  # type: ignore[union-attr]  # matches empty
         if not rest:
@@ -260,6 +278,8 @@ def _function_reach(header: str, body: str) -> list[str]:
                 calls[name] = min(size, calls.get(name, size))
             if not declared:  # `.reg .b64 k_param_0` made `[k_param_0]` a register-indexed read
                 others.update(_IDENTIFIER.findall(rest))
+                for prefix, count in re.findall(r"([A-Za-z_$][\w$]*)\s*<\s*(\d+)\s*>", rest):  # `k_param_<1>`
+                    ranges[prefix] = max(int(count), ranges.get(prefix, 0))
             continue
         m = _INSTRUCTION.fullmatch(rest)
         if not m:
@@ -268,7 +288,7 @@ def _function_reach(header: str, body: str) -> list[str]:
         operands = m.group(2) or ""
         statements.append((m.group(1), operands, [x.strip() for x in operands.split(",")]))
     names = params.keys() | calls.keys()
-    if others & names:
+    if others & names or any(_in_range(name, ranges) for name in names):
         found.append("a name that is both a parameter and something else")
     tainted: set[str] = set()
     copies: dict[str, list[str]] = {}  # register -> registers a mov or cvta.param copies it into
@@ -282,12 +302,13 @@ def _function_reach(header: str, body: str) -> list[str]:
         if "param" in opcode:  # the parameter state space, however spelt (`.param::entry`, `.param::func`)
             if base in ("ld", "st"):
                 brackets = re.findall(r"\[[^\]]*\]", operands)
+                moved = _access_bytes(mods)
                 for b in brackets:
                     a = _PARAM_ADDRESS.fullmatch(b)
                     limit = (params.get(a.group(1)) or calls.get(a.group(1))) if a else None
-                    if a is None or limit is None or not _offset_inside(a.group(2), limit - _access_bytes(mods) + 1):
+                    if a is None or limit is None or moved is None or not _offset_inside(a.group(2), limit - moved + 1):
                         found.append(f"{opcode} at an address other than a parameter and a constant inside it")
-                if len(brackets) != 1:
+                if len(brackets) != 1 or set(_IDENTIFIER.findall(re.sub(r"\[[^\]]*\]", "", operands))) & names:
                     found.append(f"{opcode} at an address other than a parameter and a constant inside it")
             elif not (opcode.startswith("cvta.param") and copy) and not opcode.startswith(_MAP_ALONE):
                 found.append(f"{opcode} of a parameter's address")
