@@ -433,3 +433,11 @@ def test_lineinfo_debug_strings_of_inlined_headers_stay_allowed():
     `.section .debug_str { labels: .b8 ... }`: data, not a function, and allowed."""
     r = compile_kernel((ATTACKS / "honest_cluster_rank.cu").read_text(), "k", "sm_90", ["-lineinfo"], use_cache=False)
     assert r.ok, (r.error, r.log)
+
+
+def test_a_register_range_names_every_split_of_its_digits():
+    """`.reg .b64 q1<3>` declares q10, q11, q12: a parameter named like one of them is refused however the
+    trailing digits split (a fifth attack's note); names outside the range are not."""
+    from agent.runtime.ptx_audit import _in_range
+    assert _in_range("q12", {"q1": 3}) and _in_range("q12", {"q": 13}) and _in_range("k_param_0", {"k_param_": 1})
+    assert not _in_range("q12", {"q": 12}) and not _in_range("k_param_01", {"k_param_": 5})

@@ -242,10 +242,12 @@ def _offset_inside(text: Optional[str], size: int) -> bool:
 
 def _in_range(name: str, ranges: dict[str, int]) -> bool:
     """Whether `name` is one of the registers a `prefix<N>` declaration names (prefix0 .. prefixN-1)."""
-    m = re.fullmatch(r"(.*?)(\d+)", name)
-    if m is None or m.group(1) not in ranges:
-        return False
-    return int(m.group(2)) < ranges[m.group(1)] and (m.group(2) == "0" or not m.group(2).startswith("0"))
+    digits = len(name) - len(name.rstrip("0123456789"))
+    for cut in range(len(name) - digits, len(name)):  # `q1<3>` names q10 .. q12: every split of the digits
+        prefix, number = name[:cut], name[cut:]
+        if prefix in ranges and int(number) < ranges[prefix] and (number == "0" or not number.startswith("0")):
+            return True
+    return False
 
 
 def _access_bytes(mods: list[str]) -> Optional[int]:
