@@ -1,4 +1,6 @@
-"""What a candidate's PTX says about its accumulation: 16-bit adds, subs, fused
+"""What a candidate's PTX says: a writable address of constant memory
+(``constant_writes``), a parameter's address put to any use but a TMA descriptor
+(``parameter_reach``), and, below, its accumulation: 16-bit adds, subs, fused
 multiply-adds, atomic and bulk adds, and matrix instructions with 16-bit accumulators.
 
 The precision policy ``accumulate = "float32"`` (the default where a workload has 16-bit
