@@ -283,7 +283,7 @@ def test_a_parameters_address_put_to_any_use_but_a_tma_descriptor_is_refused(sou
 
 
 def test_the_parameter_audit_reads_the_ptx_forms():
-    from agent.runtime.ptx_audit import parameter_reach
+    from agent.runtime.ptx_parameters import parameter_reach
     head = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .align 64 .b8 k_param_1[128]\n)\n{\n\t.reg .b64 %rd<9>;\n"
     ok = head + "\tld.param.u64 %rd1, [k_param_0];\n\tld.param.u64 %rd2, [k_param_1+120];\n\tmov.b64 %rd3, k_param_1;\n" \
         "\tcvta.param.u64 %rd4, %rd3;\n\tmov.b64 %rd5, %rd4;\n" \
@@ -364,10 +364,11 @@ extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y) 
 def test_runs_of_blanks_are_collapsed_before_the_dot_rule():
     """A 500-byte source whose macros double a blank to 262 144 of them inside an asm: the normalisation's dot
     rule over such a run was quadratic (150 s). Blanks are collapsed first: the audits read a short listing."""
-    from agent.runtime.ptx_audit import _normalised, audited
+    from agent.runtime.ptx_audit import audited
+    from agent.runtime.ptx_text import normalised
     ptx = ".visible .entry k(.param .u64 k_param_0) { .reg .b64 %rd<3>;" + " " * 20000 + "ld.param.u64 %rd1, " \
           "[k_param_0]; add .rn .bf16 %h1, %h2, %h3; ret; }"
-    assert len(_normalised(ptx)) < 200
+    assert len(normalised(ptx)) < 200
     assert audited(ptx) == (("add.rn.bf16",), (), ())
 
 
@@ -438,6 +439,6 @@ def test_lineinfo_debug_strings_of_inlined_headers_stay_allowed():
 def test_a_register_range_names_every_split_of_its_digits():
     """`.reg .b64 q1<3>` declares q10, q11, q12: a parameter named like one of them is refused however the
     trailing digits split (a fifth attack's note); names outside the range are not."""
-    from agent.runtime.ptx_audit import _in_range
+    from agent.runtime.ptx_parameters import _in_range
     assert _in_range("q12", {"q1": 3}) and _in_range("q12", {"q": 13}) and _in_range("k_param_0", {"k_param_": 1})
     assert not _in_range("q12", {"q": 12}) and not _in_range("k_param_01", {"k_param_": 5})
