@@ -9,7 +9,6 @@ from typing import Optional
 from .ptx_text import normalised as _normalised
 
 # A declaration, not an instruction's state space: `.param` not part of a dotted name (ld.param).
-# A declaration, not an instruction's state space: `.param` not part of a dotted name (ld.param).
 _PARAM_DECLARED = re.compile(r"(?<![\w.$%])\.param\b((?:\s*\.[\w:]+(?:\s+\d+)?)*)\s+([A-Za-z_$][\w$]*)\s*(?:\[\s*(\d+)\s*\])?")
 _WIDTH = re.compile(r"\.[bsuf](8|16|32|64)\b")
 _REGISTER = re.compile(r"%[A-Za-z_][\w$]*")
