@@ -115,8 +115,7 @@ class CaseBuffers:
             if a.role == "input":
                 arr.host = generate_input(a, job.case, seed)
                 buf.upload(arr.host, g)
-                for _, offset in arr.guard_offsets():  # armed now: read-only from here on
-                    self.arm_guard(arr, offset)
+                self.arm_guards(arr)  # armed now: read-only from here on
                 arr.checksum = checks.checksum(arr.ptr, a.nbytes, arr.width)
                 arr.constant = _constant_word(arr.host, arr.width)
             else:
@@ -143,10 +142,14 @@ class CaseBuffers:
             # Always re-armed: the last candidate may have written into them (not into a
             # read-only input's: armed at its upload).
             if not is_read_only(a.buffer):
-                for _, offset in a.guard_offsets():
-                    self.arm_guard(a, offset)
+                self.arm_guards(a)
         self.restore()
         self.poison(poisons, synchronous=True)
+
+    def arm_guards(self, a: DeviceArray) -> None:
+        """Both of a's guard bands back to their sentinel."""
+        for _, offset in a.guard_offsets():
+            self.arm_guard(a, offset)
 
     def arm_guard(self, a: DeviceArray, offset: int) -> None:
         """One of a's guard bands back to its sentinel."""
@@ -206,8 +209,7 @@ class CaseBuffers:
                 if a.job.role == "input":
                     with writable(a.buffer):
                         a.buffer.upload(a.host, a.guard)
-                        for _, offset in a.guard_offsets():
-                            self.arm_guard(a, offset)
+                        self.arm_guards(a)
                 else:
                     with writable(a.ref):
                         self.checks.upload_reference(a.ref, a.ref_device)
