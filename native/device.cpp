@@ -124,12 +124,12 @@ CUmemAllocationProp device_memory(CUdevice dev) {
   return prop;
 }
 
-void set_access(CUdevice dev, CUdeviceptr ptr, size_t bytes, CUmemAccess_flags flags) {
+CUresult set_access(CUdevice dev, CUdeviceptr ptr, size_t bytes, CUmemAccess_flags flags) {
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = static_cast<int>(dev);
   access.flags = flags;
-  WS_CU(driver().cuMemSetAccess(ptr, bytes, &access, 1));
+  return driver().cuMemSetAccess(ptr, bytes, &access, 1);
 }
 
 }  // namespace
@@ -151,16 +151,19 @@ Buffer::Buffer(std::shared_ptr<Device> device, size_t bytes, bool protectable)
   CUresult r = d.cuMemCreate(&handle_, mapped, &prop, 0);
   if (r == CUDA_SUCCESS) {
     r = d.cuMemMap(ptr_, mapped, 0, handle_, 0);
+    if (r == CUDA_SUCCESS) {
+      r = set_access(device_->handle(), ptr_, mapped, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+      if (r != CUDA_SUCCESS) d.cuMemUnmap(ptr_, mapped);
+    }
     if (r != CUDA_SUCCESS) d.cuMemRelease(handle_);
   }
   if (r != CUDA_SUCCESS) {
     d.cuMemAddressFree(ptr_, mapped);
     ptr_ = 0;
     handle_ = 0;
-    check(r, "cuMemCreate/cuMemMap");
+    check(r, "cuMemCreate/cuMemMap/cuMemSetAccess");
   }
   mapped_ = mapped;
-  set_access(device_->handle(), ptr_, mapped_, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 }
 
 Buffer::~Buffer() {
@@ -181,8 +184,8 @@ void Buffer::set_read_only(bool read_only) {
     throw CudaError("CUDA_ERROR_NOT_SUPPORTED", "set_read_only needs a buffer allocated protectable",
                     "set_read_only", CUDA_ERROR_NOT_SUPPORTED);
   device_->synchronize();  // no launch in flight reads or writes it while its mapping changes
-  set_access(device_->handle(), ptr_, mapped_,
-             read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  WS_CU(set_access(device_->handle(), ptr_, mapped_,
+                   read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
   read_only_ = read_only;
 }
 
