@@ -1,10 +1,11 @@
 """Workload spec parsing and its one-line errors."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
-from workload_factory import SGEMM, make_sgemm_workload
+from workload_factory import SGEMM, SMALL_CASES, make_sgemm_workload
 
 from agent.spec.workload import SpecError, load_workload
 
@@ -153,3 +154,36 @@ def test_start_tune_names_the_kernel_the_tuner_searches_first(tmp_path):
     assert plain.tune == "" and chosen.tune == "tiled"
     ctx = lambda w: ProposalContext(w, DeviceFacts(), 1, "optimise", [], None, None)
     assert TuneProposer(0, ahead=0).base(ctx(chosen))[0].entry == chosen.kernels["tiled"].entry
+
+
+def test_a_kernel_that_cannot_serve_a_case_is_not_applicable_there(tmp_path):
+    """A split-K workspace past the runner's limit on one case leaves that kernel out there, not the workload."""
+    d = tmp_path / "sg"
+    shutil.copytree(SGEMM, d)
+    with open(d / "workload.toml", "a") as f:
+        f.write('\n[[cases]]\nname = "big-output"\nrole = "performance"\nsizes = { M = 32768, N = 32768, K = 64 }\n')
+    w = load_workload(d)
+    pairs = {(k, c) for k, c, _ in w.not_applicable}
+    assert ("splitk", "big-output") in pairs and ("splitk_warptile", "big-output") in pairs
+    assert all(c in ("big-output", "exact-probe-big-output") for _, c in pairs)
+    assert not any(k == "tf32x3" for k, _ in pairs)  # served by the kernels without that workspace
+
+
+def test_a_case_no_kernel_serves_is_an_error(tmp_path):
+    """Only a case that no shipped kernel can serve refuses the workload, naming the case."""
+    cases = SMALL_CASES + '[[cases]]\nname = "square-512"\nrole = "performance"\nsizes = { M = 512, N = 512, K = 512 }\n'
+    d = make_sgemm_workload(tmp_path / "w", cases=cases)
+    toml = d / "workload.toml"
+    only_small = "ceil_div(M, {}) * min(1, max(0, 300 - M))"
+    toml.write_text(toml.read_text().replace('"ceil_div(M, 16)"', f'"{only_small.format(16)}"', 1))
+    assert {(k, c) for k, c, _ in load_workload(d).not_applicable} == {("naive", "square-512")}
+    toml.write_text(toml.read_text().replace('"ceil_div(M, BM)"', f'"{only_small.format("BM")}"', 1))
+    with pytest.raises(SpecError, match="launch for case 'square-512'.*no other kernel"):
+        load_workload(d)
+
+
+def test_a_kernel_that_serves_no_performance_case_is_an_error(tmp_path):
+    """A shipped kernel must serve a correctness case and a performance case, or it could not be judged."""
+    d = break_spec(tmp_path, '"ceil_div(M, 16)"', '"ceil_div(M, 16) * min(1, max(0, 200 - M))"')
+    with pytest.raises(SpecError, match="kernels.naive: launch for case 'square-256'.*serves no performance case"):
+        load_workload(d)

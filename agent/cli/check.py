@@ -66,6 +66,11 @@ def cmd_check(args) -> int:
         say("FAIL", "spec", str(e))
         return 2
     say("ok", "spec", f"{w.name}: {len(w.params)} params, {len(w.cases)} cases, {len(w.kernels)} kernels")
+    for kernel in dict.fromkeys(k for k, _, _ in w.not_applicable):
+        cases = [(c, why) for k, c, why in w.not_applicable if k == kernel]
+        more = f" (also {', '.join(repr(c) for c, _ in cases[1:])})" if len(cases) > 1 else ""
+        say("n/a", "kernel", f"{kernel} cannot serve case '{cases[0][0]}': {cases[0][1]}{more}; "
+            "other kernels serve it")
     ok = True
     try:
         check_memory(w)

@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Optional
 from ..runtime.compiler import CompiledKernel, Nvrtc, compile_kernel, run_nvrtc
 from ..runtime.cubin_audit import audit_cubin
 from ..runtime.device_facts import DeviceFacts
+from ..spec.applicability import malformed
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, ensure_reference
 from ..spec.launch import LaunchJob, ProgramJob
@@ -232,7 +233,8 @@ class Evaluator(EvaluationBackend):
             result.cases = [c for c in result.cases if c.role == "performance"]
             if request is not None:  # validated already, the caller's premise; a check failing in the timing loop still fails it
                 for c in result.cases:
-                    c.status = Status.OK
+                    if c.status != Status.NOT_APPLICABLE:
+                        c.status = Status.OK
         return self._steps(result, request, steps, t_start)
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
@@ -302,7 +304,7 @@ class Evaluator(EvaluationBackend):
         if best_ms is None or case_best_ms is None:
             return self._steps(validated, request, (Step.TIME, Step.REVALIDATE), t_start)
         self._run(dataclasses.replace(request, steps=(Step.TIME,)), validated)
-        if validated.status == Progress.PENDING and all(c.status == Status.OK for c in validated.cases):
+        if validated.status == Progress.PENDING and all(_passed(c) for c in validated.cases):
             if contender(validated, best_ms, case_best_ms):
                 self._run(dataclasses.replace(request, steps=(Step.REVALIDATE,)), validated)
             else:
@@ -316,10 +318,10 @@ class Evaluator(EvaluationBackend):
         """The first chunk of launches per performance case: the finished result if it failed
         there or the rule rejects it, else None (time it in full)."""
         self._run(dataclasses.replace(request, steps=(Step.TIME,), timing=screen_timing(request.timing)), result)
-        if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
+        if result.status != Progress.PENDING or not all(_passed(c) for c in result.cases):
             return _finish(result, t_start)  # unstable, crashed... in the chunk: a verdict already
-        chunks = {c.case: c.samples_ms for c in result.cases if c.role == "performance"}
-        verdict = screen(chunks, best_ms, case_best_ms=case_best_ms)
+        chunks = {c.case: c.samples_ms for c in result.cases if c.role == "performance" and c.samples_ms}
+        verdict = screen(chunks, _screen_best(result, best_ms, case_best_ms), case_best_ms=case_best_ms)
         if not verdict.reject:
             result.screen_ms = {case: tuple(s) for case, s in chunks.items() if s}
             return None
@@ -336,10 +338,10 @@ class Evaluator(EvaluationBackend):
         for c in result.cases:  # a case whose every timed launch passed its check
             if c.status == Progress.PENDING and c.timing is not None:
                 c.status = Status.OK
-        if result.status != Progress.PENDING or any(c.status != Status.OK for c in result.cases):
+        if result.status != Progress.PENDING or not all(_passed(c) for c in result.cases):
             return _finish(result, t_start)  # wrong in a timed launch, out of bounds, crashed...: a verdict already
-        chunks = {c.case: c.samples_ms for c in result.cases}
-        verdict = screen(chunks, best_ms, case_best_ms=case_best_ms)
+        chunks = {c.case: c.samples_ms for c in result.cases if c.samples_ms}
+        verdict = screen(chunks, _screen_best(result, best_ms, case_best_ms), case_best_ms=case_best_ms)
         if not verdict.reject:
             result.screen_ms = {case: tuple(s) for case, s in chunks.items() if s}
             return None
@@ -362,26 +364,35 @@ class Evaluator(EvaluationBackend):
         jobs = []
         room = self._workspace_room() if candidate.program is not None else None
         workspace = 0
+        broken = malformed(self.workload, candidate)  # a program naming what does not exist: wrong everywhere
+        if broken:
+            result.status, result.detail = Status.LAUNCH_INVALID, f"program: {broken}"
+            return result, None
         for case in self.workload.cases:
             program, launch, problem = None, None, ""
             if candidate.program is not None:
                 program, problem = self._resolve_program(candidate, case)
                 if program is not None and room is not None:
-                    workspace += sum(in_pages(w.nbytes + 2 * guard_bytes(w.nbytes)) for w in program.workspace)
-                    if workspace > room[0]:
-                        problem = (f"program for case '{case.name}': its workspace over the cases so far, "
-                                   f"{workspace} bytes (the worker keeps each case's while the kernel is loaded), "
-                                   f"with the cases' own {room[1]} bytes is more than {GPU_FRACTION:.0%} of the "
-                                   f"GPU memory ({room[2]} bytes): check the workspace sizes")
+                    size = sum(in_pages(w.nbytes + 2 * guard_bytes(w.nbytes)) for w in program.workspace)
+                    if workspace + size > room[0]:
+                        problem = (f"program for case '{case.name}': its workspace, {size} bytes, beside the other "
+                                   f"cases' ({workspace} bytes: the worker keeps each case's while the kernel is "
+                                   f"loaded) and the cases' own {room[1]} bytes is more than {GPU_FRACTION:.0%} "
+                                   f"of the GPU memory ({room[2]} bytes)")
+                    else:
+                        workspace += size
             else:
                 launch, problem = self._resolve_launch(candidate, case)
             result.cases.append(CaseResult(case.name, case.role, launch=launch))
-            if problem:
-                result.status, result.detail = Status.LAUNCH_INVALID, problem
-                result.cases[-1].status = Status.LAUNCH_INVALID
-                return result, None
+            if problem:  # the candidate cannot serve this case; another variant will
+                result.cases[-1].status, result.cases[-1].detail = Status.NOT_APPLICABLE, problem
+                continue
             job = self._case_job(case, seed, launch)
             jobs.append(dataclasses.replace(job, program=program) if program else job)
+        refusal = coverage_problem(result.cases)
+        if refusal:
+            result.status, result.detail = Status.LAUNCH_INVALID, refusal
+            return result, None
         return result, EvaluateKernel(compiled.cubin, compiled.symbol, tuple(jobs), seed, self.timing)
 
     def _steps(self, result: EvaluationResult, request: Optional[EvaluateKernel], steps: tuple[Step, ...],
@@ -586,24 +597,65 @@ def contender(result: EvaluationResult, best_ms: float, case_best_ms: Mapping[st
 
 
 def _performance_medians(result: EvaluationResult) -> Optional[dict[str, float]]:
-    """Each performance case's median, once every one of them is timed (the score's inputs)."""
+    """Each performance case's median, once every one it applies to is timed."""
     medians = {c.case: c.timing.median_ms for c in result.cases if c.role == "performance" and c.timing}
-    if not medians or len(medians) < sum(c.role == "performance" for c in result.cases):
+    applies = sum(c.role == "performance" and c.status != Status.NOT_APPLICABLE for c in result.cases)
+    if not medians or len(medians) < applies:
         return None
     return medians
+
+
+def _passed(c: CaseResult) -> bool:
+    """A case that passed, or one the candidate does not apply to (never run, never failed)."""
+    return c.status in (Status.OK, Status.NOT_APPLICABLE)
+
+
+def _screen_best(result: EvaluationResult, best_ms: float,
+                 case_best_ms: Optional[Mapping[str, float]]) -> Optional[float]:
+    """What the screen's geomean rule compares with. A candidate that does not apply to
+    every performance case has no score comparable with the best's: its geomean is
+    compared with that of the winners of the cases it does apply to (None, keep timing,
+    where one of them has no winner), and the per-case rule decides as for any other."""
+    if full_coverage(result):
+        return best_ms
+    cases = [c.case for c in result.cases if c.role == "performance" and c.status != Status.NOT_APPLICABLE]
+    if case_best_ms is None or not cases or any(c not in case_best_ms for c in cases):
+        return None
+    return geomean([case_best_ms[c] for c in cases])
+
+
+def coverage_problem(cases: list[CaseResult]) -> str:
+    """Why a candidate that is not applicable to some cases cannot be judged at all, or ''.
+    It must apply to a correctness case (else it would be judged at performance sizes only)
+    and to a performance case (else there is nothing it could serve)."""
+    applies = [c for c in cases if c.status != Status.NOT_APPLICABLE]
+    skipped = [c for c in cases if c.status == Status.NOT_APPLICABLE]
+    if not skipped:
+        return ""
+    first = f"; e.g. {skipped[0].detail}"
+    if not any(c.role == "correctness" for c in applies):
+        return "not applicable to any correctness case, so it cannot be validated" + first
+    if not any(c.role == "performance" for c in applies):
+        return "not applicable to any performance case, so it serves none" + first
+    return ""
+
+
+def full_coverage(result: EvaluationResult) -> bool:
+    """Whether the candidate applies to every performance case (so it has a score)."""
+    return not any(c.role == "performance" and c.status == Status.NOT_APPLICABLE for c in result.cases)
 
 
 def _finish(result: EvaluationResult, t_start: float) -> EvaluationResult:
     """Overall status (the first failing case's), detail and score."""
     if result.status == Progress.PENDING:
-        failed = [c for c in result.cases if c.status != Status.OK]
+        failed = [c for c in result.cases if c.status not in (Status.OK, Status.NOT_APPLICABLE)]
         if failed:
             result.status = failed[0].status if failed[0].status != Progress.PENDING else Status.CRASHED
             result.detail = f"case '{failed[0].case}': {failed[0].detail}"
         else:
             result.status = Status.OK
     medians = _performance_medians(result)
-    if result.status == Status.OK and medians is not None:
+    if result.status == Status.OK and medians is not None and full_coverage(result):
         result.score_ms = geomean(list(medians.values()))
     result.wall_ms["validate"] = sum(c.validate_ms for c in result.cases)
     result.wall_ms["time"] = sum(c.time_ms for c in result.cases)

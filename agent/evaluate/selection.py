@@ -66,7 +66,7 @@ def fresh_detail(result: EvaluationResult) -> str:
     """The first failure on the fresh inputs without any value of theirs: for a wrong output,
     its counts, the pattern and the indices of the first wrong elements (not the values got
     or expected, not the largest errors, which would give the references away)."""
-    failed = [c for c in result.cases if c.status != Status.OK]
+    failed = [c for c in result.cases if c.status not in (Status.OK, Status.NOT_APPLICABLE)]
     if not failed:
         return result.detail  # compile or launch refusals: the same source as on seed 1, no data in them
     c = failed[0]

@@ -158,12 +158,15 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if w.start_kernel is not None:  # else from scratch: the proposer writes the first kernel
         spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
         r = ev.evaluate(spec.to_candidate())
-        start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) if r.ok else None
+        # A starting kernel that does not apply to every performance case has no score to be
+        # the best with; the cases it serves still seed the dispatch's winners.
+        start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) \
+            if r.ok and r.score_ms is not None else None
     if start:
         runtime.stream_writer(events.NewBest(0, spec.name, start.score_ms,
                                              baseline_score / start.score_ms if baseline_score else None))
     ctx.tracker.log_plan(facts, baseline, baseline_score, start, r)
-    winners = update_winners({}, 0, spec, _medians(start.cases)) if start else {}
+    winners = update_winners({}, 0, spec, _medians(outcomes(r, w, ceilings))) if r is not None and r.ok else {}
     return {"facts": facts.to_dict(), "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
             "best": start, "iteration": state.get("iteration", 0), "history": state.get("history", []),
             "mode": "optimise", "finished": None, "winners": winners}
@@ -386,7 +389,7 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         elif verdict.status != Status.OK:
             detail = "\n".join(d for d in (verdict.detail, attempt.detail) if d)  # keeps a SUSPECT note
             attempt = attempt.model_copy(update={"status": verdict.status, "detail": detail, "score_ms": None})
-    if attempt.status == Status.OK and attempt.score_ms is not None:  # per-case winners, for the dispatch
+    if attempt.status == Status.OK:  # per-case winners, for the dispatch (a kernel serving some cases only too)
         update["winners"] = update_winners(state.get("winners", {}), attempt.iteration, state["pending"],
                                            _medians(attempt.cases))
     if isinstance(ctx.evaluator, AheadEvaluator) and ctx.early_reject and ("best" in update or "winners" in update):

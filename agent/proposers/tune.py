@@ -53,12 +53,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
 from ..evaluate.records import CandidateSpec
+from ..spec.applicability import malformed, serves
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
 from ..spec.knob_space import KnobSpace
-from ..spec.launch import LaunchJob
-from ..spec.workload import KernelSpec, ScalarParam, Workload, array_layouts, program_problem
+from ..spec.workload import KernelSpec, Workload
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 
 TOP_K = 3  # a batch branches from the neighbourhoods of this many best points
@@ -351,7 +351,7 @@ class TuneProposer:
             window = []  # the next few untried launchable points, compiled together
             for p in order:
                 k = _key({**base.defines, **p})
-                if k in tried or not self._launchable_cached(ctx.workload, base, p):
+                if k in tried or not self._launchable_cached(ctx.workload, base, p, focus):
                     continue
                 tried.add(k)
                 window.append(p)
@@ -464,7 +464,8 @@ class TuneProposer:
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         allow_fast_math = ctx.workload.tolerance.allow_fast_math
-        feasible = lambda d: (_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)
+        feasible = lambda d: (_key({**base.defines, **d}) not in tried
+                              and self._launchable_cached(ctx.workload, base, d, focus)
                               and (arch is None or self._may_compile(base, d, arch, allow_fast_math)))
         # Compiled ahead and accepted: taken before a neighbour that would have to be compiled
         # now, so the GPU does not wait on NVRTC (the neighbours' order is a shuffle anyway).
@@ -491,8 +492,8 @@ class TuneProposer:
                 raise ProposalError(f"no untried configuration of {base.name}'s {len(knobs)} knobs found in "
                                     f"{SAMPLES} random samples of {size}")
             raise SearchExhausted(f"every configuration of {base.name}'s {len(knobs)} knobs has been tried or "
-                                  f"cannot run here: {len(tried)} tried, {size - len(tried)} of {size} do not "
-                                  f"launch on every case or NVRTC rejects them")
+                                  f"cannot run here: {len(tried)} tried, {size - len(tried)} of {size} serve no "
+                                  f"case{' ' + repr(focus) if focus else ''}, or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         if arch is not None and self.ahead:
             self._compile_ahead(ctx, base, knobs, prefix, [choice], scores, tried | {_key({**base.defines, **choice})}, arch)
@@ -679,12 +680,15 @@ class TuneProposer:
         for n in wanted.values():
             self._submit(base, n, arch, ctx.workload.tolerance.allow_fast_math)
 
-    def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
+    def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int],
+                           case: Optional[str] = None) -> bool:
+        """Launchable (see _served), and where `case` is given, applicable to that case: on
+        another kernel's turn for a focus case, a point that cannot serve it is skipped."""
         key = (workload.digest, source_tag(base.source), _key({**base.defines, **defines}))
         if key not in self._launchables:
-            self._launchables[key] = self._allowed(base, defines) and self._launchable(workload, base, defines)
-        return self._launchables[key]
-
+            self._launchables[key] = self._served(workload, base, defines) if self._allowed(base, defines) else frozenset()
+        served = self._launchables[key]
+        return bool(served) and (case is None or case in served)
     def _allowed(self, base: CandidateSpec, defines: dict[str, int]) -> bool:
         """Not refused by one of the source's `#if ... #error` pairs (agent/spec/knob_space.py):
         such a point is skipped without a compile. One the reader cannot judge is allowed,
@@ -700,28 +704,20 @@ class TuneProposer:
             return True
 
     @staticmethod
-    def _launchable(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> bool:
-        """Static check against every case: every launch (each step of a program) at least a
-        warp and at most 1024 threads, and a program's names and workspace sizes resolve."""
+    def _served(workload: Workload, base: CandidateSpec, defines: dict[str, int]) -> frozenset[str]:
+        """The cases a configuration serves (agent/spec/applicability.py: every launch at least a
+        warp, within CUDA's limits, its workspace in range), or none at all where it would not
+        be judged: it must serve a correctness case and a performance case."""
         try:
             cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
-            for case in workload.cases:
-                if cand.program is not None:
-                    # program_problem resolves the steps as the evaluator does (TMA arguments
-                    # need the arrays' layouts) and checks every launch
-                    if program_problem(workload, cand.program, case, cand.launch_env(case)):
-                        return False
-                    scalars = {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)}
-                    job = cand.program.resolve(cand.launch_env(case), scalars, array_layouts(workload, case))
-                    launches = [s.launch for s in job.steps if isinstance(s, LaunchJob)]
-                else:
-                    launches = [cand.rule_for(case).resolve(cand.launch_env(case))]
-                for launch in launches:
-                    if launch.problems() or launch.block[0] * launch.block[1] * launch.block[2] < 32:
-                        return False
         except (ExprError, ValueError):
-            return False
-        return True
+            return frozenset()
+        if malformed(workload, cand):
+            return frozenset()
+        served = [c for c in workload.cases if serves(workload, cand, c)]
+        if not any(c.timed for c in served) or all(c.timed for c in served):
+            return frozenset()
+        return frozenset(c.name for c in served)
 
 
 def _compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> tuple:

@@ -28,7 +28,7 @@ from .exact_probe import exact_probe_name, exact_probe_problem
 from .expr import Expr, ExprError
 from .half_float import HALF_FORMATS, is_half, round_to
 from .kernel_source import Knob, parse_knobs
-from .launch import Launch, LaunchJob, LaunchRule, Program, xyz
+from .launch import Launch, LaunchJob, LaunchRule, MemsetStep, Program, xyz
 from .torch_signature import signature_problem
 
 __all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported from here by older code
@@ -209,6 +209,9 @@ class Workload:
     # ("": the starting kernel if it has knobs, else the one with most knobs);
     # the other kernels with knobs still get their turns (agent/proposers/tune.py)
     tune: str = ""
+    # (kernel, case, why): a shipped kernel that cannot serve a case at its defaults nor at any
+    # listed config (its launch or workspace out of range there); others serve that case
+    not_applicable: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def arrays(self) -> list[ArrayParam]:
@@ -472,7 +475,7 @@ class _Parser:
         cases = cases + probe_cases(params, cases, tolerance) + (exact_probe_cases(cases) if tolerance.exact_probe else ())
         w = Workload(name, self.dir, description.strip(), params, cases,
                      tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status, tune)
-        self.check_against_cases(w)
+        w = replace(w, not_applicable=self.check_against_cases(w))
         if w.baseline.torch is not None:  # last: a scalar's own error first, then what the baseline lacks
             problem = signature_problem(w.baseline.torch, [a.name for a in w.inputs], [p.name for p in params
                                                                                        if not isinstance(p, ArrayParam)])
@@ -688,8 +691,22 @@ class _Parser:
                                 f"'{bind[operand]}' is not one")
         return Baseline(kind, bind, torch)
 
-    def check_against_cases(self, w: Workload) -> None:
-        """Evaluate every expression for every case so errors surface now."""
+    def check_against_cases(self, w: Workload) -> tuple[tuple[str, str, str], ...]:
+        """Evaluate every expression for every case so errors surface now. Returns the
+        (kernel, case, why) pairs where a kernel cannot serve a case; a case that no kernel
+        serves is an error."""
+        arrays = {p.name: p.role for p in w.params if isinstance(p, ArrayParam)}
+        scalars = {p.name for p in w.params if isinstance(p, ScalarParam)}
+        sizes = {n for c in w.cases for n in c.sizes}
+        for kname, k in w.kernels.items():
+            malformed = k.program.problems(arrays, scalars) if k.program else None
+            if malformed:
+                raise self.fail(f"kernels.{kname}", malformed)
+            unknown = sorted(_rule_names(k) - sizes - set(k.knobs()) - set(k.defines))
+            if unknown:  # wrong on every case, however many other kernels serve them
+                raise self.fail(f"kernels.{kname}", f"launch for case '{w.cases[0].name}': '{unknown[0]}' is "
+                                "neither a size nor one of the kernel's knobs or defines")
+        not_applicable = []
         for case in w.cases:
             def check(expr: Expr, key: str, integer: bool = True) -> None:
                 try:
@@ -718,14 +735,42 @@ class _Parser:
                                  ("workload.reduction", w.tolerance.reduction)):
                 if formula is not None:
                     check(formula, key, integer=False)
-            for kname, k in w.kernels.items():
-                knob_env = {**{n: kn.default for n, kn in k.knobs().items()}, **k.defines}
-                env = {**case.sizes, **knob_env}
-                problem = program_problem(w, k.program, case, env) if k.program else None
-                try:
-                    launch = k.launch.resolve(env)
-                except ExprError as e:
-                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {e}") from None
-                problem = problem or launch.problems()
-                if problem:
-                    raise self.fail(f"kernels.{kname}", f"launch for case '{case.name}': {problem}")
+            problems = {name: _kernel_problem(w, k, case) for name, k in w.kernels.items()}
+            if problems and all(problems.values()):
+                name, problem = next(iter(problems.items()))
+                raise self.fail(f"kernels.{name}", f"launch for case '{case.name}': {problem}; and no other "
+                                "kernel of the workload can serve that case either")
+            not_applicable += [(name, case.name, problem) for name, problem in problems.items() if problem]
+        for name in w.kernels:  # as the evaluator judges a candidate (agent/spec/applicability.py)
+            skipped = {c: why for k, c, why in not_applicable if k == name}
+            for timed, what in ((False, "correctness"), (True, "performance")):
+                cases = [c for c in w.cases if c.timed == timed]
+                if all(c.name in skipped for c in cases):
+                    raise self.fail(f"kernels.{name}", f"launch for case '{cases[0].name}': "
+                                    f"{skipped[cases[0].name]}; it serves no {what} case")
+        return tuple(not_applicable)
+
+
+def _rule_names(k: KernelSpec) -> set[str]:
+    """Every name the kernel's launch arithmetic uses (each step's, its workspace sizes, its computed arguments)."""
+    rules = [k.launch] + ([s.launch for s in k.program.steps if not isinstance(s, MemsetStep)] if k.program else [])
+    exprs = [e for r in rules for e in (*r.grid, *r.block, r.shared, *r.cluster)]
+    if k.program:
+        exprs += [w.size for w in k.program.workspace]
+        exprs += [a.expr for s in k.program.steps if not isinstance(s, MemsetStep) for a in s.args if a.expr is not None]
+    return {n for e in exprs for n in e.names()}
+
+
+def _kernel_problem(w: Workload, k: KernelSpec, case: Case) -> Optional[str]:
+    """Why a shipped kernel cannot serve `case` at its defaults nor at any listed config, or None."""
+    knobs = k.knobs()
+    problem = None
+    for config in ({},) + k.configs:
+        env = {**case.sizes, **{n: kn.default for n, kn in knobs.items()}, **k.defines, **config}
+        try:
+            problem = (program_problem(w, k.program, case, env) if k.program else None) or k.launch.resolve(env).problems()
+        except ExprError as e:
+            problem = str(e)
+        if problem is None:
+            return None
+    return problem

@@ -30,6 +30,10 @@ class Status(StrEnum):
     # Correct, but its first timed launches were clearly slower than the best: timing stopped
     # (agent/evaluate/early_reject.py). Not a failure: the search goes on optimising, never repairing.
     REJECTED_EARLY = "rejected_early"
+    # A case's, never a candidate's: the kernel cannot serve this case (its launch, a program's
+    # workspace or the GPU's limits rule it out there). Not run and not a failure: the session's
+    # dispatch serves the case with another variant.
+    NOT_APPLICABLE = "not_applicable"
 
 
 class Progress(StrEnum):
@@ -44,4 +48,4 @@ class Progress(StrEnum):
 # evaluator's; a candidate rejected early was slow, and right on every launch it was timed for,
 # though not known to be correct: screened before validation, its correctness cases never ran)
 FAILURES: tuple[Status, ...] = tuple(s for s in Status if s not in (Status.OK, Status.PROPOSAL_INVALID,
-                                                                    Status.REJECTED_EARLY))
+                                                                    Status.REJECTED_EARLY, Status.NOT_APPLICABLE))
