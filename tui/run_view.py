@@ -57,6 +57,7 @@ class RunView:
     best_ms: Optional[float] = None
     best_name: str = ""
     speedup: Optional[float] = None
+    result: Optional[events.ResultReady] = None  # the session's result, once it has ended
     last_status: str = "-"
     source: str = ""  # the current candidate's
     best_source: str = ""
@@ -90,6 +91,7 @@ class RunView:
         elif isinstance(e, events.NodeStarted):
             self.node = e.node
             if e.node == "propose":
+                self.result = None  # a session going on (more budget): its result comes again at its end
                 for row in self.cases.values():
                     row.status, row.max_rel_error, row.median_ms = "-", None, None
         elif isinstance(e, events.CandidateProposed):
@@ -138,5 +140,11 @@ class RunView:
         elif isinstance(e, events.BudgetChanged):
             self.budget = e.new
             self.log.append(f"budget {e.old} -> {e.new}")
+        elif isinstance(e, events.ResultReady):
+            self.result = e
+            for case, ms in e.cases.items():
+                if case in self.cases:
+                    self.cases[case].best_ms = ms
+            self.log.append(e.headline)
         elif isinstance(e, events.SessionFinished):
             self.log.append(f"session finished ({e.reason})")

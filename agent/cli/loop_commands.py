@@ -196,7 +196,8 @@ def cmd_runs(args) -> int:
     runs = past_runs(client, _workload_name(args.workload))
     if args.attempts:
         return _print_attempts(client, [r for r in runs if r.session == args.attempts], args.attempts)
-    print(f"{'date':<17}{'session':<44}{'proposer':<9}{'best ms':>10}{'vs base':>9}  status")
+    # The result: the dispatch where it paid, else the best; against the fastest library of each case
+    print(f"{'date':<17}{'session':<44}{'proposer':<9}{'result ms':>10}{'vs libs':>9}  status")
     for r in runs:
         when = datetime.datetime.fromtimestamp(r.started).strftime("%Y-%m-%d %H:%M")
         best_text = "-" if r.best_ms is None else f"{r.best_ms:.4f}"
@@ -242,7 +243,7 @@ def cmd_export(args) -> int:
     try:
         write_best(args.dir, workload, state["best"], state.get("start"), state.get("baseline", {}),
                    state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), module=True,
-                   dispatch=state.get("dispatch"))
+                   dispatch=state.get("dispatch"), result=state.get("result"))
     except ValueError as e:  # options or includes NVRTC would refuse (a tampered session), an ExprError
         raise CliError(str(e), 1)
     print(f"wrote {', '.join(sorted(p.name for p in args.dir.iterdir()))} to {args.dir}")

@@ -113,7 +113,7 @@ def drive_session(session, options: Optional[SessionOptions] = None, front_end: 
             except Exception as e:  # the app itself broke: the session's end is still recorded
                 ending = Ending("failed", e)
         else:
-            progress = HeadlessProgress(session.info.search.budget, session.workload.baseline.primary or "baseline", out)
+            progress = HeadlessProgress(session.info.search.budget, "the fastest library per case", out)
             ending = session.run_to_end(progress)
         _say_why(ending, session.info.id)
     finally:

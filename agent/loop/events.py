@@ -16,7 +16,7 @@ class NodeStarted:
 
 @dataclass(frozen=True)
 class Planned:
-    """The plan node's findings: the GPU and the baseline's median per case."""
+    """The plan node's findings: the GPU and, per case, the fastest library's median."""
 
     gpu: str
     baseline: dict
@@ -130,3 +130,14 @@ class LimitsChanged:
 class SessionFinished:
     reason: str
     best_score_ms: Optional[float]
+
+
+@dataclass(frozen=True)
+class ResultReady:
+    """The session's result at its end: what the user gets, per case, against the fastest library."""
+
+    served_by: str  # dispatch | best
+    score_ms: float
+    speedup: Optional[float]  # geomean over the cases of the fastest library's time over ours
+    headline: str
+    cases: dict = field(default_factory=dict)  # case -> our median ms

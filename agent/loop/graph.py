@@ -34,7 +34,8 @@ from ..evaluate.evaluator import FRESH_SEED
 from ..evaluate.records import Attempt, AttemptSamples, Best, CandidateSpec, CaseOutcome
 from ..evaluate.results import EvaluationResult, Progress, Status
 from ..evaluate.selection import challenge
-from ..evaluate.stats import TimingStats
+from ..evaluate.session_result import fastest_libraries, session_result
+from ..evaluate.stats import TimingStats, geomean
 from ..profiling.nsight import Nsight
 from ..profiling.profiler import ProfilerUnavailable
 from ..proposers.base import (
@@ -145,11 +146,11 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     # And the first step's compiles, while the baselines and the starting kernel keep the GPU busy.
     prepare(ctx.proposer, ProposalContext(w, facts, 1, state.get("mode", "optimise"), state.get("history", []),
                                           None, None, {}, lambda: ctx.control.stopping_now))
-    baseline, baseline_score = {}, None
-    b = ev.baseline()
-    if b is not None and b.ok:
-        baseline = {c.case: c.timing.median_ms for c in b.cases if c.timing}
-        baseline_score = b.score_ms
+    # Every library, timed once: per case the fastest is what the session is measured against.
+    libraries = fastest_libraries(ev)
+    baseline = {case: lib.median_ms for case, lib in libraries.items()}
+    timed = [c.name for c in w.cases if c.timed]
+    baseline_score = geomean([baseline[c] for c in timed]) if timed and all(c in baseline for c in timed) else None
     ceilings = ev.ceilings
     floors = {c.name: f.floor_ms for c in w.cases if c.timed and (f := case_floor(w, c, ceilings)) is not None} if ceilings else {}
     runtime.stream_writer(events.Planned(facts.name or "?", baseline, baseline_score, floors,
@@ -167,7 +168,8 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                                              baseline_score / start.score_ms if baseline_score else None))
     ctx.tracker.log_plan(facts, baseline, baseline_score, start, r)
     winners = update_winners({}, 0, spec, _medians(outcomes(r, w, ceilings))) if r is not None and r.ok else {}
-    return {"facts": facts.to_dict(), "baseline": baseline, "baseline_score_ms": baseline_score, "start": start,
+    return {"facts": facts.to_dict(), "baseline": baseline, "baseline_score_ms": baseline_score,
+            "libraries": libraries, "start": start,
             "best": start, "iteration": state.get("iteration", 0), "history": state.get("history", []),
             "mode": "optimise", "finished": None, "winners": winners}
 
@@ -419,15 +421,20 @@ def conclude(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     if isinstance(runtime.context.evaluator, AheadEvaluator):  # the budget's end: nothing more ahead
         runtime.context.evaluator.cancel()
     best, winners = state.get("best"), state.get("winners", {})
-    if best is None or not winners:
-        return {}
-    runtime.stream_writer(events.NodeStarted("conclude", state.get("iteration", 0)))
-    _stream_cases(runtime, state.get("iteration", 0))
-    dispatch = build_dispatch(runtime.context.evaluator, runtime.context.workload, winners, best.spec)
-    if dispatch is None:
-        return {}
-    runtime.stream_writer(events.Notice("variant per shape: " + dispatch.lines()[-1]))
-    return {"dispatch": dispatch}
+    dispatch = None
+    if winners:
+        runtime.stream_writer(events.NodeStarted("conclude", state.get("iteration", 0)))
+        _stream_cases(runtime, state.get("iteration", 0))
+        dispatch = build_dispatch(runtime.context.evaluator, runtime.context.workload, winners,
+                                  best.spec if best else None)
+        if dispatch is not None:
+            runtime.stream_writer(events.Notice("variant per shape: " + dispatch.lines()[-1]))
+    result = session_result(best, dispatch, state.get("libraries", {}))
+    if result is not None:
+        runtime.stream_writer(events.ResultReady(result.served_by, result.score_ms, result.speedup, result.headline(),
+                                                 {c.case: c.ours_ms for c in result.cases}))
+        runtime.context.tracker.log_result(result)
+    return {"dispatch": dispatch, "result": result}
 
 
 def archive_attempt(folder: Path, attempt: Attempt, spec: CandidateSpec) -> None:

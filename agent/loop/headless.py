@@ -38,6 +38,8 @@ class HeadlessProgress:
             on = f"  [{event.gpu.split(':')[0]}]" if event.gpu else ""  # on Ray: the GPU actor that ran it
             self._print(f"{self.bar(event.iteration)} {event.name[:48]:<48} {event.status:<15} {score:>11}  {best}{on}"
                         + (f"\n      {first}" if first else ""))
+        elif isinstance(event, events.ResultReady):
+            self._print(event.headline)
         elif isinstance(event, events.Notice):
             self._print(f"note: {event.text}")
         elif isinstance(event, events.Profiled):

@@ -306,7 +306,7 @@ class Session:
             return None
         files = write_best(self.dir / "best", self.workload, best, s.get("start"), s.get("baseline", {}),
                            s.get("baseline_score_ms"), DeviceFacts.from_dict(s.get("facts", {})), ended=ended_text(s),
-                           dispatch=s.get("dispatch"))
+                           dispatch=s.get("dispatch"), result=s.get("result"))
         self.tracker.log_best(files)
         return files
 

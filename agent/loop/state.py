@@ -7,6 +7,7 @@ from typing import Literal, Optional, TypedDict
 
 from ..evaluate.dispatch import CaseWinner, Dispatch
 from ..evaluate.records import Attempt, Best, CandidateSpec
+from ..evaluate.session_result import LibraryTime, SessionResult
 from .legacy_names import LEGACY_TYPES
 from .limits import Limits, Spent
 
@@ -30,11 +31,14 @@ class LoopState(TypedDict, total=False):
     attempt_started: float  # time.time() when the attempt in flight was proposed
     winners: dict[str, CaseWinner]  # performance case -> the fastest passing attempt on it
     dispatch: Optional[Dispatch]  # a variant per shape, built when the session ends
+    libraries: dict[str, LibraryTime]  # performance case -> the fastest library there, timed in the plan
+    result: Optional[SessionResult]  # what the user gets: the dispatch where it pays, else the best
 
 
 # what the checkpointer may rebuild: today's records, and the names stored before the
 # split into subpackages (see legacy_names)
 STATE_TYPES = [("agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
     [("agent.evaluate.dispatch", n) for n in ("CaseWinner", "Dispatch", "DispatchEntry")] + \
+    [("agent.evaluate.session_result", n) for n in ("LibraryTime", "CaseServed", "SessionResult")] + \
     [("agent.loop.limits", n) for n in ("Limits", "Spent")] + \
     [("agent.worker.status", n) for n in ("Status", "Progress")] + LEGACY_TYPES

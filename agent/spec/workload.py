@@ -765,7 +765,8 @@ def _kernel_problem(w: Workload, k: KernelSpec, case: Case) -> Optional[str]:
     """Why a shipped kernel cannot serve `case` at its defaults nor at any listed config, or None."""
     knobs = k.knobs()
     problem = None
-    for config in ({},) + k.configs:
+    settings: tuple[dict[str, int], ...] = ({},) + k.configs
+    for config in settings:
         env = {**case.sizes, **{n: kn.default for n, kn in knobs.items()}, **k.defines, **config}
         try:
             problem = (program_problem(w, k.program, case, env) if k.program else None) or k.launch.resolve(env).problems()

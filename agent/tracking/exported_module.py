@@ -14,6 +14,7 @@ _SHARED_DEFAULT_LIMIT = 48 * 1024  # above it, dynamic shared memory is opted in
 _FUNCTIONS = {}  # (device, entry) -> the loaded kernel (a CuPy RawKernel), compiled once per device
 _MODULES = {}  # device -> the compiled source (a CuPy RawModule)
 _ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+_MAX_WORKSPACE_BYTES = 16 << 30  # one buffer: agent/spec/launch.py's MAX_WORKSPACE_BYTES
 _TORCH_OPS = {}  # "namespace::name" -> (torch.library.Library, op): registered once per process
 
 
@@ -120,9 +121,10 @@ def program_config(**sizes):
     for step in steps:
         if step[0] == "launch":
             _checked(step[2], step[3], step[4], sizes, f"step {step[1]}:")
-    for (name, _, _), count in zip(WORKSPACE, counts):
-        if count < 1:
-            raise ValueError(f"{WORKLOAD}: workspace {name} has {count} elements for {sizes}")
+    for (name, dtype, _), count in zip(WORKSPACE, counts):
+        if count < 1 or count * _ITEMSIZE[dtype] > _MAX_WORKSPACE_BYTES:
+            raise ValueError(f"{WORKLOAD}: workspace {name} has {count} elements for {sizes}, outside 1 to "
+                             f"{_MAX_WORKSPACE_BYTES // _ITEMSIZE[dtype]} (the limit it was validated under)")
     return steps, counts
 
 

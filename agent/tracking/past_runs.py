@@ -20,8 +20,8 @@ class PastRun:
     started: float  # epoch seconds
     workload: str
     proposer: str
-    best_ms: Optional[float]
-    speedup: Optional[float]  # the best over the baseline
+    best_ms: Optional[float]  # the result's geomean (the dispatch's where it paid), else the best's
+    speedup: Optional[float]  # against the fastest library of each case (older sessions: the best over the baseline)
     status: str  # the MLflow run's: RUNNING, FINISHED, KILLED, FAILED
 
 
@@ -40,7 +40,8 @@ def past_runs(client, workload: Optional[str] = None) -> list[PastRun]:
     """The sessions in the store (only `workload`'s if given), newest first."""
     return [PastRun(r.info.run_name, r.info.run_id, r.info.start_time / 1000,
                     r.data.tags.get("warpsmith.workload", "?"), r.data.params.get("proposer", "?"),
-                    r.data.metrics.get("best_score_ms"), r.data.metrics.get("best_speedup_vs_baseline"),
+                    r.data.metrics.get("result_score_ms", r.data.metrics.get("best_score_ms")),
+                    r.data.metrics.get("result_speedup_vs_libraries", r.data.metrics.get("best_speedup_vs_baseline")),
                     r.info.status)
             for r in session_runs(client, workload)]
 

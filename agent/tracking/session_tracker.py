@@ -9,6 +9,7 @@ from typing import Any, Optional, Protocol
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..evaluate.results import EvaluationResult
+from ..evaluate.session_result import SessionResult
 from ..runtime.device_facts import DeviceFacts
 
 
@@ -47,6 +48,10 @@ class SessionTracker(Protocol):
     def log_best(self, files: dict[str, str]) -> None:
         ...
 
+    def log_result(self, result: SessionResult) -> None:
+        """The session's result: its time and speed-up against the fastest library, per case and overall."""
+        ...
+
 
 class NullTracker(SessionTracker):
     """Tracking switched off (--no-tracking): every call does nothing."""
@@ -78,4 +83,7 @@ class NullTracker(SessionTracker):
         pass
 
     def log_best(self, files: dict[str, str]) -> None:
+        pass
+
+    def log_result(self, result: SessionResult) -> None:
         pass

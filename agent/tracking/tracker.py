@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..evaluate.results import EvaluationResult, Status
+from ..evaluate.session_result import SessionResult
 from ..runtime.device_facts import DeviceFacts
 from .mlflow_ui import EXPERIMENT_KIND
 from .session_tracker import SessionTracker
@@ -212,6 +213,25 @@ class Tracker(SessionTracker):
     def log_budget(self, budget: int) -> None:
         if self.run_id:
             self._later("log_budget", self.client.set_tag, self.run_id, "warpsmith.budget", str(budget))
+
+    def log_result(self, result: SessionResult) -> None:
+        """result_score_ms and result_speedup_vs_libraries (what `runs` shows), and per case the
+        time, the serving variant and the speed-up against the fastest library there."""
+        if not self.run_id:
+            return
+        metrics = {"result_score_ms": result.score_ms, "result_dispatch": float(result.served_by == "dispatch"),
+                   **({"result_speedup_vs_libraries": result.speedup} if result.speedup else {})}
+        for c in result.cases:
+            metrics[f"result_ms.{c.case}"] = c.ours_ms
+            if c.speedup:
+                metrics[f"result_speedup.{c.case}"] = c.speedup
+        self._later("log_result", self._write_result, self.run_id, metrics, "\n".join([result.headline(), "", *result.table()]))
+
+    def _write_result(self, run: str, metrics: dict[str, float], text: str) -> None:
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        self.client.log_batch(run, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+        self.client.log_text(run, text, "result.md")
 
     def log_best(self, files: dict[str, str]) -> None:
         if self.run_id:

@@ -41,7 +41,7 @@ class RunsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("date", "workload", "proposer", "best ms", "speed-up", "status", "session")
+        table.add_columns("date", "workload", "proposer", "result ms", "vs library", "status", "session")
         self.rows = self.source.runs()
         for r in self.rows:
             table.add_row(when(r.started), r.workload, r.proposer, "-" if r.best_ms is None else f"{r.best_ms:.4f}",

@@ -25,13 +25,18 @@ class Header:
     state: str
     best_ms: Optional[float]
     speedup: Optional[float]
+    result: str = ""  # "dispatch" or "best" once the session's result is in
 
 
 class StatusBar(Static):
     header: reactive[Optional[Header]] = reactive(None, repaint=False)
 
     def show(self, v: RunView) -> None:
-        self.header = Header(v.workload, v.proposer, v.gpu, v.iteration, v.budget, v.state, v.best_ms, v.speedup)
+        if v.result is not None:  # what the user gets: the dispatch where it paid
+            self.header = Header(v.workload, v.proposer, v.gpu, v.iteration, v.budget, v.state, v.result.score_ms,
+                                 v.result.speedup, v.result.served_by)
+        else:
+            self.header = Header(v.workload, v.proposer, v.gpu, v.iteration, v.budget, v.state, v.best_ms, v.speedup)
 
     def watch_header(self, h: Optional[Header]) -> None:
         if h is None:
@@ -41,7 +46,8 @@ class StatusBar(Static):
         t.append(f"  {h.proposer}  ·  {h.gpu}  ·  iteration {h.iteration} / {h.budget}  ·  ")
         t.append(h.state, STATE_STYLE.get(h.state, "bold"))
         if h.best_ms is not None:
-            t.append(f"  ·  best {h.best_ms:.4f} ms")
+            t.append(f"  ·  {'result' if h.result else 'best'} {h.best_ms:.4f} ms"
+                     + (" (dispatch)" if h.result == "dispatch" else ""))
             if h.speedup:
-                t.append(f" ({h.speedup:.2f}x baseline)", "bold")
+                t.append(f" ({h.speedup:.2f}x library)", "bold")
         self.update(t)
