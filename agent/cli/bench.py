@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -50,6 +51,8 @@ class WorkloadBench:
     tuned_for: str = "all cases"  # the performance cases the tuner scored (bench --cases)
     entries: list[Entry] = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)  # per case x implementation, for --json
+    focused: dict[str, int] = field(default_factory=dict)  # performance case -> the tuner's attempts searched for it
+    unfocused: int = 0  # attempts scored on the geomean of every case
 
     def baselines(self) -> list[Entry]:
         return [e for e in self.entries if e.role == "baseline" and e.score_ms]
@@ -146,15 +149,31 @@ def render(bench: WorkloadBench) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     scores = ", ".join(f"{e.name} {e.score_ms:.4f}" for e in bench.entries if e.score_ms)
     lines.append(f"score (geomean ms): {scores}")
+    lines += per_case_lines(bench)
     failed = [f"{e.name}: {e.status} {e.detail}" for e in bench.entries if e.status not in (Status.OK, "unavailable")]
     lines += [f"not ok: {f}" for f in failed]
     return "\n".join(lines)
 
 
+def per_case_lines(bench: WorkloadBench) -> list[str]:
+    """Per performance case: the attempts the search spent on it, how close ours is to the
+    floor and how it stands against the fastest library there."""
+    comparison = against_libraries(bench)
+    if comparison is None:
+        return []
+    floors = {r["case"]: r.get("pct_of_floor") for r in bench.rows
+              if r["role"] == comparison.ours and r.get("median_ms")}
+    out = ["", f"per case ({comparison.ours}; {bench.unfocused} attempts scored on every case):",
+           "| case | attempts for it | % floor | vs the fastest library |", "|---|---|---|---|"]
+    for case, (ratio, lib) in comparison.per_case.items():
+        pct = floors.get(case)
+        out.append(f"| {case} | {bench.focused.get(case, 0)} | {f'{pct:.0%}' if pct else '-'} | {ratio:.3f}x ({lib}) |")
+    return out
+
+
 @dataclass
 class LibraryComparison:
-    """One workload's result against the fastest library of each performance case (issue
-    16's measure): ours is the dispatch row where the session's dispatch paid, else the
+    """One workload's result against the fastest library of each performance case: ours is the dispatch row where the session's dispatch paid, else the
     best, else the starting kernel (a bench with --budget 0)."""
 
     workload: str
@@ -214,6 +233,21 @@ def _evaluable_or_noted(w: Workload) -> bool:
         return False
 
 
+def _with_shapes(workloads: list[Workload], path: Path, named: bool) -> list[Workload]:
+    """The workloads a shapes file has shapes for, each with those as its performance cases
+    (agent/spec/shapes.py). Named on the command line, every one needs shapes in the file."""
+    from ..spec.shapes import load_shapes
+    shapes = load_shapes(path)
+    unknown = [name for name in shapes if name not in {w.name for w in workloads}]
+    if unknown:
+        raise CliError(f"{path}: [[{unknown[0]}]] names no workload benched here (those are: "
+                       f"{', '.join(w.name for w in workloads)})")
+    missing = [w.name for w in workloads if w.name not in shapes]
+    if named and missing:
+        raise CliError(f"{path}: no [[{missing[0]}]] shapes for workload {missing[0]}")
+    return [load_workload(w.directory, shapes[w.name]) for w in workloads if w.name in shapes]
+
+
 def _bench(args) -> int:
     from ..evaluate.evaluator import Evaluator
     from ..loop.session import stored_session
@@ -222,6 +256,8 @@ def _bench(args) -> int:
     from .sessions import drive_session, start_session
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
+    if args.shapes is not None:
+        workloads = _with_shapes(workloads, args.shapes, named=bool(args.workloads))
     if not args.workloads:  # every example: those the GPU side cannot judge yet are left out, said once each
         workloads = [w for w in workloads if _evaluable_or_noted(w)]
     from ..drafting.drafting import refuse_drafted
@@ -254,7 +290,7 @@ def _bench(args) -> int:
     # With --json stdout carries only the JSON: progress and reports go to stderr.
     out = sys.stderr if args.json else sys.stdout
     for w in workloads:
-        best_spec, session_id, iterations, wall, dispatch = None, "-", 0, 0.0, None
+        best_spec, session_id, iterations, wall, dispatch, history = None, "-", 0, 0.0, None, []
         if options.search.budget > 0:
             t0 = time.monotonic()
             session = start_session(options, w, out)
@@ -269,11 +305,15 @@ def _bench(args) -> int:
             best_spec = best.spec if best else None
             dispatch = state.get("dispatch")
             iterations = state.get("iteration", 0)
+            history = state.get("history", [])
         with Evaluator(w, options.evaluation) as ev:
             check_memory(w, gpu_bytes=ev.facts.total_memory or None, host=False)
             note_once()
-            results.append(measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
-                                   tuple(args.cases) if args.budget > 0 else (), dispatch))
+            bench = measure(w, ev, best_spec, session_id, iterations, wall, tuple(args.skip_baseline),
+                            tuple(args.cases) if args.budget > 0 else (), dispatch)
+            bench.focused = dict(Counter(a.focus for a in history if a.focus))
+            bench.unfocused = sum(a.focus is None for a in history)
+            results.append(bench)
     if args.json:
         print(json.dumps([asdict(r) for r in results], default=str))
     else:

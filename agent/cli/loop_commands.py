@@ -60,6 +60,9 @@ def add_loop_commands(sub) -> None:
     b = sub.add_parser("bench", help="starting kernel, tuner's best and every baseline per workload, in one table")
     b.add_argument("workloads", nargs="*", type=Path, help="workload directories (default: examples/*)")
     b.add_argument("--budget", type=int, default=40, help="tune iterations per workload (0: no tuning)")
+    b.add_argument("--shapes", type=Path, metavar="FILE",
+                   help="your own performance cases, per workload ([[NAME]] tables of name and sizes): "
+                        "they replace each workload's, and only the workloads the file names are benched")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--kernel", help="the workload kernel the tuner searches (default: the one with most knobs)")
     b.add_argument("--json", action="store_true")

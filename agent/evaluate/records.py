@@ -36,6 +36,7 @@ class CandidateSpec(BaseModel):
     # A program (agent/spec/launch.py): {"workspace": [...], "steps": [...]}; grid/block/entry are then its first launch's
     program: Optional[dict[str, Any]] = None
     parent: Optional[int] = None  # the attempt (iteration; 0 = the starting kernel) this one was derived from
+    focus: Optional[str] = None  # the performance case it was searched for (None: the geomean of them all)
 
     def to_candidate(self) -> Candidate:
         """Raises ExprError (a ValueError) if the launch arithmetic is not whitelisted or the program is malformed."""
@@ -102,6 +103,7 @@ class Attempt(BaseModel):
     sources: list[str] = []  # guidance cited in the prompt (--nvidia-research)
     parent: Optional[int] = None  # the attempt it was derived from (0 = the starting kernel), when known
     gpu: str = ""  # the GPU it was validated and timed on (EvaluationResult.gpu), when known
+    focus: Optional[str] = None  # the performance case it was searched for (CandidateSpec.focus)
 
     @property
     def suspect(self) -> bool:

@@ -239,7 +239,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                                                    spec.parent))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
-                      sources=list(proposal.sources), parent=spec.parent)
+                      sources=list(proposal.sources), parent=spec.parent, focus=spec.focus)
     return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
 
 

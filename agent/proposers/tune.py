@@ -73,6 +73,7 @@ OTHERS_AHEAD = 4  # points compiled ahead for each other tunable kernel's next t
 CLEAN_RECORD = 8  # compiles of a kernel, none refused, before its points are proposed ahead of NVRTC's verdict
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
+FLOOR_DONE = 0.95  # a case this close to its speed-of-light floor gets no focused turns
 
 
 @functools.lru_cache(maxsize=1024)  # asked for the same few sources many times per proposal
@@ -373,7 +374,7 @@ class TuneProposer:
                 + (f" (searched for case {focus})" if focus else "")
             spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                            "proposer": self.name, "rationale": why,
-                                           "parent": _parent(choice, scores, mine, ctx)})
+                                           "parent": _parent(choice, scores, mine, ctx), "focus": focus})
             out.append(Proposal(spec))
         return out
 
@@ -501,7 +502,7 @@ class TuneProposer:
             + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": why,
-                                       "parent": _parent(choice, scores, mine, ctx)})
+                                       "parent": _parent(choice, scores, mine, ctx), "focus": focus})
         return Proposal(spec)
 
     def _next(self, knobs, fixed, scores, feasible, rng, ready=None, prefetch=None,
@@ -746,22 +747,28 @@ def _doomed(mine: Sequence) -> set[tuple[str, int]]:
 
 
 def _focus_case(ctx: ProposalContext) -> Optional[str]:
-    """The performance case where the session is furthest behind: each case's fastest
-    validated median over every attempt (what the dispatch would give it), against the
-    baseline where there is one, else against the best's own geomean. Not the single best's
-    medians: once another kernel wins a case, the next-worst case becomes the focus."""
+    """The performance case with the largest gap: each case's fastest validated median over
+    every attempt (what the dispatch would give it), against the fastest library there where
+    one was timed, else against the best's own geomean. A case at FLOOR_DONE of its
+    speed-of-light floor or closer has no gap left to close and is never the focus (None when
+    every case is there). Not the single best's medians: once another kernel wins a case, the
+    next-worst case becomes the focus."""
     if ctx.best is None:
         return None
     medians = {c.case: c.median_ms for c in ctx.best.cases if c.role == "performance" and c.median_ms}
+    floors = {c.case: c.pct_of_floor or 0.0 for c in ctx.best.cases if c.role == "performance"}
     if not medians:
         return None
     for a in ctx.history:
         if a.status == "ok":
             for c in a.cases:
-                if c.case in medians and c.median_ms:
-                    medians[c.case] = min(medians[c.case], c.median_ms)
+                if c.case in medians and c.median_ms and c.median_ms < medians[c.case]:
+                    medians[c.case], floors[c.case] = c.median_ms, c.pct_of_floor or 0.0
+    open_cases = [case for case in medians if floors.get(case, 0.0) < FLOOR_DONE]
+    if not open_cases:
+        return None
     ref = {case: ctx.baseline.get(case) or ctx.best.score_ms for case in medians}
-    return max(medians, key=lambda case: medians[case] / ref[case])
+    return max(open_cases, key=lambda case: medians[case] / ref[case])
 
 
 def _space_size(free: dict[str, Knob]) -> int:

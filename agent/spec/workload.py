@@ -366,8 +366,10 @@ def exact_probe_cases(cases: tuple[Case, ...]) -> tuple[Case, ...]:
     return tuple(Case(exact_probe_name(c.name), "correctness", dict(c.sizes), exact=True) for c in cases if c.timed)
 
 
-def load_workload(directory: Path | str) -> Workload:
-    """Parse and check a workload directory; raises SpecError (one line)."""
+def load_workload(directory: Path | str, shapes: tuple[tuple[str, dict[str, int]], ...] = ()) -> Workload:
+    """Parse and check a workload directory; raises SpecError (one line). `shapes`: (name,
+    sizes) of performance cases that replace the workload's own (`bench --shapes`); its
+    correctness cases stay, and the probes are drawn for the new ones."""
     directory = Path(directory)
     path = directory / "workload.toml" if directory.is_dir() else directory
     directory = path.parent
@@ -379,6 +381,12 @@ def load_workload(directory: Path | str) -> Workload:
         doc = tomllib.loads(raw.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SpecError(path, "(syntax)", str(e)) from None
+    if shapes:  # the user's performance cases instead of the workload's own (agent/spec/shapes.py)
+        own = doc.get("cases")
+        cases: list[Any] = own if isinstance(own, list) else []
+        doc["cases"] = [c for c in cases if not (isinstance(c, dict) and c.get("role") == "performance")] + \
+            [{"name": name, "role": "performance", "sizes": dict(sizes)} for name, sizes in shapes]
+        raw += b"\0shapes:" + repr(list(shapes)).encode()  # the digest keys the reference cache
     return _Parser(path, directory, doc, raw).parse()
 
 
