@@ -51,7 +51,10 @@ def summarize(paths: list[Path]) -> int:
             "|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for path in paths:
-        for data in json.loads(path.read_text() or "[]"):
+        results = json.loads(path.read_text() or "[]")
+        if not results:
+            verdicts.append(f"{path.name}: no bench result")
+        for data in results:
             b = WorkloadBench.from_json(data)
             comparison = against_libraries(b)
             if comparison is None:

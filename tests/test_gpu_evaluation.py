@@ -259,3 +259,27 @@ def test_an_infinite_reference_entry_passes_the_same_infinity_only(tmp_path):
         wrong = ev.evaluate(dataclasses.replace(naive, name="minus_inf_where_inf", source=naive.source.replace(
             "    y[row] = acc;", "    y[row] = row == 0 ? __int_as_float(0xff800000) : acc;")))
         assert wrong.status == "wrong_answer", wrong.detail
+
+
+def test_a_kernel_is_judged_on_the_cases_it_serves(tmp_path):
+    """A kernel whose launch cannot serve one performance case is ok on the others: that case is
+    not_applicable (never run), the kernel has no score, its medians are timed, the screen and the
+    attempt's two halves treat it the same way."""
+    from workload_factory import SMALL_CASES
+    cases = SMALL_CASES + '[[cases]]\nname = "square-512"\nrole = "performance"\nsizes = { M = 512, N = 512, K = 512 }\n'
+    w = load_workload(make_sgemm_workload(tmp_path / "w", cases=cases))
+    small_only = LaunchRule((Expr.parse("ceil_div(N, 16)"), Expr.parse("ceil_div(M, 16) * min(1, max(0, 300 - M))"),
+                             Expr.parse(1)), NAIVE_RULE.block)
+    cand = dataclasses.replace(naive(w), launch=small_only, name="small-only")
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=5, repetitions=50), kernel_timeout_s=5.0)) as ev:
+        r = ev.evaluate(cand)
+        assert r.status == "ok" and r.score_ms is None, r.detail
+        assert r.case("square-512").status == "not_applicable" and r.case("square-512").timing is None
+        assert r.case("square-256").timing.n == 50 and r.case("odd-97x83x61").check.max_rel_error < 1e-5
+        full = ev.evaluate(naive(w))
+        assert full.ok and full.score_ms is not None
+        winners = {c.case: c.timing.median_ms for c in full.cases if c.timing}
+        v = ev.validate(cand, best_ms=full.score_ms, case_best_ms=winners)
+        b = ev.benchmark(cand, best_ms=full.score_ms, case_best_ms=winners)
+        assert v.status in ("ok", "rejected_early") and b.status in ("ok", "rejected_early"), (v.detail, b.detail)
+        assert b.case("square-512").status == "not_applicable"

@@ -187,3 +187,27 @@ def test_a_kernel_that_serves_no_performance_case_is_an_error(tmp_path):
     d = break_spec(tmp_path, '"ceil_div(M, 16)"', '"ceil_div(M, 16) * min(1, max(0, 200 - M))"')
     with pytest.raises(SpecError, match="kernels.naive: launch for case 'square-256'.*serves no performance case"):
         load_workload(d)
+
+
+def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_path):
+    """bench --shapes: the file's shapes become the performance cases (exact probes drawn for them,
+    another digest), and a session stores them so that resume loads the same cases."""
+    from agent.loop.options import SearchOptions
+    from agent.loop.session import SessionInfo
+    from agent.spec.shapes import load_shapes
+    f = tmp_path / "shapes.toml"
+    f.write_text('[[sgemm]]\nname = "decode-16x512x512"\nsizes = { M = 16, N = 512, K = 512 }\n'
+                 '[[softmax]]\nname = "long"\nsizes = { rows = 4, cols = 100000 }\n')
+    shapes = load_shapes(f)
+    own = load_workload(SGEMM)
+    w = load_workload(SGEMM, shapes["sgemm"])
+    assert [c.name for c in w.cases if c.timed] == ["decode-16x512x512"] and w.shapes == shapes["sgemm"]
+    assert "exact-probe-decode-16x512x512" in {c.name for c in w.cases} and w.digest != own.digest
+    assert {c.name for c in w.cases if not c.timed and not c.exact and not c.probe} == \
+        {c.name for c in own.cases if not c.timed and not c.exact and not c.probe}
+    info = SessionInfo("s1", str(SGEMM), SearchOptions(), shapes=w.shapes)
+    info.save(tmp_path)
+    assert SessionInfo.load(tmp_path).shapes == w.shapes
+    f.write_text('[[sgemm]]\nname = "x"\nsizes = { M = -1 }\n')
+    with pytest.raises(SpecError, match=r"sgemm\[0\].sizes"):
+        load_shapes(f)

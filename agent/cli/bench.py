@@ -239,7 +239,7 @@ def _with_shapes(workloads: list[Workload], path: Path, named: bool) -> list[Wor
     from ..spec.shapes import load_shapes
     shapes = load_shapes(path)
     unknown = [name for name in shapes if name not in {w.name for w in workloads}]
-    if unknown:
+    if unknown and not named:  # a file may hold shapes for more workloads than those named
         raise CliError(f"{path}: [[{unknown[0]}]] names no workload benched here (those are: "
                        f"{', '.join(w.name for w in workloads)})")
     missing = [w.name for w in workloads if w.name not in shapes]

@@ -242,7 +242,7 @@ def cmd_export(args) -> int:
         raise CliError(str(e))
     if not state.get("best"):
         raise CliError("this session has no kernel that passed validation", 1)
-    workload = load_workload(info.workload)  # a spec broken since: SpecError, exit 2
+    workload = load_workload(info.workload, info.shapes)  # a spec broken since: SpecError, exit 2
     try:
         write_best(args.dir, workload, state["best"], state.get("start"), state.get("baseline", {}),
                    state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), module=True,

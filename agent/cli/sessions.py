@@ -27,7 +27,7 @@ def open_session(info, directory: Path, evaluation: EvaluationOptions, tracking:
     from ..evaluate.backend_choice import open_backend
     from ..loop.session import Session
     from ..proposers.choice import make_proposer
-    workload = load_workload(info.workload).timing_only(info.search.cases)
+    workload = load_workload(info.workload, info.shapes).timing_only(info.search.cases)
     evaluator = open_backend(workload, evaluation, directory)
     if gpu_first:
         from .gpu_first import start_worker_first
@@ -48,7 +48,7 @@ def start_session(options: SessionOptions, workload: Workload, out: Optional[Tex
     from ..proposers.choice import make_proposer
     search = options.search
     workload.timing_only(search.cases)  # an unknown case name fails here, before anything is created
-    info = SessionInfo(new_session_id(workload.name), str(workload.directory.resolve()), search)
+    info = SessionInfo(new_session_id(workload.name), str(workload.directory.resolve()), search, shapes=workload.shapes)
     chosen = make_proposer(search.proposer)
     llm_part = getattr(chosen, "llm", None)
     if search.limits.cost_usd and llm_part is not None and not (llm_part.price and llm_part.price.output):
@@ -81,7 +81,8 @@ def resume_session(session_id: str, evaluation: EvaluationOptions, tracking: Tra
     info = stored_info(tracking.store, session_id)
     directory = session_dir(tracking.store, session_id)
     # the workload may have changed since: checked again before the GPU is asked for
-    preflight(load_workload(info.workload).timing_only(info.search.cases), timeout_s=evaluation.reference_timeout_s)
+    preflight(load_workload(info.workload, info.shapes).timing_only(info.search.cases),
+              timeout_s=evaluation.reference_timeout_s)
     choice = info.search.proposer
     if choice.prices and not Path(choice.prices).is_file():  # moved since the session started: go on unpriced by it
         print(f"warpsmith: warning: the session's price table {choice.prices} is gone; using the default prices",

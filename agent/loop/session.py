@@ -59,17 +59,21 @@ class SessionInfo:
     mlflow_run_id: str = ""
     status: str = "running"  # running | paused | stopped | finished | failed
     created: float = field(default_factory=time.time)
+    # the user's performance cases in place of the workload's own (Workload.shapes, `bench --shapes`)
+    shapes: tuple[tuple[str, dict[str, int]], ...] = ()
 
     def save(self, directory: Path) -> None:
         data = {"id": self.id, "workload": self.workload, **self.search.stored(),
-                "mlflow_run_id": self.mlflow_run_id, "status": self.status, "created": self.created}
+                "mlflow_run_id": self.mlflow_run_id, "status": self.status, "created": self.created,
+                **({"shapes": [[name, sizes] for name, sizes in self.shapes]} if self.shapes else {})}
         (directory / "session.json").write_text(json.dumps(data, indent=2))
 
     @staticmethod
     def load(directory: Path) -> "SessionInfo":
         data = json.loads((directory / "session.json").read_text())
+        shapes = tuple((str(name), {str(k): int(v) for k, v in sizes.items()}) for name, sizes in data.get("shapes", []))
         return SessionInfo(data["id"], data["workload"], SearchOptions.from_stored(data), data.get("mlflow_run_id", ""),
-                           data.get("status", "stopped"), data.get("created", 0.0))
+                           data.get("status", "stopped"), data.get("created", 0.0), shapes)
 
 
 def new_session_id(workload: str) -> str:

@@ -212,6 +212,8 @@ class Workload:
     # (kernel, case, why): a shipped kernel that cannot serve a case at its defaults nor at any
     # listed config (its launch or workspace out of range there); others serve that case
     not_applicable: tuple[tuple[str, str, str], ...] = ()
+    # (name, sizes) of the user's performance cases that replaced the workload's own (`bench --shapes`)
+    shapes: tuple[tuple[str, dict[str, int]], ...] = ()
 
     @property
     def arrays(self) -> list[ArrayParam]:
@@ -387,6 +389,7 @@ def load_workload(directory: Path | str, shapes: tuple[tuple[str, dict[str, int]
         doc["cases"] = [c for c in cases if not (isinstance(c, dict) and c.get("role") == "performance")] + \
             [{"name": name, "role": "performance", "sizes": dict(sizes)} for name, sizes in shapes]
         raw += b"\0shapes:" + repr(list(shapes)).encode()  # the digest keys the reference cache
+        return replace(_Parser(path, directory, doc, raw).parse(), shapes=tuple(shapes))
     return _Parser(path, directory, doc, raw).parse()
 
 
