@@ -105,26 +105,26 @@ def session_result(best: Optional[Best], dispatch: Optional[Dispatch],
                    libraries: dict[str, LibraryTime]) -> Optional[SessionResult]:
     """The dispatch's per-case times where it pays, else the best's; None with neither."""
     single = {c.case: c.median_ms for c in best.cases if c.role == "performance" and c.median_ms} if best else {}
-    floors = {c.case: c.pct_of_floor for c in best.cases} if best else {}
+    # each case's floor in ms, read back from the best's % of it at its own median
+    floors = {c.case: c.pct_of_floor * c.median_ms for c in best.cases if c.pct_of_floor and c.median_ms} if best else {}
     if dispatch is not None and dispatch.pays:
         if dispatch.single_score_ms is not None:  # the single variant's times from the same rounds
             single = {e.case: t for e, t in zip(dispatch.entries, dispatch.times[0]) if t} if dispatch.times else single
         cases = [CaseServed(case=e.case, ours_ms=e.median_ms, variant=dispatch.variants[e.variant].name,
                             single_ms=single.get(e.case), library=libraries.get(e.case),
-                            pct_of_floor=_rescaled(floors.get(e.case), single.get(e.case), e.median_ms))
+                            pct_of_floor=_of_floor(floors.get(e.case), e.median_ms))
                  for e in dispatch.entries]
         return SessionResult(served_by="dispatch", cases=cases)
     if best is None:
         return None
     return SessionResult(served_by="best", cases=[
         CaseServed(case=case, ours_ms=ms, variant=best.spec.name, single_ms=ms, library=libraries.get(case),
-                   pct_of_floor=floors.get(case)) for case, ms in single.items()])
+                   pct_of_floor=_of_floor(floors.get(case), ms)) for case, ms in single.items()])
 
 
 def _ms(v: Optional[float]) -> str:
     return f"{v:.4f}" if v else "-"
 
 
-def _rescaled(pct: Optional[float], at_ms: Optional[float], ms: float) -> Optional[float]:
-    """A case's % of its floor at another time: floor / ms, the floor read back from pct at at_ms."""
-    return pct * at_ms / ms if pct and at_ms else None
+def _of_floor(floor_ms: Optional[float], ms: float) -> Optional[float]:
+    return floor_ms / ms if floor_ms and ms > 0 else None
