@@ -4,6 +4,10 @@ double stands in for the GPU evaluator, with per-case times per variant."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from workload_factory import make_sgemm_workload
 
@@ -130,12 +134,9 @@ def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_pat
     assert (s.dir / "best" / "dispatch.json").is_file()
 
 
-def test_export_of_a_dispatch_chooses_the_variant_by_the_sizes(tmp_path, workload):
-    """With a dispatch that pays, kernel.py picks variant_N.py by the stated rule, the same choice
-    as Dispatch.variant_for; every file imports with the standard library alone."""
-    import subprocess
-    import sys
-
+def _exported(directory, workload):
+    """A paying dispatch of the tiled kernel and split-K (SPLITK = 32), exported into `directory`
+    as kernel.py and its variants; returned with the files written."""
     from agent.evaluate.records import Best
     from agent.runtime.device_facts import DeviceFacts
     from agent.tracking.best_kernel import write_best
@@ -146,12 +147,23 @@ def test_export_of_a_dispatch_chooses_the_variant_by_the_sizes(tmp_path, workloa
                                            "split": {"square-1024": 0.2, "long-k": 0.25}})
     d = build_dispatch(ev, workload, winners, tiled)
     best = Best(spec=tiled, score_ms=d.single_score_ms, cases=[], iteration=1)
-    files = write_best(tmp_path, workload, best, None, {}, None, DeviceFacts(), module=True, dispatch=d)
+    return d, write_best(directory, workload, best, None, {}, None, DeviceFacts(), module=True, dispatch=d)
+
+
+def _kernel_py(directory, code: str, *args: str):
+    """`code` run with the exported kernel.py importable and the standard library alone."""
+    probe = "import sys, json; sys.path.insert(0, sys.argv[1]); import kernel; " + code
+    return subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(directory), *args],
+                          capture_output=True, text=True)
+
+
+def test_export_of_a_dispatch_chooses_the_variant_by_the_sizes(tmp_path, workload):
+    """With a dispatch that pays, kernel.py picks variant_N.py by the stated rule, the same choice
+    as Dispatch.variant_for; every file imports with the standard library alone."""
+    d, files = _exported(tmp_path, workload)
     assert {"kernel.py", "variant_0.py", "variant_1.py", "dispatch.json"} <= set(files)
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import kernel; "
-             "print(kernel.variant_for(M=300, N=200, K=100000), kernel.variant_for(M=2048, N=2048, K=2048), "
-             "kernel.variant(1).PROGRAM, kernel.variant(0).PROGRAM)")
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(tmp_path)], capture_output=True, text=True)
+    out = _kernel_py(tmp_path, "print(kernel.variant_for(M=300, N=200, K=100000), kernel.variant_for(M=2048, N=2048, "
+                               "K=2048), kernel.variant(1).PROGRAM, kernel.variant(0).PROGRAM)")
     assert out.stdout.split() == ["1", "0", "True", "False"], out.stderr
     assert d.variant_for({"M": 300, "N": 200, "K": 100000}).name == "split"
 
@@ -160,27 +172,10 @@ def test_export_rule_on_shapes_the_session_never_saw(tmp_path, workload):
     """kernel.py, on shapes no case had, takes the variant measured fastest around the shape whose
     launch is valid there: split-K for long K, the tiled kernel where split-K's workspace would pass
     the limit; Dispatch.variant_for with the workload makes the same choices."""
-    import subprocess
-    import sys
-
-    from agent.evaluate.records import Best
-    from agent.runtime.device_facts import DeviceFacts
-    from agent.tracking.best_kernel import write_best
-    tiled, split = spec(workload, "tiled", "tiled"), spec(workload, "splitk", "split", SPLITK=32)
-    winners = update_winners(update_winners({}, 1, tiled, {"square-1024": 0.1, "long-k": 2.0}), 2, split,
-                             {"long-k": 0.25})
-    ev = PerCaseEvaluatorDouble(workload, {"tiled": {"square-1024": 0.1, "long-k": 2.0},
-                                           "split": {"square-1024": 0.2, "long-k": 0.25}})
-    d = build_dispatch(ev, workload, winners, tiled)
+    d, _ = _exported(tmp_path, workload)
     assert d.times == [[0.1, 2.0], [0.2, 0.25]]
-    best = Best(spec=tiled, score_ms=d.single_score_ms, cases=[], iteration=1)
-    write_best(tmp_path, workload, best, None, {}, None, DeviceFacts(), module=True, dispatch=d)
     unseen = [dict(M=200, N=300, K=200000), dict(M=40000, N=40000, K=200000), dict(M=3000, N=2500, K=1500)]
-    probe = ("import sys, json; sys.path.insert(0, sys.argv[1]); import kernel; "
-             "print(*[kernel.variant_for(**s) for s in json.loads(sys.argv[2])])")
-    import json
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(tmp_path), json.dumps(unseen)],
-                         capture_output=True, text=True)
+    out = _kernel_py(tmp_path, "print(*[kernel.variant_for(**s) for s in json.loads(sys.argv[2])])", json.dumps(unseen))
     assert out.stdout.split() == ["1", "0", "0"], out.stderr
     assert [d.variant_for(s, workload).name for s in unseen] == ["split", "tiled", "tiled"]
     assert d.variant_for(unseen[1]).name == "split"  # the rule alone, blind to the workspace limit

@@ -32,7 +32,7 @@ from typing import Callable, Mapping, Optional
 from ..runtime.compiler import CompiledKernel, Nvrtc, compile_kernel, run_nvrtc
 from ..runtime.cubin_audit import audit_cubin
 from ..runtime.device_facts import DeviceFacts
-from ..spec.applicability import malformed
+from ..spec.applicability import coverage_gap, malformed
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, ensure_reference
 from ..spec.launch import LaunchJob, ProgramJob
@@ -625,19 +625,11 @@ def _screen_best(result: EvaluationResult, best_ms: float,
 
 
 def coverage_problem(cases: list[CaseResult]) -> str:
-    """Why a candidate that is not applicable to some cases cannot be judged at all, or ''.
-    It must apply to a correctness case (else it would be judged at performance sizes only)
-    and to a performance case (else there is nothing it could serve)."""
-    applies = [c for c in cases if c.status != Status.NOT_APPLICABLE]
+    """Why a candidate that is not applicable to some cases cannot be judged at all, or ''
+    (agent/spec/applicability.py's coverage_gap)."""
     skipped = [c for c in cases if c.status == Status.NOT_APPLICABLE]
-    if not skipped:
-        return ""
-    first = f"; e.g. {skipped[0].detail}"
-    if not any(c.role == "correctness" for c in applies):
-        return "not applicable to any correctness case, so it cannot be validated" + first
-    if not any(c.role == "performance" for c in applies):
-        return "not applicable to any performance case, so it serves none" + first
-    return ""
+    gap = coverage_gap(c.role for c in cases if c.status != Status.NOT_APPLICABLE) if skipped else None
+    return f"{gap}; e.g. {skipped[0].detail}" if gap else ""
 
 
 def full_coverage(result: EvaluationResult) -> bool:

@@ -108,8 +108,8 @@ def session_result(best: Optional[Best], dispatch: Optional[Dispatch],
     # each case's floor in ms, read back from the best's % of it at its own median
     floors = {c.case: c.pct_of_floor * c.median_ms for c in best.cases if c.pct_of_floor and c.median_ms} if best else {}
     if dispatch is not None and dispatch.pays:
-        if dispatch.single_score_ms is not None:  # the single variant's times from the same rounds
-            single = {e.case: t for e, t in zip(dispatch.entries, dispatch.times[0]) if t} if dispatch.times else single
+        if dispatch.single_score_ms is not None and dispatch.times:  # the single variant's, from the same rounds
+            single = {e.case: t for e, t in zip(dispatch.entries, dispatch.times[0]) if t}
         cases = [CaseServed(case=e.case, ours_ms=e.median_ms, variant=dispatch.variants[e.variant].name,
                             single_ms=single.get(e.case), library=libraries.get(e.case),
                             pct_of_floor=_of_floor(floors.get(e.case), e.median_ms))

@@ -53,7 +53,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
 from ..evaluate.records import CandidateSpec
-from ..spec.applicability import malformed, serves
+from ..spec.applicability import coverage_gap, malformed, serves
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
@@ -716,9 +716,7 @@ class TuneProposer:
         if malformed(workload, cand):
             return frozenset()
         served = [c for c in workload.cases if serves(workload, cand, c)]
-        if not any(c.timed for c in served) or all(c.timed for c in served):
-            return frozenset()
-        return frozenset(c.name for c in served)
+        return frozenset() if coverage_gap(c.role for c in served) else frozenset(c.name for c in served)
 
 
 def _compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> tuple:

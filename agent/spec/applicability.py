@@ -13,11 +13,11 @@ evaluator, which knows the device.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from .candidate import Candidate
 from .launch import LaunchJob
-from .workload import Case, Launch, ScalarParam, Workload, array_layouts
+from .workload import Case, Launch, ScalarParam, Workload, array_layouts, step_problem
 
 MIN_THREADS = 32  # the tuner's floor: a block of less than a warp wastes the SM
 
@@ -42,16 +42,9 @@ def _resolved(workload: Workload, candidate: Candidate, case: Case) -> tuple[lis
         job = candidate.program.resolve(env, scalars, array_layouts(workload, case))
     except ValueError as e:  # ExprError is one; so is a workspace size out of range
         return [], str(e)
-    launches = []
-    for s in job.steps:
-        if isinstance(s, LaunchJob):
-            problem = s.launch.problems() or next(
-                (f"tma:{a.array}: {a.tensor_map.problems()}" for a in s.args
-                 if a.tensor_map is not None and a.tensor_map.problems()), None)
-            if problem:
-                return [], f"{s.entry}: {problem}"
-            launches.append(s.launch)
-    return launches, None
+    steps = [s for s in job.steps if isinstance(s, LaunchJob)]
+    problem = next((p for s in steps if (p := step_problem(s))), None)
+    return ([], problem) if problem else ([s.launch for s in steps], None)
 
 
 def case_problem(workload: Workload, candidate: Candidate, case: Case) -> Optional[str]:
@@ -66,16 +59,13 @@ def serves(workload: Workload, candidate: Candidate, case: Case) -> bool:
     return problem is None and all(x.block[0] * x.block[1] * x.block[2] >= MIN_THREADS for x in launches)
 
 
-def coverage(workload: Workload, candidate: Candidate) -> Optional[str]:
-    """Why the candidate cannot be judged at all, or None: it must apply to a correctness
-    case (else it would be validated at performance sizes only) and to a performance case
-    (else there is nothing it could serve)."""
-    problem = malformed(workload, candidate)
-    if problem:
-        return problem
-    applies = [c for c in workload.cases if case_problem(workload, candidate, c) is None]
-    if not any(not c.timed for c in applies):
+def coverage_gap(served_roles: Iterable[str]) -> Optional[str]:
+    """Why a candidate serving cases of these roles cannot be judged at all, or None: it
+    must serve a correctness case (else it would be validated at performance sizes only)
+    and a performance case (else there is nothing it could serve)."""
+    roles = set(served_roles)
+    if "correctness" not in roles:
         return "not applicable to any correctness case, so it cannot be validated"
-    if not any(c.timed for c in applies):
+    if "performance" not in roles:
         return "not applicable to any performance case, so it serves none"
     return None

@@ -335,12 +335,18 @@ def program_problem(w: Workload, program: Program, case: Case, env: dict[str, in
         return str(e)
     for s in job.steps:
         if isinstance(s, LaunchJob):
-            problem = s.launch.problems() or next(
-                (f"tma:{a.array}: {a.tensor_map.problems()}" for a in s.args
-                 if a.tensor_map is not None and a.tensor_map.problems()), None)
+            problem = step_problem(s)
             if problem:
-                return f"{s.entry}: {problem}"
+                return problem
     return None
+
+
+def step_problem(step: LaunchJob) -> Optional[str]:
+    """Why one resolved launch of a program cannot be valid (its launch, a TMA descriptor), or None."""
+    problem = step.launch.problems() or next(
+        (f"tma:{a.array}: {a.tensor_map.problems()}" for a in step.args
+         if a.tensor_map is not None and a.tensor_map.problems()), None)
+    return f"{step.entry}: {problem}" if problem else None
 
 
 def array_layouts(w: Workload, case: Case) -> dict[str, tuple[str, tuple[int, ...]]]:
