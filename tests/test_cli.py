@@ -24,6 +24,15 @@ def test_eval_with_unknown_kernel_is_a_spec_error(capsys):
     assert "neither a file nor one of the workload's kernels (naive, tiled, warptile, splitk, splitk_warptile, tf32x3, tf32x3_splitk)" in capsys.readouterr().err
 
 
+def test_eval_shapes_file_without_the_workload_is_refused_before_gpu_work(tmp_path, capsys):
+    """eval --shapes takes the file's shapes for this workload; a file with none for it is one line, exit 2."""
+    f = tmp_path / "shapes.toml"
+    f.write_text('[[softmax]]\nname = "long"\nsizes = { rows = 4, cols = 100000 }\n')
+    assert main(["eval", str(SGEMM), "--shapes", str(f), "--no-baseline"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no [[sgemm]] shapes for workload sgemm" in err
+
+
 def test_eval_without_gpu_is_one_clear_line(capsys):
     """On a machine without a GPU, eval exits 3 with one line pointing at doctor."""
     from agent.runtime import native

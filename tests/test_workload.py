@@ -227,3 +227,22 @@ def test_a_candidate_that_would_dodge_every_correctness_case_is_refused():
     assert coverage_problem([CaseResult("odd", "correctness"), na("big", "performance"),
                              CaseResult("square", "performance")]) == ""
     assert coverage_gap(["performance"]) and coverage_gap(["correctness"]) and not coverage_gap(["correctness", "performance"])
+
+
+def test_split_row_kernels_serve_rows_up_to_their_grid_and_no_longer():
+    """The split-row kernels (softmax, layernorm, rmsnorm_bf16) serve 10^6-column rows at their
+    defaults, and are not applicable (an empty grid, no launch) where a row has more slices than
+    half the grid's buffers: the rule that keeps their cross-block exchange free of deadlock."""
+    from agent.spec.applicability import case_problem
+    from agent.spec.candidate import Candidate
+    from agent.spec.workload import Case
+    for name in ("softmax", "layernorm", "rmsnorm_bf16"):
+        w = load_workload(SGEMM.parent / name)
+        split = Candidate.from_spec(w.kernels["split"])
+        assert case_problem(w, split, Case("1M", "performance", {"rows": 64, "cols": 1 << 20})) is None, name
+        huge = case_problem(w, split, Case("huge", "performance", {"rows": 1, "cols": 1 << 28}))
+        assert huge is not None and "grid" in huge, (name, huge)
+        # 16 KB slices and 2 buffers: 256 slices of fp32 against 132 buffers; bf16 rows have 128.
+        small = Candidate.from_spec(w.kernels["split"], {"SLICE": 16384, "NBUF": 2})
+        served = case_problem(w, small, Case("1M", "performance", {"rows": 64, "cols": 1 << 20})) is None
+        assert served == (name == "rmsnorm_bf16"), name

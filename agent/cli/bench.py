@@ -233,7 +233,7 @@ def _evaluable_or_noted(w: Workload) -> bool:
         return False
 
 
-def _with_shapes(workloads: list[Workload], path: Path, named: bool) -> list[Workload]:
+def with_shapes(workloads: list[Workload], path: Path, named: bool) -> list[Workload]:
     """The workloads a shapes file has shapes for, each with those as its performance cases
     (agent/spec/shapes.py). Named on the command line, every one needs shapes in the file."""
     from ..spec.shapes import load_shapes
@@ -257,7 +257,7 @@ def _bench(args) -> int:
     paths = args.workloads or sorted(p.parent for p in Path("examples").glob("*/workload.toml"))
     workloads = [load_workload(Path(p)) for p in paths]  # every spec checked before any GPU work
     if args.shapes is not None:
-        workloads = _with_shapes(workloads, args.shapes, named=bool(args.workloads))
+        workloads = with_shapes(workloads, args.shapes, named=bool(args.workloads))
     if not args.workloads:  # every example: those the GPU side cannot judge yet are left out, said once each
         workloads = [w for w in workloads if _evaluable_or_noted(w)]
     from ..drafting.drafting import refuse_drafted

@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--block", type=_dims, help="launch block for --kernel FILE, e.g. 16,16")
     e.add_argument("--shared", default=None, help="dynamic shared memory bytes (expression)")
     e.add_argument("-D", dest="defines", action="append", type=_define, default=[], metavar="NAME=VALUE")
+    e.add_argument("--shapes", type=Path, metavar="FILE",
+                   help="your own performance cases ([[NAME]] tables of name and sizes, as bench --shapes): "
+                        "they replace the workload's")
     e.add_argument("--hot", action="store_true", help="no L2 flush before each timed launch")
     e.add_argument("--warmup", type=int, default=10)
     e.add_argument("--repetitions", type=int, default=100)
@@ -235,6 +238,9 @@ def cmd_eval(args) -> int:
     from ..worker.protocol import TimingConfig
     from .options import evaluation_options
     workload = load_workload(args.workload)
+    if args.shapes is not None:
+        from .bench import with_shapes
+        workload = with_shapes([workload], args.shapes, named=True)[0]
     if refuse_drafted(workload):
         raise CliError(str(refuse_drafted(workload)))
     candidate = _candidate(args, workload)  # spec and kernel checked before any GPU work

@@ -16,7 +16,7 @@
 #define BM 128
 #endif
 
-// knob BN: 64 128 256
+// knob BN: 32 64 128 256
 #ifndef BN
 #define BN 128
 #endif
@@ -31,7 +31,7 @@
 #define WM 64
 #endif
 
-// knob WN: 32 64
+// knob WN: 16 32 64
 #ifndef WN
 #define WN 32
 #endif
