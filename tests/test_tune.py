@@ -197,6 +197,29 @@ def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
                        "tiled", "tiled", "tiled", "tiled"]
 
 
+def test_a_stalled_main_kernel_searches_every_other_turn_for_the_focus_case(tmp_path):
+    """tiled alone (named), stalled on the geomean after its first attempts: its turns alternate between the
+    geomean and the case furthest behind the baseline (long-K), and a turn for long-K branches from the point
+    fastest there, which is not the geomean's best (a knob that pays on one shape only)."""
+    from agent.evaluate.records import CaseOutcome
+    w, best, baseline = _tiled_and_splitk(tmp_path)
+    tuner, history, specs = TuneProposer(0, kernel="tiled", ahead=0), [], []
+    for i in range(1, 11):
+        ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
+                              baseline)
+        spec = tuner.propose(ctx).spec
+        specs.append(spec)
+        long_k = 0.5 if i == 3 else 1.0  # attempt 3 is the fastest on long-K, and the slowest on the geomean
+        history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0 + (i == 3),
+                               defines=spec.defines, new_best=(i == 1),
+                               cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
+                                      CaseOutcome(case="long-k", role="performance", status="ok", median_ms=long_k)]))
+    # Stalled once attempts 2-5 brought no new best: from the sixth on, every other turn is long-K's.
+    assert [s.focus for s in specs] == [None] * 5 + ["long-k", None, "long-k", None, "long-k"]
+    assert all("(searched for case long-k)" in s.rationale for s in specs if s.focus)
+    assert all(s.parent == 3 for s in specs if s.focus), [(s.parent, s.rationale) for s in specs]
+
+
 def _sgemm_best(w, medians):
     from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
     from agent.spec.candidate import Candidate

@@ -25,7 +25,8 @@ the seed fixes the search only with `ahead=0`.
 
 Several tunable kernels shipped with the workload (tiles and split-K): the kernel
 being improved (the best's, else the one with the most knobs) gets MAIN_TURNS
-proposals in a row, then each other shipped kernel with knobs gets one (not while a
+proposals in a row (once it has stalled, every other one of them scored on the focus
+case below rather than the geomean), then each other shipped kernel with knobs gets one (not while a
 model's kernel is the best: the tuner then searches that one only). Those turns are scored on the
 focus case, the performance case where the best so far is furthest behind the
 baseline (or slowest against its own geomean without one), so a kernel that only
@@ -180,7 +181,7 @@ class TuneProposer:
         if self._used_up is not None and self._used_up[0] == main:
             return self._after_main(ctx, self._used_up[1])
         try:
-            return self._propose(ctx)
+            return self._propose(ctx, None, self._main_focus(ctx))
         except SearchExhausted as used_up:
             if not _in_flight(ctx, main):  # else a point counted as tried may yet be dropped untried
                 self._used_up = (main, used_up)
@@ -235,8 +236,8 @@ class TuneProposer:
             kernel, focus = self._fallback, _focus_case(ctx)
         elif other is not None and first_kernel == other[0] and self._stalled(ctx):
             kernel, focus = other
-        else:
-            kernel, focus = None, None
+        else:  # the main kernel's turn, on the geomean or (stalled) on its focus case
+            kernel, focus = None, first.spec.focus
         try:
             batch = [first] + self._propose_more(ctx, n - 1, first.spec.defines, kernel, focus)
         except ProposalError:  # nothing beside the first: a batch of one
@@ -446,6 +447,19 @@ class TuneProposer:
         if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:
             return min(others, key=lambda n: counts[n]), focus
         return min(others, key=lambda n: on_focus[n]), focus
+
+    def _main_focus(self, ctx: ProposalContext) -> Optional[str]:
+        """The case the kernel being improved is searched for on this turn, or None for the
+        geomean. Once it has stalled on the geomean, every other one of its turns is scored
+        on the focus case instead: knobs that pay on one shape only (a narrow tile for N = 32,
+        split-K for a decode step) lose on the geomean and would never be reached, while the
+        dispatch gives that case the variant that wins it."""
+        if not self._stalled(ctx):
+            return None
+        main = self.base(ctx)[0].name.split("@")[0]
+        turns = sum(a.name.split("@")[0] == main for a in ctx.history if a.proposer == self.name) + \
+            sum(s.name.split("@")[0] == main for s in ctx.in_flight if s.proposer == self.name)
+        return _focus_case(ctx) if turns % 2 else None
 
     def _stalled(self, ctx: ProposalContext) -> bool:
         """The kernel being improved has had STALL attempts in a row without a new best."""
@@ -806,10 +820,11 @@ def _parent(choice: dict[str, int], scores: dict, mine: list, ctx: ProposalConte
 
 
 def _scores(mine: list, focus: Optional[str]) -> dict:
-    """Each scored point's score; on another kernel's turn, its median on the focus case."""
+    """Each scored point's score; on a turn for the focus case, its median there (a point
+    that serves the focus case but not every performance case, so has no score, counts)."""
     if not focus:
         return {_key(a.defines): a.score_ms for a in mine if a.score_ms}
-    return {_key(a.defines): m for a in mine if a.score_ms
+    return {_key(a.defines): m for a in mine if a.status == "ok"
             for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
 
 
