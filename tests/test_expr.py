@@ -12,6 +12,7 @@ from agent.spec.expr import Expr, ExprError
     ("round_up(K, 32) - K", {"K": 61}, 3),
     ("min(M, 1024) + max(1, N // 2) % 7", {"M": 5000, "N": 30}, 1025),
     ("-N + 2 * N", {"N": 9}, 9),
+    ("max(N) + min(K)", {"N": 9, "K": 2}, 11),  # one value: itself (a KernelBench import writes max(N))
     (128, {}, 128),
 ])
 def test_evaluates_whitelisted_arithmetic(text, env, value):
@@ -104,3 +105,12 @@ def test_an_overflow_is_an_expression_error_in_one_line():
     as OverflowError (second attack, session 23). Now an ExprError, a ValueError."""
     with pytest.raises(ExprError, match="too large"):
         Expr.parse("9" * 400 + " / 7").evaluate({})
+
+
+def test_one_value_min_and_max_in_generated_python():
+    """The exported Python form of max(N) is N itself, as the evaluator computes it."""
+    from agent.spec.expr import PYTHON_HELPERS
+    e = Expr.parse("max(N) * min(K, 3)")
+    scope: dict = {}
+    exec(PYTHON_HELPERS, scope)
+    assert eval(e.python(lambda n: f"env[{n!r}]"), {**scope, "env": {"N": 5, "K": 7}}) == 15 == e.evaluate({"N": 5, "K": 7})

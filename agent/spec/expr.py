@@ -64,7 +64,10 @@ _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.FloorDiv: _floor_div,
     ast.Mod: _mod,
 }
-_FUNCTIONS: dict[str, tuple[Callable[..., Number], Optional[int]]] = {"ceil_div": (_ceil_div, 2), "round_up": (_round_up, 2), "min": (min, None), "max": (max, None)}
+# min and max of one value are that value (Python's would iterate over it).
+_FUNCTIONS: dict[str, tuple[Callable[..., Number], Optional[int]]] = {
+    "ceil_div": (_ceil_div, 2), "round_up": (_round_up, 2),
+    "min": (lambda *a: min(a), None), "max": (lambda *a: max(a), None)}
 
 
 @dataclass(frozen=True)
@@ -224,5 +227,7 @@ def _python(node: ast.expr, name: Callable[[str], str], text: str) -> str:
         fn, arity = _FUNCTIONS[node.func.id]
         if (arity is not None and len(node.args) != arity) or not node.args:
             raise ExprError(f"'{text}': {node.func.id} takes {arity or 'one or more'} arguments")
-        return f"{_PY_FUNCTIONS[node.func.id]}({', '.join(_python(a, name, text) for a in node.args)})"
+        args = [_python(a, name, text) for a in node.args]
+        return args[0] if len(args) == 1 and node.func.id in ("min", "max") else \
+            f"{_PY_FUNCTIONS[node.func.id]}({', '.join(args)})"
     raise ExprError(f"'{text}': unsupported expression")  # unreachable after _check_node
