@@ -289,3 +289,19 @@ def test_a_torch_baseline_that_the_worker_cannot_call_is_refused_before_the_gpu(
     with pytest.raises(SpecError, match="baseline.torch") as e:
         load_workload(tmp_path / "w")
     assert problem in str(e.value)
+
+
+def test_check_that_computed_no_reference_fails_unless_told(tmp_path, capsys):
+    """A workload whose every case is above the CPU budget (no correctness case, no kernels yet) checks
+    nothing: check says so and exits 2; --allow-no-reference passes, saying so in one line."""
+    from workload_factory import make_from_scratch_workload
+    d = make_from_scratch_workload(tmp_path / "w")
+    toml = d / "workload.toml"
+    text = toml.read_text().replace('name = "odd-97x83x61"\nrole = "correctness"\nsizes = { M = 97, N = 83, K = 61 }\n\n'
+                                    '[[cases]]\n', "")
+    toml.write_text(text.replace("{ M = 256, N = 256, K = 256 }", "{ M = 4096, N = 4096, K = 4096 }"))
+    assert main(["check", str(d)]) == 2
+    out = capsys.readouterr().out
+    assert "FAIL  reference  no case's reference was computed here" in out and "--allow-no-reference" in out
+    assert main(["check", str(d), "--allow-no-reference"]) == 0
+    assert "skip  reference  no case's reference was computed here (--allow-no-reference)" in capsys.readouterr().out
