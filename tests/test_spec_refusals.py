@@ -222,6 +222,29 @@ def test_raising_reference_is_one_line_with_type_and_message(tmp_path, capsys):
     assert "FAIL  reference  reference.py: reference raised KeyError" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("body,says", [
+    ("    return None\n", "reference.py: reference returned nothing (None): it must return C (case 'odd-97x83x61')"),
+    ("    return {'C': None}\n", "reference.py: reference returned None for C: it must return C (case 'odd-97x83x61')"),
+    ("    return (A @ B) * (1 + 1j)\n", "reference.py: output C for case 'odd-97x83x61' is complex (complex128)"),
+])
+def test_a_reference_returning_none_or_complex_is_named_for_what_it_is(tmp_path, body, says):
+    """None is not "1 value(s)"; a complex result is refused rather than cast to its real part."""
+    d = make_sgemm_workload(tmp_path / "w")
+    _reference(d, body)
+    w = load_workload(d)
+    with pytest.raises(ReferenceFailed) as e:
+        compute_reference(w, w.case("odd-97x83x61"), 1)
+    assert _one_line(str(e.value)).startswith(says)
+
+
+def test_a_byte_order_mark_is_not_a_syntax_error(tmp_path):
+    """workload.toml saved by an editor with a UTF-8 BOM loads like the same file without one."""
+    d = make_sgemm_workload(tmp_path / "w")
+    toml = d / "workload.toml"
+    toml.write_bytes(b"\xef\xbb\xbf" + toml.read_bytes())
+    assert load_workload(d).name == "sgemm"
+
+
 def test_nan_reference_is_refused_naming_output_case_count_and_index(tmp_path):
     """NaN in a reference would let an unwritten (NaN-poisoned) output pass: refused, unless declared."""
     d = make_sgemm_workload(tmp_path / "w")

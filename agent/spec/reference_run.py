@@ -169,7 +169,12 @@ def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
         values = list(result)
     else:
         values = [result]
-    if len(values) != len(outputs) or any(v is None for v in values):
+    if result is None or any(v is None for v in values):
+        missing = "nothing (None)" if result is None else \
+            "None for " + ", ".join(a.name for a, v in zip(outputs, values) if v is None)
+        raise ReferenceFailed(f"{path.name}: reference returned {missing}: it must return "
+                              f"{', '.join(a.name for a in outputs)} (case '{case}')")
+    if len(values) != len(outputs):
         raise ReferenceFailed(f"{path.name}: reference returned {len(values)} value(s) "
                               f"for outputs {', '.join(a.name for a in outputs)}")
     refs = {}
@@ -178,6 +183,9 @@ def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
         if v.shape != a.shape:
             raise ReferenceFailed(f"{path.name}: output {a.name} for case '{case}' "
                                   f"has shape {v.shape}, the spec says {a.shape}")
+        if np.iscomplexobj(v):  # a cast would drop the imaginary part without a word
+            raise ReferenceFailed(f"{path.name}: output {a.name} for case '{case}' is complex ({v.dtype}); "
+                                  "the spec's dtypes are real: return the real part explicitly if that is meant")
         is_float = a.dtype in FLOAT_DTYPES  # a float reference stays float64, whatever the output's width
         try:
             ref = np.ascontiguousarray(v, dtype=np.float64 if is_float else a.dtype)

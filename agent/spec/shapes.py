@@ -24,7 +24,7 @@ def load_shapes(path: Path) -> dict[str, Shapes]:
     """Workload name -> its (case name, sizes). Raises SpecError (one line) for a file that
     is not one."""
     try:
-        doc = tomllib.loads(Path(path).read_text())
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise SpecError(path, "(file)", "not found") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

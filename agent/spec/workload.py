@@ -386,7 +386,7 @@ def load_workload(directory: Path | str, shapes: tuple[tuple[str, dict[str, int]
                         "workload.toml and reference.py")
     raw = path.read_bytes()
     try:
-        doc = tomllib.loads(raw.decode())
+        doc = tomllib.loads(raw.decode("utf-8-sig"))  # an editor's byte-order mark is not a syntax error
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise SpecError(path, "(syntax)", str(e)) from None
     if shapes:  # the user's performance cases instead of the workload's own (agent/spec/shapes.py)
