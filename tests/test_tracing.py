@@ -19,8 +19,9 @@ from agent.tracking.tracker import Tracker
 
 def test_model_calls_become_traces(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns: nothing may land there
     tracker = Tracker(tmp_path / "store")
-    assert enable_tracing(tracker.uri, "sgemm")
+    assert enable_tracing(tracker, "sgemm")
     try:
         w = load_workload(make_sgemm_workload(tmp_path / "w"))
         with OpenAIServerDouble([answer()]) as server:
@@ -32,12 +33,16 @@ def test_model_calls_become_traces(tmp_path, monkeypatch):
         assert len(traces) == 1
         text = traces[0].to_json()
         assert "sgemm_naive" in text and "sk-double-0000-secret" not in text
+        assert not (tmp_path / "mlruns").exists()
     finally:
         mlflow.langchain.autolog(disable=True)
 
 
 def test_tracing_that_cannot_start_is_a_warning(tmp_path, capsys):
-    blocked = tmp_path / "file"
-    blocked.write_text("not a folder")
-    assert not enable_tracing(f"sqlite:///{blocked}/sub/mlflow.db", "sgemm")
+    """The store gone from under the session (its folder replaced by a file): one warning, no traceback."""
+    import shutil
+    tracker = Tracker(tmp_path / "store")
+    shutil.rmtree(tmp_path / "store")
+    (tmp_path / "store").write_text("not a folder")
+    assert not enable_tracing(tracker, "sgemm")
     assert "warpsmith: warning: --trace is off:" in capsys.readouterr().err

@@ -69,7 +69,7 @@ def start_session(options: SessionOptions, workload: Workload, out: Optional[Tex
     info.save(directory)
     if options.tracking.trace and run_id:
         from ..tracking.tracing import enable_tracing
-        enable_tracing(session.tracker.uri, workload.name)
+        enable_tracing(session.tracker, workload.name)
     print(f"session {info.id} ({choice.kind}, budget {search.budget})", file=out or sys.stdout)
     return session
 

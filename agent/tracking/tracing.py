@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import sys
 
+from .tracker import Tracker
 
-def enable_tracing(tracking_uri: str, experiment: str) -> bool:
+
+def enable_tracing(tracker: Tracker, experiment: str) -> bool:
     try:
         import mlflow
         import mlflow.langchain
-        mlflow.set_tracking_uri(tracking_uri)
-        mlflow.set_experiment(experiment)
+        mlflow.set_tracking_uri(tracker.uri)
+        mlflow.set_experiment(experiment_id=tracker.experiment(experiment))  # traces' artifacts in the store
         mlflow.langchain.autolog(log_traces=True, silent=True)
         return True
     except Exception as e:  # an mlflow without the LangChain flavour, an unreachable store...

@@ -89,12 +89,16 @@ class Tracker(SessionTracker):
             return None
 
     # -- session lifecycle --------------------------------------------------
+    def experiment(self, workload: str) -> str:
+        """The workload's experiment id, created with its artifacts in this store (MLflow's
+        own default would be ./mlruns under whatever folder the process started in)."""
+        exp = self.client.get_experiment_by_name(workload)
+        return exp.experiment_id if exp else self.client.create_experiment(
+            workload, artifact_location=(self.store / "artifacts" / workload).resolve().as_uri(), tags=EXPERIMENT_KIND)
+
     def start(self, workload: str, session_id: str, params: dict[str, Any]) -> Optional[str]:
         def go():
-            exp = self.client.get_experiment_by_name(workload)
-            exp_id = exp.experiment_id if exp else self.client.create_experiment(
-                workload, artifact_location=(self.store / "artifacts" / workload).resolve().as_uri(),
-                tags=EXPERIMENT_KIND)
+            exp_id = self.experiment(workload)
             run = self.client.create_run(exp_id, run_name=session_id, tags={"warpsmith.session": session_id,
                                                                              "warpsmith.workload": workload})
             self.run_id, self.experiment_id = run.info.run_id, exp_id
