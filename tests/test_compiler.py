@@ -49,6 +49,15 @@ def test_compile_failure_returns_the_log_with_line_numbers():
     assert r.cubin == b""
 
 
+def test_an_entry_the_source_does_not_define_is_named_first():
+    """NVRTC blames its own pasted-in name map for a missing entry; the log's first line names the entry."""
+    r = compile_kernel(BROKEN.replace("undefined_name", "1.f"), "sgemm_main", "sm_90", filename="tiled.cu",
+                       use_cache=False)
+    assert not r.ok and r.error == "NVRTC_ERROR_COMPILATION"
+    assert r.log.splitlines()[0] == ('tiled.cu: error: the entry "sgemm_main" is not defined: the source needs '
+                                     'extern "C" __global__ void sgemm_main(...)')
+
+
 def test_bad_option_is_a_result_not_a_crash():
     """An option outside the allowlist (-O3: not NVRTC's either) comes back as OPTION_REFUSED, naming it."""
     r = compile_kernel("extern \"C\" __global__ void k() {}", "k", "sm_90", ["-O3"], use_cache=False)

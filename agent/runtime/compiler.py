@@ -227,11 +227,21 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     r = nvrtc(source, filename, entry, options, arch, timeout_s)
     symbol = r["lowered_name"] or entry
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
-    result = CompiledKernel(r["ok"], arch, entry, symbol, r["log"], r["error"], r["compile_ms"], False, resources,
+    log = r["log"] if r["ok"] else _named_entry_missing(r["log"], entry, filename)
+    result = CompiledKernel(r["ok"], arch, entry, symbol, log, r["error"], r["compile_ms"], False, resources,
                             base64.b64decode(r["cubin"]), _half_ops(r) if r["ok"] else ())
     if r["ok"] and directory is not None:
         _store(directory, result)
     return result
+
+
+def _named_entry_missing(log: str, entry: str, filename: str) -> str:
+    """NVRTC reports an entry the source does not define in its own pasted-in text
+    ("__nv_name_map(2): error: identifier ... is undefined"): said first in the source's terms."""
+    if "__nv_name_map" not in log or f'identifier "{entry}" is undefined' not in log:
+        return log
+    return (f'{filename}: error: the entry "{entry}" is not defined: the source needs '
+            f'extern "C" __global__ void {entry}(...)\n' + log)
 
 
 def _half_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:

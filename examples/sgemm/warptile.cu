@@ -92,7 +92,7 @@
 #define BM 128
 #endif
 
-// knob BN: 32 64 128 256
+// knob BN: 64 128 256
 #ifndef BN
 #define BN 128
 #endif
