@@ -133,3 +133,14 @@ def test_tf32x3_copies_share_one_body():
     assert shared(EXAMPLES / "sgemm" / "tf32x3_splitk.cu") == plain
     assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3.cu") == plain
     assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3_splitk.cu") == plain
+
+
+def test_split_row_copies_share_one_skeleton():
+    """The three split-row kernels carry the same knobs, barriers and block reduction: a fix to one is a fix to all."""
+    def skeleton(workload):
+        text = (EXAMPLES / workload / "split.cu").read_text()
+        return text[text.index("// ---- the split-row skeleton"):text.index("// ---- end of the split-row skeleton ----")]
+    softmax = skeleton("softmax")
+    assert "knob NBUF" in softmax and "block_reduce" in softmax
+    assert skeleton("layernorm") == softmax
+    assert skeleton("rmsnorm_bf16") == softmax

@@ -41,6 +41,7 @@
 //
 // Accuracy: fp32 sums, variance from deviations about the mean, rsqrtf.
 
+// ---- the split-row skeleton: the same text in softmax, layernorm and rmsnorm_bf16 ----
 // consumer threads (the block has one more warp, the producer's)
 // knob BLOCK: 256 512 768
 #ifndef BLOCK
@@ -70,8 +71,6 @@
 #ifndef BPS
 #define BPS 1
 #endif
-
-#define LN_EPS 1e-5f
 
 #define SL4 (SLICE / 16)
 #define NWARPS (BLOCK / 32)
@@ -140,6 +139,10 @@ __device__ __forceinline__ float block_reduce(float v, float* red)
     float w = lane < NWARPS ? red[lane] : (MAX ? NEG_INF : 0.0f);
     return MAX ? warp_max(w) : warp_sum(w);
 }
+
+// ---- end of the split-row skeleton ----
+
+#define LN_EPS 1e-5f
 
 struct Task {
     int row, slice;   // row r, slice j of it

@@ -40,6 +40,7 @@
 
 #include <cuda_bf16.h>
 
+// ---- the split-row skeleton: the same text in softmax, layernorm and rmsnorm_bf16 ----
 // consumer threads (the block has one more warp, the producer's)
 // knob BLOCK: 256 512 768
 #ifndef BLOCK
@@ -137,6 +138,8 @@ __device__ __forceinline__ float block_reduce(float v, float* red)
     float w = lane < NWARPS ? red[lane] : (MAX ? NEG_INF : 0.0f);
     return MAX ? warp_max(w) : warp_sum(w);
 }
+
+// ---- end of the split-row skeleton ----
 
 struct Task {
     int row, slice;   // row r, slice j of it

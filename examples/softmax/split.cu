@@ -42,6 +42,7 @@
 //
 // Accuracy: expf (not __expf), fp32 throughout; the pairs merge as online softmax does.
 
+// ---- the split-row skeleton: the same text in softmax, layernorm and rmsnorm_bf16 ----
 // consumer threads (the block has one more warp, the producer's)
 // knob BLOCK: 256 512 768
 #ifndef BLOCK
@@ -113,14 +114,6 @@ __device__ __forceinline__ int load_acquire(const int* p)
     return v;
 }
 
-// Merge two online pairs; a -inf maximum (nothing folded) merges to the other pair.
-__device__ __forceinline__ float2 merge(float2 a, float2 b)
-{
-    const float M = fmaxf(a.x, b.x);
-    if (M == NEG_INF) return a;
-    return make_float2(M, a.y * expf(a.x - M) + b.y * expf(b.x - M));
-}
-
 __device__ __forceinline__ float warp_max(float v)
 {
 #pragma unroll
@@ -146,6 +139,16 @@ __device__ __forceinline__ float block_reduce(float v, float* red)
     const int lane = threadIdx.x & 31;
     float w = lane < NWARPS ? red[lane] : (MAX ? NEG_INF : 0.0f);
     return MAX ? warp_max(w) : warp_sum(w);
+}
+
+// ---- end of the split-row skeleton ----
+
+// Merge two online pairs; a -inf maximum (nothing folded) merges to the other pair.
+__device__ __forceinline__ float2 merge(float2 a, float2 b)
+{
+    const float M = fmaxf(a.x, b.x);
+    if (M == NEG_INF) return a;
+    return make_float2(M, a.y * expf(a.x - M) + b.y * expf(b.x - M));
 }
 
 struct Task {
