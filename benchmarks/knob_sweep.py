@@ -3,19 +3,24 @@ of each case (every baseline the workload has), all in one worker (one GPU conte
 one line per setting; the baselines are timed before and after the settings.
 
     python benchmarks/knob_sweep.py examples/sgemm warptile "" "MINB=1" "BM=128,BN=256,WN=64,MINB=1"
+    python benchmarks/knob_sweep.py --shapes benchmarks/row_lengths.toml --no-baseline examples/softmax split "" "NBUF=6"
 
-"" is the kernel's declared defaults. Each setting is validated on every case
+"" is the kernel's declared defaults. --shapes FILE times your shapes instead of the
+workload's performance cases (the form of `warpsmith bench --shapes`); --no-baseline skips
+the libraries (each setting's % of the floor is still printed). Each setting is validated on every case
 before it is timed (the evaluator's usual gate); a failing one prints its status.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
-import sys
+from pathlib import Path
 
 from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
+from agent.spec.shapes import load_shapes
 from agent.spec.speed_of_light import case_floor
 from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
@@ -50,11 +55,13 @@ def baseline_line(label: str, timed: list[str], best_ms: dict[str, float], best_
     return f"{label}: " + ", ".join(f"{n} {best_kind[n]} {best_ms[n]:.4f} ms" for n in timed if n in best_ms)
 
 
-def main(workload_dir: str, kernel: str, *settings: str) -> None:
+def main(workload_dir: str, kernel: str, settings: list[str], shapes: Path | None, baseline: bool) -> None:
     w = load_workload(workload_dir)
+    if shapes is not None:
+        w = load_workload(workload_dir, load_shapes(shapes)[w.name])
     timed = [c.name for c in w.cases if c.timed]
     with Evaluator(w, EvaluationOptions(TimingConfig(), kernel_timeout_s=20.0)) as ev:
-        base_ms, kinds = fastest_baselines(ev, timed)
+        base_ms, kinds = fastest_baselines(ev, timed) if baseline else ({}, {})
         print(f"{w.name}/{kernel} on {ev.facts.name or '?'}; "
               + baseline_line("fastest library per case", timed, base_ms, kinds), flush=True)
         print("setting | " + " | ".join(timed) + " | geomean vs the fastest library")
@@ -64,16 +71,22 @@ def main(workload_dir: str, kernel: str, *settings: str) -> None:
                 print(f"{setting or 'defaults'} | {r.status}: {r.detail.splitlines()[0] if r.detail else ''}", flush=True)
                 continue
             ms = {c.case: c.timing.median_ms for c in r.cases if c.timing}
-            cells = [f"{ms[n]:.4f} ({base_ms[n] / ms[n]:.3f}x{floor_pct(ev, w, n, ms[n])})" if n in base_ms
-                     else f"{ms[n]:.4f}" for n in timed]
+            cells = [(f"{ms[n]:.4f} ({base_ms[n] / ms[n]:.3f}x{floor_pct(ev, w, n, ms[n])})" if n in base_ms
+                      else f"{ms[n]:.4f} ({floor_pct(ev, w, n, ms[n]).lstrip(', ')})") if n in ms else "n/a"
+                     for n in timed]
             shared = [n for n in timed if n in base_ms and n in ms]
             ratio = math.prod(base_ms[n] / ms[n] for n in shared) ** (1 / len(shared)) if shared else float("nan")
             print(f"{setting or 'defaults'} | " + " | ".join(cells) + f" | {ratio:.3f}x", flush=True)
-        # Again at the end: a drift of the clocks over the sweep shows as a change here.
-        print(baseline_line("the libraries again", timed, *fastest_baselines(ev, timed)), flush=True)
+        if baseline:  # again at the end: a drift of the clocks over the sweep shows as a change here
+            print(baseline_line("the libraries again", timed, *fastest_baselines(ev, timed)), flush=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    main(*sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workload")
+    parser.add_argument("kernel")
+    parser.add_argument("settings", nargs="*", help="NAME=VALUE,... per setting; \"\" is the defaults")
+    parser.add_argument("--shapes", type=Path, help="performance shapes to time instead of the workload's")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the libraries")
+    a = parser.parse_args()
+    main(a.workload, a.kernel, a.settings, a.shapes, not a.no_baseline)

@@ -113,6 +113,47 @@ __device__ __forceinline__ int load_acquire(const int* p)
     return v;
 }
 
+__device__ __forceinline__ bool test_phase(unsigned bar, unsigned parity)
+{
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done != 0;
+}
+
+// Returns once *count == P (every slice of the row published; thread 0's fence and the
+// barrier make the partials visible to every consumer), publishing meanwhile each task
+// of this block whose bytes land (tasks pub .. k + NBUF - 1). A block never waits on a
+// row while it holds a landed slice it has not published: that keeps the ticket scheme
+// free of deadlock, and the slices that land during the wait are reduced under it
+// instead of after it. flag is two ints, alternated so that one barrier a round suffices.
+template <class Publish>
+__device__ __forceinline__ void await_row(const int* count, int P, const int& pub, const int& done, int k,
+                                          const unsigned long long* full, volatile int* flag, unsigned& nflag,
+                                          Publish& publish)
+{
+    for (;;) {
+        volatile int* f = flag + (nflag++ & 1);
+        if (threadIdx.x == 0) {
+            int state = 0;
+            if (load_acquire(count) >= P) {
+                __threadfence();
+                state = 1;
+            } else if (pub < done && pub <= k + NBUF - 1 && test_phase(smem_addr(&full[pub % NBUF]), (pub / NBUF) & 1)) {
+                state = 2;
+            }
+            *f = state;
+        }
+        consumers_sync();
+        const int state = *f;
+        if (state == 1) return;
+        if (state == 2)
+            publish();
+        else if (threadIdx.x == 0)
+            __nanosleep(64);
+    }
+}
+
 __device__ __forceinline__ float warp_max(float v)
 {
 #pragma unroll
@@ -181,6 +222,7 @@ layernorm_split(const float* __restrict__ x, const float* __restrict__ weight, c
     __shared__ __align__(8) unsigned long long full[NBUF];
     __shared__ __align__(8) unsigned long long empty[NBUF];
     __shared__ int task_id[NBUF];
+    __shared__ int flag[2];  // await_row's verdicts
     __shared__ float red[2][NWARPS];
     extern __shared__ __align__(128) float4 buf[];
 
@@ -236,57 +278,57 @@ layernorm_split(const float* __restrict__ x, const float* __restrict__ weight, c
     unsigned nred = 0;
 
     int pub = 0, done = 0x7fffffff;
-    for (int k = 0; k < done; ++k) {
-        while (pub < done && pub <= k + NBUF - 1) {
-            const int b = pub % NBUF;
-            wait_phase(smem_addr(&full[b]), (pub / NBUF) & 1);
-            const int t = task_id[b];
-            if (t >= T) {
-                done = pub;
-                break;
-            }
-            const Task tk = task_of(t, P, cols, x);
-            const float* xr = x + (size_t)tk.row * (size_t)cols;
-            const float4* s4 = buf + (size_t)b * SL4;
-            const int tail0 = tk.head + 4 * tk.nv;
-            const int nh = tk.slice == 0 ? tk.head : 0, nt = tk.slice == P - 1 ? cols - tail0 : 0;
-            const bool has_h = tid < nh, has_t = tid < nt;
-            const float hv = has_h ? xr[tid] : 0.0f, tv = has_t ? xr[tail0 + tid] : 0.0f;
-            const float n = (float)(4 * tk.n4 + nh + nt);
-
-            float sum = hv + tv;
-            for (int u = tid; u < tk.n4; u += BLOCK) {
-                const float4 v = s4[u];
-                sum += (v.x + v.y) + (v.z + v.w);
-            }
-            const float mean = n > 0.0f ? block_reduce<false>(sum, red[nred++ & 1]) / n : 0.0f;
-            float m2 = 0.0f;
-            if (has_h) m2 += (hv - mean) * (hv - mean);
-            if (has_t) m2 += (tv - mean) * (tv - mean);
-            for (int u = tid; u < tk.n4; u += BLOCK) {
-                const float4 v = s4[u];
-                const float a = v.x - mean, c = v.y - mean, d = v.z - mean, e = v.w - mean;
-                m2 += (a * a + c * c) + (d * d + e * e);
-            }
-            m2 = n > 0.0f ? block_reduce<false>(m2, red[nred++ & 1]) : 0.0f;
-            if (tid == 0) {
-                __stcg(partial + t, make_float4(n, mean, m2, 0.0f));
-                __threadfence();
-                if (P > 1) atomicAdd(sync + tk.row, 1);
-            }
-            ++pub;
+    unsigned nflag = 0;
+    // Publishes task pub (every consumer waits for its bytes); past the last ticket, sets done.
+    auto publish = [&]() {
+        const int b = pub % NBUF;
+        wait_phase(smem_addr(&full[b]), (pub / NBUF) & 1);
+        const int t = task_id[b];
+        if (t >= T) {
+            done = pub;
+            return;
         }
+        const Task tk = task_of(t, P, cols, x);
+        const float* xr = x + (size_t)tk.row * (size_t)cols;
+        const float4* s4 = buf + (size_t)b * SL4;
+        const int tail0 = tk.head + 4 * tk.nv;
+        const int nh = tk.slice == 0 ? tk.head : 0, nt = tk.slice == P - 1 ? cols - tail0 : 0;
+        const bool has_h = tid < nh, has_t = tid < nt;
+        const float hv = has_h ? xr[tid] : 0.0f, tv = has_t ? xr[tail0 + tid] : 0.0f;
+        const float n = (float)(4 * tk.n4 + nh + nt);
+
+        float sum = hv + tv;
+        for (int u = tid; u < tk.n4; u += BLOCK) {
+            const float4 v = s4[u];
+            sum += (v.x + v.y) + (v.z + v.w);
+        }
+        const float mean = n > 0.0f ? block_reduce<false>(sum, red[nred++ & 1]) / n : 0.0f;
+        float m2 = 0.0f;
+        if (has_h) m2 += (hv - mean) * (hv - mean);
+        if (has_t) m2 += (tv - mean) * (tv - mean);
+        for (int u = tid; u < tk.n4; u += BLOCK) {
+            const float4 v = s4[u];
+            const float a = v.x - mean, c = v.y - mean, d = v.z - mean, e = v.w - mean;
+            m2 += (a * a + c * c) + (d * d + e * e);
+        }
+        m2 = n > 0.0f ? block_reduce<false>(m2, red[nred++ & 1]) : 0.0f;
+        if (tid == 0) {
+            __stcg(partial + t, make_float4(n, mean, m2, 0.0f));
+            __threadfence();
+            if (P > 1) atomicAdd(sync + tk.row, 1);
+        }
+        ++pub;
+    };
+    for (int k = 0; k < done; ++k) {
+        while (pub <= k && pub < done) publish();
         if (k >= done) break;
 
         const int b = k % NBUF;
         const Task tk = task_of(task_id[b], P, cols, x);
-        if (P > 1) {
-            if (tid == 0) {
-                while (load_acquire(sync + tk.row) < P) __nanosleep(64);
-                __threadfence();
-            }
-        }
-        consumers_sync();
+        if (P > 1)
+            await_row(sync + tk.row, P, pub, done, k, full, flag, nflag, publish);
+        else
+            consumers_sync();
         // P = 1: the one triple this block wrote (the barrier above orders it); P > 1:
         // every warp merges the row's triples in the same way (lane l folds l, l + 32, ...,
         // then the butterfly), each merge symmetric, so all blocks agree to the bit.

@@ -114,6 +114,47 @@ __device__ __forceinline__ int load_acquire(const int* p)
     return v;
 }
 
+__device__ __forceinline__ bool test_phase(unsigned bar, unsigned parity)
+{
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done != 0;
+}
+
+// Returns once *count == P (every slice of the row published; thread 0's fence and the
+// barrier make the partials visible to every consumer), publishing meanwhile each task
+// of this block whose bytes land (tasks pub .. k + NBUF - 1). A block never waits on a
+// row while it holds a landed slice it has not published: that keeps the ticket scheme
+// free of deadlock, and the slices that land during the wait are reduced under it
+// instead of after it. flag is two ints, alternated so that one barrier a round suffices.
+template <class Publish>
+__device__ __forceinline__ void await_row(const int* count, int P, const int& pub, const int& done, int k,
+                                          const unsigned long long* full, volatile int* flag, unsigned& nflag,
+                                          Publish& publish)
+{
+    for (;;) {
+        volatile int* f = flag + (nflag++ & 1);
+        if (threadIdx.x == 0) {
+            int state = 0;
+            if (load_acquire(count) >= P) {
+                __threadfence();
+                state = 1;
+            } else if (pub < done && pub <= k + NBUF - 1 && test_phase(smem_addr(&full[pub % NBUF]), (pub / NBUF) & 1)) {
+                state = 2;
+            }
+            *f = state;
+        }
+        consumers_sync();
+        const int state = *f;
+        if (state == 1) return;
+        if (state == 2)
+            publish();
+        else if (threadIdx.x == 0)
+            __nanosleep(64);
+    }
+}
+
 __device__ __forceinline__ float warp_max(float v)
 {
 #pragma unroll
@@ -177,6 +218,7 @@ softmax_split(const float* __restrict__ x, float* __restrict__ y, float2* __rest
     __shared__ __align__(8) unsigned long long full[NBUF];
     __shared__ __align__(8) unsigned long long empty[NBUF];
     __shared__ int task_id[NBUF];
+    __shared__ int flag[2];  // await_row's verdicts
     __shared__ float odd[NBUF][6];  // exp(x - m) of head elements 0-2 and tail elements 0-2
     __shared__ float red[2][NWARPS];
     extern __shared__ __align__(128) float4 buf[];
@@ -230,60 +272,62 @@ softmax_split(const float* __restrict__ x, float* __restrict__ y, float2* __rest
     float m_of[NBUF], s_of[NBUF];  // each task's (m, s), kept for its finish (indices are compile-time below)
 
     int pub = 0, done = 0x7fffffff;
-    for (int k = 0; k < done; ++k) {
-        // Publish every task whose ticket is taken, up to NBUF - 1 ahead of k.
-        while (pub < done && pub <= k + NBUF - 1) {
-            const int b = pub % NBUF;
-            wait_phase(smem_addr(&full[b]), (pub / NBUF) & 1);
-            const int t = task_id[b];
-            if (t >= T) {
-                done = pub;
-                break;
-            }
-            const Task tk = task_of(t, P, cols, x);
-            const float* xr = x + (size_t)tk.row * (size_t)cols;
-            float4* s4 = buf + (size_t)b * SL4;
-            const int tail0 = tk.head + 4 * tk.nv;
-            const bool has_h = tk.slice == 0 && tid < tk.head;
-            const bool has_t = tk.slice == P - 1 && tid < 3 && tail0 + tid < cols;
-            const float hv = has_h ? xr[tid] : NEG_INF, tv = has_t ? xr[tail0 + tid] : NEG_INF;
-
-            float m = fmaxf(hv, tv);
-            for (int u = tid; u < tk.n4; u += BLOCK) {
-                const float4 v = s4[u];
-                m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-            }
-            m = block_reduce<true>(m, red[nred++ & 1]);
-            // A slice of -inf only (or none) has m = -inf: its e are 0 and its pair (-inf,
-            // 0) merges away; its scale exp(m - M) is 0 unless the whole row is -inf (NaN,
-            // as the reference).
-            const float mm = m == NEG_INF ? 0.0f : m;
-            float s = 0.0f;
-            for (int u = tid; u < tk.n4; u += BLOCK) {
-                float4 v = s4[u];
-                v = make_float4(expf(v.x - mm), expf(v.y - mm), expf(v.z - mm), expf(v.w - mm));
-                s4[u] = v;
-                s += (v.x + v.y) + (v.z + v.w);
-            }
-            if (has_h) {
-                odd[b][tid] = expf(hv - mm);
-                s += odd[b][tid];
-            }
-            if (has_t) {
-                odd[b][3 + tid] = expf(tv - mm);
-                s += odd[b][3 + tid];
-            }
-            s = block_reduce<false>(s, red[nred++ & 1]);
-#pragma unroll
-            for (int i = 0; i < NBUF; ++i)
-                if (i == b) m_of[i] = m, s_of[i] = s;
-            if (P > 1 && tid == 0) {
-                __stcg(partial + t, make_float2(m, s));
-                __threadfence();
-                atomicAdd(sync + tk.row, 1);
-            }
-            ++pub;
+    unsigned nflag = 0;
+    // Publishes task pub (every consumer waits for its bytes); past the last ticket, sets done.
+    auto publish = [&]() {
+        const int b = pub % NBUF;
+        wait_phase(smem_addr(&full[b]), (pub / NBUF) & 1);
+        const int t = task_id[b];
+        if (t >= T) {
+            done = pub;
+            return;
         }
+        const Task tk = task_of(t, P, cols, x);
+        const float* xr = x + (size_t)tk.row * (size_t)cols;
+        float4* s4 = buf + (size_t)b * SL4;
+        const int tail0 = tk.head + 4 * tk.nv;
+        const bool has_h = tk.slice == 0 && tid < tk.head;
+        const bool has_t = tk.slice == P - 1 && tid < 3 && tail0 + tid < cols;
+        const float hv = has_h ? xr[tid] : NEG_INF, tv = has_t ? xr[tail0 + tid] : NEG_INF;
+
+        float m = fmaxf(hv, tv);
+        for (int u = tid; u < tk.n4; u += BLOCK) {
+            const float4 v = s4[u];
+            m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+        }
+        m = block_reduce<true>(m, red[nred++ & 1]);
+        // A slice of -inf only (or none) has m = -inf: its e are 0 and its pair (-inf,
+        // 0) merges away; its scale exp(m - M) is 0 unless the whole row is -inf (NaN,
+        // as the reference).
+        const float mm = m == NEG_INF ? 0.0f : m;
+        float s = 0.0f;
+        for (int u = tid; u < tk.n4; u += BLOCK) {
+            float4 v = s4[u];
+            v = make_float4(expf(v.x - mm), expf(v.y - mm), expf(v.z - mm), expf(v.w - mm));
+            s4[u] = v;
+            s += (v.x + v.y) + (v.z + v.w);
+        }
+        if (has_h) {
+            odd[b][tid] = expf(hv - mm);
+            s += odd[b][tid];
+        }
+        if (has_t) {
+            odd[b][3 + tid] = expf(tv - mm);
+            s += odd[b][3 + tid];
+        }
+        s = block_reduce<false>(s, red[nred++ & 1]);
+#pragma unroll
+        for (int i = 0; i < NBUF; ++i)
+            if (i == b) m_of[i] = m, s_of[i] = s;
+        if (P > 1 && tid == 0) {
+            __stcg(partial + t, make_float2(m, s));
+            __threadfence();
+            atomicAdd(sync + tk.row, 1);
+        }
+        ++pub;
+    };
+    for (int k = 0; k < done; ++k) {
+        while (pub <= k && pub < done) publish();
         if (k >= done) break;
 
         const int b = k % NBUF;
@@ -294,11 +338,7 @@ softmax_split(const float* __restrict__ x, float* __restrict__ y, float2* __rest
             if (i == b) m = m_of[i], s = s_of[i];
         float scale;
         if (P > 1) {
-            if (tid == 0) {
-                while (load_acquire(sync + tk.row) < P) __nanosleep(64);
-                __threadfence();
-            }
-            consumers_sync();
+            await_row(sync + tk.row, P, pub, done, k, full, flag, nflag, publish);
             // Every warp merges the row's pairs in the same order (lane l folds pairs l,
             // l + 32, ..., then the butterfly; merge is commutative in floating point), so
             // all blocks of the row agree on M and S to the bit.
