@@ -1,18 +1,18 @@
 """Does the Ray backend cost anything on one GPU? The same candidates, in the same order,
 with the same early-rejection inputs, through the local evaluator and through Ray's one
 GPU actor, the kernels compiled beforehand: the wall time per attempt of each, and
-whether both gave each candidate the same verdict (issue 18: on one GPU, throughput
-within 10%).
+whether both gave each candidate the same verdict (the target: on one GPU, Ray's time
+per attempt within 10% of local's).
 
 Two tune sessions, one per backend, never propose the same candidates: which
 neighbours a step takes depends on every timing before it, so a session pair's
-attempts-per-second differ by the search path as well as by the backend (session 23:
+attempts-per-second differ by the search path as well as by the backend (on one H100,
 two pairs gave Ray 0.7% faster and 14.5% slower). A replay holds the path fixed.
 
-    python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 \\
-        --sequence docs/measurements/2026-12-06-gpu-session23/sgemm-square-4096-sequence.json
-    python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 --records <kept records> \\
-        --write-sequence sequence.json    # from a session kept by search_speed.py --keep
+    python3 benchmarks/search_speed.py examples/sgemm --cases square-4096 --keep RECORDS -- --batch 4
+    python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 --records RECORDS \\
+        --write-sequence sequence.json
+    python3 benchmarks/backend_replay.py examples/sgemm --cases square-4096 --sequence sequence.json
 
 The sequence is each GPU-reaching attempt of a recorded `tune` session (a kernel of the
 workload and its knob values: another proposer's edited source is not in the records):

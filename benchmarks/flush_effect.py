@@ -2,14 +2,18 @@
 16-byte copy (the probe of the copy ceiling) at several sizes with CUDA events around
 the copy alone, after each of three preparations:
 
-- memset: a write over twice the L2 (what the runner did through session 8, as nvbench
-  and Triton's do_bench do), which leaves the L2 full of dirty lines of its own;
-- read: a read over twice the L2 of other data (what the runner does now), which writes
-  back whatever was dirty before the timed launch starts and leaves only clean lines;
+- memset: a write over twice the L2 (what the runner does, as nvbench and Triton's
+  do_bench do), which leaves the L2 full of dirty lines of its own;
+- read: a read over twice the L2 of other data, which writes back whatever was dirty
+  before the timed launch starts and leaves only clean lines;
 - none: no flush (hot), for reference.
 
 If the memset's write-back lands inside the timed copy, the copy's bandwidth after a
-memset falls short of the read's by about L2 / (bytes moved), most at small sizes.
+memset falls short of the read's by about L2 / (bytes moved), most at small sizes. The
+runner keeps the write: a kernel that writes about an L2 of output then pays about the
+write-back it leaves behind, as in a stream of kernels run back to back, where after a
+read flush it would pay nothing for its last L2 of writes. The cost is a kernel that
+writes little (rowsum), whose % of the floor reads low by up to L2 / bytes moved.
 Needs CuPy and a GPU; independent of warpsmith's runner (its own kernels and events).
 
     python3 benchmarks/flush_effect.py [--reps 50]

@@ -1,4 +1,4 @@
-"""warpsmith's tuner against Kernel Tuner (issue 18, "measured against the peer"):
+"""warpsmith's tuner against its peer, Kernel Tuner:
 the same kernel, the same knob space and the same case, each tool given the same
 wall time; then both tools' best configurations timed again by warpsmith's evaluator
 beside cuBLAS, so the "best" column compares like with like.

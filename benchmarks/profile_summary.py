@@ -1,11 +1,11 @@
 """Where a profiled run spent its CPU time: py-spy's raw output (`py-spy record -f raw
 --threads --subprocesses`, idle threads not sampled) summed per process and thread,
-with each thread's heaviest functions of warpsmith's own code by inclusive samples.
-benchmarks/gpu_check.sh writes such a file with WS_PROFILE=1 (the search-speed step
-under py-spy, carried in .whl-tools), to find what keeps the GPU waiting between
-attempts (issue 18: the graph's propose and reflect took 134 ms per attempt on the H100
-in session 17, the worker was idle 27 of 69 s).
+with each thread's heaviest functions of warpsmith's own code by inclusive samples: what
+keeps the GPU waiting between attempts (the graph's propose and reflect, say, taking
+130 ms per attempt while the worker sits idle).
 
+    py-spy record -r 100 -f raw --threads --subprocesses -o PROFILE.txt -- \
+        python3 benchmarks/search_speed.py examples/sgemm --cases square-4096 --time-budget 60
     python3 benchmarks/profile_summary.py PROFILE.txt [--rate 100] [--threads 12] [--top 15]
 """
 

@@ -1,4 +1,4 @@
-"""How does a tune session scale over the GPUs of one host on the Ray backend (issue 19)?
+"""How does a tune session scale over the GPUs of one host on the Ray backend?
 For each GPU count, `warpsmith run --proposer tune --headless --backend ray --ray-gpus K`
 for a wall-time budget, from a fresh store; then one table: attempts, attempts per minute
 once searching, that rate over the one-GPU rate (the goal: at least 0.8 K), the best

@@ -5,8 +5,8 @@
 # wheels less MLflow's and the model client's (a tune session with --no-tracking imports
 # neither).
 #
-#   bash benchmarks/ray_wheels.sh          # writes .whl-ray/ (in .git/info/exclude, like .whl)
-#   WS_WHEELS=.whl-ray WS_RAY=... bash benchmarks/gpu_check.sh   # with carry [".whl-ray"]
+#   bash benchmarks/ray_wheels.sh          # writes .whl-ray/ (keep it untracked, like .whl)
+#   WS_WHEELS=.whl-ray bash benchmarks/gpu_check.sh tests/test_gpu_ray.py   # on the GPU machine
 #
 # pip installs a wheel without checking its RECORD against the files, so the slimmed wheel
 # installs as the original would, less the removed files.

@@ -24,8 +24,8 @@ the time budget counts them), so they hold across the parts.
 The references (float64, every case, both seeds) are computed before the clock starts
 unless --cold: a before/after pair then times the search, not whichever run came first.
 
-The bar (issue 18): sgemm --cases square-4096, 60 s: at most 0.38 s per attempt (3x the
-old 1.1 s) with the same or a better best.
+The target: sgemm --cases square-4096, 60 s, at most 0.38 s per attempt with the same
+or a better best (docs/performance.md, "Search speed", has the current figures).
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The bench tables and the suite line from `warpsmith bench --json` outputs of separate
-runs (benchmarks/gpu_check.sh benches one workload at a time, so each table is on disk as
-soon as it is measured):
+runs (one `bench` per workload keeps each table on disk as soon as it is measured):
 
     python3 benchmarks/suite_table.py bench-sgemm.json bench-softmax.json ...
 
 Prints each workload's table as `warpsmith bench` does, then every workload against the
-fastest library of each case and the suite's geomean (issue 16's measure). --suite prints
-only the latter.
+fastest library of each case and the suite's geomean (the measure docs/performance.md
+reports). --suite prints only the latter.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The measured dense bf16 tensor-core rate (fp32 accumulate) of this GPU, beside the
-clock peak (issue 17: "bf16 GEMM TFLOP/s beside the measured bf16 ceiling, measured
-like the fp32 one").
+clock peak, measured like the fp32 one: what a bf16 GEMM's TFLOP/s can be read against.
 
     python3 benchmarks/tensor_ceiling.py
 

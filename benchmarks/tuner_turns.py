@@ -2,7 +2,7 @@
 the H200's? Runs a real session (LangGraph graph, the tune proposer, early rejection,
 the dispatch at the end) on the sgemm example without its exact probes, where the
 GPU is the tests' EvaluatorDouble (tests/evaluator_double.py): each case's time is a
-function of the kernel and its knobs, modelled on session 9's measurements (tf32x3 at
+function of the kernel and its knobs, modelled on an H200 sgemm bench (tf32x3 at
 its bench times; tf32x3_splitk at the sweep's times per SPLITK on 128x4096x4096 and
 256x256x131072; every other kernel 2.5x tf32x3). A model of the search, not a
 measurement: it shows whether the turn policy (other kernels' turns, the stall rule,

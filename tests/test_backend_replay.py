@@ -1,6 +1,6 @@
 """benchmarks/backend_replay.py on this machine: the sequence read from a kept session's
 records, written and read back, and the passes run with EvaluatorDouble standing in for
-both backends (the GPU ones run in benchmarks/gpu_check.sh's WS_REPLAY)."""
+both backends (on a GPU, the script itself: docs/performance.md, "The Ray backend against local")."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_a_dispatch_that_paid_is_timed_here_case_by_case_from_its_variants(tmp_p
 
 
 def test_suite_line_takes_the_fastest_library_of_each_case_and_the_dispatch_first(tmp_path):
-    """Issue 16's measure: per case the fastest baseline there (not the workload's
+    """The suite's measure: per case the fastest baseline there (not the workload's
     primary), ours the dispatch where it paid; the suite is the geomean over workloads."""
     import json
     from dataclasses import asdict

@@ -90,7 +90,7 @@ def test_child_runs_below_the_parents_priority(fresh_process):
     '#define H __has_include\n#if H("/etc/passwd")\n#endif\n',
     '#define P(a, b) a##b\n#if P(__has_, include)("/etc/passwd")\n#endif\n',
     '#incl\\u0075de "/etc/passwd"\n',
-    # an allowed header's computed include, its path spelt by the source's macros (session 23)
+    # an allowed header's computed include, its path spelt by the source's macros
     "#define execution_policy /.\n#define h /../../../../../../../../../../../../etc/passwd\n"
     "#include <cub/block/block_load.cuh>\n",
     "#define execution_policy /.\n#define h /../../../../../../../../../../../../etc/passwd\n"
@@ -118,9 +118,9 @@ def test_file_reading_sources_are_refused_before_nvrtc(fresh_process, source):
     "k" * 300,
 ])
 def test_an_entry_that_is_not_a_name_is_refused_before_nvrtc(fresh_process, entry):
-    """An attack on the harness (session 23): the entry reached nvrtcAddNameExpression unchecked, and its
-    newline opened source lines no scan saw, an #include of the session's /proc/<pid>/environ among them
-    (the key came back in the compile log). Now ENTRY_REFUSED, one line; NVRTC never runs."""
+    """NVRTC pastes the entry into the program's text (nvrtcAddNameExpression): a newline in it would open
+    source lines no scan sees, an #include of the session's /proc/<pid>/environ among them (the key would come
+    back in the compile log). An entry that is not a name is ENTRY_REFUSED, one line; NVRTC never runs."""
     compile_kernel(KERNEL, "k", "sm_90", use_cache=False)
     before = fresh_process.requests
     r = compile_kernel(KERNEL, entry, "sm_90", use_cache=True)
@@ -160,11 +160,10 @@ def test_a_templated_kernel_compiles_by_its_instance_name():
 
 
 def test_the_source_scan_is_linear_and_the_source_has_a_size_limit():
-    """An attack on the session's process (session 23): the include scan's regular expression rescanned an
-    unclosed comment from every '#' ("#/*" x 16000, 48 000 characters, took 5 s, quadrupling with each doubling;
-    _directives now computes where each gap ends once per position). The attack's input finds nothing; an include
-    behind a chain of comments that themselves hold '#' is found from every one of them; a source past SOURCE_MAX
-    is refused."""
+    """A regular expression that rescans an unclosed comment from every '#' takes 5 s on "#/*" x 16000
+    (48 000 characters), quadrupling with each doubling; _directives computes where each gap ends once per
+    position. That input finds nothing; an include behind a chain of comments that themselves hold '#' is
+    found from every one of them; a source past SOURCE_MAX is refused."""
     from agent.runtime.compile_policy import SOURCE_MAX, _directives
     assert list(_directives("#/*" * 20000)) == []
     chain = "#" + "/*#/**/" * 20000 + ' include "/etc/passwd"\n'
@@ -279,7 +278,7 @@ def test_after_parallel_compiles_a_single_thread_uses_the_shared_process():
 
 def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(tmp_path):
     """Any process of the same user reads /proc/<pid>/environ of another: a child that runs written code (a
-    compile, a drafted reference) read the session's key there (session 23, twice). warpsmith's main overwrites
+    compile, a drafted reference) could read the session's key there. warpsmith's main overwrites
     the secrets' values in that block first; os.environ and getenv keep them (the model client's key). Run in a
     fresh interpreter, the key given as the shell would give it."""
     import subprocess
@@ -316,7 +315,7 @@ def test_children_started_for_written_code_get_no_secrets(monkeypatch):
 
 def test_nvrtcs_log_is_bounded_before_it_leaves_the_compile_process():
     """A few-KB source of macros that double at each level: a warning per expansion, each echoing the line. At
-    n = 18 the log was 262 MiB and the session's memory grew by 560 MiB (an attack, session 23); here n = 10
+    n = 18 the log is 262 MiB and the session's memory grows by 560 MiB; here n = 10
     (about 1000 warnings, real NVRTC) is enough to pass LOG_MAX, and what comes back is its head and tail."""
     from agent.runtime.compile_child import LOG_MAX
     n = 10

@@ -1,5 +1,5 @@
-"""DeviceFacts: one record for a GPU's facts, stored as the dict it used to be (checkpoints,
-gpu.json, the worker's pipe) and read back from old and partial dicts."""
+"""DeviceFacts: one record for a GPU's facts, stored as a dict (checkpoints, gpu.json, the
+worker's pipe) and read back from older and partial dicts."""
 
 from __future__ import annotations
 

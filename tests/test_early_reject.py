@@ -139,7 +139,7 @@ def test_the_screens_slack_against_the_later_full_median_is_measured():
     assert n == 2 and worst == pytest.approx(1.1 / 1.004) and worst > 1 + MARGIN
     assert screen_slack([({"a": steady(1.0, 20)}, {})]) == (0, 0.0)
     assert screen_slack([({"a": [None] + steady(1.0, 19)}, {"a": steady(1.0)})]) == (0, 0.0)  # a NaN, archived
-    # a screen archived with 20 launches (before session 20) is judged on its first SCREEN_LAUNCHES, as now
+    # a screen archived with 20 launches (older records) is judged on its first SCREEN_LAUNCHES, as any screen
     old = [1.02] * SCREEN_LAUNCHES + [0.9] * (20 - SCREEN_LAUNCHES)
     assert screen_slack([({"a": old}, {"a": [1.0] * 50})]) == (1, pytest.approx(1.02))
 

@@ -1,5 +1,5 @@
-"""The example kernels of issue 16 (online softmax, warp-tiled split-K SGEMM, fused
-gemm+bias+ReLU) compile with the real NVRTC for sm_90 at their defaults and at the
+"""The example kernels (online softmax, warp-tiled and split-K SGEMM, fused gemm+bias+ReLU,
+the bf16 tensor-core GEMMs, 3xTF32) compile with the real NVRTC for sm_90 at their defaults and at the
 knob points the tuner is steered to, with no spills; their programs resolve on
 every case. Correctness needs a GPU (tests/test_gpu_*.py, `warpsmith eval`)."""
 
@@ -23,7 +23,7 @@ POINTS = [
     *[("gemm_bias_relu", "warptile", t) for t in TILES],
     *[("sgemm", "splitk_warptile", {**t, "SPLITK": 16}) for t in TILES],
     ("gemm_bias_relu", "splitk_warptile", {}), ("gemm_bias_relu", "splitk_warptile", {**TILES[2], "SPLITK": 4}),
-    # bf16 tensor-core GEMM (issue 17): the default 128x128 tile, a small one, a wide one.
+    # bf16 tensor-core GEMM: the default 128x128 tile, a small one, a wide one.
     ("bf16_gemm", "naive", {}), ("bf16_gemm", "mma_sync", {}),
     ("bf16_gemm", "mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
     ("bf16_gemm", "mma_sync", {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3}),
@@ -32,12 +32,12 @@ POINTS = [
     ("bf16_gemm", "wgmma_ws", {}), ("bf16_gemm", "wgmma_ws", {"CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 256, "BN": 128, "CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 128, "BN": 128, "STAGES": 5, "PERSISTENT": 0}),
-    # Its second version: TMA-store epilogue (default 2 staging boxes, 4 stages), split-K for few tiles.
+    # wgmma_ws2: a TMA-store epilogue (default 2 staging boxes, 4 stages), split-K for few tiles.
     ("bf16_gemm", "wgmma_ws2", {}), ("bf16_gemm", "wgmma_ws2", {"SPLITK": 4}),
     ("bf16_gemm", "wgmma_ws2", {"BN": 128, "SPLITK": 2}),
     ("bf16_gemm", "wgmma_ws2", {"BM": 256, "BN": 128, "CBUF": 4, "STAGES": 3, "SPLITK": 3}),
     ("bf16_gemm", "wgmma_ws2", {"CBUF": 1, "PERSISTENT": 0}), ("bf16_gemm", "wgmma_ws2", {"BN": 128, "STAGES": 5}),
-    # fp32 on tensor cores, 3xTF32 (issue 16): the defaults, a small tile, FLUSH=0's 64x64 warps.
+    # fp32 on tensor cores, 3xTF32: the defaults, a small tile, FLUSH=0's 64x64 warps.
     ("sgemm", "tf32x3", {}), ("sgemm", "tf32x3", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "STAGES": 2}),
     ("sgemm", "tf32x3", {"BM": 128, "BN": 256, "WM": 64, "WN": 64, "FLUSH": 0}),
     ("sgemm", "tf32x3_splitk", {}), ("sgemm", "tf32x3_splitk", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "SPLITK": 16}),

@@ -101,8 +101,8 @@ def test_python_translation_refuses_infinity():
 
 
 def test_an_overflow_is_an_expression_error_in_one_line():
-    """A 400-digit constant divided into a float overflows; it escaped the launch checks (which catch ValueError)
-    as OverflowError (second attack, session 23). Now an ExprError, a ValueError."""
+    """A 400-digit constant divided into a float overflows; as an OverflowError it would escape the launch
+    checks (which catch ValueError), so it is an ExprError, a ValueError."""
     with pytest.raises(ExprError, match="too large"):
         Expr.parse("9" * 400 + " / 7").evaluate({})
 

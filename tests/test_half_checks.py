@@ -162,7 +162,7 @@ def test_a_bf16_running_sum_on_a_short_row_path_passes_the_run_time_checks():
     float32 fallback from 2^16 columns passes every correctness case of rmsnorm_bf16 (the
     performance cases' 4096 and 8192 columns are as short as 33x4097's) and the probe, whose
     2^22 columns take the fallback. The run-time checks alone do not enforce the policy on
-    the path that is timed (found by an attack on the harness, session 22)."""
+    the path that is timed."""
     w = load_workload(EXAMPLES / "rmsnorm_bf16")
     passed = []
     for case in (c for c in w.cases if c.role == "correctness"):

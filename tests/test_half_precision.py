@@ -168,7 +168,7 @@ def test_fp32_accumulation_passes_and_16_bit_accumulation_fails(dtype):
 # -- evaluable: what is still refused before any GPU work ----------------------------------
 
 def test_half_workloads_pass_the_evaluable_check():
-    """The bf16 example reaches the evaluator: preflight and Evaluator no longer refuse 16-bit arrays."""
+    """The bf16 example reaches the evaluator: preflight and Evaluator accept 16-bit arrays."""
     w = load_workload(EXAMPLE)
     w.check_evaluable()
     assert _evaluable_or_noted(w)

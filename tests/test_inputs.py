@@ -159,9 +159,9 @@ def test_a_child_that_prints_without_end_costs_this_process_only_its_tail(tmp_pa
 
 
 def test_a_child_that_leaves_a_process_holding_its_output_returns_at_once(tmp_path, monkeypatch):
-    """A review found that reading the streams to their end waited for anything the child left behind with
-    the pipes open (a `sleep` it started): the call ended only when that did. Now the child's process group
-    is killed once it has answered, and the answer comes back."""
+    """Reading the streams to their end would wait for anything the child left behind with the pipes open (a
+    `sleep` it started), so the call would end only when that did. The child's process group is killed once it
+    has answered, and the answer comes back at once."""
     import sys
 
     from agent.spec.reference_run import run_child

@@ -1,6 +1,6 @@
 """benchmarks/kernel_tuner_compare.py without a GPU: the knob space and the #error
 restrictions Kernel Tuner is given, its launch geometry, the verify rule, the options
-and the table. The tuning itself runs on the H200 (docs/performance.md)."""
+and the table. The tuning itself needs a GPU (docs/performance.md, "Against Kernel Tuner")."""
 
 from __future__ import annotations
 

@@ -51,9 +51,9 @@ def test_a_hostile_source_cannot_stall_the_reader():
 
 
 def test_long_blank_runs_and_open_comments_are_read_in_one_pass():
-    """A second attack (session 23) stalled the reader with inputs NVRTC compiles: `#if` and 100 000 blanks
-    (50 s: two quantifiers shared the blanks) and a string of 40 000 "/* " (27 s: each open comment rescanned
-    the rest). Both now read at once, and the restriction after them is still read."""
+    """Inputs NVRTC compiles that could stall a backtracking reader: `#if` and 100 000 blanks (50 s where two
+    quantifiers share the blanks) and a string of 40 000 "/* " (27 s where each open comment rescans the
+    rest). Both read at once, and the restriction after them is still read."""
     blanks = "// knob A: 1 2\n#define A 1\n#if" + " " * 100_000 + "1\n#endif\n#if A == 2\n#error \"no 2\"\n#endif\n"
     space = KnobSpace.from_source(blanks, lenient=True)
     assert [r.condition for r in space.restrictions] == ["A == 2"]

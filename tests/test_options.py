@@ -138,7 +138,7 @@ def test_every_search_option_survives_session_json(tmp_path):
 
 
 def test_a_base_urls_credentials_never_reach_the_store():
-    """session.json keeps the server, not a `user:key@` part of --base-url (second attack, session 23)."""
+    """session.json keeps the server, not a `user:key@` part of --base-url."""
     stored = SearchOptions(ProposerChoice("llm", base_url="https://user:sk-proxy-SECRET@llm.example:8443/v1"), 5).stored()
     assert stored["base_url"] == "https://llm.example:8443/v1" and "SECRET" not in str(stored)
     assert SearchOptions(ProposerChoice("llm", base_url="http://localhost:8000/v1"), 5).stored()["base_url"] == \

@@ -260,9 +260,9 @@ class _PagesDouble:
 
 
 def test_zeroed_workspace_is_zeroed_by_the_program_inside_the_timed_window():
-    """`init = "zero"` once was a fill before the start event: a program needing a large
-    zeroed scratch got that work untimed. Now every workspace is poisoned outside the events
-    and the program's own first steps zero the "zero" ones (Program.enqueue, between them)."""
+    """A fill before the start event would give a program needing a large zeroed scratch that
+    work untimed: every workspace is poisoned outside the events and the program's own first
+    steps zero the `init = "zero"` ones (Program.enqueue, between them)."""
     from agent.spec.launch import ProgramJob, WorkspaceJob
     from agent.worker.poison import Poisons
     from agent.worker.program_run import ProgramRun

@@ -1,5 +1,5 @@
 """The PTX audit (agent/runtime/ptx_audit.py) against the ways a kernel can accumulate in
-16 bits that a review of it found (session 22), and honest controls: every source is
+16 bits or reach memory it must not, and honest controls: every source is
 compiled by the real pipeline (NVRTC in the compile process), and the instructions it
 names must be there exactly when the kernel accumulates in 16 bits."""
 
@@ -214,12 +214,12 @@ extern "C" __global__ void k(const float* a, float* y) {
 
 
 @pytest.mark.parametrize("how", [
-    'asm volatile("mov.b64 %0, %1;" : "=l"(p) : "l"(stash));',  # the attack: the address laundered through asm
+    'asm volatile("mov.b64 %0, %1;" : "=l"(p) : "l"(stash));',  # the address laundered through asm
     'asm volatile("cvta.const.u64 %0, stash;" : "=l"(p));',
 ])
 def test_a_writable_address_of_constant_memory_is_state_and_refused(how):
-    """An attack on the state audit (session 23): a __constant__ array written through a generic pointer keeps
-    an output across launches, and the CUBIN audit reads .nv.global only. The compile process refuses the PTX
+    """A __constant__ array written through a generic pointer keeps an output across launches, and the CUBIN
+    audit reads .nv.global only. The compile process refuses the PTX
     that makes such a pointer, for every caller (KERNEL_KEEPS_STATE), and the kernel never runs. (Plain C++,
     `p = stash`, compiles to a trap with NVVM's "Cannot store to pointer that points to constant memory";
     ptxas rejects `generic(stash)` of a .const variable.)"""
@@ -228,8 +228,8 @@ def test_a_writable_address_of_constant_memory_is_state_and_refused(how):
 
 
 def test_the_constant_write_audit_reads_every_generic_and_cvta_const():
-    """Any generic(): a second attack declared the constant as the second name of a list (`.const .b32 a, cvar[4];
-    .const .u64 cp = generic(cvar);`) and as a `%` name; reading constant memory stays allowed."""
+    """Any generic(): the constant may be declared as the second name of a list (`.const .b32 a, cvar[4];
+    .const .u64 cp = generic(cvar);`) or with a `%` name; reading constant memory stays allowed."""
     reads = ".const .align 4 .b8 stash[4096];\n ld.const.f32 %f1, [stash+4]; cvta.to.const.u64 %rd3, %rd4;"
     assert constant_writes(reads) == ()
     assert constant_writes(".const .b32 cdummy, cvar[4];\n.const .u64 cp = generic(cvar);") == ("generic()",)
@@ -253,9 +253,9 @@ extern "C" __global__ void k(const int* i, float* y) { y[threadIdx.x] = table[i[
     assert r.ok, r.log
 
 
-# Session 24 (a helper's attack, seen on an H100): a kernel's parameters sit in a ring of launch slots in
-# device memory; through its parameters' address a kernel read the arguments of launches before and after it
-# (the checks' keys) and rewrote a later one's.
+# A kernel's parameters sit in a ring of launch slots in device memory; on an H100, through its parameters'
+# address a kernel read the arguments of launches before and after it (the checks' keys) and rewrote a later
+# one's.
 PARAM_GENERIC = r'''
 struct Args { unsigned long long* out; long long first; };
 extern "C" __global__ void k(const __grid_constant__ Args a) {
@@ -320,9 +320,9 @@ def test_every_shipped_kernel_passes_the_parameter_audit(workload):
 
 
 
-# A second attack on the first version of that audit (session 24): each got a pointer to the parameters or the
-# driver's words below them past it; each is refused now, read fail-closed.
-SECOND_ATTACK = {
+# Other spellings of a pointer to the parameters or to the driver's words below them: a list of forbidden
+# forms misses some, so the audit reads fail-closed and refuses each.
+PARAMETER_ADDRESS_FORMS = {
     "guard without %": 'asm volatile("{ .reg .pred p; setp.eq.u32 p, 1, 1;\\n@p mov.b64 %0, k_param_0;\\n'
                        '@p cvta.param.u64 %0, %0; }" : "=l"(p));',
     "cvta.param of a number": 'asm volatile("{ .reg .b64 t; mov.b64 t, 0; cvta.param.u64 %0, t; }" : "=l"(p));',
@@ -334,11 +334,11 @@ SECOND_ATTACK = {
 }
 
 
-@pytest.mark.parametrize("how", sorted(SECOND_ATTACK))
-def test_the_second_attack_on_the_parameter_audit_is_refused(how):
+@pytest.mark.parametrize("how", sorted(PARAMETER_ADDRESS_FORMS))
+def test_other_spellings_of_a_parameters_address_are_refused(how):
     source = ("struct Args { unsigned long long* out; long long first; };\n"
               'extern "C" __global__ void k(const __grid_constant__ Args a) {\n  unsigned long long p;\n  '
-              + SECOND_ATTACK[how] + "\n  a.out[threadIdx.x] = reinterpret_cast<volatile unsigned long long*>(p)"
+              + PARAMETER_ADDRESS_FORMS[how] + "\n  a.out[threadIdx.x] = reinterpret_cast<volatile unsigned long long*>(p)"
               "[a.first + threadIdx.x];\n}")
     r = compile_kernel(source, "k", "sm_90", [], use_cache=False)
     assert not r.ok and r.error in ("PARAMETER_ADDRESS", "NVRTC_ERROR_COMPILATION"), (r.error, r.log)
@@ -372,12 +372,12 @@ def test_runs_of_blanks_are_collapsed_before_the_dot_rule():
     assert audited(ptx) == (("add.rn.bf16",), (), ())
 
 
-# A third attack (session 24), on the fail-closed version: `.param::entry` spelt the state space another way;
-# a `.pragma` between an entry's signature and its brace hid the whole body (the entry written in a helper's
-# inline assembly); a register named as the first parameter made `[k_param_0]` a register-indexed read; a vector
-# ld.param read past the last parameter. Each reached c[0x0][0x198] in its SASS; each is refused now.
+# Reads the fail-closed reading must still refuse: `.param::entry` spells the state space another way; a
+# `.pragma` between an entry's signature and its brace hides the whole body (the entry written in a helper's
+# inline assembly); a register named as the first parameter makes `[k_param_0]` a register-indexed read; a
+# vector ld.param reads past the last parameter. Each reaches c[0x0][0x198] in its SASS.
 ATTACKS = Path(__file__).resolve().parent / "ptx_attacks"
-THIRD_ATTACK = {
+DISGUISED_PARAMETER_READS = {
     "param::entry": 'extern "C" __global__ void k(unsigned long long* out, long long off) {\n  unsigned long long v;\n'
                     '  asm volatile("ld.param::entry.u64 %0, [%1];" : "=l"(v) : "l"(off));\n  out[threadIdx.x] = v;\n}',
     "vector past the last parameter": 'extern "C" __global__ void k(unsigned long long* out, unsigned n) {\n'
@@ -389,9 +389,9 @@ THIRD_ATTACK = {
 }
 
 
-@pytest.mark.parametrize("how", sorted(THIRD_ATTACK))
-def test_the_third_attack_on_the_parameter_audit_is_refused(how):
-    r = compile_kernel(THIRD_ATTACK[how], "k", "sm_90", [], use_cache=False)
+@pytest.mark.parametrize("how", sorted(DISGUISED_PARAMETER_READS))
+def test_disguised_parameter_reads_are_refused(how):
+    r = compile_kernel(DISGUISED_PARAMETER_READS[how], "k", "sm_90", [], use_cache=False)
     assert not r.ok and r.error == "PARAMETER_ADDRESS", (r.error, r.log)
 
 
@@ -410,7 +410,8 @@ def test_printf_and_assert_stay_allowed(source):
 
 def test_a_debug_line_directive_hides_no_instruction():
     """`.loc` ends at the line's end, not at a `;`: read as one statement with the instruction after it, a
-    `.loc` before each of the address's `mov` and `cvta.param` hid both (with -lineinfo, an allowed option)."""
+    `.loc` before each of the address's `mov` and `cvta.param` would hide both (with -lineinfo, an allowed
+    option)."""
     source = ('struct Args { unsigned long long* out; long long first; };\n'
               'extern "C" __global__ void k(const __grid_constant__ Args a) {\n  unsigned long long p;\n'
               '  asm volatile(".loc 1 1 0\\n\\tmov.b64 %0, k_param_0;\\n.loc 1 1 0\\n\\tcvta.param.u64 %0, %0;" : "=l"(p));\n'
@@ -422,9 +423,9 @@ def test_a_debug_line_directive_hides_no_instruction():
 
 
 @pytest.mark.parametrize("name", ["register_range_named_as_parameter.cu", "b128_past_the_parameters.cu"])
-def test_the_fourth_attack_on_the_parameter_audit_is_refused(name):
+def test_register_ranges_and_wide_reads_past_the_parameters_are_refused(name):
     """`.reg .b64 k_param_<1>` declares a register k_param_0 (`[k_param_0]` then reads bank 0 at a register's
-    offset); `ld.param.b128` was taken for 8 bytes and read 8 past the parameters. Both passed version 7."""
+    offset); `ld.param.b128` taken for 8 bytes would read 8 past the parameters."""
     r = compile_kernel((ATTACKS / name).read_text(), "k", "sm_90", [], use_cache=False)
     assert not r.ok and r.error == "PARAMETER_ADDRESS", (r.error, r.log)
 
@@ -438,7 +439,7 @@ def test_lineinfo_debug_strings_of_inlined_headers_stay_allowed():
 
 def test_a_register_range_names_every_split_of_its_digits():
     """`.reg .b64 q1<3>` declares q10, q11, q12: a parameter named like one of them is refused however the
-    trailing digits split (a fifth attack's note); names outside the range are not."""
+    trailing digits split; names outside the range are not."""
     from agent.runtime.ptx_parameters import _in_range
     assert _in_range("q12", {"q1": 3}) and _in_range("q12", {"q": 13}) and _in_range("k_param_0", {"k_param_": 1})
     assert not _in_range("q12", {"q": 12}) and not _in_range("k_param_01", {"k_param_": 5})

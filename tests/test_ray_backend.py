@@ -297,7 +297,7 @@ def test_the_gpu_actors_of_a_cluster_started_here_run_at_this_processs_priority(
 
 def test_a_cluster_started_here_has_no_secrets_for_the_code_its_actors_run(tmp_path_factory):
     """Ray starts its processes with a copy of os.environ; the actors' evaluators start reference children
-    (written code) that could read their parent's /proc/<pid>/environ (a review, session 23). A cluster
+    (written code) that could read their parent's /proc/<pid>/environ. A cluster
     init_ray starts gets no secrets; this process keeps them. (Its own cluster: the module's is running.)"""
     import os
     import subprocess

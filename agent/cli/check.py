@@ -3,9 +3,9 @@
 for the GPU or create a session folder.
 
 Checks, in order: the spec (names, files, sizes, scalars, tolerances: the parser),
-that every case fits in host memory (agent/footprint.py), the references of the
+that every case fits in host memory (agent/worker/footprint.py), the references of the
 correctness cases, and of the performance cases cheap enough on the CPU (every
-array together at most 4 M elements and 4 GFLOP, agent/reference_check.py's
+array together at most 4 M elements and 4 GFLOP, agent/drafting/reference_check.py's
 budget; the others are computed by eval and run, under the same time limit), each
 in its own process under `--reference-timeout`, and an NVRTC compile of every
 `[kernels.*]` with its default knobs for `--arch`.
@@ -24,7 +24,7 @@ from ..spec.workload import SpecError, Workload, load_workload
 from ..worker.footprint import case_footprint, check_memory, host_available_bytes
 
 DEFAULT_ARCH = "sm_90"
-RUN_SEEDS = (1, 2)  # the evaluator's DEFAULT_SEED and FRESH_SEED (agent/evaluator.py)
+RUN_SEEDS = (1, 2)  # the evaluator's DEFAULT_SEED and FRESH_SEED (agent/evaluate/evaluator.py)
 
 
 def add_check_command(sub) -> None:

@@ -1,5 +1,5 @@
 """`warpsmith new` and `warpsmith review`: drafting a workload with a model and
-making its reference earn trust (agent/drafting.py). A model server that cannot be
+making its reference earn trust (agent/drafting/drafting.py). A model server that cannot be
 reached, or that refuses the call, is one line and exit code 2, never a traceback."""
 
 from __future__ import annotations

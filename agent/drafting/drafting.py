@@ -10,7 +10,7 @@ that must earn trust before any kernel is judged by it.
    Only then does model-written Python run: a second, independent reference (a
    fresh prompt that sees only the description and the signature) is compared
    with the first on seeded random inputs for every case cheap enough on the CPU,
-   in a separate process with a time limit (agent/reference_check.py).
+   in a separate process with a time limit (agent/drafting/reference_check.py).
    Agreement plus the user's yes marks the workload `reviewed`; disagreement is
    shown side by side and keeps it `drafted`.
 """

@@ -9,8 +9,8 @@ before one whose compile is still running (a kernel not compiled yet is compiled
 the GPU is taken): validate() (the early-rejection screen first, told the best), then
 benchmark() when it passed. The graph's validate and benchmark nodes take those results
 instead of asking the backend, so the GPU does not wait on the graph between the
-candidates of a step. On the H200 the graph's own share of an sgemm attempt was about
-half of it (session 10: propose 386 ms, reflect 147 ms, validate 176 ms, benchmark 299 ms
+candidates of a step. Without it, the graph's own share of an sgemm attempt on the H200
+is about half of it (propose 386 ms, reflect 147 ms, validate 176 ms, benchmark 299 ms
 per attempt, `benchmarks/search_speed.py`).
 
 What stays the same: on one GPU every backend call, ahead or not, runs under one lock

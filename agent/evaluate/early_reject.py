@@ -13,10 +13,9 @@ case's n launches, k = lower_rank(n) (of 11, the fastest; of 20, the 3rd):
 The second clause is there because a session's result may be a dispatch, a variant per
 shape (agent/evaluate/dispatch.py): a split-K kernel three times slower on the square
 cases and twice as fast on the long-K one is slower than the best by its geomean, and
-is still the variant that case wants. Judged by the geomean alone it was cut on the
-H200 (session 9: every split-K attempt of a 40-attempt sgemm bench was rejected early,
-and the long-K case stayed at 0.06x cuBLAS). A case with no winner yet keeps any
-candidate timed in full.
+is still the variant that case wants. Judged by the geomean alone, every split-K attempt
+of a 40-attempt sgemm bench on an H200 is rejected early, and the long-K case stays at
+0.06x cuBLAS. A case with no winner yet keeps any candidate timed in full.
 
 Why it is safe. A candidate's score is the geometric mean of its cases' medians. For n
 launches whose times are exchangeable, the k-th fastest lies above the median only when
@@ -41,17 +40,15 @@ is kept: its spread pulls the k-th fastest down, so it gets the full budget and,
 is close, the selection's interleaved re-timing. A sample that is not a finite positive
 number keeps the candidate.
 
-(Until session 16 the chunk was 10 launches, judged by the fastest with a 10% margin:
-the rank-1 case of the same argument. The worker was the search's bottleneck on the
-H200, and candidates 5-10% slower than the best were each validated on every case and
-timed in full for nothing. 3% was the first choice; a review pointed out that the
-binomial bound says nothing across runs, so 5% until the archived screens show the room
-needed. Session 20 cut the chunk from 20 launches (judged by the 3rd fastest) to 11 (the
-fastest), from five recorded sgemm searches on an H100: of 661 candidates the 20-launch
-rule rejected, the first 11 launches' fastest rejects every one; it cuts none of the 17
-screened winners; and over the 163 kept screens its worst bound over the later full
-median is 1.025, under 1 + MARGIN. Nine launches fewer per screen: about 6 s of GPU time
-in a 60 s search, where 3 attempts in 4 end at the screen.)
+Why 11 launches and 5%. The worker is the search's bottleneck, and 3 attempts in 4 end
+at the screen, so every launch the screen saves is GPU time for the search: 11 launches
+instead of 20 save about 6 s in a 60 s search. On five recorded sgemm searches on an
+H100, the first 11 launches' fastest rejects every one of the 661 candidates that 20
+launches judged by their 3rd fastest reject, cuts none of the 17 screened winners, and
+over the 163 kept screens its worst bound over the later full median is 1.025, under
+1 + MARGIN. The margin is not smaller because the binomial bound says nothing across
+runs; a larger one (10%) has candidates 5-10% slower than the best validated on every
+case and timed in full for nothing.
 
 Where it runs: before the validation (Evaluator.validate, told the best). A candidate the
 chunk rejects is never validated: it can never be accepted, so its validation (every
@@ -153,8 +150,8 @@ def screen_slack(pairs: Sequence[tuple[Mapping[str, Sequence[float]], Mapping[st
     """(cases compared, worst ratio) of a kept candidate's screen bound, low(screen), to the
     median of its later full timing of the same case, over (screen, full) sample pairs. Above
     1 + MARGIN the rule could cut a candidate whose full median equals the best's. A screen
-    archived with more launches than the chunk now has (20 before session 20) is judged on
-    its first SCREEN_LAUNCHES, as the rule would judge it now."""
+    archived with more launches than the chunk has (records of a 20-launch screen) is judged
+    on its first SCREEN_LAUNCHES, as the rule judges a screen."""
     ratios = [low(s[:SCREEN_LAUNCHES]) / statistics.median(full[case]) for screen_, full in pairs
               for case, s in screen_.items() if _times(s) and _times(full.get(case))]
     return len(ratios), max(ratios, default=0.0)

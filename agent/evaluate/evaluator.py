@@ -9,7 +9,7 @@
 6. score = geometric mean of the performance medians.
 
 Every judged and every timed launch starts from poisoned outputs and is checked
-(agent.poison, agent.timed_checks); after each candidate the worker checks every
+(agent.worker.poison, agent.worker.timed_checks); after each candidate the worker checks every
 resident input and reference against its checksum.
 
 The loop runs an attempt as two requests to one worker, validate() then
@@ -91,7 +91,7 @@ class Evaluator(EvaluationBackend):
         self.workload = workload
         self.timing: TimingConfig = options.timing
         self.ordinal = options.device
-        self.reference_timeout_s = options.reference_timeout_s  # reference.py's limit per case (agent/reference_run.py)
+        self.reference_timeout_s = options.reference_timeout_s  # reference.py's limit per case (agent/spec/reference_run.py)
         self.worker_log = worker_log
         self.kernel_timeout_s = options.kernel_timeout_s
         self.on_event = on_event or (lambda event: None)

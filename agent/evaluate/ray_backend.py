@@ -108,9 +108,9 @@ def priority_warning(actor_niceness: list[int], mine: int) -> Optional[str]:
     processes (this process's niceness + 10, agent/runtime/compile_child.py): Ray starts
     its workers at niceness 15 (its `worker_niceness`), and the compiles then take the CPU
     from the GPU workers whenever they are all busy, on a node they share (the check cannot
-    tell which actors share this one). Session 23 on one H100, actors at 15: the worker's
-    timing of a case took 130 ms under Ray against 105 ms in a local session; the same at
-    0 is still to be measured (docs/development.md)."""
+    tell which actors share this one). On one H100 with the actors at 15, the worker's
+    timing of a case took 130 ms under Ray against 105 ms in a local session; at 0 the two
+    agree (docs/performance.md, "The Ray backend against local")."""
     low = max(actor_niceness, default=mine)
     compiles = min(19, mine + COMPILE_NICENESS)
     if low < compiles:  # below this process's, but still above the compiles': they give way

@@ -12,7 +12,7 @@ clearly slower candidate stops timing early (``rejected_early``, not a failure: 
 next proposal still optimises). A failure at compile or validate goes straight to
 reflect, which switches the next proposal to repair mode; every attempt, repairs included, counts against
 the budget held in state. Nodes reach the GPU, the proposer and the tracker
-through the run's context; they stream typed events (agent.events) for any
+through the run's context; they stream typed events (agent.loop.events) for any
 front end and leave their results in the checkpointed state.
 """
 

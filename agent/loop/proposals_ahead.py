@@ -1,10 +1,10 @@
 """The next step's proposals, made in a background thread while the graph goes on.
 
 With evaluation ahead (agent/evaluate/ahead.py) the GPU runs a step's candidates while
-the graph reflects on them; the graph's thread then spent most of an sgemm session in
-the tuner's propose (about 1.3 s per step of four: picking neighbours and waiting for
-NVRTC), and the GPU waited for it (session 11: propose 39 s of a 74 s session, the GPU's
-own share of an attempt about 0.2 s). So the propose node starts the next step here
+the graph reflects on them; proposing in the graph's own thread, an sgemm session spends
+most of its time in the tuner's propose (about 1.3 s per step of four: picking
+neighbours and waiting for NVRTC), and the GPU waits for it (on the H200, propose 39 s of
+a 74 s session, the GPU's own share of an attempt about 0.2 s). So the propose node starts the next step here
 once less than a step is left to run, and takes its proposals at a later propose node,
 when they are ready, or waits for them when the queue has run dry.
 

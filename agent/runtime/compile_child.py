@@ -1,6 +1,6 @@
-"""The compile process: NVRTC behind a pipe, started by agent/compile_process.py.
+"""The compile process: NVRTC behind a pipe, started by agent/runtime/compile_process.py.
 
-Run as ``python -m agent.compile_child PARENT_PID HEADER_DIR``, with a minimal
+Run as ``python -P -m agent.runtime.compile_child PARENT_PID HEADER_DIR``, with a minimal
 environment and an empty private working directory. It dies with its parent, exits
 on end of input, writes nothing but the headers it installs once at start, and
 answers each request with the compile's result (the CUBIN as base64).
@@ -20,9 +20,9 @@ directory (:func:`toolkit_include`). With neither, compiles get no ``-I``, and a
 include fails as NVRTC's "cannot open source file" compile error.
 
 Priority: the child lowers its own (nice +NICENESS) before it loads NVRTC. The tuner keeps
-a compile process per spare core busy compiling ahead; at equal priority they took cores
-from the GPU worker and the loop's threads, the work the GPU waits for (on the H100 in
-session 20, sixteen of them used 560 CPU seconds of a 77 s search). Niced, they use what
+a compile process per spare core busy compiling ahead; at equal priority they take cores
+from the GPU worker and the loop's threads, the work the GPU waits for (on an H100 host,
+sixteen of them used 560 CPU seconds of a 77 s search). Niced, they use what
 the critical path leaves, and still get every idle core. That holds for every compile, the
 one the GPU waits for included: it yields only to work at normal priority (the worker, the
 loop, whatever else the user runs), never to the other compiles.
@@ -97,9 +97,9 @@ def toolkit_include(nvrtc_path: str) -> list[str]:
 
 def bounded_log(log: str) -> str:
     """NVRTC's log, at most LOG_MAX characters: its head and tail around a note of what was
-    left out. A few-KB source of macros that double at each level made a log of 1 GiB (a
-    warning per expansion), which went whole to the session, its checkpoint and MLflow (an
-    attack, session 23)."""
+    left out. A few-KB source of macros that double at each level makes a log of 1 GiB (a
+    warning per expansion), which would go whole to the session, its checkpoint and
+    MLflow."""
     if len(log) <= LOG_MAX:
         return log
     head, tail = log[:LOG_MAX * 3 // 4], log[-(LOG_MAX // 4):]

@@ -55,8 +55,8 @@ CUDA_STD = (
 CUDA_EXT = ("annotated_ptr", "atomic", "barrier", "bit", "cmath", "functional", "memory", "pipeline", "ptx",
             "type_traits", "utility", "version", "warp")
 # Not block_load / warp_load: through Thrust's device_system_tag.h they reach a computed
-# include whose path a source's own macros spell (`#define h /../../proc/<pid>/environ`:
-# an attack on the harness, session 23, read the session's key that way).
+# include whose path a source's own macros spell (`#define h /../../proc/<pid>/environ`
+# reads the session's key that way).
 CUB = tuple(f"cub/block/block_{n}.cuh" for n in ("reduce", "scan", "store", "exchange", "radix_sort")) + \
     tuple(f"cub/warp/warp_{n}.cuh" for n in ("reduce", "scan", "store", "exchange"))
 ALLOWED_HEADERS = frozenset(CUDA_HEADERS + tuple(f"cuda/std/{n}" for n in CUDA_STD)
@@ -96,8 +96,8 @@ def _directives(text: str) -> Iterator[tuple[int, str, int]]:
     """(start, name, end) of each include-like directive: a '#' (or its digraph, trigraph),
     blanks and block comments, then the name. Linear in the text: where each gap of blanks
     and comments ends is computed once for every position, right to left (a regular
-    expression rescanned an unclosed comment from every '#': "#/*" x 16000 took 5 s, an
-    attack on the session's process, session 23)."""
+    expression would rescan an unclosed comment from every '#': "#/*" x 16000 took 5 s in
+    the session's process)."""
     n = len(text)
     close = array("q", [n]) * (n + 2)  # close[i]: where the first "*/" at or after i starts (n: none)
     for i in range(n - 2, -1, -1):
@@ -165,8 +165,8 @@ def check_source(source: str) -> str:
 
 # NVRTC pastes an entry into the program's text (nvrtcAddNameExpression: after a
 # `#pragma nv_mangled_name`), where no check_source scan sees it: a newline in it
-# opened lines of source, `#include "/proc/<pid>/environ"` among them, and put the
-# session's environment into the compile log (an attack on the harness, session 23).
+# opens lines of source, `#include "/proc/<pid>/environ"` among them, which would put
+# the session's environment into the compile log.
 # So an entry is a name: an identifier, `::`-qualified, with at most one template
 # argument list of names, numbers, commas and blanks (a templated __global__).
 _ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*(?:<[A-Za-z0-9_:, ]*>)?")

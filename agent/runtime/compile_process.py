@@ -1,4 +1,4 @@
-"""The parent's side of the compile process (agent/compile_child.py).
+"""The parent's side of the compile process (agent/runtime/compile_child.py).
 
 NVRTC runs model-written source. In its own process it cannot see the parent's
 environment (API keys), its working directory or its memory, and a compile that

@@ -51,13 +51,8 @@ from .ptx_parameters import parameter_reach_in
 from .ptx_text import normalised as _normalised
 
 # In the compile cache's key (agent/runtime/compiler.py): an entry keeps the instruction
-# names this audit found, so a change to what it finds must not read entries made before.
-# 2: strings end at the next quote (no escapes), as ptxas reads them. 3: the compile process
-# refuses a writable address of constant memory (constant_writes). 4: a string spans lines;
-# any generic() is such an address. 5: the compile process refuses a parameter's address
-# put to any use but a TMA descriptor (parameter_reach). 6: read fail-closed (a second attack).
-# 7: a third attack (param::entry, a header hidden by a .pragma, a register named as a parameter).
-# 8: a fourth (register ranges `name<N>`, .b128), and -lineinfo's debug string sections allowed.
+# names this audit found, so any change to what the audits here, in ptx_text.py or in
+# ptx_parameters.py find or refuse raises VERSION, and entries made under another are not read.
 VERSION = 8
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Every dotted name, not preceded by a name character, '$', '%' or '.' (a directive's or
@@ -89,12 +84,11 @@ def constant_writes(ptx: str) -> tuple[str, ...]:
     """What gives a kernel a generic, so writable, address of its module's constant memory:
     ``cvta.const`` (C++ taking a ``__constant__`` variable's address, or inline assembly
     laundering it) and any ``generic(...)`` operand or initialiser (of a ``.const`` variable
-    among others: which names are constant is the declarations' business, and a second
-    attack declared one as the second name of a list, another with a ``%`` name). Through
-    it a kernel can store into the constant bank, which outlives the launch: an output
-    kept and replayed (an attack on the state audit, session 23: the CUBIN audit reads
-    .nv.global only, and a __constant__ array written through such a pointer compiled and
-    passed). Reading __constant__ data needs neither (``ld.const``); a generic() of a
+    among others: which names are constant is the declarations' business, and one may be
+    declared as the second name of a list, or with a ``%`` name). Through it a kernel can
+    store into the constant bank, which outlives the launch: an output kept and replayed
+    (the CUBIN audit reads .nv.global only, and a __constant__ array written through such
+    a pointer compiles). Reading __constant__ data needs neither (``ld.const``); a generic() of a
     mutable global is refused already (cubin_audit.py)."""
     return _constant_writes(_normalised(ptx))
 

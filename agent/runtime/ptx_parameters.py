@@ -32,13 +32,13 @@ def parameter_reach(ptx: str) -> tuple[str, ...]:
 
     A kernel's parameters live in the launch's own slot of a ring the driver keeps in
     device memory, beside the slots of the launches before and after it, the harness's
-    checks among them. Session 24 on an H100 (a helper's attack): a kernel that took the
-    generic address of its own parameters (``cvta.param``) read the arguments of the three
-    launches before it and of one enqueued after it, 64 KiB apart, and rewrote the later
-    one's; an ``ld.param`` at a negative offset from its first parameter read the driver's
-    words below them, the ring's address among them. The checks' keys are arguments.
+    checks among them. On an H100 a kernel that took the generic address of its own
+    parameters (``cvta.param``) read the arguments of the three launches before it and of
+    one enqueued after it, 64 KiB apart, and rewrote the later one's; an ``ld.param`` at a
+    negative offset from its first parameter read the driver's words below them, the
+    ring's address among them. The checks' keys are arguments.
 
-    Read fail-closed (a second attack got six forms past a first version): every statement
+    Read fail-closed, since a list of forbidden forms always misses one: every statement
     of a function's body must read as labels, a guard, then an instruction or a directive,
     or the kernel is refused; functions are found by their braces, and a function declared
     inside one is refused. The parameter state space is allowed only as: ``ld.param`` /
@@ -133,8 +133,8 @@ def _in_range(name: str, ranges: dict[str, int]) -> bool:
 
 def _access_bytes(mods: list[str]) -> Optional[int]:
     """The bytes one ld / st moves: its type's width times its vector length (`.v4.u32`: 16);
-    None for a type not read here (a fourth attack read past the parameters with `.b128`,
-    once taken for 8 bytes)."""
+    None for a type not read here (a `.b128` access taken for 8 bytes would read past the
+    parameters)."""
     width = next((int(m[1:]) // 8 for m in mods if re.fullmatch(r"[bsuf](?:8|16|32|64|128)", m)), None)
     vector = next((int(m[1:]) for m in mods if re.fullmatch(r"v(?:2|4|8)", m)), 1)
     return None if width is None else width * vector

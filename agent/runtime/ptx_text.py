@@ -8,13 +8,13 @@ import re
 
 # Strings and comments in one left-to-right pass: a '/*' inside a '//' comment opens nothing.
 # A string ends at the next quote: ptxas reads a backslash in one as itself, so `"a\"` is a
-# whole string to it (reading `\"` as an escaped quote hid `.pragma "x\"; add.bf16 ...;
-# .pragma "x";`'s add inside one long string: an attack on this audit, session 23).
-# Nor does a newline end one: ptxas reads a string across lines (a second attack hid an add
-# between `.pragma "a` and `b"` on the next line).
+# whole string to it (reading `\"` as an escaped quote would hide `.pragma "x\"; add.bf16 ...;
+# .pragma "x";`'s add inside one long string).
+# Nor does a newline end one: ptxas reads a string across lines (else an add between
+# `.pragma "a` and `b"` on the next line would hide).
 _LEX = re.compile(r'"[^"]*"|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
-# The debug-line directives end at the line's end, not at a `;`: with the lines joined, `.loc 1 1 0` took
-# the next instruction into a "directive" the parameter audit skipped (found with -lineinfo, session 24).
+# The debug-line directives end at the line's end, not at a `;`: with the lines joined, `.loc 1 1 0` would
+# take the next instruction into a "directive" the parameter audit skips (as with -lineinfo).
 # Their exact forms are removed while the lines still stand; any other spelling is refused (parameter_reach).
 _LINE_DIRECTIVES = re.compile(r"\.loc[ \t]+\d+[ \t]+\d+[ \t]+\d+"
                               r"(?:[ \t]*,[ \t]*function_name[ \t]+[\w$]+(?:[ \t]*\+[ \t]*\d+)?)?"
@@ -25,7 +25,7 @@ _LINE_DIRECTIVES = re.compile(r"\.loc[ \t]+\d+[ \t]+\d+[ \t]+\d+"
 def normalised(ptx: str) -> str:
     code = _LEX.sub(lambda t: '""' if t.group(0).startswith('"') else " ", ptx)
     code = _LINE_DIRECTIVES.sub(" ", code)
-    # Blanks collapsed first: the dot rule over a long run of them was quadratic (a hostile
-    # source's macros doubled a blank to 262 144 of them: 150 s, a second attack, session 24).
+    # Blanks collapsed first: the dot rule over a long run of them is quadratic (a hostile
+    # source's macros can double a blank to 262 144 of them: 150 s).
     code = re.sub(r"\s+", " ", code)
     return re.sub(r" ?\. ?(?=[A-Za-z_])", ".", code)  # 'add .rn .bf16' is add.rn.bf16 to ptxas

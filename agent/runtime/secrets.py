@@ -3,9 +3,8 @@
 The children that run written code (NVRTC on a model's source, a drafted reference,
 the GPU worker) get environments without secrets. That alone is not enough: on Linux
 any process of the same user reads ``/proc/<pid>/environ`` of another, and a child
-knows its parent's pid. An attack on the harness (session 23) read the session's API
-key that way twice: through a header whose computed include a model's macros steer,
-and from a drafted reference. ``/proc/<pid>/environ`` shows the environment block the
+knows its parent's pid: a header whose computed include a model's macros steer, or a
+drafted reference, could read the session's API key that way. ``/proc/<pid>/environ`` shows the environment block the
 process was started with, whatever ``os.environ`` became since; so the session
 overwrites, in that block, the value of every variable SECRET names (with ``*``, the
 same length). First each is set again (setenv: the C library copies it elsewhere and

@@ -2,8 +2,8 @@
 
 The fp32 rule (agent/spec/tolerance.py: 8 u sqrt(K)) grows with the reduction length, so
 at long K it also passes a kernel whose inputs lost bits: a split into 16-bit pieces on
-the tensor cores (bf16x3, 16 significant bits, twice the speed of 3xTF32) passed every
-sgemm case from K = 2048 on in an attack review's emulation, and a kernel that reads K
+the tensor cores (bf16x3, 16 significant bits, twice the speed of 3xTF32) passes every
+sgemm case from K = 2048 on (emulated on the CPU), and a kernel that reads K
 can take that path only there. Random inputs cannot tell it apart: its error (~2^-17 of
 the result) is within a few times an honest fp32 summation's.
 

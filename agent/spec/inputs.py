@@ -5,7 +5,7 @@ array, drawn in parallel threads), uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
 indexing). 16-bit floats are drawn in float64 and rounded once to their format
 (agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64, in its own process with
-a time limit (agent/reference_run.py), and is cached on disk under the workload's
+a time limit (agent/spec/reference_run.py), and is cached on disk under the workload's
 digest, so a 4096^3 product is computed once.
 """
 
@@ -170,7 +170,7 @@ def load_reference_function(path: Path) -> Callable[..., Any]:
 def compute_reference(workload: Workload, case: Case, seed: int,
                       timeout_s: float = REFERENCE_TIMEOUT_S) -> dict[str, np.ndarray]:
     """Run the user's reference on float64 copies of the inputs, in its own process
-    with a time limit (agent/reference_run.py); raises ReferenceFailed (one line)."""
+    with a time limit (agent/spec/reference_run.py); raises ReferenceFailed (one line)."""
     with tempfile.TemporaryDirectory(prefix="warpsmith-reference-") as tmp:
         out = Path(tmp) / "reference.npz"
         run_reference(workload, case, seed, out, timeout_s)

@@ -15,7 +15,7 @@ problem's module-level int constant of that value when there is one (M, batch_si
 else n0, n1...; a dimension of 1 stays 1. Shapes are found on the meta device (no
 arithmetic), or on the CPU where an operator has no meta kernel.
 
-    python -m agent.spec.kernelbench_probe < job.json
+    python -P -m agent.spec.kernelbench_probe < job.json
 """
 
 from __future__ import annotations

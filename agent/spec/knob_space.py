@@ -26,8 +26,8 @@ from .kernel_source import parse_knobs
 
 # Each pattern stays on its line and strips in Python, and no two quantifiers in a row
 # can take the same characters: a model-written source of long blank runs cannot make them
-# backtrack quadratically (`#if` + 100 000 blanks took 50 s while `[ \t]+([^\n]+)` shared
-# them: an attack, session 23). A comment left open runs to the end (one match, not a
+# backtrack quadratically (`#if` + 100 000 blanks take 50 s where `[ \t]+([^\n]+)` shares
+# them). A comment left open runs to the end (one match, not a
 # rescan from every later '/*': a string of 40 000 "/* " took 27 s).
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^ \t\n][^\n]*)$", re.MULTILINE)  # object-like only
 _IF_ERROR = re.compile(r"^[ \t]*#[ \t]*if[ \t]+([^ \t\n][^\n]*)\n[ \t]*#[ \t]*error([^\n]*)$", re.MULTILINE)

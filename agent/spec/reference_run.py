@@ -9,7 +9,7 @@ within the limit is killed with its process group, and the error says how to
 raise the limit. The child gets no secret in its environment. `run_child` does the
 same for any such child (`warpsmith import`'s probe of a problem file too).
 
-    python -m agent.reference_run  < job.json
+    python -P -m agent.spec.reference_run  < job.json
 """
 
 from __future__ import annotations

@@ -86,10 +86,10 @@ def compute_ceiling(workload: Workload, ceilings: Ceilings) -> tuple[float, str]
     float32 workloads keep the FFMA rate even though an error-compensated 3xTF32 kernel
     on the tensor cores could in principle pass it (1070 / 2 / 3 = 178 TFLOP/s on the
     H200): the fp32 tolerance (8 u sqrt(K)) also passes a split into 16-bit pieces at long
-    K (bf16x3, twice as fast, not fp32-accurate: an attack review emulated it on the
-    sgemm cases), and this floor is what refuses such a kernel past the FFMA rate. The
-    cost: a 3xTF32 kernel past ~58 TFLOP/s would be refused as below_floor, visibly,
-    until a precision probe and an audit of tensor-core operand types exist."""
+    K (bf16x3, twice as fast, not fp32-accurate: emulated on the sgemm cases, it passes),
+    and this floor is what refuses such a kernel past the FFMA rate. The cost: a 3xTF32
+    kernel past ~58 TFLOP/s would be refused as below_floor, visibly, until the exact
+    probe (agent/spec/exact_probe.py) is joined by an audit of tensor-core operand types."""
     if ceilings.tensor_tflops:
         if any(is_half(a.dtype) for a in workload.inputs):
             return ceilings.tensor_tflops, "16-bit tensor core"

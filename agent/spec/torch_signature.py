@@ -2,8 +2,8 @@
 
 The worker calls ``baseline(**inputs, **scalars)``: every input array and every scalar
 parameter by its name (agent/worker/torch_baseline.py). A mismatch (a size named where
-a scalar parameter is meant, a missing ``eps``) used to surface on the GPU as a
-TypeError inside the worker. The file is parsed with ``ast``, never imported: a
+a scalar parameter is meant, a missing ``eps``) would otherwise surface only on the GPU,
+as a TypeError inside the worker. The file is parsed with ``ast``, never imported: a
 workload drafted by a model must not run on the host.
 """
 

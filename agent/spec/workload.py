@@ -157,7 +157,7 @@ class Tolerance:
     # Compile options that lower precision (--use_fast_math, -ftz=true, -prec-div=false,
     # -prec-sqrt=false): a key of its own, not allow_tf32 (TF32 relaxes matmul inputs;
     # fast math relaxes division, sqrt, transcendentals and denormals). The tolerance
-    # itself does not change: a fast-math kernel must still pass it. agent/compile_policy.py
+    # itself does not change: a fast-math kernel must still pass it. agent/runtime/compile_policy.py
     allow_fast_math: bool = False
     # The precision policy's accumulation dtype (e.g. "float32" for bf16 inputs); None: the
     # output's own dtype, float32 for 16-bit outputs. agent/spec/tolerance.py
@@ -203,7 +203,7 @@ class Workload:
     reference_path: Path
     digest: str  # hash of the spec and the reference: keys the reference cache
     # "" (written by hand), "drafted" (by a model, not yet trusted) or "reviewed"
-    # (the user agreed and an independent second draft matched it): agent/drafting.py
+    # (the user agreed and an independent second draft matched it): agent/drafting/drafting.py
     reference_status: str = ""
     # [start] tune: the kernel the tuner searches first, before the starting kernel's own knobs
     # ("": the starting kernel if it has knobs, else the one with most knobs);

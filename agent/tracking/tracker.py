@@ -9,7 +9,7 @@ Logging never slows the loop: calls go to one background thread in order, and
 
 The default store is ``mlruns/`` in the working directory: a SQLite database
 (``mlflow.db``) and an ``artifacts/`` folder, browsable with
-``warpsmith ui`` (agent/mlflow_ui.py). Logging never stops
+``warpsmith ui`` (agent/tracking/mlflow_ui.py). Logging never stops
 the loop: a tracking failure becomes one warning line. Nothing secret is logged:
 the API key is never a parameter, tag or artifact.
 """

@@ -27,9 +27,9 @@ raises its fence (over everything a validation could have left a stash in) befor
 its first launch; a validation's writes elsewhere are still caught where they could
 matter: the moats and guard bands by their sentinels, inputs and references by their
 checksums in the sweep, other cases' outputs overwritten by their own next poison.
-(On the H100 in session 14 the worker was the search's bottleneck, and a fence over
-sgemm's resident memory, about a gigabyte, costs a PRF pass to raise and one to check,
-on each of the dozens of validated runs of a candidate.)
+(The worker is the search's bottleneck, and a fence over sgemm's resident memory, about
+a gigabyte, costs a PRF pass to raise and one to check, on each of the dozens of
+validated runs of a candidate.)
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ GPU_FRACTION = 0.9  # of the GPU's memory: the context, the L2 flush buffer, cuB
 def case_footprint(workload: Workload, case: Case, where: str = "gpu") -> int:
     """Bytes `case` holds at once, computed exactly (Python ints never overflow).
 
-    where="gpu": what the worker allocates for the case (agent/case_buffers.py):
+    where="gpu": what the worker allocates for the case (agent/worker/case_buffers.py):
     every array between two guard bands, each output's reference on the device
     (float64 for float outputs), each in whole pages (agent/worker/pages.py), and the
     two sentinel moats around the arrays.

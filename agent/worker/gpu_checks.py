@@ -5,7 +5,7 @@ inputs and references against the keyed checksums taken when they were uploaded.
 They run on the GPU because a 4096 x 4096 comparison in NumPy costs ~200 ms and
 the evaluation of a whole candidate has a budget of one second. Only when a check
 fails is the output downloaded and the detailed report built on the CPU
-(:mod:`agent.mismatch`). The comparison is the one :mod:`agent.tolerance`
+(:mod:`agent.worker.mismatch`). The comparison is the one :mod:`agent.spec.tolerance`
 defines; a GPU test checks both agree.
 """
 
@@ -120,9 +120,9 @@ __device__ void ws_block_count(u64 mine, u64* stats) {
   if (threadIdx.x == 0) stats[WS_STATS_WORDS + blockIdx.x] = block_bad;
 }
 
-// Counted per thread, reduced per warp, then one atomic per warp and statistic: an output
-// wrong everywhere (a poisoned one) took an atomic per element on the same few words, 13 ms
-// for 16M elements on the H200 (session 15), where a right one takes none.
+// Counted per thread, reduced per warp, then one atomic per warp and statistic: with an
+// atomic per element, an output wrong everywhere (a poisoned one) hits the same few words,
+// 13 ms for 16M elements on the H200, where a right one takes none.
 #define WS_CHECK_CLOSE(NAME, T, LOAD)                                                 \
 extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, double scale,    \
                                 double rtol, u64 k0, u64 k1, u64* stats) {            \
@@ -266,7 +266,7 @@ __device__ void ws_zero_reserved() {
 // nothing reads must still happen) and its reserved kilobyte, and holds until all blocks
 // arrived. The second launch is there because the reserved kilobyte belongs to a block
 // slot, not to the SM: a stash that a kernel of 8 blocks per SM left in its blocks'
-// reserved memory survived the first launch alone on the H200 (session 16).
+// reserved memory survives the first launch alone (seen on the H200).
 extern "C" __global__ void ws_scrub_shared(u64 words, unsigned* arrived) {
   extern __shared__ unsigned ws_scrub[];
   volatile unsigned* s = ws_scrub;
@@ -461,7 +461,7 @@ class GpuChecks:
         self.device.synchronize()
 
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale: float, rtol: float) -> CloseStats:
-        """An output against its masked float64 reference (agent.tolerance's comparison)."""
+        """An output against its masked float64 reference (agent.spec.tolerance's comparison)."""
         s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("f64", scale),
                                              ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])
         as_double = lambda bits: struct.unpack("<d", struct.pack("<Q", int(bits)))[0]
