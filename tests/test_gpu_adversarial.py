@@ -37,7 +37,7 @@ HEAD = 'extern "C" __global__ void k(const float* A, const float* B, float* C, i
 DOT = '  float acc = 0.f; for (int i = 0; i < K; ++i) acc += A[r * K + i] * B[i * N + c];\n'
 
 PLANTED = {
-    # The exploit of the issue: compute only where the output still holds the (NaN) poison.
+    # Computes only where the output still holds the (NaN) poison.
     # Under a fixed NaN poison and an unpoisoned timing loop it passed and timed a no-op.
     "computes_only_on_nan": HEAD + "  if (C[r * N + c] == C[r * N + c]) return;\n" + DOT + "  C[r * N + c] = acc;\n}\n",
     # Knows one poison mode (huge finite values) and computes only under it.
@@ -60,8 +60,8 @@ PLANTED = {
                      "    acc += a * b; }\n  C[r * N + c] = acc;\n}\n",
     "writes_nothing": HEAD + "}\n",
     # Stores into its input what was there: no checksum can see it, and the same store
-    # can keep an output in the input's constant bits between timed launches (session
-    # 24's attack): inputs are read-only for kernels, a store there faults.
+    # can keep an output in the input's constant bits between timed launches: inputs are
+    # read-only for kernels, a store there faults.
     "writes_its_input_back": HEAD + DOT + "  C[r * N + c] = acc;\n"
                              "  if (r == 0 && c == 0) ((volatile float*)A)[0] = A[0];\n}\n",
     "infinite_loop": HEAD + "  volatile const float* p = A; while (p[0] == p[0]) {}\n}\n",
@@ -289,7 +289,7 @@ WINDOW_STASH = LOCAL_STASH.replace(
 
 
 def test_a_stash_past_the_local_frame_faults_or_is_scrubbed(evaluator):
-    """A frameless kernel that keeps its outputs 512 bytes into its local window: on the H200 (session 15) that
+    """A frameless kernel that keeps its outputs 512 bytes into its local window: on the H200 that
     address faulted (CUDA_ERROR_ILLEGAL_ADDRESS, in a worker of the test's own process). Through the evaluator it
     is a crash in the worker's process, or, where the window reaches that far, a scrubbed stash: never a kernel
     judged on outputs it kept from an earlier launch."""

@@ -1,4 +1,4 @@
-"""On a Hopper GPU (an H200): what issue 17 adds to the runner. A TMA descriptor the
+"""On a Hopper GPU (an H200): the runner's Hopper features. A TMA descriptor the
 runner encodes copies a tile (and zero-fills past the array's edge); a cluster launch
 runs with its rank visible to each block; dynamic shared memory above 48 KiB works;
 the bf16 cuBLAS baseline matches exact arithmetic and is timed; the bf16_gemm

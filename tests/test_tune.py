@@ -757,9 +757,9 @@ def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
 
 
 def test_a_kernel_not_tried_yet_gets_its_turn_after_the_main_kernels_own_three():
-    """attention_bf16 on the H100 (session 15): rowwarp (the start) had four attempts, then flash_mma won and became
-    the main kernel; the turns rowwarp had counted against flash2, which never got one. Now flash2's defaults come
-    once flash_mma has had its three. (Without the workload's `tune`, which now starts the tuner on flash2.)"""
+    """attention_bf16 as on an H100: rowwarp (the start) has four attempts, then flash_mma wins and becomes the main
+    kernel; counted against flash2, rowwarp's turns kept it from ever getting one. flash2's defaults come once
+    flash_mma has had its three. (Without the workload's `tune`, which starts the tuner on flash2.)"""
     w = dataclasses.replace(load_workload(SGEMM.parent / "attention_bf16"), tune="")
     speed = {"rowwarp": 29.0, "flash_mma": 0.7, "flash2": 0.9}  # flash2 slower: no takeover hides the turn
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=12)
@@ -837,9 +837,10 @@ def _tf32x3_attempts(w, n: int, status: str = "ok", **defines) -> list[Attempt]:
 
 
 def test_a_turn_proposed_ahead_counts_and_listed_kernels_go_first():
-    """sgemm on the H200 (session 16, steps of four proposed ahead): tiled got a second turn while its first was
-    still in flight, and the split-K kernels none in 20 attempts. A turn in flight counts; among the kernels not
-    tried yet, one the workload lists settings for (tf32x3_splitk: SPLITK=32 suits the long-K case) goes first."""
+    """sgemm as on the H200 (steps of four proposed ahead): with turns in flight uncounted, tiled got a second turn
+    while its first was still in flight, and the split-K kernels none in 20 attempts. A turn in flight counts; among
+    the kernels not tried yet, one the workload lists settings for (tf32x3_splitk: SPLITK=32 suits the long-K case)
+    goes first."""
     from agent.evaluate.records import CandidateSpec
     from agent.spec.candidate import Candidate
     w = load_workload(SGEMM)
@@ -889,10 +890,10 @@ def test_a_listed_setting_is_never_held_back_by_a_value_only_ever_wrong():
 
 
 def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_the_focus_case():
-    """sgemm on an H100 (session 19, 40 attempts): tf32x3_splitk had one turn (its defaults, SPLITK=32), then
-    splitk_warptile, fastest on 128x4096x4096, took the turns, and the listed SPLITK=4 settings for that case
-    never came. Each listed setting of another kernel now gets a turn of its own, after which the usual rule
-    (fastest on the focus case, least tried) holds."""
+    """sgemm as on an H100 (40 attempts): with one turn per kernel for its listed settings too, tf32x3_splitk had
+    one (its defaults, SPLITK=32), then splitk_warptile, fastest on 128x4096x4096, took the turns, and the listed
+    SPLITK=4 settings for that case never came. Each listed setting of another kernel gets a turn of its own, after
+    which the usual rule (fastest on the focus case, least tried) holds."""
     from agent.evaluate.records import CandidateSpec, CaseOutcome
     from agent.proposers.tune import _prefix
     from agent.spec.candidate import Candidate
@@ -951,8 +952,8 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
     """tiled (the main kernel) stalled, so split-K's steps alternate with tiled's (real NVRTC, steps of four).
     While each step runs, the pool compiles the first points of the other kernel's next turn too (its defaults
     while untried, then the neighbours of its best): every member of a split-K step was compiled before the step
-    was proposed. Before, only the kernel being proposed was compiled ahead, and on one H100 (session 23) the GPU
-    waited on NVRTC at most other-kernel turns."""
+    was proposed. With only the kernel being proposed compiled ahead, the GPU of one H100 waited on NVRTC at most
+    other-kernel turns."""
     from agent.evaluate.records import CaseOutcome
     from agent.proposers.tune import OTHERS_AHEAD, _key, source_tag
     w, best, baseline = _tiled_and_splitk(tmp_path)

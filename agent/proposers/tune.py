@@ -35,8 +35,8 @@ pays on some shapes is searched where it pays; the session's dispatch
 tried yet gets its turn as soon as the main kernel has had MAIN_TURNS of its own (the
 turns a former main kernel had do not hold it back), and once the main kernel's space
 is used up the others take every turn, the least tried first: the session ends only
-when every tunable kernel's space is (on the H100 in session 15 attention_bf16's tuner
-ended on flash_mma's six configurations and never tried flash2, the faster kernel).
+when every tunable kernel's space is (otherwise, on an H100, attention_bf16's tuner ended
+on flash_mma's six configurations and never tried flash2, the faster kernel).
 """
 
 from __future__ import annotations
@@ -282,11 +282,10 @@ class TuneProposer:
         defaults and listed settings while untried, else the neighbours of its best points on
         the focus case (what _propose looks at first), OTHERS_AHEAD each (a quarter of the
         pool's depth on a small machine). The step's own kernels (`stepped`) keep their
-        deeper queue (_refill, _propose). Before this, only the kernel being proposed was
-        compiled ahead, and the first step of another kernel's turn waited on NVRTC: on one
-        H100 (session 23, sgemm square-4096, batch 4) the GPU sat idle 18.8 s of 61 s while
-        the compile node waited, most of it at other kernels' turns (splitk_warptile,
-        tf32x3_splitk, splitk)."""
+        deeper queue (_refill, _propose). With only the kernel being proposed compiled ahead,
+        the first step of another kernel's turn waits on NVRTC: on one H100 (sgemm
+        square-4096, batch 4) the GPU sat idle 18.8 s of 61 s while the compile node waited,
+        most of it at other kernels' turns (splitk_warptile, tf32x3_splitk, splitk)."""
         arch = ctx.facts.arch or None
         if arch is None or not self.ahead or self.kernel:
             return
@@ -340,7 +339,7 @@ class TuneProposer:
         if arch is not None:
             # Compiled ahead and accepted first (a stable sort: each group keeps its turns), so
             # the step does not wait on NVRTC for a neighbour while compiled ones sit ready
-            # (session 11: propose waited on compiles 295-464 ms per attempt, cold cache).
+            # (without this, on the H200, propose waited on compiles 295-464 ms per attempt, cold cache).
             neighbours.sort(key=lambda p: not self._compiled_already(base, p, arch, allow_fast_math))
             # And while some are ready, only those: a smaller step at once rather than a full one
             # that waits on NVRTC (the pool keeps compiling; the next step takes what it made).
@@ -365,7 +364,7 @@ class TuneProposer:
             # NVRTC: one whose compile is under way is taken, and the evaluator joins that
             # compile when it reaches it (one compile per configuration, agent/runtime/
             # compiler.py). Waiting here held the whole step, and the GPU with it, on the
-            # slowest compile of the window (session 20, H100: the graph's propose node waited
+            # slowest compile of the window (on an H100, the graph's propose node waited
             # 171 ms per attempt while the worker idled). Any other kernel waits for verdicts.
             chosen += [p for p in window if arch is None or self._may_compile(base, p, arch, allow_fast_math)]
         out = []
@@ -412,7 +411,7 @@ class TuneProposer:
         mine = [a for a in ctx.history if a.proposer == self.name]
         # Turns are counted with the proposals still in flight: with a step proposed ahead, a
         # kernel whose first turn had not finished got a second before any other had one
-        # (sgemm on the H200, session 16: tiled twice in 20 attempts, the split-K kernels never).
+        # (sgemm on the H200: tiled twice in 20 attempts, the split-K kernels never).
         turns = [a.name.split("@")[0] for a in mine] + \
             [s.name.split("@")[0] for s in ctx.in_flight if s.proposer == self.name]
         counts = {n: turns.count(n) for n in others}
@@ -421,7 +420,7 @@ class TuneProposer:
             return None
         # Untried: no turn yet, or fewer turns than its defaults and listed settings need. A
         # listed setting is measured, and for another kernel it comes only with a turn: on an
-        # H100 (session 19) tf32x3_splitk's SPLITK = 4 for 128x4096x4096 and l2pipe's settings
+        # H100 tf32x3_splitk's SPLITK = 4 for 128x4096x4096 and l2pipe's settings
         # never came in 40 attempts, the kernels fastest on the focus case taking the turns.
         untried = [n for n in others if counts[n] < 1 + len(ctx.workload.kernels[n].configs)]
         # A kernel not tried yet (or with listed settings untried) waits only for the main
@@ -492,7 +491,7 @@ class TuneProposer:
         listed = _listed(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines})
         # Points with a knob value that was only ever wrong are taken last (tf32x3's FLUSH=0
         # accumulates in the tensor cores and fails by design at K >= 1024; in a 20-attempt
-        # sgemm bench on the H200, session 16, 4 attempts were wrong in every screened launch).
+        # sgemm bench on the H200, 4 attempts were wrong in every screened launch).
         doomed = _doomed(mine)
         starts = [point for point, _ in listed]  # a listed setting is measured: never held back
         clean = lambda d: d in starts or not any((k, v) in doomed for k, v in d.items())
@@ -659,10 +658,10 @@ class TuneProposer:
         choices (each may be the next best), of the attempts still in flight, and of the best
         scored points, each list in the order the next proposal's seeded shuffle puts it, taken
         in turn, up to `depth`: a queue deeper than the pool, so NVRTC never idles between
-        steps (session 11: about 1.8 of 16 compile processes busy on average, and the next step
-        waited for the compiles the last one had only just started). `first`: points to queue
-        before those (the first step's own candidates). `depth`: how many, `self.depth` by
-        default."""
+        steps (with a shallower one, on the H200, about 1.8 of 16 compile processes were busy on
+        average, and the next step waited for the compiles the last one had only just started).
+        `first`: points to queue before those (the first step's own candidates). `depth`: how
+        many, `self.depth` by default."""
         free = {n: k for n, k in knobs.items() if n not in base.defines}
         seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
         in_flight = [{k: v for k, v in s.defines.items() if k in free} for s in ctx.in_flight

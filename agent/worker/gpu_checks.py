@@ -619,8 +619,8 @@ class GpuChecks:
 class Tally:
     """Counts (words not holding a value) and keyed checksums, enqueued one after another
     and read with one wait. The sweep after every request checks each resident case's
-    moats, inputs and references: about 36 buffers for sgemm, 23.6 ms on the H200 (session
-    16) when each check waited for its own result."""
+    moats, inputs and references: about 36 buffers for sgemm, 23.6 ms on the H200
+    when each check waited for its own result."""
 
     def __init__(self, checks: GpuChecks):
         self._checks = checks

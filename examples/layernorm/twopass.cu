@@ -12,7 +12,7 @@
 //
 // Why: welford.cu and rowblock.cu hold the row in registers across the barrier (up to
 // 32 floats a thread at 8192 columns), which bounds the blocks an SM holds; at 8192
-// columns they ran 0.8-1.5% behind torch.compile on an H100 (session 21), whose Triton
+// columns they ran 0.8-1.5% behind torch.compile on an H100, whose Triton
 // kernel (benchmarks/inductor_source.py) loops over the row twice: pass 1 with an L2
 // evict-last policy, so the second read is an L2 hit, pass 2 evict-first. DRAM still
 // sees the row once, and an SM keeps more rows in flight.

@@ -12,8 +12,8 @@
 //   shared = 0   (static: 3 * BLOCK/32 floats of partials)
 //
 // Why: rowblock.cu reduces twice per row (the sum, then the squared deviations),
-// four block barriers in all, and on the H200 it ran at 0.97-0.98x torch.compile
-// (session 9). Here every thread first makes its own exact two-pass (mean, M2) over
+// four block barriers in all, and on the H200 it ran at 0.97-0.98x torch.compile.
+// Here every thread first makes its own exact two-pass (mean, M2) over
 // the values it holds (registers, no memory traffic), the warp merges those by
 // shuffles, and one barrier exchanges the warps' partials; every thread then merges
 // the NWARPS partials itself, in the same order, so all agree bit for bit and no
@@ -47,7 +47,7 @@
 
 // An L2 prefetch-size hint on x's loads: none (0), 128 bytes (1) or 256 bytes (2) (PTX's
 // .L2::128B / .L2::256B: the L2 fetches the whole span around a load from DRAM at once).
-// Torch.compile's Triton kernel ran 0.3-0.5% faster than welford on an H100 (session 21);
+// Torch.compile's Triton kernel ran 0.3-0.5% faster than welford on an H100;
 // the hint is one difference a Triton load does not have, measured rather than assumed.
 // knob PF: 0 1 2
 #ifndef PF

@@ -8,7 +8,7 @@
 //
 // Why: vec8.cu holds the whole row in registers (VEC uint4s per thread) across the
 // barrier, which bounds the blocks an SM holds; at 8192 columns it ran 0.9% behind
-// torch.compile on an H100 (session 21). torch.compile's Triton kernel for this
+// torch.compile on an H100. torch.compile's Triton kernel for this
 // workload (benchmarks/inductor_source.py) loops over the row twice instead: pass 1
 // with an L2 evict-last policy, so the second read is an L2 hit, pass 2 evict-first.
 // DRAM still sees the row once; the SM keeps only U vectors per thread in flight, so

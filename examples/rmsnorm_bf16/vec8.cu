@@ -30,7 +30,7 @@
 
 // x loads and y stores evict-first (1: __ldcs / __stcs, neither is read again) or plain (0);
 // 2: only the loads evict-first, 3: only the stores (which of the two helps is unmeasured:
-// torch.compile ran 8192x8192 at 93% of the floor on the H200 in session 13, vec8 at 89%)
+// torch.compile ran 8192x8192 at 93% of the floor on the H200, vec8 at 89%)
 // knob HINT: 0 2 1 3
 #ifndef HINT
 #define HINT 1
@@ -46,7 +46,7 @@
 // An L2 prefetch-size hint on x's loads: none (0), 128 bytes (1) or 256 bytes (2), i.e. the
 // L2 fetches the whole 128/256-byte span around a load from DRAM at once (PTX's
 // .L2::128B / .L2::256B). Torch.compile's Triton kernel ran 1% faster than vec8 on an
-// H100's 8192x8192 (session 21) with the same row per block and vectors; the hint is one
+// H100's 8192x8192 with the same row per block and vectors; the hint is one
 // difference a Triton load does not have, measured rather than assumed.
 // knob PF: 0 1 2
 #ifndef PF

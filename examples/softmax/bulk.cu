@@ -40,7 +40,7 @@
 //
 // Accuracy: expf (not __expf), fp32 throughout, one reciprocal per row.
 
-// Measured on the H200 (session 13, knob_sweep.py): 4096 x 50257 at 0.5725 ms, 67% of the
+// Measured on the H200 (benchmarks/knob_sweep.py): 4096 x 50257 at 0.5725 ms, 67% of the
 // floor, with these defaults (l2pass: 82%); 32768 x 4096 at 0.3607 ms, 70%, with BPS=4
 // BLOCK=256. Slower than l2pass and rowblock on both: the consumers wait for each
 // chunk's bytes in pass 1, and one row in flight per SM is not enough to hide it.

@@ -35,10 +35,10 @@
 // aligned buffers) moves float4s; other tiles load and store element by element
 // with bounds checks (slots outside the matrix are loaded as 0, never stored).
 //
-// TILE = 128 (session 18, unmeasured when written): runs of 512 bytes on both sides instead
+// TILE = 128 (unmeasured): runs of 512 bytes on both sides instead
 // of 256, fewer DRAM row switches per byte; 128 KiB of shared memory, one block per SM.
 
-// Defaults measured best on the H200 (session 7 sweep): ROWS=16 MINB=4 ran 8192x8192 and
+// Defaults measured best in a knob sweep on the H200: ROWS=16 MINB=4 ran 8192x8192 and
 // 4096x16384 in 0.1505 / 0.1502 ms (ROWS=8 MINB=6: 0.1546 / 0.1546).
 
 // knob ROWS: 4 8 16
