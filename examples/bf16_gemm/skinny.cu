@@ -53,7 +53,7 @@
 #define WARPS 4
 #endif
 
-// knob STAGES: 3 4 6
+// knob STAGES: 3 4 6 8 12
 #ifndef STAGES
 #define STAGES 4
 #endif
