@@ -17,17 +17,16 @@
 //
 // Why: one block per row leaves SMs idle when rows are fewer than SMs (16 rows of 10^6
 // columns), and a second pass over a megabyte row misses L2. Task t is slice t % P of
-// row t / P. The producer (lane 0 of the last warp) takes a ticket (an atomic counter in
-// `sync`) and bulk-copies the slice into the next of NBUF buffers; the consumers, per
-// task:
+// row t / P. The producer (lane 0 of
+// the last warp) keeps NBUF buffers loaded, each with the slice of the next ticket (an
+// atomic counter in `sync`); the consumers act on one buffer at a time (the skeleton's
+// produce and consume):
 //   publish  the slice's sum of squares to partial[t], then one atomic add on sync[row];
-//   finish   wait until sync[row] == P, add the row's P sums (every warp in the same
+//   finish   once sync[row] == P, add the row's P sums (every warp in the same
 //            order, so every block of the row gets the same scale to the bit), write y
 //            with streaming stores, hand the buffer back to the producer.
-// The consumers publish every task whose bytes have arrived (up to NBUF - 1 ahead)
-// before they wait on a row, so a taken ticket is published without waiting on any
-// other row; blocks stall only if every resident block holds NBUF tickets of one row
-// that has more, which the launch rule excludes with half the grid resident.
+// Landed slices are published before anything is finished, and slices finish in the
+// order their rows complete (consume's comment has the no-deadlock argument).
 //
 // Per row: head = min(cols, elements before the row's first 16-byte-aligned address)
 // (0-7), NV = (cols - head) / 8 aligned vectors of 8, tail = the 0-7 elements after them.
@@ -39,6 +38,9 @@
 // Accuracy: float32 squares and sums, rsqrtf, one rounding to bfloat16 per output.
 
 #include <cuda_bf16.h>
+
+typedef __nv_bfloat16 elem_t;  // x's element
+#define VEC 8  // elements a 16-byte vector
 
 // ---- the split-row skeleton: the same text in softmax, layernorm and rmsnorm_bf16 ----
 // consumer threads (the block has one more warp, the producer's)
@@ -71,7 +73,7 @@
 #define BPS 1
 #endif
 
-#define SL4 (SLICE / 16)
+#define SL4 (SLICE / 16)  // 16-byte vectors a slice
 #define NWARPS (BLOCK / 32)
 #define PIECE 16384  // bytes per bulk copy: several copies per slice keep the copy engine busy
 
@@ -120,39 +122,6 @@ __device__ __forceinline__ bool test_phase(unsigned bar, unsigned parity)
     return done != 0;
 }
 
-// Returns once *count == P (every slice of the row published; thread 0's fence and the
-// barrier make the partials visible to every consumer), publishing meanwhile each task
-// of this block whose bytes land (tasks pub .. k + NBUF - 1). A block never waits on a
-// row while it holds a landed slice it has not published: that keeps the ticket scheme
-// free of deadlock, and the slices that land during the wait are reduced under it
-// instead of after it. flag is two ints, alternated so that one barrier a round suffices.
-template <class Publish>
-__device__ __forceinline__ void await_row(const int* count, int P, const int& pub, const int& done, int k,
-                                          const unsigned long long* full, volatile int* flag, unsigned& nflag,
-                                          Publish& publish)
-{
-    for (;;) {
-        volatile int* f = flag + (nflag++ & 1);
-        if (threadIdx.x == 0) {
-            int state = 0;
-            if (load_acquire(count) >= P) {
-                __threadfence();
-                state = 1;
-            } else if (pub < done && pub <= k + NBUF - 1 && test_phase(smem_addr(&full[pub % NBUF]), (pub / NBUF) & 1)) {
-                state = 2;
-            }
-            *f = state;
-        }
-        consumers_sync();
-        const int state = *f;
-        if (state == 1) return;
-        if (state == 2)
-            publish();
-        else if (threadIdx.x == 0)
-            __nanosleep(64);
-    }
-}
-
 __device__ __forceinline__ float warp_max(float v)
 {
 #pragma unroll
@@ -180,26 +149,142 @@ __device__ __forceinline__ float block_reduce(float v, float* red)
     return MAX ? warp_max(w) : warp_sum(w);
 }
 
-// ---- end of the split-row skeleton ----
 
+// Task t is slice t % P of row t / P. Per row (base b = r * cols, an element offset): head
+// = min(cols, elements before the row's first 16-byte-aligned address), NV = (cols -
+// head) / VEC aligned 16-byte vectors, tail = the elements after them (fewer than VEC).
+// Slice j holds body vectors [j * SL4, min(NV, (j + 1) * SL4)), possibly none; the head
+// belongs to slice 0 and the tail to slice P - 1, read and written with plain accesses.
 struct Task {
     int row, slice;   // row r, slice j of it
-    int head, nv;     // the row's head elements and aligned 16-byte vectors of 8
+    int head, nv;     // the row's head elements and aligned vectors
     int lo, n4;       // the slice's first body vector and its count (0 or more)
 };
 
-__device__ __forceinline__ Task task_of(int t, int P, int cols, const __nv_bfloat16* x)
+__device__ __forceinline__ Task task_of(int t, int P, int cols, const elem_t* x)
 {
     Task k;
     k.row = t / P;
     k.slice = t - k.row * P;
     const unsigned long long ax = reinterpret_cast<unsigned long long>(x + (size_t)k.row * (size_t)cols);
-    k.head = min(cols, (int)(((16 - (ax & 15ull)) & 15ull) >> 1));
-    k.nv = (cols - k.head) >> 3;
+    k.head = min(cols, (int)(((16 - (ax & 15ull)) & 15ull) / sizeof(elem_t)));
+    k.nv = (cols - k.head) / VEC;
     k.lo = k.slice * SL4;
     k.n4 = max(0, min(k.nv - k.lo, SL4));
     return k;
 }
+
+// The producer (one thread) keeps every buffer loaded: once a buffer's task is finished
+// (its empty barrier's phase completes), it takes the next ticket and bulk-copies that
+// slice into the buffer, the bytes landing on the buffer's full barrier. A ticket past
+// the last task retires the buffer (its full barrier completes with no bytes). Buffers
+// are refilled in whatever order the consumers free them.
+__device__ __forceinline__ void produce(const elem_t* x, int P, int T, int cols, int* ticket, int* task_id,
+                                        unsigned long long* full, unsigned long long* empty, const void* buf)
+{
+    const unsigned ALL = (1u << NBUF) - 1;
+    unsigned epar = 0, busy = 0, retired = 0;  // per buffer: empty phase awaited, ever filled, out of tasks
+    while (retired != ALL) {
+        bool any = false;
+#pragma unroll
+        for (int b = 0; b < NBUF; ++b) {
+            if ((retired >> b) & 1) continue;
+            if ((busy >> b) & 1) {
+                if (!test_phase(smem_addr(&empty[b]), (epar >> b) & 1)) continue;
+                epar ^= 1u << b;
+            }
+            busy |= 1u << b;
+            any = true;
+            const int t = atomicAdd(ticket, 1);
+            task_id[b] = t;
+            const unsigned full_b = smem_addr(&full[b]);
+            if (t >= T) {
+                retired |= 1u << b;
+                arrive(full_b);
+                continue;
+            }
+            const Task tk = task_of(t, P, cols, x);
+            const unsigned bytes = 16u * (unsigned)tk.n4;
+            if (bytes == 0) {
+                arrive(full_b);
+                continue;
+            }
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full_b), "r"(bytes) : "memory");
+            const char* src = reinterpret_cast<const char*>(x + (size_t)tk.row * (size_t)cols + tk.head) + 16ull * tk.lo;
+            const unsigned dst = smem_addr(buf) + (unsigned)b * (unsigned)SLICE;
+            for (unsigned o = 0; o < bytes; o += PIECE)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                             ::"r"(dst + o), "l"(reinterpret_cast<unsigned long long>(src + o)), "r"(min(PIECE, bytes - o)),
+                             "r"(full_b) : "memory");
+        }
+        if (!any) __nanosleep(32);
+    }
+}
+
+// The consumers' loop. Each round warp 0 looks at every buffer (lane b at buffer b) and
+// the block acts on one: publish a slice whose bytes have landed (publish(b, t): reduce
+// it, write its partial to the workspace, count it on sync[row]), else finish a published
+// slice whose row is complete (finish(b, t): merge the row's partials, write y) and hand
+// its buffer back. Landed slices go first and nothing waits on one row: every landed
+// slice is published within a round whatever other rows do, so a row whose tickets are
+// all taken completes; tickets are taken in order, so the oldest incomplete row has all
+// of its tickets taken once every buffer before it is freed (P <= the grid's buffers,
+// which the launch rule keeps with room to spare). Slices finish in whatever order their
+// rows complete. P = 1 finishes each slice right after publishing it.
+template <class Publish, class Finish>
+__device__ __forceinline__ void consume(int P, int T, const int* sync, const int* task_id, unsigned long long* full,
+                                        unsigned long long* empty, volatile int* flag, Publish& publish,
+                                        Finish& finish)
+{
+    const unsigned ALL = (1u << NBUF) - 1;
+    const int lane = threadIdx.x & 31;
+    unsigned fpar = 0, pubd = 0, retired = 0;  // per buffer: full phase awaited, published, out of tasks
+    for (unsigned round = 0; retired != ALL; ++round) {
+        volatile int* f = flag + (round & 1);  // alternate: one barrier a round suffices
+        if (threadIdx.x < 32) {
+            bool land = false, ready = false;
+            if (lane < NBUF && !((retired >> lane) & 1)) {
+                if (!((pubd >> lane) & 1)) {
+                    land = test_phase(smem_addr(&full[lane]), (fpar >> lane) & 1);
+                } else if (load_acquire(sync + task_id[lane] / P) >= P) {
+                    __threadfence();  // the row's partials, for every consumer after the barrier
+                    ready = true;
+                }
+            }
+            const unsigned l = __ballot_sync(0xffffffffu, land), r = __ballot_sync(0xffffffffu, ready);
+            if (lane == 0) *f = l ? __ffs(l) - 1 : r ? NBUF + __ffs(r) - 1 : -1;
+        }
+        consumers_sync();
+        const int act = *f;
+        if (act < 0) {
+            if (threadIdx.x == 0) __nanosleep(32);
+            continue;
+        }
+        const int b = act % NBUF;
+        if (act < NBUF) {
+            wait_phase(smem_addr(&full[b]), (fpar >> b) & 1);  // complete: each consumer observes the landing
+            fpar ^= 1u << b;
+            const int t = task_id[b];
+            if (t >= T) {
+                retired |= 1u << b;
+                continue;
+            }
+            publish(b, t);
+            if (P > 1) {
+                pubd |= 1u << b;
+                continue;
+            }
+            consumers_sync();  // the partial thread 0 wrote, for every consumer
+        }
+        finish(b, task_id[b]);
+        pubd &= ~(1u << b);
+        __syncwarp();
+        if (lane == 0) arrive(smem_addr(&empty[b]));
+    }
+}
+
+// ---- end of the split-row skeleton ----
+
 
 // The sum of squares of 8 bfloat16s, in float32.
 __device__ __forceinline__ float squares8(uint4 v)
@@ -221,7 +306,7 @@ rmsnorm_split(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restri
     __shared__ __align__(8) unsigned long long full[NBUF];
     __shared__ __align__(8) unsigned long long empty[NBUF];
     __shared__ int task_id[NBUF];
-    __shared__ int flag[2];  // await_row's verdicts
+    __shared__ int flag[2];  // consume's choices
     __shared__ float red[2][NWARPS];
     extern __shared__ __align__(128) uint4 buf[];
 
@@ -239,31 +324,8 @@ rmsnorm_split(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restri
     __syncthreads();
 
     if (threadIdx.x >= BLOCK) {
-        if (threadIdx.x != BLOCK) return;
-        for (int k = 0;; ++k) {
-            const int b = k % NBUF;
-            if (k >= NBUF) wait_phase(smem_addr(&empty[b]), ((k / NBUF) - 1) & 1);
-            const int t = atomicAdd(ticket, 1);
-            task_id[b] = t;
-            const unsigned full_b = smem_addr(&full[b]);
-            if (t >= T) {
-                arrive(full_b);
-                return;
-            }
-            const Task tk = task_of(t, P, cols, x);
-            const unsigned bytes = 16u * (unsigned)tk.n4;
-            if (bytes == 0) {
-                arrive(full_b);
-                continue;
-            }
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full_b), "r"(bytes) : "memory");
-            const char* src = reinterpret_cast<const char*>(x + (size_t)tk.row * (size_t)cols + tk.head) + 16ull * tk.lo;
-            const unsigned dst = smem_addr(buf + (size_t)b * SL4);
-            for (unsigned o = 0; o < bytes; o += PIECE)
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                             ::"r"(dst + o), "l"(reinterpret_cast<unsigned long long>(src + o)), "r"(min(PIECE, bytes - o)),
-                             "r"(full_b) : "memory");
-        }
+        if (threadIdx.x == BLOCK) produce(x, P, T, cols, ticket, task_id, full, empty, buf);
+        return;
     }
 
     const int tid = threadIdx.x;
@@ -275,17 +337,8 @@ rmsnorm_split(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restri
                                                 reinterpret_cast<unsigned long long>(weight)) & 15ull) == 0;
     unsigned nred = 0;
 
-    int pub = 0, done = 0x7fffffff;
-    unsigned nflag = 0;
-    // Publishes task pub (every consumer waits for its bytes); past the last ticket, sets done.
-    auto publish = [&]() {
-        const int b = pub % NBUF;
-        wait_phase(smem_addr(&full[b]), (pub / NBUF) & 1);
-        const int t = task_id[b];
-        if (t >= T) {
-            done = pub;
-            return;
-        }
+    // Reduces the slice in buffer b (task t) and publishes its partial.
+    auto publish = [&](int b, int t) {
         const Task tk = task_of(t, P, cols, x);
         const __nv_bfloat16* xr = x + (size_t)tk.row * (size_t)cols;
         const uint4* s8 = buf + (size_t)b * SL4;
@@ -306,18 +359,10 @@ rmsnorm_split(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restri
             __threadfence();
             if (P > 1) atomicAdd(sync + tk.row, 1);
         }
-        ++pub;
     };
-    for (int k = 0; k < done; ++k) {
-        while (pub <= k && pub < done) publish();
-        if (k >= done) break;
-
-        const int b = k % NBUF;
-        const Task tk = task_of(task_id[b], P, cols, x);
-        if (P > 1)
-            await_row(sync + tk.row, P, pub, done, k, full, flag, nflag, publish);
-        else
-            consumers_sync();
+    // Merges the row's partials and writes the slice in buffer b (task t) to y.
+    auto finish = [&](int b, int t) {
+        const Task tk = task_of(t, P, cols, x);
         // Every warp adds the row's sums in the same order (lane l adds l, l + 32, ...,
         // then the butterfly; float addition is commutative), so all blocks agree.
         const float* pr = partial + (size_t)tk.row * P;
@@ -364,7 +409,6 @@ rmsnorm_split(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restri
             const int c = tail0 + tid;
             yr[c] = __float2bfloat16(__bfloat162float(xr[c]) * inv * __bfloat162float(weight[c]));
         }
-        __syncwarp();
-        if ((tid & 31) == 0) arrive(smem_addr(&empty[b]));
-    }
+    };
+    consume(P, T, sync, task_id, full, empty, flag, publish, finish);
 }
