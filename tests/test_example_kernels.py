@@ -125,7 +125,7 @@ def test_wgmma_ws2_splitk_resolves_on_every_case(splitk):
 
 
 def test_tf32x3_copies_share_one_body():
-    """The four 3xTF32 sources (plain, split-K, bias+ReLU, split-K bias+ReLU) carry the same knobs and body text."""
+    """The six 3xTF32 sources (plain, split-K and padded, each for sgemm and bias+ReLU) carry the same knobs and body text."""
     def shared(path):
         text = path.read_text()
         return text[text.index("// knob BM:"):text.index("// ---- end of the tf32x3 body ----")]
@@ -133,6 +133,8 @@ def test_tf32x3_copies_share_one_body():
     assert shared(EXAMPLES / "sgemm" / "tf32x3_splitk.cu") == plain
     assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3.cu") == plain
     assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3_splitk.cu") == plain
+    assert shared(EXAMPLES / "sgemm" / "tf32x3_padded.cu") == plain
+    assert shared(EXAMPLES / "gemm_bias_relu" / "tf32x3_padded.cu") == plain
 
 
 def test_split_row_copies_share_one_skeleton():
