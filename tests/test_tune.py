@@ -917,7 +917,9 @@ def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_t
                        cases=[CaseOutcome(case=c, role="performance", status="ok",
                                           median_ms=focus_ms if c == "128x4096x4096" else 3.0) for c in perf])
 
-    for kernel in ("tf32x3_splitk", "tiled", "warptile", "splitk"):
+    # Every other kernel tried; tf32x3_padded twice, so that the final turn below is the
+    # fastest's (two turns in three) and not the least tried's.
+    for kernel in ("tf32x3_splitk", "tiled", "warptile", "splitk", "tf32x3_padded", "tf32x3_padded"):
         history.append(turn(kernel, 5.0))
     history.append(turn("splitk_warptile", 3.5))  # the fastest on the focus case
     history += main_turns()

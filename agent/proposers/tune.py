@@ -87,6 +87,11 @@ def _prefix(base: CandidateSpec) -> str:
     return f"{base.name}@{source_tag(base.source)}["
 
 
+def kernel_of(name: str) -> str:
+    """The kernel a configuration's name (_prefix's form, or a plain kernel name) belongs to."""
+    return name.split("@")[0]
+
+
 class TuneProposer:
     name = "tune"
     proposes_ahead = True  # agent/proposers/base.py's proposes_ahead
@@ -151,7 +156,7 @@ class TuneProposer:
         if not knobs:
             raise ProposalError(f"no kernel of {ctx.workload.name} declares knobs (// knob NAME: values); nothing to tune")
         fixed = {k: v for k, v in spec.defines.items() if k not in knobs}
-        return spec.model_copy(update={"name": spec.name.split("@")[0], "defines": fixed}), knobs
+        return spec.model_copy(update={"name": kernel_of(spec.name), "defines": fixed}), knobs
 
     def prepare(self, ctx: ProposalContext) -> None:
         """While the plan times the baselines and the starting kernel (seconds, the pool idle):
@@ -194,10 +199,10 @@ class TuneProposer:
         shipped kernels with knobs take the turn, the least tried first, until theirs are used
         up too (a model's kernel being the best, or a kernel named on the command line, ends
         the search here)."""
-        main = self.base(ctx)[0].name.split("@")[0]
+        main = kernel_of(self.base(ctx)[0].name)
         if self.kernel or main not in ctx.workload.kernels:
             raise used_up
-        mine = [a.name.split("@")[0] for a in ctx.history if a.proposer == self.name]
+        mine = [kernel_of(a.name) for a in ctx.history if a.proposer == self.name]
         others = sorted((n for n, k in ctx.workload.kernels.items() if n != main and k.knobs() and n not in self._exhausted),
                         key=mine.count)
         focus = _focus_case(ctx)
@@ -225,13 +230,13 @@ class TuneProposer:
         other = self._other_turn(ctx)  # what propose() decides too: it reads the same history
         first = self.propose(ctx)
         if n <= 1:
-            self._compile_others_ahead(ctx, {first.spec.name.split("@")[0]})
+            self._compile_others_ahead(ctx, {kernel_of(first.spec.name)})
             return [first]
         # Once the main kernel has stalled, another kernel's turn is the whole step's: with one
         # turn per step, a batch of four gave the others a quarter of the attempts whatever
         # the stall. Before that, the step's other members are the main kernel's neighbours.
         # With the main kernel's space used up, the step is the kernel that took its place.
-        first_kernel = first.spec.name.split("@")[0]
+        first_kernel = kernel_of(first.spec.name)
         if self._fallback is not None and first_kernel == self._fallback:
             kernel, focus = self._fallback, _focus_case(ctx)
         elif other is not None and first_kernel == other[0] and self._stalled(ctx):
@@ -243,7 +248,7 @@ class TuneProposer:
         except ProposalError:  # nothing beside the first: a batch of one
             batch = [first]
         self._refill(ctx, batch, kernel, focus)
-        self._compile_others_ahead(ctx, {p.spec.name.split("@")[0] for p in batch})
+        self._compile_others_ahead(ctx, {kernel_of(p.spec.name) for p in batch})
         # After the first (propose()'s choice: another kernel's turn, say, which the budget's
         # last step must not drop), members compiled already first: the GPU takes a step's
         # attempts in its order, and works on those while NVRTC finishes the others.
@@ -290,7 +295,7 @@ class TuneProposer:
         if arch is None or not self.ahead or self.kernel:
             return
         try:
-            main = self.base(ctx)[0].name.split("@")[0]
+            main = kernel_of(self.base(ctx)[0].name)
         except ProposalError:
             return
         if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone
@@ -402,7 +407,7 @@ class TuneProposer:
         if self.kernel:
             return None
         try:
-            main = self.base(ctx)[0].name.split("@")[0]
+            main = kernel_of(self.base(ctx)[0].name)
         except ProposalError:
             return None
         if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone (HybridProposer)
@@ -412,8 +417,8 @@ class TuneProposer:
         # Turns are counted with the proposals still in flight: with a step proposed ahead, a
         # kernel whose first turn had not finished got a second before any other had one
         # (sgemm on the H200: tiled twice in 20 attempts, the split-K kernels never).
-        turns = [a.name.split("@")[0] for a in mine] + \
-            [s.name.split("@")[0] for s in ctx.in_flight if s.proposer == self.name]
+        turns = [kernel_of(a.name) for a in mine] + \
+            [kernel_of(s.name) for s in ctx.in_flight if s.proposer == self.name]
         counts = {n: turns.count(n) for n in others}
         other_turns = sum(counts.values())
         if not others:
@@ -441,7 +446,7 @@ class TuneProposer:
             # case), then the fewest turns, then the workload's order.
             return min(untried, key=lambda n: (n in self._no_first_turn, counts[n] > 0,
                                                not ctx.workload.kernels[n].configs, counts[n])), focus
-        on_focus = {n: min((c.median_ms for a in mine if a.name.split("@")[0] == n and a.status == "ok"
+        on_focus = {n: min((c.median_ms for a in mine if kernel_of(a.name) == n and a.status == "ok"
                             for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}
         if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:
             return min(others, key=lambda n: counts[n]), focus
@@ -455,18 +460,18 @@ class TuneProposer:
         dispatch gives that case the variant that wins it."""
         if not self._stalled(ctx):
             return None
-        main = self.base(ctx)[0].name.split("@")[0]
-        turns = sum(a.name.split("@")[0] == main for a in ctx.history if a.proposer == self.name) + \
-            sum(s.name.split("@")[0] == main for s in ctx.in_flight if s.proposer == self.name)
+        main = kernel_of(self.base(ctx)[0].name)
+        turns = sum(kernel_of(a.name) == main for a in ctx.history if a.proposer == self.name) + \
+            sum(kernel_of(s.name) == main for s in ctx.in_flight if s.proposer == self.name)
         return _focus_case(ctx) if turns % 2 else None
 
     def _stalled(self, ctx: ProposalContext) -> bool:
         """The kernel being improved has had STALL attempts in a row without a new best."""
         try:
-            main = self.base(ctx)[0].name.split("@")[0]
+            main = kernel_of(self.base(ctx)[0].name)
         except ProposalError:
             return False
-        runs = [a for a in ctx.history if a.proposer == self.name and a.name.split("@")[0] == main]
+        runs = [a for a in ctx.history if a.proposer == self.name and kernel_of(a.name) == main]
         return len(runs) >= STALL and not any(a.new_best for a in runs[-STALL:])
 
     def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
