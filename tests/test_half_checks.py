@@ -12,11 +12,11 @@ from agent.runtime.compiler import compile_kernel
 from agent.spec.accumulation_probe import PROBE_REDUCTION, probe_name
 from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
 from agent.spec.inputs import generate_inputs
-from agent.spec.tolerance import case_rtol
+from agent.spec.tolerance import case_rtol, relative_error
 from agent.spec.workload import load_workload
 from agent.worker.case_buffers import GUARD_HALF
 from agent.worker.gpu_checks import CLOSE_KERNELS, KERNELS, SOURCE
-from agent.worker.mismatch import build_report, relative_error
+from agent.worker.mismatch import build_report
 from agent.worker.poison import POISON_WIDTH, Poisons
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

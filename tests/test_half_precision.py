@@ -21,9 +21,8 @@ from agent.spec.inputs import (
     generate_inputs,
     load_reference,
 )
-from agent.spec.tolerance import case_rtol, default_rtol
+from agent.spec.tolerance import case_rtol, default_rtol, relative_error
 from agent.spec.workload import SpecError, load_workload
-from agent.worker.mismatch import relative_error
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm_bf16"
 

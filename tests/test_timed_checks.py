@@ -168,3 +168,15 @@ def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_and
     for i in range(2):
         j.before(i)
     assert order == ["poison", "scrub", "local 96", "scratch"] * 2
+
+
+def test_a_programs_workspace_is_poisoned_with_the_outputs_before_every_timed_launch():
+    """A program's timed launches: before(i) poisons its workspace right after the outputs (one fill), then scrubs."""
+    checks, j = judge(2)
+    order: list[str] = []
+    checks.scrub_shared = lambda: order.append("scrub")
+    j.bufs.poison = lambda poisons: order.append("poison")
+    j.run = SimpleNamespace(init_workspace=lambda poisons: order.append("workspace"))
+    for i in range(2):
+        j.before(i)
+    assert order == ["poison", "workspace", "scrub"] * 2

@@ -1,12 +1,22 @@
-"""Default tolerances: honest fp32 passes, TF32-level error fails unless allowed."""
+"""Default tolerances: honest fp32 passes, TF32-level error fails unless allowed; the element
+comparison's NumPy and CUDA renderings agree."""
+
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 from workload_factory import SGEMM, make_sgemm_workload
 
-from agent.spec.tolerance import TF32_RTOL, case_rtol, default_rtol
+from agent.spec.tolerance import (
+    COMPARISON_CUDA,
+    DENOMINATOR_FLOOR,
+    TF32_RTOL,
+    case_rtol,
+    default_rtol,
+    relative_error,
+)
 from agent.spec.workload import load_workload
-from agent.worker.mismatch import relative_error
 
 
 def tf32(x):
@@ -72,3 +82,52 @@ def test_an_infinite_reference_entry_wants_the_same_infinity():
     assert (ok == 0).all()
     wrong = relative_error(np.array([-np.inf, 5.0, 1.0, np.inf]), ref)
     assert not (wrong[:2] <= 1).any() and wrong[2] == 0 and not wrong[3] <= 1
+
+
+def test_nan_for_nan_passes_and_nan_elsewhere_fails():
+    """A NaN output passes where the reference is NaN (error 0), and fails everywhere else."""
+    ref = np.array([np.nan, 1.0, np.nan])
+    err = relative_error(np.array([np.nan, np.nan, 1.0]), ref)
+    assert err[0] == 0 and not err[1] <= 1 and not err[2] <= 1
+
+
+COMPARISON_MAIN = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+using std::fabs; using std::isinf; using std::isnan;
+int main() {
+  unsigned long long bits[3];
+  while (std::scanf("%llx %llx %llx", &bits[0], &bits[1], &bits[2]) == 3) {
+    double o, r, scale;
+    std::memcpy(&o, &bits[0], 8); std::memcpy(&r, &bits[1], 8); std::memcpy(&scale, &bits[2], 8);
+    const double err = WS_SAME_NONFINITE(o, r) ? 0.0 : WS_RELATIVE_ERROR(o, r, scale);
+    unsigned long long out;
+    std::memcpy(&out, &err, 8);
+    std::printf("%llx\n", out);
+  }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
+def test_the_cuda_comparison_gives_what_relative_error_gives(tmp_path):
+    """COMPARISON_CUDA (the GPU check's macros, compiled here as C++; a skipped element
+    counts as 0) and relative_error agree bit for bit, special values included."""
+    src = tmp_path / "comparison.cpp"
+    src.write_text(COMPARISON_CUDA + COMPARISON_MAIN)
+    exe = tmp_path / "comparison"
+    subprocess.run(["g++", "-O1", "-o", str(exe), str(src)], check=True)
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-310, 1e300, np.finfo(np.float64).max])
+    out = np.concatenate([np.repeat(special, special.size), rng.normal(size=500) * 10.0 ** rng.integers(-30, 30, 500)])
+    ref = np.concatenate([np.tile(special, special.size), rng.normal(size=500) * 10.0 ** rng.integers(-30, 30, 500)])
+    scales = np.concatenate([np.zeros(special.size ** 2), rng.uniform(0, 2, 500)])
+    lines = [f"{int(o):x} {int(r):x} {int(s):x}" for o, r, s in
+             zip(out.view(np.uint64), ref.view(np.uint64), scales.view(np.uint64))]
+    got = subprocess.run([str(exe)], input="\n".join(lines), text=True, capture_output=True, check=True).stdout.split()
+    device = np.array([int(v, 16) for v in got], dtype=np.uint64).view(np.float64)
+    host = np.array([relative_error(out[i:i + 1], ref[i:i + 1], scales[i])[0] for i in range(out.size)])
+    same = (device == host) | (np.isnan(device) & np.isnan(host))
+    assert same.all(), [(out[i], ref[i], device[i], host[i]) for i in np.flatnonzero(~same)[:5]]
+    assert repr(DENOMINATOR_FLOOR) in COMPARISON_CUDA

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runtime.parent_watch import exit_with_warpsmith
 from ..spec.inputs import ReferenceFailed, compute_reference
-from ..spec.tolerance import case_rtol, scale
+from ..spec.tolerance import case_rtol, relative_error, same_nonfinite
 from ..spec.workload import load_workload
 
 MAX_ELEMENTS = 4_000_000  # every array of a case together
@@ -47,13 +47,11 @@ def main(argv: list[str]) -> int:
         for p in w.outputs:
             x, y = a[p.name].astype(np.float64), b[p.name].astype(np.float64)
             odd = ~np.isfinite(x) | ~np.isfinite(y)
-            if (odd & ~((np.isnan(x) & np.isnan(y)) | (x == y))).any():  # NaN/inf where the other has a number
+            if (odd & ~same_nonfinite(y, x)).any():  # NaN/inf where the other has a number, or another inf
                 idx = np.unravel_index(int(np.argmax(odd)), x.shape)
                 worst, detail = float("inf"), f"{p.name}{list(idx)}: first {x[idx]:.9g}, second {y[idx]:.9g}"
                 break
-            rms = scale(x)
-            with np.errstate(invalid="ignore", over="ignore"):
-                err = np.where(odd, 0.0, np.abs(x - y) / (np.abs(x) + rms + 1e-300))
+            err = relative_error(y, x)  # 0 where both hold the same NaN or infinity: all that is left of `odd`
             i = int(np.argmax(err))
             if err.flat[i] > worst:
                 worst = float(err.flat[i])

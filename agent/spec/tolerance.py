@@ -6,6 +6,9 @@ cancel to near zero are judged on the output's scale, not on their own tiny
 magnitude. An output passes when every element's error is within ``rtol``, it is
 finite where the reference is, and where the reference is not finite (an output
 with ``allow_nonfinite``) it holds the same value: the same infinity, NaN for NaN.
+This comparison is defined here once, in both the languages it runs in:
+``relative_error`` (NumPy: reports, studies) and ``COMPARISON_CUDA`` (the GPU's
+check, agent/worker/cuda/checks.cu).
 
 Default rtol = 8 * eps(dtype) * sqrt(reduction length). Measured on the CPU
 (scripts in benchmarks/tolerance_study.py): a sequential fp32 dot product reaches
@@ -91,6 +94,42 @@ def scale(reference: np.ndarray) -> float:
     if top == 0.0:
         return 0.0
     return top * float(np.sqrt(np.mean(np.square(finite / top))))
+
+
+# Added to the denominator, so that an element whose reference and scale are both 0 (an
+# all-zero case) still divides by something positive. 1e-300 rather than float64's tiny
+# (2.2e-308, the smallest normal): a normal double seven decades above the subnormals, so
+# no rounding of the sum and no flush-to-zero mode takes the denominator to 0, yet far
+# below any |ref| + scale of a real case, so it decides no verdict; and its literal reads
+# the same in both renderings.
+DENOMINATOR_FLOOR = 1e-300
+
+
+def same_nonfinite(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Where the output holds the reference's non-finite value (NaN for NaN, the same
+    infinity): such an element passes, whatever the arithmetic says."""
+    same: np.ndarray = (np.isnan(out) & np.isnan(ref)) | (np.isinf(ref) & (out == ref))
+    return same
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray, ref_scale: Optional[float] = None) -> np.ndarray:
+    """Each element's error against the float64 reference, on the case's scale (`scale` of
+    `ref` unless given); 0 where `same_nonfinite`. An element passes when ``error <= rtol``:
+    a NaN error fails."""
+    ref = np.asarray(ref).astype(np.float64, copy=False)
+    out = np.asarray(out).astype(np.float64, copy=False)
+    s = scale(ref) if ref_scale is None else ref_scale
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(out - ref) / (np.abs(ref) + s + DENOMINATOR_FLOOR)
+    return np.where(same_nonfinite(out, ref), 0.0, err)
+
+
+# The same comparison over doubles, for the GPU's check (WS_CHECK_CLOSE in
+# agent/worker/cuda/checks.cu), which skips an element WS_SAME_NONFINITE and fails one
+# whose error is not <= rtol (NaN included). o: the output, r: the reference.
+COMPARISON_CUDA = (
+    "#define WS_SAME_NONFINITE(o, r) ((isnan(o) && isnan(r)) || (isinf(r) && (o) == (r)))\n"
+    f"#define WS_RELATIVE_ERROR(o, r, scale) (fabs((o) - (r)) / (fabs(r) + (scale) + {DENOMINATOR_FLOOR!r}))\n")
 
 
 def accumulation_dtype(dtype: str, accumulate: Optional[str]) -> str:

@@ -17,43 +17,16 @@ from __future__ import annotations
 import datetime
 import math
 import statistics
+from pathlib import Path
 
 from ..runtime.compiler import compile_kernel
 from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, save_ceilings, tensor_peak_tflops
 
-PROBE_SOURCE = r"""
-extern "C" __global__ void ws_copy(const float4* __restrict__ src, float4* __restrict__ dst, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    dst[i] = src[i];
-}
-
-extern "C" __global__ void ws_read(const uint4* __restrict__ src, long long n, unsigned* out) {
-  unsigned acc = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const uint4 v = src[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) out[0] = acc;  // keeps the loads; never true for a buffer of equal words
-}
-
-#define CHAINS 8
-extern "C" __global__ void ws_fma(float* out, int iters, float a, float b) {
-  float x[CHAINS];
-#pragma unroll
-  for (int c = 0; c < CHAINS; ++c) x[c] = threadIdx.x + c;
-  for (int i = 0; i < iters; ++i) {
-#pragma unroll
-    for (int c = 0; c < CHAINS; ++c) x[c] = fmaf(x[c], a, b);
-  }
-  float s = 0.f;
-#pragma unroll
-  for (int c = 0; c < CHAINS; ++c) s += x[c];
-  if (s == 1234.5f) out[0] = s;  // keeps the chains alive; never true for these a, b
-}
-"""
 COPY_BYTES = 1 << 30
 FMA_CHAINS, FMA_ITERS, FMA_THREADS = 8, 8192, 256
+PROBE_SOURCE = (f"#define CHAINS {FMA_CHAINS}\n"
+                + (Path(__file__).with_name("cuda") / "ceilings_probe.cu").read_text())
 
 
 def _median_ms(device, fn, grid, block, kernel_args) -> float:

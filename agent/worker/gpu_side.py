@@ -11,6 +11,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -53,12 +54,7 @@ RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
 FAULT_HINTS = {"CUDA_ERROR_ILLEGAL_ADDRESS": "a load or store outside the memory the kernel was given, or a store "
                                              "into an input (inputs are read-only for kernels)"}
 
-BIAS_RELU_SOURCE = r"""
-extern "C" __global__ void ws_bias_relu(float* c, const float* __restrict__ bias, long long count, int n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += (long long)gridDim.x * blockDim.x)
-    c[i] = fmaxf(c[i] + bias[i % n], 0.f);
-}
-"""
+BIAS_RELU_SOURCE = (Path(__file__).with_name("cuda") / "bias_relu.cu").read_text()
 
 
 class GpuWorker:
@@ -188,18 +184,14 @@ class GpuWorker:
             bufs.prepare(self.poisons)
             run = self.program(job, req.seed, bufs) if job.program else None
             judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions,
-                                local_bytes(run))
+                                local_bytes(run), run)
             if run:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run, flushed=req.timing.cold_l2)
             send(Started(job.case, Step.TIME))
             with fence.lowered_on_error():
                 if run:
-
-                    def poison_all(index: int) -> None:  # outputs and workspace, before every launch of the sequence
-                        judge.before(index)
-                        run.init_workspace(self.poisons)
-                    timing = self.device.time_program(run.program, _settings(req.timing), before=poison_all,
+                    timing = self.device.time_program(run.program, _settings(req.timing), before=judge.before,
                                                       after=judge.after)
                 else:
                     l = job.launch

@@ -4,9 +4,9 @@ A kernel that computes only when it finds poison, only on some launches, or only
 while it is not timed would otherwise be timed doing nothing. The runner's timing
 loop calls ``before(i)`` ahead of every launch and ``after(i)`` behind every
 measured one, both outside the launch's event pair (so neither enters a sample).
-``before`` fills the outputs with the next poison word, overwrites every SM's
-shared memory and the kernel's local memory (where a launch could leave its outputs
-for the next) and zeroes the slots not sealed yet; ``after`` enqueues the output
+``before`` fills the outputs (and a program's workspace) with the next poison word,
+overwrites every SM's shared memory and the kernel's local memory (where a launch
+could leave its outputs for the next) and zeroes the slots not sealed yet; ``after`` enqueues the output
 check into launch i's own slot of a stats buffer, and its seal (a tag of the count under a secret key: a later launch of
 the kernel could otherwise zero an earlier launch's count; the slot's other words get
 the fence's keystream, so a sealed slot holds no data between launches either).
@@ -25,14 +25,16 @@ from .case_buffers import CaseBuffers
 from .gpu_checks import GpuChecks
 from .pages import alloc_pages
 from .poison import Poisons
+from .program_run import ProgramRun
 from .protocol import CaseCheck
 from .status import Status
 
 
 class TimedChecks:
     def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int,
-                 local_bytes: int = 0):
+                 local_bytes: int = 0, run: Optional[ProgramRun] = None):
         self.checks, self.bufs, self.poisons = checks, bufs, poisons
+        self.run = run  # a program's launches: its workspace is poisoned with the outputs
         self.local_bytes = local_bytes  # the timed kernel's local frame: the scrub covers at least that
         checks.local_scrub(local_bytes)  # compiled now, not inside the timing loop
         self.outputs = bufs.outputs()
@@ -45,6 +47,8 @@ class TimedChecks:
 
     def before(self, index: int) -> None:
         self.bufs.poison(self.poisons)
+        if self.run:
+            self.run.init_workspace(self.poisons)
         self.checks.scrub(self.local_bytes)
         self.checks.clear_scratch()
         # The slots not sealed yet, and the page's slack past the last, zero again: the checks
