@@ -177,7 +177,8 @@ def _arguments(w: Workload, case) -> tuple[list, list, float]:
     the inputs warpsmith's evaluator draws for the case, and its cached float64 reference
     (computed here once, outside both tools' wall time, and reused by `warpsmith run`)."""
     from agent.evaluate.evaluator import DEFAULT_SEED as seed
-    from agent.spec.inputs import ensure_reference, generate_inputs, load_reference
+    from agent.spec.inputs import generate_inputs
+    from agent.spec.references import ensure_reference, load_reference
     from agent.spec.tolerance import case_rtol
     inputs = generate_inputs(w, case, seed)
     reference = load_reference(ensure_reference(w, case, seed))

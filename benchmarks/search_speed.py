@@ -269,7 +269,7 @@ def warm_references(workload_dir: Path) -> None:
     starts: so that a before/after pair does not time whichever run computed them first
     (the reference cache is shared; its key is the workload's files and the seed)."""
     from agent.evaluate.evaluator import DEFAULT_SEED, FRESH_SEED
-    from agent.spec.inputs import ensure_reference
+    from agent.spec.references import ensure_reference
     from agent.spec.workload import load_workload
     w = load_workload(workload_dir)
     t0 = time.time()

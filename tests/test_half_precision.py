@@ -12,15 +12,8 @@ from agent.cli.bench import _evaluable_or_noted
 from agent.cli.check import preflight
 from agent.evaluate.evaluator import Evaluator
 from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
-from agent.spec.inputs import (
-    ArrayJob,
-    array_jobs,
-    as_float64,
-    ensure_reference,
-    generate_input,
-    generate_inputs,
-    load_reference,
-)
+from agent.spec.inputs import ArrayJob, array_jobs, as_float64, generate_input, generate_inputs
+from agent.spec.references import ensure_reference, load_reference
 from agent.spec.tolerance import case_rtol, default_rtol, relative_error
 from agent.spec.workload import SpecError, load_workload
 

@@ -4,14 +4,8 @@ import numpy as np
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.spec.inputs import (
-    ArrayJob,
-    compute_reference,
-    ensure_reference,
-    generate_input,
-    generate_inputs,
-    load_reference,
-)
+from agent.spec.inputs import ArrayJob, generate_input, generate_inputs
+from agent.spec.references import compute_reference, ensure_reference, load_reference
 from agent.spec.workload import load_workload
 
 
@@ -87,7 +81,7 @@ def test_one_thread_computes_a_reference_the_others_wait_for(tmp_path, monkeypat
     import threading
     from pathlib import Path
 
-    import agent.spec.inputs as inputs
+    import agent.spec.references as references
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     case = w.case("odd-97x83x61")
     second_looked = threading.Event()
@@ -100,14 +94,14 @@ def test_one_thread_computes_a_reference_the_others_wait_for(tmp_path, monkeypat
                 second_looked.set()
             return super().is_file()
 
-    real_path, real_run = inputs.reference_path, inputs.run_reference
-    monkeypatch.setattr(inputs, "reference_path", lambda *a: Watched(real_path(*a)))
+    real_path, real_run = references.reference_path, references.run_reference
+    monkeypatch.setattr(references, "reference_path", lambda *a: Watched(real_path(*a)))
 
     def run(workload, case_, seed, out, timeout_s):
         computed.append(out.name)
         release.wait(60)
         real_run(workload, case_, seed, out, timeout_s)
-    monkeypatch.setattr(inputs, "run_reference", run)
+    monkeypatch.setattr(references, "run_reference", run)
     paths = {}
     threads = [threading.Thread(target=lambda n=n: paths.__setitem__(n, ensure_reference(w, case, 7)), name=n)
                for n in ("first", "second")]
@@ -123,7 +117,7 @@ def test_one_thread_computes_a_reference_the_others_wait_for(tmp_path, monkeypat
 
 
 def test_prefetch_computes_every_case_for_the_seed(tmp_path):
-    from agent.spec.inputs import prefetch_references, reference_path
+    from agent.spec.references import prefetch_references, reference_path
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     prefetch_references(w, 9).join(120)
     assert all(reference_path(w, c, 9).is_file() for c in w.cases)

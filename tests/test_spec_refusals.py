@@ -12,7 +12,8 @@ from package_env import child_env
 from workload_factory import ROOT, make_sgemm_workload
 
 from agent.cli.commands import main
-from agent.spec.inputs import ReferenceFailed, compute_reference, ensure_reference, load_reference
+from agent.spec.inputs import ReferenceFailed
+from agent.spec.references import compute_reference, ensure_reference, load_reference
 from agent.spec.workload import SpecError, load_workload
 from agent.worker.footprint import case_footprint, check_memory
 

@@ -18,8 +18,9 @@ import time
 from typing import Callable, Iterable
 
 from ..drafting.reference_check import cheap
-from ..spec.inputs import ReferenceFailed, ensure_reference
+from ..spec.inputs import ReferenceFailed
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
+from ..spec.references import ensure_reference
 from ..spec.workload import SpecError, Workload, load_workload
 from ..worker.footprint import case_footprint, check_memory, host_available_bytes
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.parent_watch import exit_with_warpsmith
-from ..spec.inputs import ReferenceFailed, compute_reference
+from ..spec.inputs import ReferenceFailed
+from ..spec.references import compute_reference
 from ..spec.tolerance import case_rtol, relative_error, same_nonfinite
 from ..spec.workload import load_workload
 

@@ -34,8 +34,9 @@ from ..runtime.cubin_audit import audit_cubin
 from ..runtime.device_facts import DeviceFacts
 from ..spec.applicability import coverage_gap, malformed
 from ..spec.candidate import Candidate
-from ..spec.inputs import array_jobs, ensure_reference
+from ..spec.inputs import array_jobs
 from ..spec.launch import LaunchJob, ProgramJob
+from ..spec.references import ensure_reference
 from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
 from ..spec.tolerance import case_rtol
 from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, array_layouts, program_problem

@@ -51,8 +51,8 @@ from ..proposers.base import (
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
-from ..spec.inputs import prefetch_references
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
+from ..spec.references import prefetch_references
 from ..spec.speed_of_light import Ceilings, case_floor
 from ..spec.workload import Workload
 from ..tracking.session_tracker import SessionTracker

@@ -4,16 +4,14 @@ Inputs are drawn once per (case, seed) from fixed generators (one per chunk of a
 array, drawn in parallel threads), uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
 indexing). 16-bit floats are drawn in float64 and rounded once to their format
-(agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64, in its own process with
-a time limit (agent/spec/reference_run.py), and is cached on disk under the workload's
-digest, so a 4096^3 product is computed once.
+(agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64 on these inputs, in its own
+process (agent/spec/reference_run.py), cached by agent/spec/references.py.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -23,11 +21,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..runtime.cache_dir import cache_root
 from .exact_probe import exact_input
 from .half_float import is_half, round_to, to_float64, to_storage
-from .reference_run import REFERENCE_TIMEOUT_S, run_reference
-from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload, name_problem
+from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 # 2: drawn in chunks of CHUNK elements, each from its own generator, in parallel threads.
@@ -165,69 +161,3 @@ def load_reference_function(path: Path) -> Callable[..., Any]:
         raise ReferenceFailed(f"{path.name}: defines no function `reference(...)`")
     reference: Callable[..., Any] = fn
     return reference
-
-
-def compute_reference(workload: Workload, case: Case, seed: int,
-                      timeout_s: float = REFERENCE_TIMEOUT_S) -> dict[str, np.ndarray]:
-    """Run the user's reference on float64 copies of the inputs, in its own process
-    with a time limit (agent/spec/reference_run.py); raises ReferenceFailed (one line)."""
-    with tempfile.TemporaryDirectory(prefix="warpsmith-reference-") as tmp:
-        out = Path(tmp) / "reference.npz"
-        run_reference(workload, case, seed, out, timeout_s)
-        return load_reference(out)
-
-
-def reference_path(workload: Workload, case: Case, seed: int) -> Path:
-    for name in (workload.name, case.name):  # checked by the spec parser; a path is built from them here
-        if name_problem(name):
-            raise ValueError(f"reference cache: {name_problem(name)}")
-    # CHUNK is part of how inputs are drawn: in the key, so changing it cannot reuse references
-    return cache_root() / "references" / f"{workload.name}-{workload.digest}-g{GENERATOR_VERSION}c{CHUNK}" \
-        / f"{case.name}-seed{seed}.npz"
-
-
-_computing: dict[Path, threading.Lock] = {}  # reference file -> held while a thread computes it
-_computing_guard = threading.Lock()
-
-
-def ensure_reference(workload: Workload, case: Case, seed: int, timeout_s: float = REFERENCE_TIMEOUT_S) -> Path:
-    """Compute and cache the reference outputs unless already on disk; returns the file.
-    Threads asking for the same file wait for the one computing it (a session computes
-    the fresh seed's references in the background: prefetch_references)."""
-    path = reference_path(workload, case, seed)
-    if path.is_file():
-        return path
-    with _computing_guard:
-        lock = _computing.setdefault(path, threading.Lock())
-    with lock:
-        if path.is_file():  # computed by the thread this one waited for
-            return path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.npz")
-        try:
-            run_reference(workload, case, seed, tmp, timeout_s)
-            os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
-        finally:
-            tmp.unlink(missing_ok=True)
-    return path
-
-
-def prefetch_references(workload: Workload, seed: int, timeout_s: float = REFERENCE_TIMEOUT_S) -> threading.Thread:
-    """Compute every case's references for `seed` in a background thread, so that the
-    first evaluation on that seed (the selection's fresh-seed check of a new best) finds
-    them on disk instead of waiting for a float64 reference of the largest case. A
-    failure here is left for that evaluation to meet and report."""
-    def run() -> None:
-        for case in workload.cases:
-            try:
-                ensure_reference(workload, case, seed, timeout_s)
-            except Exception:  # noqa: BLE001 - the foreground evaluation reports it, with the case named
-                return
-    thread = threading.Thread(target=run, name=f"references-seed-{seed}", daemon=True)
-    thread.start()
-    return thread
-
-
-def load_reference(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}

@@ -24,15 +24,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Optional
+from typing import IO, Any, Optional
 
 import numpy as np
 
 from ..runtime.parent_watch import python_module, with_package_root
 from ..runtime.secrets import without_secrets
-
-if TYPE_CHECKING:  # the child process imports no workload code
-    from .workload import Case, Workload
+from .inputs import ArrayJob, ReferenceFailed, array_jobs, as_float64, generate_input, load_reference_function
+from .workload import FLOAT_DTYPES, Case, Workload
 
 REFERENCE_TIMEOUT_S = 300.0  # per case; `--reference-timeout` on check, eval, run, resume and bench
 
@@ -46,7 +45,6 @@ def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_
     """Run the workload's reference on `case` in a child process; the outputs land in
     `out` (an .npz path). Raises ReferenceFailed with one line: it raised, it returned
     something unusable, it did not return within `timeout_s`, or its process died."""
-    from .inputs import ReferenceFailed, array_jobs
     name = workload.reference_path.name
     job = {"parent": os.getpid(), "reference": str(workload.reference_path.resolve()), "case": case.name,
            "sizes": case.sizes, "seed": seed, "out": str(out),
@@ -150,8 +148,6 @@ def _one_line(text: object) -> str:
 
 def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
     """In the child: draw the inputs, run the reference, check and convert its outputs."""
-    from .inputs import ArrayJob, ReferenceFailed, as_float64, generate_input, load_reference_function
-    from .workload import FLOAT_DTYPES
     path, case = Path(job["reference"]), job["case"]
     arrays = [ArrayJob(**{**a, "shape": tuple(a["shape"])}) for a in job["arrays"]]
     upcast = {a.name: as_float64(generate_input(a, case, job["seed"]), a.dtype) for a in arrays if a.role == "input"}
@@ -208,7 +204,6 @@ def main() -> int:
     exit_with_parent(job["parent"])
     answer_to = sys.stdout
     sys.stdout = sys.stderr  # the reference's prints must not look like the answer
-    from .inputs import ReferenceFailed
     answer: dict[str, bool | str]
     try:
         outputs: dict[str, Any] = compute(job)  # by output name, none of them savez's own keywords

@@ -17,19 +17,14 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-TELEMETRY_VAR = "MLFLOW_DISABLE_TELEMETRY"
-# MLflow's experiment kind; "genai_development" opens on traces, this one on runs.
-EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+from .store_location import EXPERIMENT_KIND, telemetry_off_by_default, tracking_uri
+from .store_schema import StoreUnreadable, open_client
+
 # The UI (MLflow 3.17) picks its GenAI or machine-learning layout from this URL
 # parameter (else from the browser's last choice, GenAI at first).
 _LAYOUT = "?workflowType=machine_learning"
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
-
-
-def telemetry_off_by_default(env=os.environ) -> None:
-    """Before mlflow is imported or started: off, unless the user said otherwise."""
-    env.setdefault(TELEMETRY_VAR, "true")
 
 
 class UiFailed(Exception):
@@ -129,8 +124,6 @@ def serve(store: Path, host: str, port: int, target: Optional[str] = None) -> in
     store = store.resolve()
     if not (store / "mlflow.db").is_file():
         raise UiFailed(f"no MLflow store at {store} (a session writes one: warpsmith run WORKLOAD)")
-    from .store_schema import StoreUnreadable, open_client
-    from .tracker import tracking_uri
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base = f"http://{shown}:{port}"
     try:

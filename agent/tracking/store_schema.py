@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from .mlflow_ui import telemetry_off_by_default
+from .store_location import telemetry_off_by_default, tracking_uri
 
 # The revision the store's alembic_version row names, as MLflow reports it: its own
 # schema check, or alembic when MLflow tries to create missing tables from there.
@@ -41,7 +41,6 @@ def open_client(uri: str):
 def check_store(store: Path, uri: Optional[str] = None) -> None:
     """Before any GPU work or session folder: raises StoreUnreadable if the store
     exists and this mlflow cannot open it. A store not written yet is not created."""
-    from .tracker import tracking_uri
     if uri is None and not (Path(store) / "mlflow.db").is_file():
         return
     open_client(uri or tracking_uri(Path(store)))

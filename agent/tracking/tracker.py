@@ -28,17 +28,11 @@ from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..evaluate.results import EvaluationResult, Status
 from ..evaluate.session_result import SessionResult
 from ..runtime.device_facts import DeviceFacts
-from .mlflow_ui import EXPERIMENT_KIND
 from .session_tracker import SessionTracker
+from .store_location import EXPERIMENT_KIND, default_store, tracking_uri
 from .store_schema import open_client
 
-
-def default_store() -> Path:
-    return Path.cwd() / "mlruns"
-
-
-def tracking_uri(store: Path) -> str:
-    return f"sqlite:///{store.resolve() / 'mlflow.db'}"
+__all__ = ["Tracker", "default_store", "tracking_uri"]
 
 
 class Tracker(SessionTracker):

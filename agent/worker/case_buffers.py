@@ -29,7 +29,8 @@ import numpy as np
 
 from ..spec import tolerance
 from ..spec.half_float import STORAGE
-from ..spec.inputs import ArrayJob, generate_input, load_reference
+from ..spec.inputs import ArrayJob, generate_input
+from ..spec.references import load_reference
 from .pages import alloc_pages
 from .poison import POISON_WIDTH, Poisons
 from .protocol import CaseJob
