@@ -308,14 +308,17 @@ def test_the_parameter_audit_reads_the_ptx_forms():
                                       "bf16_gemm", "rmsnorm_bf16", "attention_bf16"])
 def test_every_shipped_kernel_passes_the_parameter_audit(workload):
     """No false refusal: every kernel of the examples at its default knobs and every configuration it lists,
-    the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them."""
+    the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them, passes
+    the parameter audit and its workload's precision policy read from the machine code."""
     from agent.evaluate.evaluator import compile_candidate
     from agent.spec.candidate import Candidate
+    from agent.spec.precision_policy import allowed_types
     from agent.spec.workload import load_workload
     w = load_workload(Path(__file__).resolve().parent.parent / "examples" / workload)
     for k in w.kernels.values():
         for defines in [{}, *k.configs]:
-            c = compile_candidate(Candidate.from_spec(k, defines), "sm_90", False, wide_accumulation=w.wide_accumulation)
+            c = compile_candidate(Candidate.from_spec(k, defines), "sm_90", False, wide_accumulation=w.wide_accumulation,
+                                  narrow_allowed=allowed_types(w))
             assert c.ok, (k.name, defines, c.error, c.log[-400:])
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 
 from ..drafting.reference_check import cheap
 from ..spec.inputs import ReferenceFailed
+from ..spec.precision_policy import allowed_types
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.references import ensure_reference
 from ..spec.workload import SpecError, Workload, load_workload
@@ -122,7 +123,8 @@ def _compile_kernels(w: Workload, arch: str, say) -> bool:
         # As a candidate is compiled: the policy, NVRTC and the audits (state kept between
         # launches, 16-bit accumulation where the workload's policy forbids it)
         candidate = dataclasses.replace(Candidate.from_spec(spec), name=spec.path.stem)  # NVRTC's log names the file
-        r = compile_candidate(candidate, arch, w.tolerance.allow_fast_math, wide_accumulation=w.wide_accumulation)
+        r = compile_candidate(candidate, arch, w.tolerance.allow_fast_math, wide_accumulation=w.wide_accumulation,
+                              narrow_allowed=allowed_types(w))
         if r.ok:
             say("ok", "compile", f"kernel {name} -> {r.arch}: {r.resources.text()} ({r.compile_ms:.0f} ms)")
         else:

@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Optional
 from ..runtime.compiler import CompiledKernel, Nvrtc, compile_kernel, run_nvrtc
 from ..runtime.cubin_audit import audit_cubin
 from ..runtime.device_facts import DeviceFacts
+from ..spec import precision_policy
 from ..spec.applicability import coverage_gap, malformed
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs
@@ -216,7 +217,8 @@ class Evaluator(EvaluationBackend):
     # -- evaluation -------------------------------------------------------
     def compile(self, candidate: Candidate) -> CompiledKernel:
         return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math,
-                                 wide_accumulation=self.workload.wide_accumulation)
+                                 wide_accumulation=self.workload.wide_accumulation,
+                                 narrow_allowed=precision_policy.allowed_types(self.workload))
 
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
                  time_cases: bool = True, validate: bool = True) -> EvaluationResult:
@@ -558,11 +560,14 @@ class Evaluator(EvaluationBackend):
 
 
 def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
-                      nvrtc: Nvrtc = run_nvrtc, wide_accumulation: bool = False) -> CompiledKernel:
+                      nvrtc: Nvrtc = run_nvrtc, wide_accumulation: bool = False,
+                      narrow_allowed: Optional[frozenset[str]] = None) -> CompiledKernel:
     """NVRTC (here, or where `nvrtc` sends it), then the audits: a kernel that keeps state
     between launches is refused (the CUBIN's), and so is, where the workload's policy
     accumulates in float32 or float64 (`wide_accumulation`), one with 16-bit accumulating
-    instructions on any of its paths (the PTX's, agent/runtime/ptx_audit.py)."""
+    instructions on any of its paths (the PTX's, agent/runtime/ptx_audit.py), and, given the
+    narrower types the workload allows (`narrow_allowed`, agent/spec/precision_policy.py),
+    one whose machine code multiplies or converts to any other (the SASS's)."""
     compiled = compile_kernel(candidate.source, candidate.entry, arch, candidate.compile_options(),
                               filename=f"{candidate.name}.cu", allow_fast_math=allow_fast_math, nvrtc=nvrtc)
     refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
@@ -579,6 +584,14 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
             "(float32 accumulators in mma / wmma / wgmma), round to 16 bits once at the end; the 16-bit "
             "exp / log / sin / cos intrinsics, __hcmadd and bf16 __hmul_sat use 16-bit fma too: compute those "
             "in float"))
+    if compiled.ok and narrow_allowed is not None:
+        if compiled.sass_ops is None:
+            return dataclasses.replace(compiled, ok=False, error="SASS_UNAVAILABLE", cubin=b"", log=(
+                "the machine code, which the workload's precision policy is checked on, could not be read: "
+                f"{compiled.sass_error or 'no SASS audit came back'}"))
+        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops, wide_accumulation)
+        if refusal:
+            return dataclasses.replace(compiled, ok=False, error="PRECISION_POLICY", cubin=b"", log=refusal)
     return compiled
 
 

@@ -34,6 +34,7 @@ from ..runtime.compile_child import NICENESS as COMPILE_NICENESS
 from ..runtime.compiler import CompiledKernel, run_nvrtc
 from ..runtime.device_facts import DeviceFacts
 from ..runtime.secrets import SECRET
+from ..spec import precision_policy
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..spec.workload import Workload
@@ -266,7 +267,8 @@ class RayBackend(ParallelBackend):
     def compile(self, candidate: Candidate) -> CompiledKernel:
         """NVRTC as a Ray task (one CPU); the policy, the cache and the CUBIN audit here."""
         return compile_candidate(candidate, self.facts.arch, self.workload.tolerance.allow_fast_math,
-                                 nvrtc=self._remote_nvrtc, wide_accumulation=self.workload.wide_accumulation)
+                                 nvrtc=self._remote_nvrtc, wide_accumulation=self.workload.wide_accumulation,
+                                 narrow_allowed=precision_policy.allowed_types(self.workload))
 
     def _remote_nvrtc(self, source: str, filename: str, entry: str, options: list[str], arch: str,
                       timeout_s: Optional[float]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
 from .compile_policy import check_entry
 from .ptx_audit import audited
+from .sass import SassUnavailable, math_instructions
 
 if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
     from .native import CompileResult
@@ -133,9 +134,17 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
                 "half_ops": [], "log": "kernels may not keep state between launches: the PTX takes a writable address "
                 f"of __constant__ memory ({', '.join(writes)}); read __constant__ data directly, never through a "
                 "pointer to it, and compute every output on every launch"}
+    # The machine code's math (agent/runtime/sass.py), read here too: opcodes only go back.
+    sass_ops: Optional[list[str]] = []
+    sass_error = ""
+    if r.ok:
+        try:
+            sass_ops = list(math_instructions(bytes(r.cubin)))
+        except SassUnavailable as e:
+            sass_ops, sass_error = None, str(e)
     return {"ok": bool(r.ok), "error": r.error, "log": log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
-            "half_ops": None if half_ops is None else list(half_ops)}
+            "half_ops": None if half_ops is None else list(half_ops), "sass_ops": sass_ops, "sass_error": sass_error}
 
 
 def main(argv: list[str]) -> int:

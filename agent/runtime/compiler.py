@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import native, ptx_audit
+from . import native, ptx_audit, sass
 from .arch_target import target_arch
 from .cache_dir import cache_root
 from .compile_policy import check_entry, check_options, check_source
@@ -70,6 +70,10 @@ class CompiledKernel:
     # None: no PTX came back to audit. The PTX itself is not kept: inline assembly in it is
     # the source's text.
     half_ops: Optional[tuple[str, ...]] = ()
+    # Its machine code's tensor-core and narrowing-conversion opcodes (agent/runtime/sass.py);
+    # None: they could not be read (sass_error says why).
+    sass_ops: Optional[tuple[str, ...]] = ()
+    sass_error: str = ""
 
 
 def parse_resources(log: str, symbol: str) -> Resources:
@@ -89,11 +93,11 @@ def parse_resources(log: str, symbol: str) -> Resources:
     )
 
 
-CACHE_FORMAT = 2  # 2: meta.json holds the PTX audit (half_ops); older entries are not read
+CACHE_FORMAT = 3  # 3: meta.json holds the SASS audit (sass_ops), 2: the PTX audit; older entries are not read
 
 
 def _cache_key(source: str, entry: str, options: list[str], arch: str, version: tuple[int, int]) -> str:
-    blob = json.dumps([source, entry, options, arch, list(version), CACHE_FORMAT, ptx_audit.VERSION]).encode()
+    blob = json.dumps([source, entry, options, arch, list(version), CACHE_FORMAT, ptx_audit.VERSION, sass.VERSION]).encode()
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
@@ -218,7 +222,8 @@ def _cached(directory: Path, arch: str, entry: str) -> Optional[CompiledKernel]:
     meta = json.loads((directory / "meta.json").read_text())
     return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
                           Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes(),
-                          None if meta["half_ops"] is None else tuple(meta["half_ops"]))
+                          None if meta["half_ops"] is None else tuple(meta["half_ops"]),
+                          None if meta["sass_ops"] is None else tuple(meta["sass_ops"]), meta["sass_error"])
 
 
 def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options: list[str], arch: str,
@@ -229,7 +234,8 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     log = r["log"] if r["ok"] else _named_entry_missing(r["log"], entry, filename)
     result = CompiledKernel(r["ok"], arch, entry, symbol, log, r["error"], r["compile_ms"], False, resources,
-                            base64.b64decode(r["cubin"]), _half_ops(r) if r["ok"] else ())
+                            base64.b64decode(r["cubin"]), _half_ops(r) if r["ok"] else (),
+                            _sass_ops(r) if r["ok"] else (), str(r.get("sass_error", "")))
     if r["ok"] and directory is not None:
         _store(directory, result)
     return result
@@ -250,12 +256,19 @@ def _half_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
     return None if ops is None else tuple(str(op) for op in ops)
 
 
+def _sass_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
+    """The compile process's SASS audit; None where there was none (no nvdisasm, an older worker)."""
+    ops = reply.get("sass_ops")
+    return None if ops is None else tuple(str(op) for op in ops)
+
+
 def _store(directory: Path, result: CompiledKernel) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "kernel.cubin").write_bytes(result.cubin)
         meta = {"symbol": result.symbol, "log": result.log, "resources": result.resources.__dict__,
-                "half_ops": None if result.half_ops is None else list(result.half_ops)}
+                "half_ops": None if result.half_ops is None else list(result.half_ops),
+                "sass_ops": None if result.sass_ops is None else list(result.sass_ops), "sass_error": result.sass_error}
         tmp = directory / f"meta.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, directory / "meta.json")  # meta last: its presence means complete

@@ -29,6 +29,7 @@ from .expr import Expr, ExprError
 from .half_float import HALF_FORMATS, is_half, round_to
 from .kernel_source import Knob, parse_knobs
 from .launch import Launch, LaunchJob, LaunchRule, MemsetStep, Program, xyz
+from .precision_policy import SPLITS
 from .torch_signature import signature_problem
 
 __all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported from here by older code
@@ -168,6 +169,9 @@ class Tolerance:
     # The exact probe (agent/spec/exact_probe.py), `exact_probe = true`: a correctness case
     # at each performance case's sizes whose inputs every fp32-accurate kernel sums exactly.
     exact_probe: bool = False
+    # Error-compensated splits the kernels may use on the tensor cores (`splits = ["3xTF32"]`):
+    # each lets the machine code use one narrower input type (agent/spec/precision_policy.py).
+    splits: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -588,7 +592,8 @@ class _Parser:
 
     def parse_tolerance(self, top: Table, params: tuple[Param, ...]) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
-        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate", "probe", "exact_probe"})
+        self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate", "probe", "exact_probe",
+                                     "splits"})
         accumulate = self.get(t, "accumulate", "tolerance.", str, None)
         if accumulate is not None and accumulate not in ACCUMULATE_DTYPES:
             raise self.fail("tolerance.accumulate", f"'{accumulate}' must be one of {', '.join(ACCUMULATE_DTYPES)}")
@@ -605,9 +610,14 @@ class _Parser:
                                           allow, reduction is not None)
             if problem:
                 raise self.fail("tolerance.exact_probe", problem)
+        splits = self.get(t, "splits", "tolerance.", list, [])
+        unknown = [s for s in splits if s not in SPLITS]
+        if unknown:
+            raise self.fail("tolerance.splits", f"{unknown[0]!r} is not a split warpsmith knows "
+                                                f"(those are: {', '.join(SPLITS)})")
         return Tolerance(None if rtol is None else float(rtol), allow,
                          self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math,
-                         accumulate, probe, exact)
+                         accumulate, probe, exact, tuple(splits))
 
     def parse_kernels(self, allow_fast_math: bool, required: bool = True) -> dict[str, KernelSpec]:
         table = self.get(self.doc, "kernels", "", dict, {})

@@ -1,0 +1,116 @@
+"""The precision policy read from the machine code (agent/runtime/sass.py,
+agent/spec/precision_policy.py): kernels compiled with real NVRTC for sm_90 and
+disassembled with nvdisasm. A float32 kernel that splits its operands into bfloat16
+pieces, one that rounds to fp8, and TF32 math where the workload allows none are
+refused by instruction name, however the source spells them; what a workload declares
+(its arrays' dtypes, allow_tf32, splits) is allowed."""
+
+from __future__ import annotations
+
+import pytest
+from workload_factory import ROOT
+
+from agent.evaluate.evaluator import compile_candidate
+from agent.runtime.compiler import run_nvrtc
+from agent.runtime.sass import nvdisasm
+from agent.spec.candidate import Candidate
+from agent.spec.precision_policy import accumulator, allowed_types, narrow_types
+from agent.spec.workload import SpecError, load_workload
+
+pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
+
+# bfloat16 pieces of float32 operands, multiplied on the tensor cores (inline PTX: no header).
+BF16_SPLIT = r'''
+extern "C" __global__ void k(const float* a, float* c) {
+  unsigned x;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(a[threadIdx.x]), "f"(a[threadIdx.x + 32]));
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, "
+               "{%0,%1,%2,%3};" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(x));
+  c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+'''
+
+# q and k rounded to fp8 before their product, as an attention kernel could.
+FP8_ROUNDING = r'''
+extern "C" __global__ void k(const float* a, float* c) {
+  unsigned short h;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(a[threadIdx.x]), "f"(a[threadIdx.x + 32]));
+  unsigned x = h | ((unsigned)h << 16);
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, "
+               "{%0,%1,%2,%3};" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(x));
+  c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+'''
+
+# Plain TF32: float32 operands rounded to TF32 and multiplied once.
+TF32 = r'''
+extern "C" __global__ void k(const float* a, float* c) {
+  unsigned x;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(x) : "f"(a[threadIdx.x]));
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, "
+               "{%0,%1,%2,%3};" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(x));
+  c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+'''
+
+
+def compiled(source: str, allowed: frozenset[str], nvrtc=run_nvrtc):
+    candidate = Candidate(source, "k", None, name="policy")  # type: ignore[arg-type]  # compiled only, never launched
+    return compile_candidate(candidate, "sm_90", False, nvrtc=nvrtc, narrow_allowed=allowed)
+
+
+def test_a_float32_kernel_split_into_bfloat16_pieces_is_refused_by_instruction():
+    r = compiled(BF16_SPLIT, frozenset())
+    assert not r.ok and r.error == "PRECISION_POLICY"
+    assert "HMMA.16816.F32.BF16" in r.log and "F2FP.BF16" in r.log and r.log.count("\n") == 0
+    assert compiled(BF16_SPLIT, frozenset({"BF16"})).ok  # a bfloat16 workload's own type
+
+
+def test_rounding_to_fp8_is_refused_in_a_bfloat16_workload():
+    r = compiled(FP8_ROUNDING, allowed_types(load_workload(ROOT / "examples" / "attention_bf16")))
+    assert not r.ok and r.error == "PRECISION_POLICY"
+    assert "F2FP.SATFINITE.E4M3.F32.PACK_AB" in r.log and "E4M3" in r.log.split("compute in ")[1].split(",")[0]
+
+
+def test_tf32_needs_allow_tf32_or_a_named_split():
+    assert compiled(TF32, frozenset()).error == "PRECISION_POLICY"
+    sgemm = load_workload(ROOT / "examples" / "sgemm")  # splits = ["3xTF32"]
+    assert sgemm.tolerance.splits == ("3xTF32",) and compiled(TF32, allowed_types(sgemm)).ok
+    assert "HMMA.1688.F32.TF32" in compiled(TF32, allowed_types(sgemm)).sass_ops
+
+
+def test_a_kernel_without_tensor_math_passes_an_empty_policy():
+    r = compiled('extern "C" __global__ void k(const float* a, float* c) { c[threadIdx.x] = 2.f * a[threadIdx.x]; }',
+                 frozenset())
+    assert r.ok and r.sass_ops == ()
+
+
+def test_without_the_machine_code_read_the_policy_fails_closed():
+    def without_sass(*args):
+        reply = run_nvrtc(*args)
+        reply["sass_ops"], reply["sass_error"] = None, "nvdisasm not found"
+        return reply
+    r = compiled(TF32 + "// not cached\n", frozenset({"TF32"}), nvrtc=without_sass)
+    assert not r.ok and r.error == "SASS_UNAVAILABLE" and "nvdisasm not found" in r.log
+
+
+@pytest.mark.parametrize("op,types,acc", [
+    ("HMMA.16816.F32.BF16", {"BF16"}, "F32"), ("HMMA.16816.F32", {"F16"}, "F32"), ("HMMA.16816.F16", {"F16"}, "F16"),
+    ("HMMA.1688.F32.TF32", {"TF32"}, "F32"), ("HGMMA.64x256x16.F32.BF16", {"BF16"}, "F32"),
+    ("QGMMA.64x128x32.F32.E4M3.E4M3", {"E4M3"}, "F32"), ("F2FP.SATFINITE.E4M3.F32.PACK_AB", {"E4M3"}, ""),
+    ("F2FP.BF16.F32.PACK_AB", {"BF16"}, ""), ("F2F.F64.F32", set(), ""), ("F2F.F16.F32", {"F16"}, ""),
+])
+def test_instruction_types_are_read_from_the_opcode(op, types, acc):
+    assert narrow_types(op) == types and accumulator(op) == acc
+
+
+def test_an_unknown_split_is_a_spec_error(tmp_path):
+    from workload_factory import make_sgemm_workload
+    d = make_sgemm_workload(tmp_path / "w")
+    toml = d / "workload.toml"
+    toml.write_text(toml.read_text().replace('splits = ["3xTF32"]', 'splits = ["4xFP8"]'))
+    with pytest.raises(SpecError, match="4xFP8"):
+        load_workload(d)
