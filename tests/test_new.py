@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from openai_server_double import OpenAIServerDouble
 from package_env import child_env
+from workload_factory import ROOT
 
 from agent.cli.commands import main
 from agent.spec.workload import load_workload
@@ -215,3 +216,11 @@ def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
     assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "
                            "check --base-url or start the server\n")
     assert "sk-double-0000-secret" not in done.stdout + done.stderr
+
+
+def test_review_without_a_key_names_review(monkeypatch, capsys):
+    """The missing key is reported for the command the user ran, not for `new`."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["review", str(ROOT / "examples" / "sgemm")]) == 2
+    err = capsys.readouterr().err
+    assert "warpsmith review needs OPENAI_API_KEY" in err and "warpsmith new" not in err

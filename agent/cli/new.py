@@ -29,9 +29,9 @@ def _model_args(p) -> None:
     p.add_argument("--yes", action="store_true", help="consent up front (for scripts): the drafted Python may run")
 
 
-def _chat(args):
+def _chat(args, who: str = "warpsmith new"):
     from ..proposers.model_client import client_kwargs
-    return client_kwargs(args.model, args.reasoning_effort or None, args.base_url or None, who="warpsmith new")
+    return client_kwargs(args.model, args.reasoning_effort or None, args.base_url or None, who=who)
 
 
 def _model_errors_are_one_line(command):
@@ -89,7 +89,7 @@ def cmd_new(args) -> int:
 def cmd_review(args) -> int:
     from ..proposers.model_client import ModelUnavailable
     try:
-        kwargs = _chat(args)
+        kwargs = _chat(args, who="warpsmith review")
     except ModelUnavailable as e:
         raise CliError(str(e))
     return _review(args, kwargs)
