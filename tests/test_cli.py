@@ -178,6 +178,16 @@ def test_runs_takes_a_workload_directory_or_its_toml(tmp_path, capsys):
     assert all("sgemm-s1" in out and "other-s1" not in out for out in listed), listed
 
 
+def test_runs_without_a_store_creates_none(tmp_path, capsys):
+    """A read-only command in a fresh checkout says there is nothing yet and writes nothing."""
+    store = tmp_path / "mlruns"
+    assert main(["runs", "--store", str(store)]) == 0
+    assert capsys.readouterr().out.startswith("no runs yet: no MLflow store at")
+    assert main(["runs", "--store", str(store), "--attempts", "s1"]) == 2
+    assert "no MLflow run for session s1" in capsys.readouterr().err
+    assert not store.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_missing_torch_is_one_line_naming_the_lost_baselines(monkeypatch, capsys):
     """eval of a workload with PyTorch baselines, torch not importable: one line saying which
     baselines are left out and `pip install torch`, then the usual table (GPU stand-in)."""

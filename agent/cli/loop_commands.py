@@ -195,6 +195,13 @@ def cmd_runs(args) -> int:
 
     from ..tracking.past_runs import past_runs
     from ..tracking.tracker import Tracker
+    if args.tracking_uri is None and not (Path(args.store) / "mlflow.db").is_file():
+        # A read-only command creates no store: nothing was tracked here yet.
+        where = f"no MLflow store at {args.store} (warpsmith run WORKLOAD writes one; --store names another)"
+        if args.attempts:
+            raise CliError(f"no MLflow run for session {args.attempts}: {where}")
+        print(f"no runs yet: {where}")
+        return 0
     client = Tracker(args.store, args.tracking_uri).client
     runs = past_runs(client, _workload_name(args.workload))
     if args.attempts:
