@@ -223,3 +223,13 @@ def test_missing_torch_line_says_when_nothing_is_left_to_compare(monkeypatch):
     assert "rowsum then has no baseline to compare with" in line and "pip install torch" in line
     monkeypatch.setattr(torch_baseline, "torch_available", lambda: True)
     assert torch_baseline.torch_missing_line([load_workload(SGEMM)]) is None
+
+
+def test_check_stops_at_the_first_reference_failure(tmp_path, capsys):
+    """A reference that hangs costs one --reference-timeout, not one per case: exit 2 at the first."""
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "reference.py").write_text("import time\n\ndef reference(A, B, M, N, K):\n    time.sleep(1000)\n")
+    assert main(["check", str(d), "--reference-timeout", "1"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("FAIL  reference") == 1 and "did not return within 1 s" in out
+    assert "not tried after the first failure" in out
