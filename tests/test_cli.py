@@ -233,3 +233,29 @@ def test_check_stops_at_the_first_reference_failure(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("FAIL  reference") == 1 and "did not return within 1 s" in out
     assert "not tried after the first failure" in out
+
+
+def test_a_detached_child_of_the_reference_neither_holds_the_answer_back_nor_outlives_it(tmp_path, capsys):
+    """reference.py starts a process in its own session that keeps the answer's pipe open: each
+    case's reference still returns at once, and nothing it started is left running."""
+    import os
+    d = make_sgemm_workload(tmp_path / "w")
+    marker = f"warpsmith-detached-{os.getpid()}"
+    (d / "reference.py").write_text(
+        "import subprocess, sys\nimport numpy as np\n\n"
+        "def reference(A, B, M, N, K):\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'], start_new_session=True)\n"
+        "    return A @ B\n")
+    assert main(["check", str(d), "--reference-timeout", "30", "--allow-no-reference"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FAIL" not in out and "ok    reference" in out
+    left = [p for p in os.listdir("/proc") if p.isdigit() and marker.encode() in _cmdline(p)]
+    assert left == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""

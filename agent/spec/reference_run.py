@@ -29,6 +29,7 @@ from typing import IO, Any, Optional
 import numpy as np
 
 from ..runtime.parent_watch import python_module, with_package_root
+from ..runtime.process_tree import become_subreaper, kill_descendants
 from ..runtime.secrets import without_secrets
 from .inputs import ArrayJob, ReferenceFailed, array_jobs, as_float64, generate_input, load_reference_function
 from .workload import FLOAT_DTYPES, Case, Workload
@@ -135,6 +136,7 @@ class _Tail:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
+    kill_descendants(proc.pid)  # while it lives, what left its group is still its descendant
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the child's own children too
     except ProcessLookupError:
@@ -202,6 +204,7 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     from ..runtime.parent_watch import exit_with_parent
     exit_with_parent(job["parent"])
+    become_subreaper()  # what the reference starts stays in this tree, detached or not
     answer_to = sys.stdout
     sys.stdout = sys.stderr  # the reference's prints must not look like the answer
     answer: dict[str, bool | str]
@@ -213,6 +216,8 @@ def main() -> int:
         answer = {"error": _one_line(e)}
     except MemoryError:
         answer = {"error": f"{Path(job['reference']).name}: out of host memory for case '{job['case']}'"}
+    finally:  # nothing it started outlives it or holds the answer's pipe open
+        kill_descendants(os.getpid())
     print(json.dumps(answer), file=answer_to, flush=True)
     return 0
 
