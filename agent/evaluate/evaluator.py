@@ -589,7 +589,11 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
             return dataclasses.replace(compiled, ok=False, error="SASS_UNAVAILABLE", cubin=b"", log=(
                 "the machine code, which the workload's precision policy is checked on, could not be read: "
                 f"{compiled.sass_error or 'no SASS audit came back'}"))
-        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops, wide_accumulation)
+        if compiled.narrow_ops is None:
+            return dataclasses.replace(compiled, ok=False, error="PTX_UNAVAILABLE", cubin=b"", log=(
+                "NVRTC gave no PTX to audit, and the workload's precision policy is checked on it too: run the "
+                "same warpsmith version everywhere (a Ray cluster's workers too)"))
+        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops, wide_accumulation, compiled.narrow_ops)
         if refusal:
             return dataclasses.replace(compiled, ok=False, error="PRECISION_POLICY", cubin=b"", log=refusal)
     return compiled

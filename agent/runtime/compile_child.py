@@ -123,7 +123,7 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
     # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
     # put any byte in the PTX.
     log = bounded_log(r.log)
-    half_ops, writes, reach = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ((), (), ())
+    half_ops, writes, reach, narrow = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ((), (), (), ())
     if reach:  # other launches' arguments (the checks' keys among them), whatever the workload
         return {"ok": False, "error": "PARAMETER_ADDRESS", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
                 "half_ops": [], "log": "a kernel may use the address of a parameter only as a TMA descriptor "
@@ -144,7 +144,8 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
             sass_ops, sass_error = None, str(e)
     return {"ok": bool(r.ok), "error": r.error, "log": log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
-            "half_ops": None if half_ops is None else list(half_ops), "sass_ops": sass_ops, "sass_error": sass_error}
+            "half_ops": None if half_ops is None else list(half_ops), "sass_ops": sass_ops, "sass_error": sass_error,
+            "narrow_ops": None if narrow is None else list(narrow)}
 
 
 def main(argv: list[str]) -> int:

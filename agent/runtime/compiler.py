@@ -74,6 +74,9 @@ class CompiledKernel:
     # None: they could not be read (sass_error says why).
     sass_ops: Optional[tuple[str, ...]] = ()
     sass_error: str = ""
+    # Its PTX's arithmetic and conversions in narrower types (ptx_audit.narrow_math); None:
+    # no PTX came back.
+    narrow_ops: Optional[tuple[str, ...]] = ()
 
 
 def parse_resources(log: str, symbol: str) -> Resources:
@@ -223,7 +226,8 @@ def _cached(directory: Path, arch: str, entry: str) -> Optional[CompiledKernel]:
     return CompiledKernel(True, arch, entry, meta["symbol"], meta["log"], "", 0.0, True,
                           Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes(),
                           None if meta["half_ops"] is None else tuple(meta["half_ops"]),
-                          None if meta["sass_ops"] is None else tuple(meta["sass_ops"]), meta["sass_error"])
+                          None if meta["sass_ops"] is None else tuple(meta["sass_ops"]), meta["sass_error"],
+                          None if meta["narrow_ops"] is None else tuple(meta["narrow_ops"]))
 
 
 def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options: list[str], arch: str,
@@ -235,7 +239,8 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     log = r["log"] if r["ok"] else _named_entry_missing(r["log"], entry, filename)
     result = CompiledKernel(r["ok"], arch, entry, symbol, log, r["error"], r["compile_ms"], False, resources,
                             base64.b64decode(r["cubin"]), _half_ops(r) if r["ok"] else (),
-                            _sass_ops(r) if r["ok"] else (), str(r.get("sass_error", "")))
+                            _sass_ops(r) if r["ok"] else (), str(r.get("sass_error", "")),
+                            _listed(r, "narrow_ops") if r["ok"] else ())
     if r["ok"] and directory is not None:
         _store(directory, result)
     return result
@@ -258,7 +263,12 @@ def _half_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
 
 def _sass_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
     """The compile process's SASS audit; None where there was none (no nvdisasm, an older worker)."""
-    ops = reply.get("sass_ops")
+    return _listed(reply, "sass_ops")
+
+
+def _listed(reply: dict[str, Any], key: str) -> Optional[tuple[str, ...]]:
+    """A list of instruction names in the compile process's reply; None where it has none."""
+    ops = reply.get(key)
     return None if ops is None else tuple(str(op) for op in ops)
 
 
@@ -268,7 +278,8 @@ def _store(directory: Path, result: CompiledKernel) -> None:
         (directory / "kernel.cubin").write_bytes(result.cubin)
         meta = {"symbol": result.symbol, "log": result.log, "resources": result.resources.__dict__,
                 "half_ops": None if result.half_ops is None else list(result.half_ops),
-                "sass_ops": None if result.sass_ops is None else list(result.sass_ops), "sass_error": result.sass_error}
+                "sass_ops": None if result.sass_ops is None else list(result.sass_ops), "sass_error": result.sass_error,
+                "narrow_ops": None if result.narrow_ops is None else list(result.narrow_ops)}
         tmp = directory / f"meta.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, directory / "meta.json")  # meta last: its presence means complete

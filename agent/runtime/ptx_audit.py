@@ -53,7 +53,7 @@ from .ptx_text import normalised as _normalised
 # In the compile cache's key (agent/runtime/compiler.py): an entry keeps the instruction
 # names this audit found, so any change to what the audits here, in ptx_text.py or in
 # ptx_parameters.py find or refuse raises VERSION, and entries made under another are not read.
-VERSION = 8
+VERSION = 9
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Every dotted name, not preceded by a name character, '$', '%' or '.' (a directive's or
 # register's parts, a modifier of another name).
@@ -78,6 +78,32 @@ def _accumulates(base: str, mods: list[str]) -> bool:
     if base == "wgmma":
         return "f16" in m and "f32" not in m
     return False
+
+
+# Arithmetic and conversions whose type is narrower than float32: the ALU's 16-bit math
+# (HFMA2, HMUL2 and HADD2 in the SASS, where the compiler also uses HFMA2.MMA to move
+# constants, so the PTX judges it), TF32 rounding (integer operations in the SASS), the
+# integer dot products and float-to-int8 quantisation. agent/spec/precision_policy.py
+# decides which the workload allows.
+_NARROW_PTX = {"f16", "f16x2", "bf16", "bf16x2", "tf32", "e4m3", "e4m3x2", "e5m2", "e5m2x2"}
+_ARITHMETIC = {"add", "sub", "mul", "mad", "fma", "neg", "abs", "min", "max", "ex2", "lg2", "tanh", "rcp", "sqrt",
+               "rsqrt", "sin", "cos", "div", "cvt", "mma", "wmma", "wgmma", "testp", "copysign"}
+_FLOAT = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
+
+
+def narrow_math(ptx: str) -> tuple[str, ...]:
+    """The distinct narrow arithmetic and conversions in `ptx` (their names, sorted)."""
+    return _narrow_math(_normalised(ptx))
+
+
+def _narrow_math(code: str) -> tuple[str, ...]:
+    found: set[str] = set()
+    for base, mods in _DOTTED.findall(code):
+        m = set(mods.split(".")[1:])
+        if base in ("dp4a", "dp2a") or \
+                base in _ARITHMETIC and (m & _NARROW_PTX or base == "cvt" and m & {"s8", "u8"} and m & _FLOAT):
+            found.add(base + mods)
+    return tuple(sorted(found))
 
 
 def constant_writes(ptx: str) -> tuple[str, ...]:
@@ -146,11 +172,12 @@ def _half_accumulation(code: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def audited(ptx: Optional[str]) -> tuple[Optional[tuple[str, ...]], tuple[str, ...], tuple[str, ...]]:
-    """(half_accumulation, constant_writes, parameter_reach) of one reading of the PTX
-    (agent/runtime/ptx_text.py);
-    (None, (), ()) where no PTX came back (nothing could be audited)."""
+def audited(ptx: Optional[str]) -> tuple[Optional[tuple[str, ...]], tuple[str, ...], tuple[str, ...],
+                                         Optional[tuple[str, ...]]]:
+    """(half_accumulation, constant_writes, parameter_reach, narrow_math) of one reading of
+    the PTX (agent/runtime/ptx_text.py); (None, (), (), None) where no PTX came back
+    (nothing could be audited)."""
     if not ptx:
-        return None, (), ()
+        return None, (), (), None
     code = _normalised(ptx)
-    return _half_accumulation(code), _constant_writes(code), parameter_reach_in(code)
+    return _half_accumulation(code), _constant_writes(code), parameter_reach_in(code), _narrow_math(code)

@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Optional
 
 # Tensor-core matrix instructions (H: 16-bit and TF32 inputs, Q: fp8, I: integer, B: binary,
-# O: fp4/fp6) in their warp (MMA) and warpgroup (GMMA) forms, and float conversions to
-# narrower types (F2FP packs two, F2F converts one).
-FAMILIES = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA", "F2FP", "F2F")
+# O: fp4/fp6) in their warp (MMA) and warpgroup (GMMA) forms; conversions to narrower
+# types (F2FP packs two floats, F2F converts one, I2F makes a float of an integer, F2I an
+# integer of a float); and the integer dot products (IDP: dp4a, dp2a).
+FAMILIES = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA", "F2FP", "F2F", "I2F",
+            "F2I", "IDP")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)",
                           re.MULTILINE)
-VERSION = 1  # in the compile cache's key: a change to what is read recompiles
+VERSION = 2  # in the compile cache's key: a change to what is read recompiles
 TIMEOUT_S = 60.0  # a large kernel disassembles in well under a second
 
 

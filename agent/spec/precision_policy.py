@@ -26,7 +26,7 @@ SPLITS = {"3xTF32": "TF32", "3xBF16": "BF16", "3xF16": "F16"}
 # SASS type token of each array dtype narrower than float32 (or not a float at all).
 SASS_TYPE = {"float16": "F16", "bfloat16": "BF16", "int8": "S8", "uint8": "U8"}
 NARROW = frozenset({"F16", "BF16", "TF32", "E4M3", "E5M2", "E2M1", "E2M3", "E3M2", "UE8M0",
-                    "S8", "U8", "S4", "U4", "B1"})
+                    "S8", "U8", "S4", "U4", "S16", "U16", "B1"})
 _MATH = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA")
 
 
@@ -38,20 +38,51 @@ def allowed_types(workload: Workload) -> frozenset[str]:
     return frozenset(types)
 
 
+_FLOATS = frozenset({"F16", "BF16", "TF32", "E4M3", "E5M2", "E2M1", "E2M3", "E3M2", "UE8M0"})
+_INTS = frozenset({"S8", "U8", "S4", "U4", "S16", "U16"})
+# A tensor-core family whose opcode names no type (BMMA.168256.AND.POPC) is taken at the
+# narrowest type it can mean: what is not named cannot be allowed by a name.
+_UNNAMED = {"BMMA": "B1", "BGMMA": "B1", "IMMA": "S8", "IGMMA": "S8", "QMMA": "E4M3", "QGMMA": "E4M3",
+            "OMMA": "E2M1"}
+
+
 def narrow_types(op: str) -> frozenset[str]:
     """The narrower-than-float32 types an instruction multiplies or converts to.
     ``HMMA.16816.F32.BF16`` -> BF16; ``HMMA.16816.F32`` and ``HMMA.16816.F16`` -> F16
     (16-bit half inputs are the form without a type); ``QGMMA.64x128x32.F32.E4M3.E4M3``
-    -> E4M3; ``F2FP.SATFINITE.E4M3.F32.PACK_AB`` -> E4M3 (a conversion's result is its
-    first type); ``F2F.F64.F32`` -> none (a widening)."""
+    -> E4M3; ``BMMA.168256.AND.POPC`` -> B1; ``F2FP.SATFINITE.E4M3.F32.PACK_AB`` -> E4M3 (a
+    conversion's result is its first type); ``F2F.F64.F32`` -> none (a widening);
+    ``I2F.F16.S64`` -> F16 (the float made; its integer source is no narrowing);
+    ``F2I.S8.NTZ`` -> S8; ``IDP.4A.S8.S8`` -> S8."""
     family, *mods = op.split(".")
-    types = [m for m in mods if m in NARROW or m in ("F32", "F64")]
     if family in ("F2FP", "F2F"):
+        types = [m for m in mods if m in NARROW or m in ("F32", "F64")]
         return frozenset(types[:1]) & NARROW
-    found = frozenset(types) & NARROW
+    if family == "I2F":
+        return frozenset(m for m in mods if m in _FLOATS)
+    if family == "F2I":
+        return frozenset(m for m in mods[:1] if m in _INTS)
+    if family == "IDP":
+        return frozenset(m for m in mods if m in _INTS) or frozenset({"S8"})
+    found = frozenset(mods) & NARROW
     if family in ("HMMA", "HGMMA") and not found & {"BF16", "TF32"}:
         return frozenset({"F16"})
+    if family in _UNNAMED and not found:
+        return frozenset({_UNNAMED[family]})
     return found
+
+
+# The PTX's narrow arithmetic (agent/runtime/ptx_audit.py's narrow_math) by type modifier.
+PTX_TYPES = {"f16": "F16", "f16x2": "F16", "bf16": "BF16", "bf16x2": "BF16", "tf32": "TF32", "e4m3": "E4M3",
+             "e4m3x2": "E4M3", "e5m2": "E5M2", "e5m2x2": "E5M2", "s8": "S8", "u8": "U8"}
+
+
+def ptx_types(name: str) -> frozenset[str]:
+    """``mul.rn.bf16x2`` -> BF16; ``cvt.rna.tf32.f32`` -> TF32; ``dp4a.s32.s32`` -> S8."""
+    base, *mods = name.split(".")
+    if base in ("dp4a", "dp2a"):
+        return frozenset({"S8"})
+    return frozenset(PTX_TYPES[m] for m in mods if m in PTX_TYPES)
 
 
 def accumulator(op: str) -> str:
@@ -63,16 +94,20 @@ def accumulator(op: str) -> str:
     return next((m for m in mods if m in NARROW or m in ("F32", "F64", "S32")), "")
 
 
-def refusal(allowed: frozenset[str], ops: Iterable[str], wide_accumulation: bool) -> str:
-    """One line naming the instructions a policy allowing `allowed` (allowed_types) forbids, or ''."""
+def refusal(allowed: frozenset[str], ops: Iterable[str], wide_accumulation: bool,
+            ptx_math: Iterable[str] = ()) -> str:
+    """One line naming the instructions a policy allowing `allowed` (allowed_types) forbids,
+    from the SASS opcodes `ops` and the PTX's narrow arithmetic `ptx_math`, or ''."""
     ops = tuple(ops)
-    narrower = [op for op in ops if narrow_types(op) - allowed]
+    narrower = [op for op in ops if narrow_types(op) - allowed] + \
+        [name for name in ptx_math if ptx_types(name) - allowed]
     half_acc = [op for op in ops if wide_accumulation and accumulator(op) in ("F16", "BF16")]
     if not narrower and not half_acc:
         return ""
     parts = []
     if narrower:
-        kinds = sorted(set().union(*(narrow_types(op) - allowed for op in narrower)))
+        kinds = sorted(set().union(*((narrow_types(op) if op[:1].isupper() else ptx_types(op)) - allowed
+                                     for op in narrower)))
         parts.append(f"{', '.join(narrower[:4])} compute in {'/'.join(kinds)}, which the workload does not allow "
                      f"(it allows {'/'.join(sorted(allowed)) or 'no type narrower than float32'}: its arrays' "
                      "dtypes, [tolerance] allow_tf32 and the splits it names, e.g. splits = [\"3xTF32\"])")
