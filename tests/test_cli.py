@@ -259,3 +259,14 @@ def _cmdline(pid: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def test_a_reference_killed_by_signal_9_is_named_as_out_of_memory(tmp_path, capsys):
+    """The OOM killer's SIGKILL (a reference dying of signal 9 stands in for it) is said as such,
+    with what to do, not as a bare signal number."""
+    d = make_sgemm_workload(tmp_path / "w")
+    (d / "reference.py").write_text("import os, signal\n\ndef reference(A, B, M, N, K):\n"
+                                    "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert main(["check", str(d)]) == 2
+    out = capsys.readouterr().out
+    assert "killed (signal 9)" in out and "out-of-memory killer" in out and "make the case smaller" in out

@@ -57,10 +57,21 @@ def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_
         raise ReferenceFailed(f"{name} did not return within {timeout_s:g} s for case '{case.name}' "
                               "(raise --reference-timeout or make it faster)") from None
     except ChildDied as e:
+        if e.how == f"signal {signal.SIGKILL.value}":  # not ours: a timeout is TimeoutExpired
+            raise ReferenceFailed(f"{name} was killed (signal 9) for case '{case.name}', most likely by the "
+                                  f"system's out-of-memory killer (its processes peaked at {_peak_gib():.1f} GiB): "
+                                  "free host memory or make the case smaller (warpsmith check prints the "
+                                  "estimate)") from None
         raise ReferenceFailed(f"{name}: its process ended ({e.how}) for case '{case.name}' without an answer"
                               + (f": {e.last}" if e.last else "")) from None
     if "error" in answer:
         raise ReferenceFailed(answer["error"])
+
+
+def _peak_gib() -> float:
+    """The largest resident size any waited-for child of this process reached (Linux: KiB)."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
 
 
 class ChildDied(RuntimeError):
