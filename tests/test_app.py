@@ -276,3 +276,17 @@ async def test_the_tree_shows_each_attempts_parent_and_the_frontier(tmp_path):
         for a in history:
             assert recent[str(a.iteration)] == ("-" if a.parent is None else "start" if a.parent == 0 else f"#{a.parent}")
         assert any(r[2].startswith("#") for r in rows)  # a neighbour names its parent
+
+
+def test_the_case_table_counts_the_attempts_searched_for_each_case():
+    """A proposal's focus case is counted on that case's row ('tries'); the geomean's are not."""
+    from agent.loop import events
+    from tui.run_view import CaseRow, RunView
+    from tui.widgets.case_table import COLUMNS, CaseLine
+    view = RunView("sgemm", "tune")
+    view.cases = {"small": CaseRow("small", "correctness"), "decode": CaseRow("decode", "performance"),
+                  "square": CaseRow("square", "performance")}
+    for i, focus in enumerate(["decode", None, "decode", "square"], 1):
+        view.apply(events.CandidateProposed(i, f"k{i}", "tune", "", "", focus=focus))
+    tries = {line.case: line.cells[COLUMNS.index("tries")] for line in map(CaseLine.of, view.cases.values())}
+    assert tries == {"small": "-", "decode": "2", "square": "1"}

@@ -25,6 +25,7 @@ class CaseRow:
     best_ms: Optional[float] = None
     baseline_ms: Optional[float] = None
     floor_ms: Optional[float] = None  # the case's speed-of-light floor
+    attempts: int = 0  # attempts searched for this case (the tuner's focus on its gap)
 
     @property
     def best_pct_of_floor(self) -> Optional[float]:
@@ -99,6 +100,8 @@ class RunView:
             steps = "".join(f"// {line}\n" for line in e.program)
             self.source, self.detail, self.profile = steps + e.source, "", []
             self.attempts[e.iteration] = AttemptRow(e.iteration, e.name, e.parent)
+            if e.focus in self.cases:
+                self.cases[e.focus].attempts += 1
             came_from = f" (from #{e.parent})" if e.parent is not None else ""
             self.log.append(f"#{e.iteration} {e.proposer}: {e.name}{came_from} - {e.rationale}")
         elif isinstance(e, events.CompileFinished):

@@ -42,6 +42,7 @@ class CandidateProposed:
     tokens: int = 0
     program: tuple[str, ...] = ()  # a program's workspace and steps, one line each (Program.describe)
     parent: Optional[int] = None  # the attempt it was derived from (0 = the starting kernel), when known
+    focus: Optional[str] = None  # the performance case it was searched for (None: all of them)
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
         runtime.stream_writer(events.Notice(proposal.notice))
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
                                                    spec.rationale, spec.source, proposal.tokens, _steps(spec),
-                                                   spec.parent))
+                                                   spec.parent, spec.focus))
     attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources), parent=spec.parent, focus=spec.focus)

@@ -1,5 +1,7 @@
-"""Per case: role, status, max error, candidate / best / baseline median, speed-up,
-and how close the best is to the case's speed-of-light floor (floor: the floor over the best median, 100% = at the limit).
+"""Per case: role, status, the best's speed-up against the fastest library, how close it is
+to the case's speed-of-light floor (floor: the floor over the best median, 100% = at the
+limit), the attempts searched for the case (tries), then max error and the candidate /
+best / baseline medians.
 A finished case changes its own row's cells; the table is rebuilt only for another set of cases."""
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from agent.spec.speed_of_light import SUSPECT_MARGIN
 
 from ..run_view import CaseRow, RunView
 
-COLUMNS = ("case", "role", "status", "max err", "cand ms", "best ms", "base ms", "vs base", "floor")
+# The case's standing first (against the fastest library, against the floor, attempts spent
+# on it), then the figures behind it: a narrow terminal cuts the right-hand columns.
+COLUMNS = ("case", "role", "status", "vs base", "floor", "tries", "max err", "cand ms", "best ms", "base ms")
 
 
 def _ms(x):
@@ -32,8 +36,9 @@ class CaseLine:
         speed = f"{r.baseline_ms / r.best_ms:.2f}x" if r.baseline_ms and r.best_ms else "-"
         pct = r.best_pct_of_floor
         floor = "-" if pct is None else f"{pct:.0%}" + (" SUSPECT" if pct > 1 / SUSPECT_MARGIN else "")
-        return cls(r.case, (r.case, r.role[:4], r.status, "-" if r.max_rel_error is None else f"{r.max_rel_error:.2e}",
-                            _ms(r.median_ms), _ms(r.best_ms), _ms(r.baseline_ms), speed, floor))
+        return cls(r.case, (r.case, r.role[:4], r.status, speed, floor, str(r.attempts) if r.role == "performance" else "-",
+                            "-" if r.max_rel_error is None else f"{r.max_rel_error:.2e}", _ms(r.median_ms),
+                            _ms(r.best_ms), _ms(r.baseline_ms)))
 
 
 class CaseTable(DataTable):
