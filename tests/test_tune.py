@@ -10,6 +10,7 @@ import pytest
 from workload_factory import SGEMM
 
 from agent.evaluate.records import Attempt
+from agent.proposers import compile_pool
 from agent.proposers.base import ProposalContext, SearchExhausted
 from agent.proposers.tune import TuneProposer
 from agent.runtime.device_facts import DeviceFacts
@@ -304,17 +305,19 @@ def test_an_exhausted_other_kernel_gives_its_turns_to_the_rest(tmp_path):
 def test_known_verdicts_take_no_compile_ahead_slot():
     """Neighbours NVRTC has already judged (accepted or refused) are not counted against `ahead`: the slots go
     to neighbours whose compile is still unknown."""
-    from agent.proposers.tune import _key, _neighbours, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
+    from agent.proposers.tune import _neighbours
     w = load_workload(SGEMM)
     tuner = TuneProposer(0, kernel="tiled", ahead=2)
     ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
     base, knobs = tuner.base(ctx)
     defaults = {k: kn.default for k, kn in knobs.items()}
     submitted = []
-    tuner._submit = lambda b, d, arch, fm: submitted.append(d)
+    tuner.pool.submit = lambda b, d, arch, fm: submitted.append(d)
     neighbours = list(_neighbours(defaults, knobs))
     for n in neighbours[:-2]:  # all but two already judged, some refused
-        tuner._compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = len(submitted) % 2 == 0
+        tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = len(submitted) % 2 == 0
     tuner._compile_ahead(ctx, base, knobs, f"{base.name}@{source_tag(base.source)}[", [defaults], {}, set(), "sm_90")
     assert sorted(map(_key, submitted)) == sorted(map(_key, neighbours[-2:]))
 
@@ -322,17 +325,17 @@ def test_known_verdicts_take_no_compile_ahead_slot():
 def test_a_compile_that_raises_after_its_queued_future_is_cancelled_leaves_no_cancelled_future(monkeypatch):
     """_compiles_ok cancels a queued compile and runs it itself; if that raises, the table holds no
     cancelled future for _compiled_already to trip on."""
-    import agent.proposers.tune as tune
-    from agent.proposers.tune import _key, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
     with _held_pool() as (tuner, base, defaults, busy):
-        tuner._submit(base, defaults, "sm_90", False)
+        tuner.pool.submit(base, defaults, "sm_90", False)
         def broken(*a):
             raise RuntimeError("compile process died")
-        monkeypatch.setattr(tune, "_compile", broken)
+        monkeypatch.setattr(compile_pool, "compile_config", broken)
         with pytest.raises(RuntimeError):
-            tuner._compiles_ok(base, defaults, "sm_90", False)
-        assert (source_tag(base.source), "sm_90", _key({**base.defines, **defaults})) not in tuner._compiles
-        assert tuner._compiled_already(base, defaults, "sm_90", False) is False
+            tuner.pool.compiles_ok(base, defaults, "sm_90", False)
+        assert (source_tag(base.source), "sm_90", _key({**base.defines, **defaults})) not in tuner.pool.compiles
+        assert tuner.pool.compiled_already(base, defaults, "sm_90", False) is False
 
 
 def test_the_focus_moves_on_once_another_kernel_wins_the_worst_case():
@@ -359,11 +362,12 @@ def test_the_next_candidates_are_compiled_ahead():
     the compile pool's processes); the next proposal is one of them."""
     from concurrent.futures import Future
 
-    from agent.proposers.tune import _key, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
-    ahead = {k: f for k, f in tuner._compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
+    ahead = {k: f for k, f in tuner.pool.compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
     assert len(ahead) == tuner.depth and all(f.result(timeout=300) for f in ahead.values())
     history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0, defines=first.defines)]
     second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
@@ -409,10 +413,11 @@ def test_a_batch_is_compiled_in_parallel_and_keeps_only_what_compiles():
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     history = run_search(0, 2, lambda d: 1.0 + d["BM"] / 1000)
     batch = tuner.propose_batch(ProposalContext(w, facts, 3, "optimise", history, None, history[-1]), 3)
-    from agent.proposers.tune import _key, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
     assert 2 <= len(batch) <= 3
     for p in batch:
-        known = tuner._compiles[(source_tag(p.spec.source), "sm_90", _key(p.spec.defines))]
+        known = tuner.pool.compiles[(source_tag(p.spec.source), "sm_90", _key(p.spec.defines))]
         assert known is True or known.result(timeout=300) is True
 
 
@@ -420,8 +425,8 @@ def _clean_record(tuner: TuneProposer, source: str) -> None:
     """As after CLEAN_RECORD compiles of the kernel, none refused (the tuner's _verdict counts them)."""
     from collections import Counter
 
-    from agent.proposers.tune import CLEAN_RECORD, source_tag
-    tuner._record[source_tag(source)] = Counter({True: CLEAN_RECORD})
+    from agent.proposers.compile_pool import CLEAN_RECORD, source_tag
+    tuner.pool.record[source_tag(source)] = Counter({True: CLEAN_RECORD})
 
 
 def test_a_kernel_nvrtc_has_refused_a_point_of_is_proposed_only_after_nvrtcs_verdict():
@@ -436,8 +441,9 @@ def test_a_kernel_nvrtc_has_refused_a_point_of_is_proposed_only_after_nvrtcs_ver
     w = load_workload(SGEMM)
     best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
     tuner, facts, history = TuneProposer(0, ahead=2), DeviceFacts(arch="sm_90"), []
-    from agent.proposers.tune import _key, source_tag
-    assert tuner._verdict(spec, {"X": 3}, "sm_90", False) is False  # seen refused: the record is not clean
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
+    assert tuner.pool.verdict(spec, {"X": 3}, "sm_90", False) is False  # seen refused: the record is not clean
     for step in range(4):
         try:
             batch = tuner.propose_batch(ProposalContext(w, facts, len(history) + 1, "optimise", list(history), best,
@@ -445,7 +451,7 @@ def test_a_kernel_nvrtc_has_refused_a_point_of_is_proposed_only_after_nvrtcs_ver
         except SearchExhausted:
             break
         for p in batch:
-            assert tuner._compiles[(source_tag(source), "sm_90", _key(p.spec.defines))] is True
+            assert tuner.pool.compiles[(source_tag(source), "sm_90", _key(p.spec.defines))] is True
             history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                    score_ms=2.0 + len(history), defines=p.spec.defines))
     assert history and all(a.defines["X"] != 3 for a in history)
@@ -458,7 +464,6 @@ def test_a_step_does_not_wait_for_nvrtc(monkeypatch):
     waited would block until the hold's own limit and fail below."""
     import threading
 
-    import agent.proposers.tune as tune
     release = threading.Event()
     started, expired = [], []
 
@@ -467,7 +472,7 @@ def test_a_step_does_not_wait_for_nvrtc(monkeypatch):
         if not release.wait(30):
             expired.append(defines)  # someone waited for this compile until the hold gave up
         return True
-    monkeypatch.setattr(tune, "_compile", held)
+    monkeypatch.setattr(compile_pool, "compile_config", held)
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     _clean_record(tuner, w.kernels["tiled"].source())
@@ -490,11 +495,11 @@ def test_a_batch_of_one_is_a_plain_proposal():
 def test_error_guards_are_read_without_compiling(monkeypatch):
     """A point an `#if ... #error` pair refuses is skipped before NVRTC sees it
     (agent/spec/knob_space.py); what the reader cannot judge still goes to the compiler."""
-    import agent.proposers.tune as tune
     from agent.evaluate.records import Best, CandidateSpec
     compiled = []
-    real = tune._compile
-    monkeypatch.setattr(tune, "_compile", lambda base, defines, *a: compiled.append(defines["X"]) or real(base, defines, *a))
+    real = compile_pool.compile_config
+    monkeypatch.setattr(compile_pool, "compile_config",
+                        lambda base, defines, *a: compiled.append(defines["X"]) or real(base, defines, *a))
     source = ('// knob X: 1 2 3\n#ifndef X\n#define X 1\n#endif\n#define TWICE_X (X * 2)\n'
               '#if TWICE_X == 4\n#error X = 2 spills\n#endif\n'
               'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X; }\n')
@@ -555,47 +560,49 @@ def _held_pool():
     from concurrent.futures import ThreadPoolExecutor
     tuner = TuneProposer(0, kernel="tiled", ahead=1)
     base, knobs = tuner.base(ProposalContext(load_workload(SGEMM), DeviceFacts(), 1, "optimise", [], None, None))
-    tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
+    tuner.pool.executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
     try:
-        busy = tuner._executor.submit(release.wait, 600)  # held far longer than any compile; a bound all the same
+        busy = tuner.pool.executor.submit(release.wait, 600)  # held far longer than any compile; a bound all the same
         yield tuner, base, {k: kn.default for k, kn in knobs.items()}, busy
     finally:
         release.set()
-        tuner._executor.shutdown()
+        tuner.pool.executor.shutdown()
 
 
 def test_a_needed_compile_queued_behind_guesses_is_compiled_at_once():
     """The compile pool busy with speculative work: a configuration the proposal needs now, still queued, is
     compiled in the proposing thread (real NVRTC) instead of waiting for the pool to reach it."""
-    from agent.proposers.tune import _key, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
     with _held_pool() as (tuner, base, defaults, busy):
-        tuner._submit(base, defaults, "sm_90", False)
+        tuner.pool.submit(base, defaults, "sm_90", False)
         key = (source_tag(base.source), "sm_90", _key({**base.defines, **defaults}))
-        queued = tuner._compiles[key]
-        assert tuner._compiles_ok(base, defaults, "sm_90", False) is True
-        assert queued.cancelled() and not busy.done() and tuner._compiles[key] is True
+        queued = tuner.pool.compiles[key]
+        assert tuner.pool.compiles_ok(base, defaults, "sm_90", False) is True
+        assert queued.cancelled() and not busy.done() and tuner.pool.compiles[key] is True
 
 
 def test_a_step_takes_only_compiled_neighbours_while_some_are_ready(monkeypatch):
     """Three neighbours of the best compiled already, the pool busy with guesses: a batch of four is the three
     ready ones (the first proposal among them) and nothing waits on NVRTC; the step's members then each get
     their neighbours queued for the next step, up to `depth`."""
-    import agent.proposers.tune as tune
-    from agent.proposers.tune import _key, _neighbours, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
+    from agent.proposers.tune import _neighbours
 
     def no_compile(*a):
         raise AssertionError("the step waited on NVRTC while compiled neighbours were ready")
-    monkeypatch.setattr(tune, "_compile", no_compile)
+    monkeypatch.setattr(compile_pool, "compile_config", no_compile)
     w = load_workload(SGEMM)
     history = run_search(0, 1, lambda d: 1.0)
     with _held_pool() as (tuner, base, defaults, busy):
         ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 2, "optimise", history, None, history[-1])
         ready = [n for n in _neighbours(defaults, tuner.base(ctx)[1]) if tuner._launchable_cached(w, base, n)][:3]
         for n in ready:
-            tuner._compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
+            tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
         batch = tuner.propose_batch(ctx, 4)
         assert sorted(_key(p.spec.defines) for p in batch) == sorted(_key({**base.defines, **n}) for n in ready)
-        queued = [f for f in tuner._compiles.values() if not isinstance(f, bool)]
+        queued = [f for f in tuner.pool.compiles.values() if not isinstance(f, bool)]
         assert 0 < len(queued) <= tuner.depth and not busy.done()
 
 
@@ -604,18 +611,20 @@ def test_the_first_step_is_compiled_while_the_plan_runs():
     the defaults' neighbours, up to `depth`; the first proposal is the defaults, taken from that compile."""
     from concurrent.futures import Future
 
-    from agent.proposers.tune import _key, _neighbours, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
+    from agent.proposers.tune import _neighbours
     w = load_workload(SGEMM)
     with _held_pool() as (tuner, base, defaults, busy):
         ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
         tuner.prepare(ctx)
-        queued = [k for k, f in tuner._compiles.items() if isinstance(f, Future)]
+        queued = [k for k, f in tuner.pool.compiles.items() if isinstance(f, Future)]
         key = lambda d: (source_tag(base.source), "sm_90", _key({**base.defines, **d}))
         assert queued[0] == key(defaults) and len(queued) == tuner.depth
         assert set(queued[1:]) <= {key(n) for n in _neighbours(defaults, tuner.base(ctx)[1])}
     tuner = TuneProposer(0, kernel="tiled", ahead=0)
     tuner.prepare(ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None))
-    assert not tuner._compiles  # compiling nothing ahead: nothing before the first proposal either
+    assert not tuner.pool.compiles  # compiling nothing ahead: nothing before the first proposal either
 
 
 def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
@@ -624,25 +633,25 @@ def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from agent.proposers.tune import COMPILE_NOW
+    from agent.proposers.compile_pool import COMPILE_NOW
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=3), DeviceFacts(arch="sm_90")
-    tuner._executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
+    tuner.pool.executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
     try:
-        tuner._executor.submit(release.wait, 600)
+        tuner.pool.executor.submit(release.wait, 600)
         history = []
         for i in range(1, 5):
             spec = tuner.propose(ProposalContext(w, facts, i, "optimise", list(history), None,
                                                  history[-1] if history else None)).spec
             history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok",
                                    score_ms=1.0 - i / 10, defines=spec.defines))  # each a new best
-            queued = [f for f in tuner._compiles.values() if isinstance(f, Future) and not f.done()]
+            queued = [f for f in tuner.pool.compiles.values() if isinstance(f, Future) and not f.done()]
             # the guesses, the proposal's own compile (the evaluator joins it), and the compile-now
             # threads still running an earlier proposal's (running: no longer cancellable)
             assert len(queued) <= tuner.depth + 1 + COMPILE_NOW and not any(f.cancelled() for f in queued)
     finally:
         release.set()
-        tuner._executor.shutdown(cancel_futures=True)
+        tuner.pool.executor.shutdown(cancel_futures=True)
 
 
 def test_a_proposed_point_queued_behind_the_guesses_is_compiled_at_once(monkeypatch):
@@ -652,34 +661,34 @@ def test_a_proposed_point_queued_behind_the_guesses_is_compiled_at_once(monkeypa
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    import agent.proposers.tune as tune
-    from agent.proposers.tune import _key, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
     ran_on = {}
 
     def named(base, defines, *args):
         ran_on[_key({**base.defines, **defines})] = threading.current_thread().name
         return True
-    monkeypatch.setattr(tune, "_compile", named)
+    monkeypatch.setattr(compile_pool, "compile_config", named)
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=1), DeviceFacts(arch="sm_90")
     _clean_record(tuner, w.kernels["tiled"].source())
-    tuner._executor, release = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead"), threading.Event()
+    tuner.pool.executor, release = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead"), threading.Event()
     try:
-        tuner._executor.submit(release.wait, 600)  # every compile-ahead thread busy
+        tuner.pool.executor.submit(release.wait, 600)  # every compile-ahead thread busy
         first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
-        guesses = {k[2] for k, f in tuner._compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
+        guesses = {k[2] for k, f in tuner.pool.compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
         history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0,
                            defines=first.defines)]
         second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
         assert _key(second.defines) in guesses  # it was queued behind the held thread
         for spec in (first, second):
             key = (source_tag(spec.source), "sm_90", _key(spec.defines))
-            assert tuner._compiles[key].result(timeout=60) is True
+            assert tuner.pool.compiles[key].result(timeout=60) is True
             assert ran_on[_key(spec.defines)].startswith("compile-now")
         assert not release.is_set()  # the compile-ahead thread is still held
     finally:
         release.set()
-        tuner._executor.shutdown(cancel_futures=True)
+        tuner.pool.executor.shutdown(cancel_futures=True)
 
 
 EXAMPLES = sorted(p for p in (SGEMM.parent).iterdir() if (p / "workload.toml").exists())
@@ -709,10 +718,12 @@ def test_every_shipped_kernel_is_proposed_at_its_defaults(example):
 def test_a_batch_takes_neighbours_compiled_already_first():
     """Neighbours of the top-k points whose compile has finished (and passed) fill a batch before any that would
     have to compile now, whichever point's neighbourhood they are in."""
-    from agent.proposers.tune import _key, _neighbours, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
+    from agent.proposers.tune import _neighbours
     w = load_workload(SGEMM)
     tuner = TuneProposer(0, kernel="tiled", ahead=0)
-    tuner._submit = lambda *a: None  # nothing compiled speculatively: only what the test marks
+    tuner.pool.submit = lambda *a: None  # nothing compiled speculatively: only what the test marks
     history = run_search(0, 3, lambda d: 1.0 + d["BM"] / 1000 + d["BN"] / 500 + d["BK"] / 300 + d["TM"] / 100)
     facts = DeviceFacts(arch="sm_90")
     base, knobs = tuner.base(ProposalContext(w, facts, 4, "optimise", history, None, history[-1]))
@@ -723,7 +734,7 @@ def test_a_batch_takes_neighbours_compiled_already_first():
              if _key({**base.defines, **n}) not in tried and tuner._launchable_cached(w, base, n)][:3]
     assert len(ready) == 3
     for n in ready:
-        tuner._compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
+        tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
     batch = tuner.propose_batch(ProposalContext(w, facts, 4, "optimise", history, None, history[-1]), 3)
     assert len(batch) == 3
     assert {_key(p.spec.defines) for p in batch[1:]} <= {_key({**base.defines, **n}) for n in ready}
@@ -941,11 +952,11 @@ def _wait_for_compiles(tuner) -> set:
     """Every compile the pool has queued, finished (the GPU's time on a step, in which the pool works): the keys
     NVRTC has accepted."""
     from concurrent.futures import CancelledError, Future
-    for f in list(tuner._compiles.values()):
+    for f in list(tuner.pool.compiles.values()):
         if isinstance(f, Future):
             with contextlib.suppress(CancelledError):
                 f.result(timeout=300)
-    return {k for k, v in tuner._compiles.items()
+    return {k for k, v in tuner.pool.compiles.items()
             if v is True or (isinstance(v, Future) and v.done() and not v.cancelled() and v.exception() is None
                              and v.result())}
 
@@ -957,7 +968,9 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
     was proposed. With only the kernel being proposed compiled ahead, the GPU of one H100 waited on NVRTC at most
     other-kernel turns."""
     from agent.evaluate.records import CaseOutcome
-    from agent.proposers.tune import OTHERS_AHEAD, _key, source_tag
+    from agent.proposers.compile_pool import defines_key as _key
+    from agent.proposers.compile_pool import source_tag
+    from agent.proposers.tune import OTHERS_AHEAD
     w, best, baseline = _tiled_and_splitk(tmp_path)
     facts = DeviceFacts(arch="sm_90")
     tuner, history, splitk_steps = TuneProposer(0, ahead=2), [], 0
@@ -977,6 +990,6 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
                                           for c in ("square-1024", "long-k")]))
     assert splitk_steps >= 2  # its first turn (the defaults) and a turn from its neighbours
     splitk = source_tag(w.kernels["splitk"].source())
-    queued = [k for k, f in tuner._compiles.items() if k[0] == splitk and not isinstance(f, bool) and not f.done()]
+    queued = [k for k, f in tuner.pool.compiles.items() if k[0] == splitk and not isinstance(f, bool) and not f.done()]
     assert len(queued) <= OTHERS_AHEAD  # another kernel's guesses are a few, not a second full queue
     _wait_for_compiles(tuner)

@@ -11,7 +11,7 @@ node then uses) are skipped without spending the budget. One exception, for spee
 kernel with a clean record (CLEAN_RECORD compiles, none refused) has its points
 proposed while their compiles are under way (the evaluator joins them), so its first
 refused point, if it has one, is a compile_failed attempt; from then on its proposals
-wait for NVRTC's verdict again (_clean). The state of the search is the
+wait for NVRTC's verdict again (CompilePool.clean). The state of the search is the
 session's history, so a resumed session continues where it stopped.
 
 A step may propose a batch (propose_batch): the proposal above, then untried neighbours
@@ -41,17 +41,11 @@ on flash_mma's six configurations and never tried flash2, the faster kernel).
 
 from __future__ import annotations
 
-import atexit
-import functools
-import hashlib
 import itertools
 import math
 import os
 import random
-import threading
-from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 from ..evaluate.records import CandidateSpec
 from ..spec.applicability import coverage_gap, malformed, serves
@@ -61,6 +55,7 @@ from ..spec.kernel_source import Knob, parse_knobs
 from ..spec.knob_space import KnobSpace
 from ..spec.workload import KernelSpec, Workload
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
+from .compile_pool import COMPILE_NOW, CompilePool, compile_key, defines_key, source_tag
 
 TOP_K = 3  # a batch branches from the neighbourhoods of this many best points
 MAIN_TURNS = 3  # proposals for the kernel being improved before each other tunable kernel gets one
@@ -69,17 +64,10 @@ MAIN_TURNS = 3  # proposals for the kernel being improved before each other tuna
 # found its best by attempt 13 of 40 and kept 3 turns in 4 to the end, while tf32x3_splitk,
 # the variant 128x4096x4096 wanted, got 3 turns and never left its defaults' SPLITK).
 STALL = 4
-COMPILE_NOW = 2  # threads compiling the points proposed, beside the compile-ahead ones
 OTHERS_AHEAD = 4  # points compiled ahead for each other tunable kernel's next turn (a step of up to 4)
-CLEAN_RECORD = 8  # compiles of a kernel, none refused, before its points are proposed ahead of NVRTC's verdict
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 FLOOR_DONE = 0.95  # a case this close to its speed-of-light floor gets no focused turns
-
-
-@functools.lru_cache(maxsize=1024)  # asked for the same few sources many times per proposal
-def source_tag(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:8]
 
 
 def _prefix(base: CandidateSpec) -> str:
@@ -101,17 +89,12 @@ class TuneProposer:
         # Candidates compiled ahead, while the GPU evaluates the one just proposed: the
         # untried neighbours of the best points, in the order the next proposals look at
         # them; one NVRTC process per host core but COMPILE_NOW (agent/runtime/compile_process.py),
-        # which the points proposed take (_take_now). The compile processes run niced, so
+        # which the points proposed take (CompilePool.take_now). The compile processes run niced, so
         # the worker driving the GPU and the graph's threads still come first (before they
         # were, NVRTC on every core starved them).
         self.ahead = max(1, (os.cpu_count() or 1) - COMPILE_NOW) if ahead is None else ahead
         self.depth = 2 * self.ahead  # guesses queued or under way: the pool's size, and as many waiting
-        self._executor: Optional[ThreadPoolExecutor] = None
-        self._now: Optional[ThreadPoolExecutor] = None  # the compiles of points proposed (_take_now)
-        self._record: dict[str, Counter[bool]] = {}  # source tag -> NVRTC's verdicts so far (_clean)
-        self._record_lock = threading.Lock()
-        # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
-        self._compiles: dict[tuple, Union[bool, Future]] = {}
+        self.pool = CompilePool(self.ahead)
         # (workload digest, source tag, defines) -> launchable: best-first asks again for
         # the neighbours of every scored point on each proposal.
         self._launchables: dict[tuple, bool] = {}
@@ -254,7 +237,7 @@ class TuneProposer:
         # attempts in its order, and works on those while NVRTC finishes the others.
         arch = ctx.facts.arch or None
         if arch is not None:
-            batch[1:] = sorted(batch[1:], key=lambda p: not self._compiled_already(
+            batch[1:] = sorted(batch[1:], key=lambda p: not self.pool.compiled_already(
                 p.spec, {}, arch, ctx.workload.tolerance.allow_fast_math))
         return batch
 
@@ -278,7 +261,7 @@ class TuneProposer:
         if not ours:
             return
         free = {k for k in knobs if k not in base.defines}
-        tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(d) for d in ours}
+        tried = {defines_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {defines_key(d) for d in ours}
         self._compile_ahead(ctx, base, knobs, prefix, [{k: v for k, v in d.items() if k in free} for d in ours],
                             _scores(mine, focus), tried, arch)
 
@@ -313,7 +296,7 @@ class TuneProposer:
             free = {n: k for n, k in knobs.items() if n not in base.defines}
             first = ([] if mine else [{n: k.default for n, k in free.items()}]) \
                 + [point for point, _ in _listed(ctx.workload, base, free)]
-            tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
+            tried = {defines_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
             # fewer on a small machine: the pool's few processes are the step's kernel's first
             self._compile_ahead(ctx, base, knobs, prefix, [], _scores(mine, focus), tried, arch, first=first,
                                 depth=min(OTHERS_AHEAD, max(1, self.depth // 4)))
@@ -323,7 +306,7 @@ class TuneProposer:
         base, knobs = self.base(ctx, kernel)
         prefix = _prefix(base)
         mine = self._mine(ctx, prefix)
-        tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {_key(taken)}
+        tried = {defines_key(a.defines) for a in mine} | _in_flight(ctx, prefix) | {defines_key(taken)}
         scores = _scores(mine, focus)
         free = {k: kn for k, kn in knobs.items() if k not in base.defines}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}:batch")
@@ -345,18 +328,18 @@ class TuneProposer:
             # Compiled ahead and accepted first (a stable sort: each group keeps its turns), so
             # the step does not wait on NVRTC for a neighbour while compiled ones sit ready
             # (without this, on the H200, propose waited on compiles 295-464 ms per attempt, cold cache).
-            neighbours.sort(key=lambda p: not self._compiled_already(base, p, arch, allow_fast_math))
+            neighbours.sort(key=lambda p: not self.pool.compiled_already(base, p, arch, allow_fast_math))
             # And while some are ready, only those: a smaller step at once rather than a full one
             # that waits on NVRTC (the pool keeps compiling; the next step takes what it made).
-            ready = [p for p in neighbours if _key({**base.defines, **p}) not in tried
-                     and self._compiled_already(base, p, arch, allow_fast_math)]
+            ready = [p for p in neighbours if defines_key({**base.defines, **p}) not in tried
+                     and self.pool.compiled_already(base, p, arch, allow_fast_math)]
             neighbours = ready or neighbours
         order = itertools.chain((point for point, _ in listed), neighbours)
         chosen: list[dict[str, int]] = []
         while len(chosen) < n:
             window = []  # the next few untried launchable points, compiled together
             for p in order:
-                k = _key({**base.defines, **p})
+                k = defines_key({**base.defines, **p})
                 if k in tried or not self._launchable_cached(ctx.workload, base, p, focus):
                     continue
                 tried.add(k)
@@ -365,13 +348,13 @@ class TuneProposer:
                     break
             if not window:
                 break
-            # For a kernel with a clean record (_clean) the step's extra members do not wait for
+            # For a kernel with a clean record (CompilePool.clean) the step's extra members do not wait for
             # NVRTC: one whose compile is under way is taken, and the evaluator joins that
             # compile when it reaches it (one compile per configuration, agent/runtime/
             # compiler.py). Waiting here held the whole step, and the GPU with it, on the
             # slowest compile of the window (on an H100, the graph's propose node waited
             # 171 ms per attempt while the worker idled). Any other kernel waits for verdicts.
-            chosen += [p for p in window if arch is None or self._may_compile(base, p, arch, allow_fast_math)]
+            chosen += [p for p in window if arch is None or self.pool.may_compile(base, p, arch, allow_fast_math)]
         out = []
         for choice in chosen:
             label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
@@ -382,16 +365,6 @@ class TuneProposer:
                                            "parent": _parent(choice, scores, mine, ctx), "focus": focus})
             out.append(Proposal(spec))
         return out
-
-    def _submit(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> None:
-        """Start compiling one configuration in the pool (a no-op when it is known or under way)."""
-        key = _compile_key(base, defines, arch)
-        if key in self._compiles:
-            return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=max(1, self.ahead), thread_name_prefix="compile-ahead")
-            atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
-        self._compiles[key] = self._executor.submit(self._verdict, base, defines, arch, allow_fast_math)
 
     def _other_turn(self, ctx: ProposalContext) -> Optional[tuple[str, str]]:
         """(kernel, focus case) when this proposal is another tunable kernel's turn.
@@ -478,21 +451,21 @@ class TuneProposer:
         base, knobs = self.base(ctx, kernel)
         prefix = _prefix(base)
         mine = self._mine(ctx, prefix)
-        tried = {_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
+        tried = {defines_key(a.defines) for a in mine} | _in_flight(ctx, prefix)
         scores = _scores(mine, focus)
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         allow_fast_math = ctx.workload.tolerance.allow_fast_math
-        feasible = lambda d: (_key({**base.defines, **d}) not in tried
+        feasible = lambda d: (defines_key({**base.defines, **d}) not in tried
                               and self._launchable_cached(ctx.workload, base, d, focus)
-                              and (arch is None or self._may_compile(base, d, arch, allow_fast_math)))
+                              and (arch is None or self.pool.may_compile(base, d, arch, allow_fast_math)))
         # Compiled ahead and accepted: taken before a neighbour that would have to be compiled
         # now, so the GPU does not wait on NVRTC (the neighbours' order is a shuffle anyway).
         ready = None if arch is None or not self.ahead else \
-            (lambda d: _key({**base.defines, **d}) not in tried and self._compiled_already(base, d, arch, allow_fast_math))
+            (lambda d: defines_key({**base.defines, **d}) not in tried and self.pool.compiled_already(base, d, arch, allow_fast_math))
         prefetch = None if arch is None or not self.ahead else \
-            (lambda points: [self._submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
-                             if _key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)])
+            (lambda points: [self.pool.submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
+                             if defines_key({**base.defines, **d}) not in tried and self._launchable_cached(ctx.workload, base, d)])
         listed = _listed(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines})
         # Points with a knob value that was only ever wrong are taken last (tf32x3's FLUSH=0
         # accumulates in the tensor cores and fails by design at K >= 1024; in a 20-attempt
@@ -515,7 +488,7 @@ class TuneProposer:
                                   f"case{' ' + repr(focus) if focus else ''}, or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         if arch is not None and self.ahead:
-            self._compile_ahead(ctx, base, knobs, prefix, [choice], scores, tried | {_key({**base.defines, **choice})}, arch)
+            self._compile_ahead(ctx, base, knobs, prefix, [choice], scores, tried | {defines_key({**base.defines, **choice})}, arch)
         why = _why(choice, scores, listed) \
             + (f" (searched for case {focus})" if focus else "")
         spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
@@ -584,78 +557,6 @@ class TuneProposer:
                 return p
         return None
 
-    def _compiles_ok(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        key = _compile_key(base, defines, arch)
-        if key not in self._compiles:
-            self._compiles[key] = self._verdict(base, defines, arch, allow_fast_math)
-        known = self._compiles[key]
-        if isinstance(known, Future):
-            # Still queued behind speculative compiles: compile it here, now, rather than wait
-            # for the pool to reach it (the queue only grows while the GPU works); under way
-            # or done: wait for it.
-            if known.cancel():
-                del self._compiles[key]  # (gone before NVRTC runs: an error there leaves no cancelled future)
-                known = self._verdict(base, defines, arch, allow_fast_math)
-            else:
-                known = known.result()
-            self._compiles[key] = known
-        return known
-
-    def _may_compile(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        """Whether to take a point as far as NVRTC goes. With the compile pool and a kernel
-        with a clean record: not known to fail, its compile started now if it was not (the
-        evaluator joins it; the proposal does not wait for it). Otherwise: NVRTC accepted it,
-        waiting for the verdict."""
-        if not self.ahead or not self._clean(base):
-            return self._compiles_ok(base, defines, arch, allow_fast_math)
-        return self._take_now(base, defines, arch, allow_fast_math)
-
-    def _verdict(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        """NVRTC's yes or no on a configuration, counted for its kernel (_clean)."""
-        ok = _compile(base, defines, arch, allow_fast_math)
-        with self._record_lock:
-            self._record.setdefault(source_tag(base.source), Counter())[ok] += 1
-        return ok
-
-    def _clean(self, base: CandidateSpec) -> bool:
-        """Whether this kernel's points may be proposed before NVRTC's verdict on them: at
-        least CLEAN_RECORD compiles of it, none refused. Where NVRTC has refused one (a
-        `static_assert` on the knobs, which knob_space.py does not read: bf16_gemm's
-        wgmma_ws2 refuses 1280 of its 2304 launchable points), a proposal waits for the
-        verdict, and a refused point never costs an attempt. With a clean record, the
-        kernel's first refusal, if it has any, may: that attempt is compile_failed."""
-        with self._record_lock:
-            record = self._record.get(source_tag(base.source), Counter())
-            return record[False] == 0 and record[True] >= CLEAN_RECORD
-
-    def _take_now(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        """A point being proposed: not known to fail NVRTC, and its compile started now if it
-        was not under way. One still queued behind the guesses leaves that queue for the
-        compile-now threads (COMPILE_NOW of them, beside the `ahead` ones: the compile pool
-        has a process per core), since the GPU will want it first."""
-        key = _compile_key(base, defines, arch)
-        known = self._compiles.get(key)
-        if known is None or (isinstance(known, Future) and known.cancel()):
-            if self._now is None:
-                self._now = ThreadPoolExecutor(max_workers=COMPILE_NOW, thread_name_prefix="compile-now")
-                atexit.register(self._now.shutdown, wait=False, cancel_futures=True)
-            self._compiles[key] = self._now.submit(self._verdict, base, defines, arch, allow_fast_math)
-            return True
-        if isinstance(known, Future):  # under way, or done: refused only if NVRTC said no
-            # (a compile that broke is not a refusal: the evaluator's own compile reports it)
-            return not known.done() or known.exception() is not None or known.result()
-        return known
-
-    def _compiled_already(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-        """Compiled (ahead, or before) and accepted by NVRTC, known without waiting."""
-        key = _compile_key(base, defines, arch)
-        known = self._compiles.get(key)
-        if isinstance(known, Future):
-            if not known.done() or known.cancelled() or known.exception() is not None:
-                return False  # (a compile that broke: unknown, the evaluator's own compile reports it)
-            known = self._compiles[key] = known.result()
-        return bool(known)
-
     def _compile_ahead(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
                        choices: list[dict[str, int]], scores: dict, tried: set, arch: str,
                        first: Sequence[dict[str, int]] = (), depth: Optional[int] = None) -> None:
@@ -681,29 +582,24 @@ class TuneProposer:
         for n in itertools.chain(first, (p for round_ in itertools.zip_longest(*orders) for p in round_ if p is not None)):
             if len(wanted) >= (depth or self.depth):
                 break
-            key = _compile_key(base, n, arch)
-            if key in wanted or isinstance(self._compiles.get(key), bool) or _key({**base.defines, **n}) in tried \
+            key = compile_key(base, n, arch)
+            if key in wanted or self.pool.known(key) or defines_key({**base.defines, **n}) in tried \
                     or not self._launchable_cached(ctx.workload, base, n):
                 continue  # (a known verdict, NVRTC's yes or no, takes no slot; one under way keeps its)
             wanted[key] = n
         # Last round's guesses for this kernel not started and not wanted now are dropped, so
         # the pool works on what the next proposals look at first instead of a queue that
         # grows each step (another kernel's guesses wait for that kernel's next turn).
-        tag = source_tag(base.source)
-        # (A point proposed and not yet evaluated keeps its compile: the evaluator joins it.)
-        proposed = {_key({**base.defines, **d}) for d in choices + in_flight}
-        for key, known in list(self._compiles.items()):
-            if key[0] == tag and isinstance(known, Future) and key not in wanted and key[2] not in proposed \
-                    and known.cancel():
-                del self._compiles[key]
+        self.pool.drop_guesses(source_tag(base.source), set(wanted),
+                               {defines_key({**base.defines, **d}) for d in choices + in_flight})
         for n in wanted.values():
-            self._submit(base, n, arch, ctx.workload.tolerance.allow_fast_math)
+            self.pool.submit(base, n, arch, ctx.workload.tolerance.allow_fast_math)
 
     def _launchable_cached(self, workload: Workload, base: CandidateSpec, defines: dict[str, int],
                            case: Optional[str] = None) -> bool:
         """Launchable (see _served), and where `case` is given, applicable to that case: on
         another kernel's turn for a focus case, a point that cannot serve it is skipped."""
-        key = (workload.digest, source_tag(base.source), _key({**base.defines, **defines}))
+        key = (workload.digest, source_tag(base.source), defines_key({**base.defines, **defines}))
         if key not in self._launchables:
             self._launchables[key] = self._served(workload, base, defines) if self._allowed(base, defines) else frozenset()
         served = self._launchables[key]
@@ -735,18 +631,6 @@ class TuneProposer:
             return frozenset()
         served = [c for c in workload.cases if serves(workload, cand, c)]
         return frozenset() if coverage_gap(c.role for c in served) else frozenset(c.name for c in served)
-
-
-def _compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> tuple:
-    """A configuration's key in TuneProposer._compiles: (source tag, arch, every define)."""
-    return source_tag(base.source), arch, _key({**base.defines, **defines})
-
-
-def _compile(base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-    """NVRTC on a configuration (the CUBIN lands in the cache the compile node reads)."""
-    from ..runtime.compiler import compile_kernel
-    cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
-    return compile_kernel(cand.source, cand.entry, arch, cand.compile_options(), allow_fast_math=allow_fast_math).ok
 
 
 def _doomed(mine: Sequence) -> set[tuple[str, int]]:
@@ -794,11 +678,7 @@ def _space_size(free: dict[str, Knob]) -> int:
 
 def _in_flight(ctx: ProposalContext, prefix: str) -> set[tuple]:
     """The configurations proposed already whose attempts have not finished (tried, for choosing)."""
-    return {_key(s.defines) for s in ctx.in_flight if s.proposer == "tune" and s.name.startswith(prefix)}
-
-
-def _key(defines: dict[str, int]) -> tuple:
-    return tuple(sorted(defines.items()))
+    return {defines_key(s.defines) for s in ctx.in_flight if s.proposer == "tune" and s.name.startswith(prefix)}
 
 
 def _neighbours(point: dict[str, int], knobs: dict[str, Knob]):
@@ -815,7 +695,7 @@ def _parent(choice: dict[str, int], scores: dict, mine: list, ctx: ProposalConte
     for the first point of a kernel, the best (its knobs' starting point); None for a restart."""
     if not scores:
         return ctx.best.iteration if ctx.best else None
-    at = {_key(a.defines): a.iteration for a in mine}
+    at = {defines_key(a.defines): a.iteration for a in mine}
     for point in sorted(scores, key=scores.get):
         origin = dict(point)
         if sum(origin.get(k) != v for k, v in choice.items()) == 1:
@@ -827,8 +707,8 @@ def _scores(mine: list, focus: Optional[str]) -> dict:
     """Each scored point's score; on a turn for the focus case, its median there (a point
     that serves the focus case but not every performance case, so has no score, counts)."""
     if not focus:
-        return {_key(a.defines): a.score_ms for a in mine if a.score_ms}
-    return {_key(a.defines): m for a in mine if a.status == "ok"
+        return {defines_key(a.defines): a.score_ms for a in mine if a.score_ms}
+    return {defines_key(a.defines): m for a in mine if a.status == "ok"
             for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
 
 
