@@ -49,9 +49,10 @@ typedef __nv_bfloat16 elem_t;  // x's element
 #define BLOCK 512
 #endif
 
-// bytes of one slice (one buffer). Defaults: the best of eight settings for softmax on an
-// H200 (64 KB x 3: 90% of the floor at 4096 x 16384 against 42% at 32 KB x 4; 58% against
-// 29% at 64 x 10^6), fewer and larger tasks costing less per byte.
+// bytes of one slice (one buffer). Defaults: the best of eight settings measured for
+// softmax on an H200 with the consumers finishing slices in ticket order (64 KB x 3: 90% of
+// the floor at 4096 x 16384 against 42% at 32 KB x 4; 58% against 29% at 64 x 10^6):
+// fewer, larger tasks cost less per byte. Not measured with consume's any-order finishing.
 // knob SLICE: 16384 32768 49152 65536
 #ifndef SLICE
 #define SLICE 65536
