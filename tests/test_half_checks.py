@@ -205,7 +205,7 @@ extern "C" __global__ void rmsnorm(const __nv_bfloat16* __restrict__ x, const __
 def test_the_ptx_audit_refuses_16_bit_accumulation_on_any_path():
     """The same kernel through compile_candidate for rmsnorm_bf16 (policy: float32): refused
     before any GPU time, naming the instruction; as float32 everywhere it compiles."""
-    from agent.evaluate.evaluator import compile_candidate
+    from agent.evaluate.compile_audit import compile_candidate
     from agent.spec.candidate import Candidate
     w = load_workload(EXAMPLES / "rmsnorm_bf16")
     assert w.wide_accumulation and not load_workload(EXAMPLES / "sgemm").wide_accumulation
@@ -228,7 +228,7 @@ def test_the_ptx_audit_refuses_16_bit_accumulation_on_any_path():
 def test_every_shipped_16_bit_kernel_passes_the_ptx_audit(workload):
     """No false refusal: every kernel of the 16-bit examples, at its default knobs and at
     every configuration it lists for the tuner, accumulates in float32 by the PTX."""
-    from agent.evaluate.evaluator import compile_candidate
+    from agent.evaluate.compile_audit import compile_candidate
     from agent.spec.candidate import Candidate
     w = load_workload(EXAMPLES / workload)
     assert w.wide_accumulation

@@ -179,7 +179,7 @@ def test_ptx_that_is_not_utf8_still_compiles():
 def test_a_compile_that_returns_no_ptx_is_refused_where_the_policy_needs_it():
     """Fail closed: a reply without the audit (an older worker, NVRTC giving no PTX) cannot
     be trusted; a workload whose policy is float32 refuses the kernel, another takes it."""
-    from agent.evaluate.evaluator import compile_candidate
+    from agent.evaluate.compile_audit import compile_candidate
     from agent.runtime.compiler import run_nvrtc
     from agent.spec.candidate import Candidate
 
@@ -310,7 +310,7 @@ def test_every_shipped_kernel_passes_the_parameter_audit(workload):
     """No false refusal: every kernel of the examples at its default knobs and every configuration it lists,
     the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them, passes
     the parameter audit and its workload's precision policy read from the machine code."""
-    from agent.evaluate.evaluator import compile_candidate
+    from agent.evaluate.compile_audit import compile_candidate
     from agent.spec.candidate import Candidate
     from agent.spec.precision_policy import allowed_types
     from agent.spec.workload import load_workload

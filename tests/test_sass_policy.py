@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.evaluator import compile_candidate
+from agent.evaluate.compile_audit import compile_candidate
 from agent.runtime.compiler import run_nvrtc
 from agent.runtime.sass import nvdisasm
 from agent.spec.candidate import Candidate

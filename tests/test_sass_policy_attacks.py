@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.evaluator import compile_candidate
+from agent.evaluate.compile_audit import compile_candidate
 from agent.runtime import sass
 from agent.runtime.compiler import run_nvrtc
 from agent.runtime.sass import SassUnavailable, math_instructions, nvdisasm

@@ -117,7 +117,7 @@ def cmd_check(args) -> int:
 
 
 def _compile_kernels(w: Workload, arch: str, say) -> bool:
-    from ..evaluate.evaluator import compile_candidate
+    from ..evaluate.compile_audit import compile_candidate
     from ..spec.candidate import Candidate
     ok = True
     if not w.kernels:

@@ -40,7 +40,8 @@ from ..spec.speed_of_light import Ceilings
 from ..spec.workload import Workload
 from ..worker.process import GpuUnavailable
 from .backend import AttemptHalves, EvaluationBackend, ParallelBackend
-from .evaluator import DEFAULT_SEED, EvaluationAborted, Evaluator, compile_candidate
+from .compile_audit import compile_candidate
+from .evaluator import DEFAULT_SEED, EvaluationAborted, Evaluator
 from .options import EvaluationOptions
 from .results import EvaluationResult, Status
 
