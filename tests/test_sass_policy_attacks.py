@@ -2,10 +2,10 @@
 agent/spec/precision_policy.py): kernels that compute in a type narrower than the
 workload allows, compiled with real NVRTC for sm_90 and judged by compile_candidate.
 
-What the defence stops passes as a plain test. What gets through is an xfail(strict):
-the test asserts the refusal the policy should give, and a companion test asserts that
-the machine code really holds the narrow math (so the xfail is about the policy, not about
-a kernel that lost its narrow instructions)."""
+Each is a plain test of the refusal; beside the subtler ones, a companion test asserts
+that the machine code really holds the narrow math (so a pass is about the policy, not
+about a kernel that lost its narrow instructions). Rounding by bit masking, integer
+arithmetic no instruction rule sees, is a strict xfail: the tolerance judges it."""
 
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from test_sass_policy import compiled
 from workload_factory import ROOT
 
-from agent.evaluate.compile_audit import compile_candidate
 from agent.runtime import sass
-from agent.runtime.compiler import run_nvrtc
 from agent.runtime.sass import SassUnavailable, math_instructions, nvdisasm
-from agent.spec.candidate import Candidate
 from agent.spec.precision_policy import allowed_types
 from agent.spec.workload import load_workload
 
@@ -29,11 +27,6 @@ pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia
 
 F32 = frozenset()  # a float32 workload without a declared split
 BF16 = frozenset({"BF16"})  # a bfloat16 workload
-
-
-def compiled(source: str, allowed):
-    candidate = Candidate(source, "k", None, name="attack")  # type: ignore[arg-type]  # compiled only, never launched
-    return compile_candidate(candidate, "sm_90", False, nvrtc=run_nvrtc, narrow_allowed=allowed)
 
 
 def disassembly(source: str) -> str:
@@ -213,13 +206,12 @@ def test_an_unreadable_image_or_a_slow_nvdisasm_fails_closed(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
-# Through: narrow math the policy does not read. Each kernel's machine code really holds it
-# (test_the_holes_really_compute_narrow); the policy should refuse it, and the strict xfail
-# says it does not.
+# Narrow math off the obvious paths. Each kernel's machine code really holds it
+# (test_the_holes_really_compute_narrow), and the policy refuses it.
 
-# 1-bit tensor-core math (AND + POPC), the warp form: BMMA is read, but its opcode names no
-# type (BMMA.168256.AND.POPC), so narrow_types finds none. Bit planes of quantised operands
-# make integer products of any width from it.
+# 1-bit tensor-core math (AND + POPC), the warp form: its opcode names no type
+# (BMMA.168256.AND.POPC), so it is taken at B1. Bit planes of quantised operands make
+# integer products of any width from it.
 B1_MMA = r'''
 extern "C" __global__ void k(const float* a, float* c) {
   unsigned x = __float_as_uint(a[threadIdx.x]);
@@ -240,8 +232,7 @@ extern "C" __global__ void k(const float* a, float* c, unsigned long long da, un
 
 # bfloat16 pieces by integer truncation (PRMT), multiplied in bf16x2 on the ALUs
 # (HMUL2.BF16_V2, HFMA2.MMA.BF16_V2: twice the FP32 rate on an H100), summed in float32.
-# No F2FP, no tensor core; the PTX audit allows 16-bit multiplies, and judges 16-bit adds
-# only where a workload has 16-bit arrays.
+# No F2FP, no tensor core: the PTX's mul.bf16x2 and fma.bf16x2 are the narrow math.
 BF16_ALU = r'''
 extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
   int i = threadIdx.x;
@@ -257,10 +248,9 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
 }
 '''
 
-# float32 operands rounded to f16 through an integer (F2I, then I2F.F16: I2F is not read),
-# multiplied and summed in f16x2 on the ALUs (HFMA2): a 16-bit running sum, which a float32
-# workload's compile-time audits never look for (wide_accumulation is False without a
-# 16-bit array).
+# float32 operands rounded to f16 through an integer (F2I, then I2F.F16), multiplied and
+# summed in f16x2 on the ALUs (HFMA2): a 16-bit running sum in a float32 workload, where the
+# accumulation rule does not apply (no 16-bit array) but the narrow-type rule does.
 F16_ALU_VIA_I2F = r'''
 extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
   int i = threadIdx.x;
@@ -279,7 +269,7 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
 }
 '''
 
-# int8 quantisation (F2I.S8: F2I is not read) and int8 dot products on the ALUs (IDP.4A).
+# int8 quantisation (F2I.S8) and int8 dot products on the ALUs (IDP.4A).
 INT8_DP4A = r'''
 extern "C" __global__ void k(const float* a, const float* b, float* c, int n) {
   int i = threadIdx.x, acc = 0;

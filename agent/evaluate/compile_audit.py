@@ -28,10 +28,11 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
     refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
     if refusal:
         return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
-    if compiled.ok and wide_accumulation and compiled.half_ops is None:
+    no_ptx = compiled.half_ops is None or (narrow_allowed is not None and compiled.narrow_ops is None)
+    if compiled.ok and (wide_accumulation or narrow_allowed is not None) and no_ptx:
         return dataclasses.replace(compiled, ok=False, error="PTX_UNAVAILABLE", cubin=b"", log=(
-            "NVRTC gave no PTX to audit, and the workload's precision policy (accumulate in float32) is "
-            "checked on it: run the same warpsmith version everywhere (a Ray cluster's workers too)"))
+            "NVRTC gave no PTX to audit, and the workload's precision policy is checked on it: run the "
+            "same warpsmith version everywhere (a Ray cluster's workers too)"))
     if compiled.ok and wide_accumulation and compiled.half_ops:
         return dataclasses.replace(compiled, ok=False, error="HALF_ACCUMULATION", cubin=b"", log=(
             "the workload's precision policy accumulates in float32 ([tolerance] accumulate), and the kernel's "
@@ -44,11 +45,8 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
             return dataclasses.replace(compiled, ok=False, error="SASS_UNAVAILABLE", cubin=b"", log=(
                 "the machine code, which the workload's precision policy is checked on, could not be read: "
                 f"{compiled.sass_error or 'no SASS audit came back'}"))
-        if compiled.narrow_ops is None:
-            return dataclasses.replace(compiled, ok=False, error="PTX_UNAVAILABLE", cubin=b"", log=(
-                "NVRTC gave no PTX to audit, and the workload's precision policy is checked on it too: run the "
-                "same warpsmith version everywhere (a Ray cluster's workers too)"))
-        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops, wide_accumulation, compiled.narrow_ops)
+        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops, wide_accumulation,
+                                           compiled.narrow_ops or ())
         if refusal:
             return dataclasses.replace(compiled, ok=False, error="PRECISION_POLICY", cubin=b"", log=refusal)
     return compiled

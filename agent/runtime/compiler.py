@@ -238,8 +238,8 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     resources = parse_resources(r["log"], symbol) if r["ok"] else Resources()
     log = r["log"] if r["ok"] else _named_entry_missing(r["log"], entry, filename)
     result = CompiledKernel(r["ok"], arch, entry, symbol, log, r["error"], r["compile_ms"], False, resources,
-                            base64.b64decode(r["cubin"]), _half_ops(r) if r["ok"] else (),
-                            _sass_ops(r) if r["ok"] else (), str(r.get("sass_error", "")),
+                            base64.b64decode(r["cubin"]), _listed(r, "half_ops") if r["ok"] else (),
+                            _listed(r, "sass_ops") if r["ok"] else (), str(r.get("sass_error", "")),
                             _listed(r, "narrow_ops") if r["ok"] else ())
     if r["ok"] and directory is not None:
         _store(directory, result)
@@ -255,19 +255,9 @@ def _named_entry_missing(log: str, entry: str, filename: str) -> str:
             f'extern "C" __global__ void {entry}(...)\n' + log)
 
 
-def _half_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
-    """The compile process's PTX audit; None where there was none (no PTX, an older worker)."""
-    ops = reply.get("half_ops")
-    return None if ops is None else tuple(str(op) for op in ops)
-
-
-def _sass_ops(reply: dict[str, Any]) -> Optional[tuple[str, ...]]:
-    """The compile process's SASS audit; None where there was none (no nvdisasm, an older worker)."""
-    return _listed(reply, "sass_ops")
-
-
 def _listed(reply: dict[str, Any], key: str) -> Optional[tuple[str, ...]]:
-    """A list of instruction names in the compile process's reply; None where it has none."""
+    """A list of instruction names in the compile process's reply (an audit's findings); None
+    where it has none (no PTX, no nvdisasm, an older worker: nothing was audited)."""
     ops = reply.get(key)
     return None if ops is None else tuple(str(op) for op in ops)
 

@@ -99,16 +99,15 @@ def refusal(allowed: frozenset[str], ops: Iterable[str], wide_accumulation: bool
     """One line naming the instructions a policy allowing `allowed` (allowed_types) forbids,
     from the SASS opcodes `ops` and the PTX's narrow arithmetic `ptx_math`, or ''."""
     ops = tuple(ops)
-    narrower = [op for op in ops if narrow_types(op) - allowed] + \
-        [name for name in ptx_math if ptx_types(name) - allowed]
+    forbidden = {name: kinds for name, kinds in [*((op, narrow_types(op) - allowed) for op in ops),
+                                                 *((name, ptx_types(name) - allowed) for name in ptx_math)] if kinds}
     half_acc = [op for op in ops if wide_accumulation and accumulator(op) in ("F16", "BF16")]
-    if not narrower and not half_acc:
+    if not forbidden and not half_acc:
         return ""
     parts = []
-    if narrower:
-        kinds = sorted(set().union(*((narrow_types(op) if op[:1].isupper() else ptx_types(op)) - allowed
-                                     for op in narrower)))
-        parts.append(f"{', '.join(narrower[:4])} compute in {'/'.join(kinds)}, which the workload does not allow "
+    if forbidden:
+        kinds = sorted(set().union(*forbidden.values()))
+        parts.append(f"{', '.join(list(forbidden)[:4])} compute in {'/'.join(kinds)}, which the workload does not allow "
                      f"(it allows {'/'.join(sorted(allowed)) or 'no type narrower than float32'}: its arrays' "
                      "dtypes, [tolerance] allow_tf32 and the splits it names, e.g. splits = [\"3xTF32\"])")
     if half_acc:
