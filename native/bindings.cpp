@@ -127,6 +127,10 @@ void def_device(py::module_& m) {
       .def_property_readonly("flush_ptr", &Device::flush_ptr)
       .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Wait for the stream; a kernel fault surfaces here as CudaError.")
+      .def("load_l2_flush",
+           [](Device& d, py::bytes cubin) { d.load_l2_flush(std::string(cubin)); },
+           py::arg("cubin"),
+           "Flush with the kernels of this CUBIN (agent/runtime/cuda/l2_flush.cu) instead of a memset.")
       .def("stack_limit", &Device::stack_limit, "The context's per-thread stack now (CU_LIMIT_STACK_SIZE).")
       .def("alloc",
            [](std::shared_ptr<Device> d, size_t n, bool protectable) {

@@ -89,6 +89,7 @@ Device::Device(int ordinal) {
 Device::~Device() {
   const Driver& d = driver();
   d.cuCtxSetCurrent(ctx_);
+  if (flush_module_) warn_if_failed(d.cuModuleUnload(flush_module_), "cuModuleUnload(flush)");
   if (flush_) warn_if_failed(d.cuMemFree(flush_), "cuMemFree(flush)");
   if (stream_) warn_if_failed(d.cuStreamDestroy(stream_), "cuStreamDestroy");
   if (ctx_) warn_if_failed(d.cuDevicePrimaryCtxRelease(dev_), "cuDevicePrimaryCtxRelease");
@@ -110,8 +111,39 @@ int64_t Device::stack_limit() const {
 }
 
 void Device::flush_l2() {
+  const Driver& d = driver();
   // A changing value keeps the write from being a no-op the hardware could skip.
-  WS_CU(driver().cuMemsetD32Async(flush_, ++flush_value_, flush_bytes_ / 4, stream_));
+  ++flush_value_;
+  if (!flush_write_) {
+    WS_CU(d.cuMemsetD32Async(flush_, flush_value_, flush_bytes_ / 4, stream_));
+    return;
+  }
+  CUdeviceptr buf = flush_;
+  unsigned long long vectors = flush_bytes_ / 16, lines = flush_bytes_ / 128;
+  unsigned value = flush_value_;
+  void* write_args[] = {&buf, &vectors, &value};
+  void* demote_args[] = {&buf, &lines};
+  const unsigned blocks = static_cast<unsigned>(facts_.sm_count) * 4, threads = 256;
+  WS_CU(d.cuLaunchKernel(flush_write_, blocks, 1, 1, threads, 1, 1, 0, stream_, write_args, nullptr));
+  WS_CU(d.cuLaunchKernel(flush_demote_, blocks, 1, 1, threads, 1, 1, 0, stream_, demote_args, nullptr));
+}
+
+void Device::load_l2_flush(const std::string& cubin) {
+  const Driver& d = driver();
+  make_current();
+  CUmodule module = nullptr;
+  WS_CU(d.cuModuleLoadData(&module, cubin.data()));
+  CUfunction write = nullptr, demote = nullptr;
+  CUresult found = d.cuModuleGetFunction(&write, module, "warpsmith_l2_write");
+  if (found == CUDA_SUCCESS) found = d.cuModuleGetFunction(&demote, module, "warpsmith_l2_demote");
+  if (found != CUDA_SUCCESS) {
+    warn_if_failed(d.cuModuleUnload(module), "cuModuleUnload(flush)");
+    check(found, "cuModuleGetFunction(warpsmith_l2_write, warpsmith_l2_demote)");
+  }
+  if (flush_module_) warn_if_failed(d.cuModuleUnload(flush_module_), "cuModuleUnload(flush)");
+  flush_module_ = module;
+  flush_write_ = write;
+  flush_demote_ = demote;
 }
 
 namespace {

@@ -39,8 +39,13 @@ class Device {
   // launch that needs more and never lowers it, so a fact read at start goes stale.
   int64_t stack_limit() const;
   // Overwrites a buffer of at least twice the L2 on the stream, evicting the
-  // previous launch's data so the next launch starts cold.
+  // previous launch's data so the next launch starts cold: with the flush kernels when
+  // they are installed, else with a memset (which leaves evict_last lines in place).
   void flush_l2();
+  // Loads the flush kernels' CUBIN (agent/runtime/cuda/l2_flush.cu): warpsmith_l2_write
+  // fills the buffer under an evict_last policy, warpsmith_l2_demote returns its lines
+  // to evict_normal.
+  void load_l2_flush(const std::string& cubin);
   size_t flush_bytes() const { return flush_bytes_; }
   uint64_t flush_ptr() const { return static_cast<uint64_t>(flush_); }
 
@@ -51,6 +56,8 @@ class Device {
   CUdeviceptr flush_ = 0;
   size_t flush_bytes_ = 0;
   unsigned flush_value_ = 0;
+  CUmodule flush_module_ = nullptr;
+  CUfunction flush_write_ = nullptr, flush_demote_ = nullptr;
   DeviceFacts facts_;
 };
 

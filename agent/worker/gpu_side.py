@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..runtime import native
+from ..runtime import l2_flush, native
 from ..runtime.device_facts import DeviceFacts
 from ..runtime.parent_watch import exit_with_parent
 from .case_buffers import CaseBuffers, Integrity
@@ -60,6 +60,7 @@ BIAS_RELU_SOURCE = (Path(__file__).with_name("cuda") / "bias_relu.cu").read_text
 class GpuWorker:
     def __init__(self, ordinal: int):
         self.device = native.open_device(ordinal)
+        l2_flush.install(self.device)
         self.checks = GpuChecks(self.device, self.device.facts.arch)
         for short in self.checks.holds_short:  # in the worker's log: the scrubs missed some slots
             print(f"warpsmith: the shared or local memory scrub could not hold every slot at once ({short}): "
