@@ -69,7 +69,7 @@ def main(workload_dir: str) -> None:
     def output_checks() -> None:  # the comparison alone (poisoned outputs: no report is built)
         for a in bufs.outputs():
             if a.job.dtype in CLOSE_KERNELS:
-                worker.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.ref_scale,
+                worker.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.scale_row,
                                     bufs.job.rtol[a.job.name])
             else:
                 worker.checks.count_differ_ref(a.ptr, a.ref.ptr, a.nbytes)

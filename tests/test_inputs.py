@@ -180,3 +180,50 @@ def test_a_child_that_leaves_a_process_holding_its_output_returns_at_once(tmp_pa
     while not dead() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert dead()  # it was left sleeping for 600 s
+
+
+def test_a_stress_case_scales_float_inputs_by_a_power_of_two_and_leaves_indices_alone():
+    """input_scale multiplies each float input's range (bf16 values stay exact: a power of
+    two); an integer input keeps its range."""
+    from agent.spec.half_float import to_float64
+    from agent.spec.inputs import array_jobs
+    from agent.spec.workload import Case
+    w = load_workload("examples/softmax")
+    plain, stressed = Case("p", "correctness", {"rows": 7, "cols": 100}), \
+        Case("s", "correctness", {"rows": 7, "cols": 100}, input_scale=128.0)
+    (job,) = [j for j in array_jobs(w, stressed) if j.role == "input"]
+    (base,) = [j for j in array_jobs(w, plain) if j.role == "input"]
+    assert (job.low, job.high) == (base.low * 128, base.high * 128)
+    x = generate_input(job, "s", 1)
+    assert np.abs(x).max() > 64
+    half = ArrayJob("q", "input", "bfloat16", (4096,), -16.0, 16.0)
+    values = to_float64(generate_input(half, "s", 1), "bfloat16")
+    assert np.array_equal(values / 16, to_float64(generate_input(ArrayJob("q", "input", "bfloat16", (4096,), -1.0, 1.0),
+                                                                 "s", 1), "bfloat16"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_signed_zeros_are_an_eighth_of_the_values_both_signs(dtype):
+    """signed_zeros: about 1/8 of a float input is +0 or -0, each sign present."""
+    from agent.spec.half_float import to_float64
+    x = to_float64(generate_input(ArrayJob("A", "input", dtype, (1 << 14,), -1.0, 1.0, zeros=True), "c", 1), dtype)
+    zeros = x[x == 0]
+    assert 0.10 < zeros.size / x.size < 0.15
+    assert np.signbit(zeros).any() and (~np.signbit(zeros)).any()
+
+
+def test_the_large_softmax_case_overflows_a_softmax_without_the_row_max():
+    """The shipped stress case does what it is there for: exp without the max subtracted
+    gives inf/NaN in float32 there, with it every value is within the fp32 tolerance."""
+    from agent.spec.tolerance import case_rtol, relative_error
+    w = load_workload("examples/softmax")
+    case = w.case("stress-large-7x1000")
+    (x,) = generate_inputs(w, case, 1).values()
+    ref = compute_reference(w, case, 1)["y"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        naive = np.exp(x) / np.exp(x).sum(axis=1, keepdims=True)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+    safe = e / e.sum(axis=1, keepdims=True)
+    rtol = case_rtol(w, case, "float32")
+    assert not (relative_error(naive, ref) <= rtol).all()
+    assert (relative_error(safe, ref) <= rtol).all()

@@ -91,6 +91,14 @@ BROKEN = {  # id: (edit of the small sgemm workload, key in the message, words i
                            "kernels.tiled.configs[0]", "table of knob = value"),
     "config-huge-value": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [{ BM = "' + "x" * 5000 + '" }]'),
                           "kernels.tiled.configs[0].BM", "is not one of the knob's values"),
+    "input-scale-not-power-of-two": (_sub('name = "odd-97x83x61"', 'name = "odd-97x83x61"\ninput_scale = 3.0'),
+                                     "cases[0].input_scale", "power of two"),
+    "input-scale-zero": (_sub('name = "odd-97x83x61"', 'name = "odd-97x83x61"\ninput_scale = 0'),
+                         "cases[0].input_scale", "power of two"),
+    "stress-on-performance": (_sub('role = "performance"', 'role = "performance"\nsigned_zeros = true'),
+                              "cases[1].signed_zeros", "only a correctness case"),
+    "row-scale-unknown": (_sub("allow_tf32 = false", 'allow_tf32 = false\nscale = "rows"'), "tolerance.scale",
+                          "must be \"case\""),
     "config-too-many": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [' + ", ".join(["{ BM = 64 }"] * 33)
                              + "]"), "kernels.tiled.configs", "at most 32"),
 }

@@ -84,7 +84,7 @@ def judge(launches: int, outputs=("C",)):
     checks = ChecksDouble()
     device = SimpleNamespace(alloc=lambda nbytes: setattr(checks, "slots", SlotsDouble(nbytes)) or checks.slots)
     arrays = [SimpleNamespace(job=SimpleNamespace(name=n, dtype="float32"), ptr=0, ref=SimpleNamespace(ptr=0),
-                              nbytes=64, ref_scale=1.0) for n in outputs]
+                              nbytes=64, scale_row=16) for n in outputs]
     bufs = SimpleNamespace(outputs=lambda: arrays, job=SimpleNamespace(rtol={n: 1e-5 for n in outputs}),
                            poison=lambda poisons: None)
     return checks, TimedChecks(device, checks, bufs, poisons=None, repetitions=launches)

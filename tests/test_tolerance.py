@@ -14,6 +14,7 @@ from agent.spec.tolerance import (
     TF32_RTOL,
     case_rtol,
     default_rtol,
+    error_on_scale,
     relative_error,
 )
 from agent.spec.workload import load_workload
@@ -127,7 +128,28 @@ def test_the_cuda_comparison_gives_what_relative_error_gives(tmp_path):
              zip(out.view(np.uint64), ref.view(np.uint64), scales.view(np.uint64))]
     got = subprocess.run([str(exe)], input="\n".join(lines), text=True, capture_output=True, check=True).stdout.split()
     device = np.array([int(v, 16) for v in got], dtype=np.uint64).view(np.float64)
-    host = np.array([relative_error(out[i:i + 1], ref[i:i + 1], scales[i])[0] for i in range(out.size)])
+    host = error_on_scale(out, ref, scales)
     same = (device == host) | (np.isnan(device) & np.isnan(host))
     assert same.all(), [(out[i], ref[i], device[i], host[i]) for i in np.flatnonzero(~same)[:5]]
     assert repr(DENOMINATOR_FLOOR) in COMPARISON_CUDA
+
+
+def test_row_scales_are_each_rows_finite_rms():
+    """scale = "row": one scale per row of the last axis, each as `scale` computes it, with
+    the case's single scale otherwise; a row of zeros or non-finite values scales by 0."""
+    from agent.spec.tolerance import row_length, scale, scales
+    ref = np.array([[3.0, -4.0], [1e200, np.inf], [0.0, np.nan]])
+    assert scales(ref, per_row=True) == pytest.approx([scale(ref[0]), 1e200, 0.0])
+    assert scales(ref) == pytest.approx([scale(ref)])
+    assert row_length(ref.shape, True) == 2 and row_length(ref.shape, False) == 6
+
+
+def test_a_row_scale_judges_a_small_row_on_its_own_size():
+    """A row a thousand times smaller than the rest: a 1% error there hides under the case's
+    RMS and fails on the row's own, where errors proportional to each row pass both ways."""
+    ref = np.array([[1000.0, -1000.0, 1000.0], [1.0, -1.0, 1.0]])
+    small_row_off = ref + np.array([[0.0, 0.0, 0.0], [0.01, 0.01, 0.01]])
+    assert relative_error(small_row_off, ref).max() < 1e-4
+    assert relative_error(small_row_off, ref, per_row=True).max() > 4e-3
+    proportional = ref * (1 + 1e-6)
+    assert relative_error(proportional, ref, per_row=True).max() <= 1e-6

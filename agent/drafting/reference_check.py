@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
                 idx = np.unravel_index(int(np.argmax(odd)), x.shape)
                 worst, detail = float("inf"), f"{p.name}{list(idx)}: first {x[idx]:.9g}, second {y[idx]:.9g}"
                 break
-            err = relative_error(y, x)  # 0 where both hold the same NaN or infinity: all that is left of `odd`
+            err = relative_error(y, x, w.tolerance.per_row_scale)  # 0 where both hold the same NaN or infinity: all that is left of `odd`
             i = int(np.argmax(err))
             if err.flat[i] > worst:
                 worst = float(err.flat[i])

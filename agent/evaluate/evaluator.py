@@ -166,7 +166,8 @@ class Evaluator(EvaluationBackend):
                 scalars[p.name] = value
         rtol = {p.name: case_rtol(w, case, p.dtype) for p in w.outputs}
         return CaseJob(case.name, tuple(array_jobs(w, case)), tuple(args),
-                       str(ensure_reference(w, case, seed, self.reference_timeout_s)), rtol, case.timed, launch, scalars)
+                       str(ensure_reference(w, case, seed, self.reference_timeout_s)), rtol, case.timed, launch, scalars,
+                       per_row_scale=w.tolerance.per_row_scale)
 
     def _resolve_launch(self, candidate: Candidate, case: Case) -> tuple[Optional[Launch], str]:
         try:

@@ -3,7 +3,9 @@
 Inputs are drawn once per (case, seed) from fixed generators (one per chunk of an
 array, drawn in parallel threads), uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
-indexing). 16-bit floats are drawn in float64 and rounded once to their format
+indexing). A stress case scales its float inputs' range by a power of two
+(Case.input_scale: exact in every float format, so 16-bit inputs stay exact) and, with
+Case.signed_zeros, turns ZERO_FRACTION of their values into +0 and -0. 16-bit floats are drawn in float64 and rounded once to their format
 (agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64 on these inputs, in its own
 process (agent/spec/reference_run.py), cached by agent/spec/references.py.
 """
@@ -33,6 +35,7 @@ GENERATOR_VERSION = 2
 # 7.2 s to draw in one thread on a 2-core machine; the worker draws them while the GPU waits
 # (the plan's first evaluation, the fresh seed of the first new best).
 CHUNK = 1 << 22
+ZERO_FRACTION = 1 / 8  # of a signed_zeros case's float inputs
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
 _pool_lock = threading.Lock()
 
@@ -65,6 +68,7 @@ class ArrayJob:
     constant: bool = False  # the accumulation probe's inputs (agent/spec/accumulation_probe.py)
     exact: str = ""  # an exact probe's input (agent/spec/exact_probe.py): "wide" integers or "sign" (+-1, 0)
     reduction: float = 1.0  # the case's reduction length, for an exact probe's density of non-zeros
+    zeros: bool = False  # a signed_zeros case's float input
 
     @property
     def nbytes(self) -> int:
@@ -75,10 +79,15 @@ def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
     first_input = next((p.name for p in workload.inputs), None)
     reduction = workload.tolerance.reduction
     length = float(reduction.evaluate(case.sizes)) if case.exact and reduction is not None else 1.0
-    return [ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low, p.high, case.probe,
-                     ("wide" if p.name == first_input else "sign") if case.exact and p.role == "input" else "",
-                     length)
-            for p in workload.arrays]
+    jobs = []
+    for p in workload.arrays:
+        stressed = p.role == "input" and p.dtype in FLOAT_DTYPES
+        factor = case.input_scale if stressed else 1.0
+        jobs.append(ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low * factor, p.high * factor,
+                             case.probe,
+                             ("wide" if p.name == first_input else "sign") if case.exact and p.role == "input" else "",
+                             length, stressed and case.signed_zeros))
+    return jobs
 
 
 def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
@@ -107,7 +116,7 @@ def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
         # Replace exact zeros (after rounding to dtype) by the range's midpoint or high end.
         fallback = (job.low + job.high) / 2 or job.high
         x[x == 0] = fallback
-        return x
+        return _signed_zeros(rng, x) if job.zeros else x
     lo, hi = int(np.ceil(job.low)), int(np.floor(job.high))
     x = rng.integers(lo, hi + 1, size=size, dtype=dtype)
     x[x == 0] = hi if hi != 0 else lo
@@ -121,7 +130,14 @@ def _half_input(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarra
     x = round_to(rng.uniform(job.low, job.high, size=size), job.dtype)
     candidates = round_to(np.array([(job.low + job.high) / 2, job.high, job.low]), job.dtype)
     x[x == 0] = candidates[np.flatnonzero(candidates)[0]]
-    return to_storage(x, job.dtype)
+    return to_storage(_signed_zeros(rng, x) if job.zeros else x, job.dtype)
+
+
+def _signed_zeros(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
+    """ZERO_FRACTION of x's values turned into zeros, half of them -0."""
+    at = rng.random(x.size) < ZERO_FRACTION
+    x[at] = np.where(rng.random(int(at.sum())) < 0.5, -0.0, 0.0)
+    return x
 
 
 def _constant_input(job: ArrayJob) -> np.ndarray:

@@ -110,6 +110,12 @@ class Case:
     sizes: dict[str, int]
     probe: bool = False  # the precision policy's probe (agent/spec/accumulation_probe.py): constant inputs
     exact: bool = False  # an exact probe (agent/spec/exact_probe.py): inputs an fp32-accurate kernel sums exactly
+    # A stress case's inputs (agent/spec/inputs.py), the float ones only (sizes and indices
+    # keep their meaning): their range times `input_scale`, a power of two (large values
+    # overflow a naive exp, tiny ones put a norm's epsilon in charge), and with
+    # `signed_zeros` an eighth of their values +0 or -0.
+    input_scale: float = 1.0
+    signed_zeros: bool = False
 
     @property
     def timed(self) -> bool:
@@ -172,6 +178,10 @@ class Tolerance:
     # Error-compensated splits the kernels may use on the tensor cores (`splits = ["3xTF32"]`):
     # each lets the machine code use one narrower input type (agent/spec/precision_policy.py).
     splits: tuple[str, ...] = ()
+    # `scale = "row"`: each element's error is measured on its own row's RMS (the output's
+    # last axis), not the whole case's (agent/spec/tolerance.py): for outputs whose rows
+    # differ in size by construction (attention's first causal rows against its last).
+    per_row_scale: bool = False
 
 
 @dataclass(frozen=True)
@@ -569,7 +579,7 @@ class _Parser:
             where = f"cases[{i}]."
             if not isinstance(c, dict):
                 raise self.fail(f"cases[{i}]", "each case is a table")
-            self.known(c, where, {"name", "role", "sizes"})
+            self.known(c, where, {"name", "role", "sizes", "input_scale", "signed_zeros"})
             name = self.name(c, where)
             if name in seen:
                 raise self.fail(where + "name", f"'{name}' is used twice")
@@ -585,7 +595,16 @@ class _Parser:
                 # to be >= 1 per case (check_against_cases), every launch to be launchable.
                 if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                     raise self.fail(f"{where}sizes.{k}", f"expected a non-negative integer, got {v!r}")
-            cases.append(Case(name, role, dict(sizes)))
+            scale = self.get(c, "input_scale", where, (int, float), 1.0)
+            # a power of two: every float format holds the scaled values exactly
+            if not (not isinstance(scale, bool) and 0 < scale < math.inf and math.frexp(scale)[0] == 0.5
+                    and 2.0**-100 <= scale <= 2.0**100):
+                raise self.fail(where + "input_scale", f"{scale!r} must be a power of two from 2^-100 to 2^100")
+            zeros = self.get(c, "signed_zeros", where, bool, False)
+            if (scale != 1.0 or zeros) and role != "correctness":
+                raise self.fail(where + "input_scale" if scale != 1.0 else where + "signed_zeros",
+                                "only a correctness case stresses its inputs: a performance case times ordinary ones")
+            cases.append(Case(name, role, dict(sizes), input_scale=float(scale), signed_zeros=zeros))
         if not any(c.role == "performance" for c in cases):
             raise self.fail("cases", "no case has role = \"performance\": nothing would be timed")
         return tuple(cases)
@@ -593,7 +612,7 @@ class _Parser:
     def parse_tolerance(self, top: Table, params: tuple[Param, ...]) -> Tolerance:
         t = self.get(self.doc, "tolerance", "", dict, {})
         self.known(t, "tolerance.", {"rtol", "allow_tf32", "allow_fast_math", "accumulate", "probe", "exact_probe",
-                                     "splits"})
+                                     "splits", "scale"})
         accumulate = self.get(t, "accumulate", "tolerance.", str, None)
         if accumulate is not None and accumulate not in ACCUMULATE_DTYPES:
             raise self.fail("tolerance.accumulate", f"'{accumulate}' must be one of {', '.join(ACCUMULATE_DTYPES)}")
@@ -615,9 +634,13 @@ class _Parser:
         if unknown:
             raise self.fail("tolerance.splits", f"{unknown[0]!r} is not a split warpsmith knows "
                                                 f"(those are: {', '.join(SPLITS)})")
+        scale = self.get(t, "scale", "tolerance.", str, "case")
+        if scale not in ("case", "row"):
+            raise self.fail("tolerance.scale", f"{scale!r} must be \"case\" (one RMS for the output) or \"row\" "
+                                               "(each row's own, along the last axis)")
         return Tolerance(None if rtol is None else float(rtol), allow,
                          self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math,
-                         accumulate, probe, exact, tuple(splits))
+                         accumulate, probe, exact, tuple(splits), scale == "row")
 
     def parse_kernels(self, allow_fast_math: bool, required: bool = True) -> dict[str, KernelSpec]:
         table = self.get(self.doc, "kernels", "", dict, {})

@@ -67,7 +67,9 @@ class DeviceArray:
     ref_host: np.ndarray | None = None
     ref_device: np.ndarray | None = None  # the reference as uploaded (float64 or the output's integer dtype)
     ref_checksum: int = 0
-    ref_scale: float = 0.0
+    # Elements per tolerance scale (agent/spec/tolerance.py, row_length): the float
+    # reference's device copy holds its values, then one scale per `scale_row` of them.
+    scale_row: int = 1
     dirty: bool = False  # an input a kernel modified: re-upload before the next launch
     poison_word: int | None = None  # outputs: the word of the last fill, to tell unwritten elements in a report
     # inputs whose every element is one value (the accumulation probe's): that value's bits,
@@ -104,7 +106,8 @@ class CaseBuffers:
         for a in job.arrays:  # references first, then a moat, then what kernels are given
             if a.role == "output":
                 ref = refs[a.name]
-                uploaded = np.ascontiguousarray(ref if ref.dtype.kind == "f" else ref.astype(a.dtype))
+                uploaded = np.ascontiguousarray(ref.astype(a.dtype) if ref.dtype.kind != "f" else np.concatenate(
+                    [ref.ravel(), tolerance.scales(ref.reshape(a.shape), job.per_row_scale)]))
                 buf = alloc_pages(device, uploaded.nbytes, protectable=True)
                 checks.upload_reference(buf, uploaded)
                 device_refs[a.name] = (ref, uploaded, buf)
@@ -122,8 +125,7 @@ class CaseBuffers:
             else:
                 arr.ref_host, arr.ref_device, arr.ref = device_refs[a.name]
                 arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
-                ref = arr.ref_host
-                arr.ref_scale = tolerance.scale(ref) if ref.dtype.kind == "f" else 0.0
+                arr.scale_row = tolerance.row_length(tuple(a.shape), job.per_row_scale)
             self.arrays[a.name] = arr
         self.moats.append(alloc_pages(device, MOAT_BYTES))
         for moat in self.moats:

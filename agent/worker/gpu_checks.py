@@ -155,13 +155,14 @@ class GpuChecks:
         self.device.synchronize()
         return self._read()
 
-    def enqueue_output_check(self, dtype: str, out_ptr: int, ref_ptr: int, nbytes: int, scale: float,
+    def enqueue_output_check(self, dtype: str, out_ptr: int, ref_ptr: int, nbytes: int, scale_row: int,
                              rtol: float, stats_ptr: int) -> None:
         """Enqueue the output check without waiting: its mismatch count lands in
-        stats_ptr[0] (zeroed by the caller). Floats by tolerance, integers exactly."""
+        stats_ptr[0] (zeroed by the caller). Floats by tolerance (each `scale_row` elements
+        on their scale, stored after the reference's values), integers exactly."""
         if dtype in CLOSE_KERNELS:
             args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
-                    ("f64", scale), ("f64", rtol), *self._ref_args(), ("ptr", stats_ptr)]
+                    ("i64", scale_row), ("f64", rtol), *self._ref_args(), ("ptr", stats_ptr)]
             name = CLOSE_KERNELS[dtype]
         else:
             args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), *self._ref_args(), ("ptr", stats_ptr)]
@@ -197,9 +198,10 @@ class GpuChecks:
                            [("ptr", buffer.ptr), ("i64", values.nbytes // width), *self._ref_args()])
         self.device.synchronize()
 
-    def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale: float, rtol: float) -> CloseStats:
-        """An output against its masked float64 reference (agent.spec.tolerance's comparison)."""
-        s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("f64", scale),
+    def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale_row: int, rtol: float) -> CloseStats:
+        """An output against its masked float64 reference and scales (agent.spec.tolerance's
+        comparison)."""
+        s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("i64", scale_row),
                                              ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])
         as_double = lambda bits: struct.unpack("<d", struct.pack("<Q", int(bits)))[0]
         return CloseStats(int(s[0]), as_double(s[1]), as_double(s[2]),

@@ -105,14 +105,14 @@ class GpuWorker:
         for a in bufs.outputs():
             rtol = bufs.job.rtol[a.job.name]
             if a.job.dtype in CLOSE_KERNELS:
-                s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.ref_scale, rtol)
+                s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.scale_row, rtol)
                 bad, worst_abs, worst_rel = s.mismatches, max(worst_abs, s.max_abs_error), max(worst_rel, s.max_rel_error)
             else:
                 bad = self.checks.count_differ_ref(a.ptr, a.ref.ptr, a.nbytes)
             if bad:
                 bad_total += bad
                 reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol, a.poison_word,
-                                            dtype=a.job.dtype))
+                                            dtype=a.job.dtype, per_row=bufs.job.per_row_scale))
         if reports:
             return CaseCheck(Status.WRONG_ANSWER, worst_abs, worst_rel, bad_total,
                              "\n".join(r.text() for r in reports), tuple(reports))

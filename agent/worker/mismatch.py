@@ -48,12 +48,13 @@ def still_poison(out: np.ndarray, word: int | None) -> np.ndarray:
 
 
 def build_report(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, poison_word: int | None = None,
-                 limit: int = 8, dtype: str = "") -> MismatchReport:
-    """`out` as downloaded (bfloat16 as uint16 bits), `dtype` the output's spec dtype."""
+                 limit: int = 8, dtype: str = "", per_row: bool = False) -> MismatchReport:
+    """`out` as downloaded (bfloat16 as uint16 bits), `dtype` the output's spec dtype,
+    `per_row` the workload's row scale (agent/spec/tolerance.py)."""
     poisoned = still_poison(out, poison_word)
     if is_half(dtype):
         out = to_float64(out, dtype)
-    err = relative_error(out, ref)
+    err = relative_error(out, ref, per_row)
     bad = ~(err <= rtol)  # NaN and inf count as bad
     unwritten = int(np.count_nonzero(poisoned & bad))
     finite = err[np.isfinite(err)]

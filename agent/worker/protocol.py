@@ -51,6 +51,7 @@ class CaseJob:
     launch: Optional[Launch] = None  # kernel jobs only
     scalars: dict[str, Union[int, float]] = field(default_factory=dict)  # by name, for baselines
     program: Optional[ProgramJob] = None  # a program's steps and workspace, instead of `launch` and `args`
+    per_row_scale: bool = False  # errors on each row's scale, not the output's (agent/spec/tolerance.py)
 
 
 class Step(StrEnum):

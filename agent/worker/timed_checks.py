@@ -60,7 +60,7 @@ class TimedChecks:
     def after(self, index: int) -> None:
         for j, a in enumerate(self.outputs):
             slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
-            self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.ref_scale,
+            self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.scale_row,
                                              self.bufs.job.rtol[a.job.name], slot)
             self.checks.enqueue_seal(slot, self.salt)
 
