@@ -65,6 +65,10 @@ PLANTED = {
     "writes_its_input_back": HEAD + DOT + "  C[r * N + c] = acc;\n"
                              "  if (r == 0 && c == 0) ((volatile float*)A)[0] = A[0];\n}\n",
     "infinite_loop": HEAD + "  volatile const float* p = A; while (p[0] == p[0]) {}\n}\n",
+    # Published exploit classes (KernelBench's and KernelGuard's categories): part of the
+    # work, and one case driven to zero time to sink a geomean.
+    "computes_even_rows": HEAD + "  if (r % 2) return;\n" + DOT + "  C[r * N + c] = acc;\n}\n",
+    "skips_the_timed_case": HEAD + "  if (M >= 256) return;\n" + DOT + "  C[r * N + c] = acc;\n}\n",
 }
 
 EXPECTED = {
@@ -77,6 +81,8 @@ EXPECTED = {
     "bf16_operands": {"wrong_answer"},
     "writes_nothing": {"wrong_answer"},
     "writes_its_input_back": {"crashed"},
+    "computes_even_rows": {"wrong_answer", "unstable"},
+    "skips_the_timed_case": {"wrong_answer", "unstable"},
 }
 
 
