@@ -15,8 +15,11 @@ CUtensorMapDataType data_type(const std::string& dtype, uint32_t& itemsize) {
   if (dtype == "float64") return itemsize = 8, CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
   if (dtype == "int32") return itemsize = 4, CU_TENSOR_MAP_DATA_TYPE_INT32;
   if (dtype == "int64") return itemsize = 8, CU_TENSOR_MAP_DATA_TYPE_INT64;
-  refuse("a tensor map's dtype must be bfloat16, float16, float32, float64, int32 or int64, not " +
-         dtype);
+  // fp8 has no tensor-map type of its own: the copy engine moves bytes, zero-filled past the
+  // edge, and a zero byte is +0 in both formats.
+  if (dtype == "float8_e4m3fn" || dtype == "float8_e5m2") return itemsize = 1, CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  refuse("a tensor map's dtype must be float8_e4m3fn, float8_e5m2, bfloat16, float16, float32, float64, "
+         "int32 or int64, not " + dtype);
   return CU_TENSOR_MAP_DATA_TYPE_UINT8;
 }
 

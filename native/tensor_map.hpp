@@ -10,7 +10,7 @@ namespace ws {
 
 struct TensorMapSpec {
   uint64_t address = 0;   // the array's first element (16-byte aligned)
-  std::string dtype;      // bfloat16 | float16 | float32 | float64 | int32 | int64
+  std::string dtype;      // float8_e4m3fn | float8_e5m2 | bfloat16 | float16 | float32 | float64 | int32 | int64
   uint64_t rows = 0, cols = 0;          // row-major shape; cols is the contiguous dimension
   uint32_t box_rows = 0, box_cols = 0;  // the tile one cp.async.bulk.tensor moves
   int swizzle_bytes = 0;                // 0 (none), 32, 64 or 128

@@ -1,5 +1,5 @@
 """The example kernels (online softmax, warp-tiled and split-K SGEMM, fused gemm+bias+ReLU,
-the bf16 tensor-core GEMMs, 3xTF32) compile with the real NVRTC for sm_90 at their defaults and at the
+the bf16 and fp8 tensor-core GEMMs, 3xTF32) compile with the real NVRTC for sm_90 at their defaults and at the
 knob points the tuner is steered to, with no spills; their programs resolve on
 every case. Correctness needs a GPU (tests/test_gpu_*.py, `warpsmith eval`)."""
 
@@ -44,6 +44,16 @@ POINTS = [
     ("gemm_bias_relu", "tf32x3", {}),
     ("gemm_bias_relu", "tf32x3_splitk", {}), ("gemm_bias_relu", "tf32x3_splitk", {"SPLITK": 8, "STAGES": 3}),
     ("gemm_bias_relu", "tf32x3_splitk", {"BM": 64, "BN": 128, "WM": 32, "WN": 32, "SPLITK": 3}),
+    # fp8 GEMM: mma.sync e4m3 at its default 128x128x64 tile, a small one, a deep K step;
+    ("fp8_gemm", "naive", {}), ("fp8_gemm", "mma_sync", {}),
+    ("fp8_gemm", "mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
+    ("fp8_gemm", "mma_sync", {"BK": 128, "STAGES": 4}),
+    # wgmma_ws: promoted every k-block (default), every 4, never (with the 128x256 tile only that allows),
+    # 256-row tiles, multicast clusters, one CTA per tile.
+    ("fp8_gemm", "wgmma_ws", {}), ("fp8_gemm", "wgmma_ws", {"PROMOTE": 4, "CLUSTER": 2}),
+    ("fp8_gemm", "wgmma_ws", {"PROMOTE": 0, "BN": 256, "STAGES": 4}),
+    ("fp8_gemm", "wgmma_ws", {"BM": 256, "BN": 64, "STAGES": 5, "CLUSTER": 2}),
+    ("fp8_gemm", "wgmma_ws", {"BN": 64, "STAGES": 7, "PERSISTENT": 0}),
 ]
 
 
@@ -96,7 +106,8 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
                                              ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
                                              ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
-                                             ("gemm_bias_relu", "tf32x3"), ("gemm_bias_relu", "tf32x3_splitk")])
+                                             ("gemm_bias_relu", "tf32x3"), ("gemm_bias_relu", "tf32x3_splitk"),
+                                             ("fp8_gemm", "mma_sync"), ("fp8_gemm", "wgmma_ws")])
 def test_kernel_resolves_on_every_case(workload, kernel):
     """The launch rule or program resolves on every case at the defaults: positive grids, at most 1024 threads."""
     w = load_workload(EXAMPLES / workload)

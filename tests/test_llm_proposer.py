@@ -234,9 +234,9 @@ def test_the_prompt_states_the_16_bit_dtype_policy(workload):
     from agent.proposers.prompt import user_message
     bf16 = load_workload(ROOT / "examples" / "attention_bf16")
     text = user_message(ctx(bf16))
-    assert "16-bit data: q bfloat16, k bfloat16, v bfloat16, o bfloat16" in text
+    assert "Narrow data: q bfloat16, k bfloat16, v bfloat16, o bfloat16" in text
     assert "__nv_bfloat16 (<cuda_bf16.h>)" in text and "accumulate in float32" in text
-    assert "16-bit data" not in user_message(ctx(workload))
+    assert "Narrow data" not in user_message(ctx(workload))
 
 
 def test_a_batch_is_parallel_calls_each_with_another_idea(workload):

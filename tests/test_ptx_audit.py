@@ -305,7 +305,7 @@ def test_the_parameter_audit_reads_the_ptx_forms():
 
 
 @pytest.mark.parametrize("workload", ["sgemm", "softmax", "layernorm", "rowsum", "transpose", "gemm_bias_relu",
-                                      "bf16_gemm", "rmsnorm_bf16", "attention_bf16"])
+                                      "bf16_gemm", "rmsnorm_bf16", "attention_bf16", "fp8_gemm"])
 def test_every_shipped_kernel_passes_the_parameter_audit(workload):
     """No false refusal: every kernel of the examples at its default knobs and every configuration it lists,
     the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them, passes

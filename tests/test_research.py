@@ -58,3 +58,18 @@ def test_bf16_attention_gets_flash_mma_and_16_bit_notes_and_fp32_gemm_does_not()
     g = load_workload(SGEMM)
     fp32 = [n.id for n in retrieve("gemm", "sm_90", g.description, dtypes={p.dtype for p in g.arrays}, k=20)]
     assert "mma_sync_fragments" not in fp32 and "half_precision" not in fp32 and "tiling" in fp32
+
+
+def test_fp8_gemm_gets_the_fp8_note_and_no_other_workload_does():
+    """The fp8 example retrieves its Hopper fp8 note among its top notes; bf16 and fp32 GEMMs never see it."""
+    from workload_factory import ROOT
+    w = load_workload(ROOT / "examples" / "fp8_gemm")
+    kind = workload_kind(w.description, w.baseline.kind)
+    ids = [n.id for n in retrieve(kind, "sm_90", w.description, dtypes={p.dtype for p in w.arrays}, k=5)]
+    assert kind == "gemm" and "fp8_gemm_hopper" in ids and "hopper_tma_wgmma" in ids
+    assert "fp8_gemm_hopper" not in [n.id for n in retrieve("gemm", "sm_75", w.description, k=20,
+                                                            dtypes={p.dtype for p in w.arrays})]
+    for other in ("bf16_gemm", "sgemm"):
+        o = load_workload(ROOT / "examples" / other)
+        assert "fp8_gemm_hopper" not in [n.id for n in retrieve("gemm", "sm_90", o.description, k=20,
+                                                                dtypes={p.dtype for p in o.arrays})]

@@ -57,9 +57,10 @@ extern "C" __global__ void k(const float* a, float* c) {
 '''
 
 
-def compiled(source: str, allowed: frozenset[str], nvrtc=run_nvrtc):
+def compiled(source: str, allowed: frozenset[str], nvrtc=run_nvrtc, wide_accumulation: bool = False):
     candidate = Candidate(source, "k", None, name="policy")  # type: ignore[arg-type]  # compiled only, never launched
-    return compile_candidate(candidate, "sm_90", False, nvrtc=nvrtc, narrow_allowed=allowed)
+    return compile_candidate(candidate, "sm_90", False, nvrtc=nvrtc, narrow_allowed=allowed,
+                             wide_accumulation=wide_accumulation)
 
 
 def test_a_float32_kernel_split_into_bfloat16_pieces_is_refused_by_instruction():
@@ -102,6 +103,7 @@ def test_without_the_machine_code_read_the_policy_fails_closed():
     ("HMMA.1688.F32.TF32", {"TF32"}, "F32"), ("HGMMA.64x256x16.F32.BF16", {"BF16"}, "F32"),
     ("QGMMA.64x128x32.F32.E4M3.E4M3", {"E4M3"}, "F32"), ("F2FP.SATFINITE.E4M3.F32.PACK_AB", {"E4M3"}, ""),
     ("F2FP.BF16.F32.PACK_AB", {"BF16"}, ""), ("F2F.F64.F32", set(), ""), ("F2F.F16.F32", {"F16"}, ""),
+    ("QGMMA.64x16x32.F16.E5M2.E4M3", {"F16", "E5M2", "E4M3"}, "F16"), ("F2FP.F16.E4M3.UNPACK_B", {"F16"}, ""),
 ])
 def test_instruction_types_are_read_from_the_opcode(op, types, acc):
     assert narrow_types(op) == types and accumulator(op) == acc
@@ -114,3 +116,110 @@ def test_an_unknown_split_is_a_spec_error(tmp_path):
     toml.write_text(toml.read_text().replace('splits = ["3xTF32"]', 'splits = ["4xFP8"]'))
     with pytest.raises(SpecError, match="4xFP8"):
         load_workload(d)
+
+
+# -- fp8: what fp8_gemm's policy (E4M3 and BF16, float32 accumulation) lets through ------
+
+# sm_90 has no fp8 mma.sync: the machine code widens the e4m3 fragments to float16 and
+# multiplies on the 16-bit tensor cores. ACC is the accumulator type (f32 or f16).
+FP8_MMA = r'''
+extern "C" __global__ void k(const unsigned* a, float* c) {
+  unsigned x = a[threadIdx.x];
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, "
+               "{%0,%1,%2,%3};" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(x));
+  c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+'''
+
+FP8_MMA_F16_ACC = r'''
+extern "C" __global__ void k(const unsigned* a, unsigned* c) {
+  unsigned x = a[threadIdx.x], h0 = 0, h1 = 0;
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {%0,%1}, {%2,%2,%2,%2}, {%2,%2}, {%0,%1};"
+               : "+r"(h0), "+r"(h1) : "r"(x));
+  c[threadIdx.x] = h0 ^ h1;
+}
+'''
+
+# fp8 wgmma with an f32 (ACC = f32, 8 registers) or f16 (ACC = f16, 4 registers) accumulator.
+FP8_WGMMA = r'''
+extern "C" __global__ void k(float* c, unsigned long long da, unsigned long long db) {
+  float w[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  asm volatile("wgmma.fence.sync.aligned;");
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0; "
+               "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1; }"
+               : "+f"(w[0]), "+f"(w[1]), "+f"(w[2]), "+f"(w[3]), "+f"(w[4]), "+f"(w[5]), "+f"(w[6]), "+f"(w[7])
+               : "l"(da), "l"(db));
+  asm volatile("wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;");
+  for (int i = 0; i < 8; ++i) c[8 * threadIdx.x + i] = w[i];
+}
+'''
+
+FP8_WGMMA_F16_ACC = r'''
+extern "C" __global__ void k(unsigned* c, unsigned long long da, unsigned long long db) {
+  unsigned v[4] = {0u, 0u, 0u, 0u};
+  asm volatile("wgmma.fence.sync.aligned;");
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0; "
+               "wgmma.mma_async.sync.aligned.m64n16k32.f16.e4m3.e4m3 {%0,%1,%2,%3}, %4, %5, p, 1, 1; }"
+               : "+r"(v[0]), "+r"(v[1]), "+r"(v[2]), "+r"(v[3]) : "l"(da), "l"(db));
+  asm volatile("wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;");
+  for (int i = 0; i < 4; ++i) c[4 * threadIdx.x + i] = v[i];
+}
+'''
+
+# float32 values rounded to float16 and multiplied on the tensor cores: float16 that is no
+# widening of an fp8 input.
+F16_ROUNDING = r'''
+extern "C" __global__ void k(const float* a, float* c) {
+  unsigned x;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(x) : "f"(a[threadIdx.x]), "f"(a[threadIdx.x + 32]));
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, "
+               "{%0,%1,%2,%3};" : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(x));
+  c[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+'''
+
+
+def _fp8_allowed() -> frozenset[str]:
+    return allowed_types(load_workload(ROOT / "examples" / "fp8_gemm"))
+
+
+def test_fp8_mma_sync_widened_to_f16_in_the_machine_code_is_allowed_in_an_fp8_workload():
+    """mma.sync e4m3 on sm_90 is F2FP.F16.E4M3.UNPACK_B and HMMA.16816.F32: exact, so fp8_gemm allows it; a
+    bfloat16 workload does not (E4M3 is none of its types)."""
+    r = compiled(FP8_MMA, _fp8_allowed(), wide_accumulation=True)
+    assert r.ok, r.log
+    assert {"F2FP.F16.E4M3.UNPACK_B", "HMMA.16816.F32"} <= set(r.sass_ops)
+    refused = compiled(FP8_MMA, frozenset({"BF16"}))
+    assert refused.error == "PRECISION_POLICY" and "E4M3" in refused.log
+
+
+def test_fp8_wgmma_is_qgmma_and_an_f32_accumulator_passes():
+    """nvdisasm names fp8 wgmma QGMMA with its accumulator type first: F32 is what the policy asks for."""
+    r = compiled(FP8_WGMMA, _fp8_allowed(), wide_accumulation=True)
+    assert r.ok, r.log
+    assert "QGMMA.64x16x32.F32.E4M3.E4M3" in r.sass_ops
+
+
+@pytest.mark.parametrize("source,op", [(FP8_WGMMA_F16_ACC, "QGMMA.64x16x32.F16.E4M3.E4M3"),
+                                       (FP8_MMA_F16_ACC, "HMMA.16816.F16")])
+def test_fp8_math_with_an_f16_accumulator_is_refused(source, op):
+    """An f16 accumulator under the float32 policy: the PTX audit refuses it first, and the machine code alone
+    (what no source spelling hides) names the 16-bit accumulator too."""
+    from agent.spec.precision_policy import refusal
+    r = compiled(source, _fp8_allowed(), wide_accumulation=True)
+    assert not r.ok and r.error == "HALF_ACCUMULATION"
+    ops = compiled(source, _fp8_allowed()).sass_ops  # without the float32 policy: compiled, to read its SASS
+    assert op in ops
+    line = refusal(_fp8_allowed(), ops, wide_accumulation=True)
+    assert f"{op} accumulate in 16 bits" in line and "\n" not in line
+
+
+def test_float16_that_is_no_widening_of_an_fp8_input_is_refused():
+    """float32 rounded to float16 (F2FP.F16.F32.PACK_AB, cvt.rn.f16x2.f32) is refused in fp8_gemm although its
+    HMMA.16816.F32 would pass: float16 there may only be e4m3 widened."""
+    r = compiled(F16_ROUNDING, _fp8_allowed(), wide_accumulation=True)
+    assert not r.ok and r.error == "PRECISION_POLICY"
+    assert "F2FP.F16.F32.PACK_AB" in r.log and "HMMA" not in r.log.split(" compute in ")[0]
+    assert "only as an input widened exactly" in r.log

@@ -31,8 +31,10 @@ Explain in `rationale`, in one or two sentences, what you changed and why it sho
 (or what you fixed)."""
 
 
-# How a 16-bit dtype reaches a kernel: its C type and header.
-HALF_TYPES = {"bfloat16": "bfloat16 is __nv_bfloat16 (<cuda_bf16.h>)", "float16": "float16 is __half (<cuda_fp16.h>)"}
+# How a 16-bit or fp8 dtype reaches a kernel: its C type and header.
+HALF_TYPES = {"bfloat16": "bfloat16 is __nv_bfloat16 (<cuda_bf16.h>)", "float16": "float16 is __half (<cuda_fp16.h>)",
+              "float8_e4m3fn": "float8_e4m3fn is __nv_fp8_e4m3 (<cuda_fp8.h>)",
+              "float8_e5m2": "float8_e5m2 is __nv_fp8_e5m2 (<cuda_fp8.h>)"}
 
 
 def _fmt(ms) -> str:
@@ -66,7 +68,7 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
                  f"{'allowed' if t.allow_fast_math else 'NOT allowed'}; reduction length {t.reduction or 1}.")
     half = sorted({a.dtype for a in w.arrays if a.dtype in HALF_TYPES})
     if half:
-        parts.append(f"16-bit data: {', '.join(f'{a.name} {a.dtype}' for a in w.arrays)}; "
+        parts.append(f"Narrow data: {', '.join(f'{a.name} {a.dtype}' for a in w.arrays)}; "
                      f"{' and '.join(HALF_TYPES[d] for d in half)}; accumulate in {t.accumulate or 'float32'} "
                      "(the precision policy: a kernel that accumulates in 16 bits fails it), round each output once.")
     if f.name or f.arch:  # a session stored without facts reads back all defaults: no GPU line

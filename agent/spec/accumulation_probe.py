@@ -34,7 +34,7 @@ import math
 from typing import Callable, Optional, Sequence
 
 from .expr import Expr
-from .half_float import is_half
+from .half_float import is_narrow
 
 PROBE_REDUCTION = 1 << 22
 PROBE_MAX_BYTES = 256 << 20  # the probe's arrays together; a workload past it gets no probe
@@ -52,7 +52,7 @@ def probe_sizes(dtypes: Sequence[str], output_dtypes: Sequence[str], accumulate:
     """The probe case's sizes, or None when the workload gets no probe. `dtypes` are every
     array's, `output_dtypes` the outputs'; `cases` are the
     correctness cases' (name, sizes); `array_bytes(sizes)` the bytes of every array."""
-    if accumulate not in WIDE_ACCUMULATORS or not any(is_half(d) for d in dtypes) or reduction is None:
+    if accumulate not in WIDE_ACCUMULATORS or not any(is_narrow(d) for d in dtypes) or reduction is None:
         return None
     if "float16" in output_dtypes:
         return None

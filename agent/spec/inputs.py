@@ -4,9 +4,11 @@ Inputs are drawn once per (case, seed) from fixed generators (one per chunk of a
 array, drawn in parallel threads), uniformly from the
 parameter's range and never zero (zeros hide unwritten outputs and wrong
 indexing). A stress case scales its float inputs' range by a power of two
-(Case.input_scale: exact in every float format, so 16-bit inputs stay exact) and, with
-Case.signed_zeros, turns ZERO_FRACTION of their values into +0 and -0. 16-bit floats are drawn in float64 and rounded once to their format
-(agent/spec/half_float.py), bfloat16 held as its uint16 bits. The reference runs the user's NumPy function in float64 on these inputs, in its own
+(Case.input_scale: exact in every float format, so 16-bit and fp8 inputs stay exact) and,
+with Case.signed_zeros, turns ZERO_FRACTION of their values into +0 and -0. 16-bit and fp8
+floats are drawn in float64 and rounded once to their format (agent/spec/half_float.py),
+bfloat16 held as its uint16 bits and fp8 as its uint8 bits. The reference runs the user's
+NumPy function in float64 on these inputs, in its own
 process (agent/spec/reference_run.py), cached by agent/spec/references.py.
 """
 
@@ -24,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .exact_probe import exact_input
-from .half_float import is_half, round_to, to_float64, to_storage
+from .half_float import is_narrow, round_to, to_float64, to_storage
 from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
@@ -108,7 +110,7 @@ def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
     """`size` elements of the job's input, flat."""
     if job.exact:
         return exact_input(rng, (size,), job.exact == "wide", job.reduction)
-    if is_half(job.dtype):
+    if is_narrow(job.dtype):
         return _half_input(rng, job, size)
     dtype = np.dtype(job.dtype)
     if dtype.kind == "f":
@@ -124,7 +126,7 @@ def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
 
 
 def _half_input(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
-    """Uniform in [low, high] rounded once to the 16-bit format: the values the GPU reads,
+    """Uniform in [low, high] rounded once to the narrow format: the values the GPU reads,
     exactly. Zeros after rounding become the first non-zero of the midpoint, high, low
     (the spec parser made sure one exists)."""
     x = round_to(rng.uniform(job.low, job.high, size=size), job.dtype)
@@ -146,7 +148,7 @@ def _constant_input(job: ArrayJob) -> np.ndarray:
     sees the same value). Near 1, squares and products of it stay near 1 too."""
     candidates = np.array([min(max(1.0, job.low), job.high), min(max(-1.0, job.low), job.high),
                            (job.low + job.high) / 2, job.high, job.low])
-    if is_half(job.dtype):
+    if is_narrow(job.dtype):
         candidates = round_to(candidates, job.dtype)
     elif np.dtype(job.dtype).kind == "f":
         candidates = candidates.astype(job.dtype).astype(np.float64)
@@ -154,7 +156,7 @@ def _constant_input(job: ArrayJob) -> np.ndarray:
         candidates = np.trunc(candidates)
     value = candidates[np.flatnonzero(candidates)[0]]
     full = np.full(job.shape, value)
-    return to_storage(full, job.dtype) if is_half(job.dtype) else full.astype(job.dtype)
+    return to_storage(full, job.dtype) if is_narrow(job.dtype) else full.astype(job.dtype)
 
 
 def as_float64(array: np.ndarray, dtype: str) -> np.ndarray:

@@ -9,9 +9,20 @@ the input type of each error-compensated split the workload names (``splits =
 that splits its operands into 16-bit pieces, or rounds them to fp8, is refused by name
 before it runs, whatever inputs it would have been validated on. Where the policy
 accumulates in float32 or wider, a tensor-core instruction with a 16-bit accumulator is
-refused too. The PTX audit (agent/runtime/ptx_audit.py) still judges 16-bit adds and
-fmas outside the tensor cores, which the SASS cannot tell from the compiler's own
-idioms (``HFMA2.MMA`` moving a constant).
+refused too (``QGMMA.64x128x32.F16.E4M3.E4M3``, ``HMMA.16816.F16``).
+
+An allowed type's exact widenings (WIDENINGS: every fp8 value is a float16 and a
+bfloat16 value) are allowed where they lose nothing: as the result of a conversion from
+the allowed type, as a conversion's source, and as tensor-core inputs, whose products
+are exact in a float32 accumulator. sm_90 has no fp8 ``mma.sync``: its machine code
+widens e4m3 to float16 (``F2FP.F16.E4M3.UNPACK_B``) and multiplies with
+``HMMA.16816.F32``. A conversion to the widening from anything else
+(``F2FP.F16.F32.PACK_AB``) and ALU arithmetic in it (the PTX's ``mul.f16``) stay refused,
+so float16 values in such a kernel can only be widened inputs.
+
+The PTX audit (agent/runtime/ptx_audit.py) still judges 16-bit adds and fmas outside
+the tensor cores, which the SASS cannot tell from the compiler's own idioms
+(``HFMA2.MMA`` moving a constant).
 """
 
 from __future__ import annotations
@@ -24,7 +35,10 @@ if TYPE_CHECKING:
 # Split name -> the narrower tensor-core input type it works in.
 SPLITS = {"3xTF32": "TF32", "3xBF16": "BF16", "3xF16": "F16"}
 # SASS type token of each array dtype narrower than float32 (or not a float at all).
-SASS_TYPE = {"float16": "F16", "bfloat16": "BF16", "int8": "S8", "uint8": "U8"}
+SASS_TYPE = {"float16": "F16", "bfloat16": "BF16", "float8_e4m3fn": "E4M3", "float8_e5m2": "E5M2", "int8": "S8",
+             "uint8": "U8"}
+# Narrow type -> the narrow types that hold each of its values exactly.
+WIDENINGS = {"E4M3": frozenset({"F16", "BF16"}), "E5M2": frozenset({"F16", "BF16"})}
 NARROW = frozenset({"F16", "BF16", "TF32", "E4M3", "E5M2", "E2M1", "E2M3", "E3M2", "UE8M0",
                     "S8", "U8", "S4", "U4", "S16", "U16", "B1"})
 _MATH = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA")
@@ -44,6 +58,44 @@ _INTS = frozenset({"S8", "U8", "S4", "U4", "S16", "U16"})
 # narrowest type it can mean: what is not named cannot be allowed by a name.
 _UNNAMED = {"BMMA": "B1", "BGMMA": "B1", "IMMA": "S8", "IGMMA": "S8", "QMMA": "E4M3", "QGMMA": "E4M3",
             "OMMA": "E2M1"}
+
+
+def widened(allowed: frozenset[str]) -> frozenset[str]:
+    """The exact widenings of the allowed types that are not allowed themselves."""
+    return frozenset().union(*(WIDENINGS.get(t, frozenset()) for t in allowed)) - allowed
+
+
+def _sass_exempt(op: str, allowed: frozenset[str]) -> frozenset[str]:
+    """The widened types `op` may hold: all of them in tensor-core math; in a conversion,
+    the result when its source (the second type) is allowed and the result widens it."""
+    family, *mods = op.split(".")
+    if family in _MATH:
+        return widened(allowed)
+    if family in ("F2FP", "F2F"):
+        types = [m for m in mods if m in NARROW or m in ("F32", "F64")]
+        if len(types) >= 2 and types[1] in allowed and types[0] in WIDENINGS.get(types[1], frozenset()):
+            return frozenset(types[:1])
+    return frozenset()
+
+
+def _ptx_exempt(name: str, allowed: frozenset[str]) -> frozenset[str]:
+    """As _sass_exempt, for the PTX's narrow arithmetic: tensor-core math; a ``cvt``'s
+    sources (``cvt.f32.f16``) and its result when that widens an allowed source
+    (``cvt.rn.f16x2.e4m3x2``)."""
+    base, *mods = name.split(".")
+    wide = widened(allowed)
+    if base in ("mma", "wmma", "wgmma"):
+        return wide
+    if base != "cvt":
+        return frozenset()
+    types = [m for m in mods if m in PTX_TYPES or m in ("f32", "f64")]
+    if not types:
+        return frozenset()
+    result, sources = PTX_TYPES.get(types[0]), {PTX_TYPES.get(t) for t in types[1:]}
+    exempt = {t for t in sources if t in wide}
+    if result in wide and any(t in allowed and result in WIDENINGS.get(t, frozenset()) for t in sources if t):
+        exempt.add(result)
+    return frozenset(exempt)
 
 
 def narrow_types(op: str) -> frozenset[str]:
@@ -99,8 +151,9 @@ def refusal(allowed: frozenset[str], ops: Iterable[str], wide_accumulation: bool
     """One line naming the instructions a policy allowing `allowed` (allowed_types) forbids,
     from the SASS opcodes `ops` and the PTX's narrow arithmetic `ptx_math`, or ''."""
     ops = tuple(ops)
-    forbidden = {name: kinds for name, kinds in [*((op, narrow_types(op) - allowed) for op in ops),
-                                                 *((name, ptx_types(name) - allowed) for name in ptx_math)] if kinds}
+    forbidden = {name: kinds for name, kinds in [
+        *((op, narrow_types(op) - allowed - _sass_exempt(op, allowed)) for op in ops),
+        *((name, ptx_types(name) - allowed - _ptx_exempt(name, allowed)) for name in ptx_math)] if kinds}
     half_acc = [op for op in ops if wide_accumulation and accumulator(op) in ("F16", "BF16")]
     if not forbidden and not half_acc:
         return ""
@@ -109,8 +162,17 @@ def refusal(allowed: frozenset[str], ops: Iterable[str], wide_accumulation: bool
         kinds = sorted(set().union(*forbidden.values()))
         parts.append(f"{', '.join(list(forbidden)[:4])} compute in {'/'.join(kinds)}, which the workload does not allow "
                      f"(it allows {'/'.join(sorted(allowed)) or 'no type narrower than float32'}: its arrays' "
-                     "dtypes, [tolerance] allow_tf32 and the splits it names, e.g. splits = [\"3xTF32\"])")
+                     "dtypes, [tolerance] allow_tf32 and the splits it names, e.g. splits = [\"3xTF32\"]"
+                     f"{_widening_note(allowed)})")
     if half_acc:
         parts.append(f"{', '.join(half_acc[:4])} accumulate in 16 bits where the policy accumulates in float32 "
                      "([tolerance] accumulate): use float32 accumulators")
     return "the precision policy, read from the machine code: " + "; ".join(parts)
+
+
+def _widening_note(allowed: frozenset[str]) -> str:
+    wide = widened(allowed)
+    if not wide:
+        return ""
+    return (f"; {'/'.join(sorted(wide))} only as an input widened exactly: the result of converting one, the "
+            "source of a conversion, a tensor-core operand; never rounded to from float32, nor in ALU arithmetic")

@@ -19,7 +19,8 @@ from typing import Optional
 from .expr import Expr
 
 TMA_KIND = "tma"
-TMA_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
+TMA_ITEMSIZE = {"float8_e4m3fn": 1, "float8_e5m2": 1, "bfloat16": 2, "float16": 2, "float32": 4, "float64": 8,
+                "int32": 4, "int64": 8}
 TMA_SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 TMA_MAX_BOX = 256  # per dimension (cuTensorMapEncodeTiled)
 

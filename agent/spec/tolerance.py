@@ -75,7 +75,7 @@ from typing import Optional
 import numpy as np
 
 from .exact_probe import EXACT_RTOL
-from .half_float import is_half
+from .half_float import is_narrow
 from .workload import FLOAT_DTYPES, Case, Workload
 
 # Unit roundoff per dtype (half the gap between 1 and the next value).
@@ -166,7 +166,7 @@ COMPARISON_CUDA = (
 def accumulation_dtype(dtype: str, accumulate: Optional[str]) -> str:
     """What an output of `dtype` is accumulated in: the policy's, else float32 for
     16-bit outputs and the output's own dtype for the others."""
-    return accumulate or ("float32" if is_half(dtype) else dtype)
+    return accumulate or ("float32" if is_narrow(dtype) else dtype)
 
 
 def default_rtol(dtype: str, reduction: float, accumulate: Optional[str] = None) -> float:

@@ -26,7 +26,7 @@ from ..runtime.compile_policy import check_options, define_options
 from .accumulation_probe import WIDE_ACCUMULATORS, probe_name, probe_sizes
 from .exact_probe import exact_probe_name, exact_probe_problem
 from .expr import Expr, ExprError
-from .half_float import HALF_FORMATS, is_half, round_to
+from .half_float import NARROW_FORMATS, is_fp8, is_narrow, round_to
 from .kernel_source import Knob, parse_knobs
 from .launch import Launch, LaunchJob, LaunchRule, MemsetStep, Program, xyz
 from .precision_policy import SPLITS
@@ -36,8 +36,8 @@ __all__ = ["Launch", "LaunchRule"]  # defined in agent.spec.launch, imported fro
 
 ARRAY_ROLES = ("input", "output")
 CASE_ROLES = ("correctness", "performance")
-ARRAY_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+ARRAY_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "float8_e4m3fn", "float8_e5m2")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2")
 # What a kernel may accumulate in ([tolerance] accumulate): sets the default tolerance; the
 # GPU-side enforcement is agent/spec/tolerance.py's docstring.
 ACCUMULATE_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -49,7 +49,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characte
 MAX_RTOL = 0.1  # a tolerance above 10 % judges nothing: a typo, not a policy
 MAX_CONFIGS = 32  # a kernel's listed knob settings: a handful of measured starts, not a search space
 MAX_ARRAY_BYTES = 1 << 48  # 256 TiB: no product of dimensions near int64 can get through
-ARRAY_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8}
+ARRAY_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8,
+                  "float8_e4m3fn": 1, "float8_e5m2": 1}
 FLOAT32_MAX = 3.4028234663852886e38
 SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 Table = dict[str, Any]  # a TOML table, checked key by key
@@ -243,10 +244,10 @@ class Workload:
 
     @property
     def wide_accumulation(self) -> bool:
-        """Whether the precision policy forbids 16-bit accumulation: a 16-bit array and a
+        """Whether the precision policy forbids 16-bit accumulation: a 16-bit or fp8 array and a
         float32 or float64 policy (the default). The PTX audit enforces it at compile time
         (agent/runtime/ptx_audit.py), the accumulation probe and the tolerance at run time."""
-        return self.tolerance.accumulate in WIDE_ACCUMULATORS and any(is_half(a.dtype) for a in self.arrays)
+        return self.tolerance.accumulate in WIDE_ACCUMULATORS and any(is_narrow(a.dtype) for a in self.arrays)
 
     @property
     def start_kernel(self) -> Optional[KernelSpec]:
@@ -312,7 +313,7 @@ class Workload:
     def signature(self) -> str:
         """The kernel's parameter list as C, for people and models."""
         ctype = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
-                 "int32": "int", "int64": "long long"}
+                 "float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", "int32": "int", "int64": "long long"}
         parts = []
         for p in self.params:
             if isinstance(p, ArrayParam):
@@ -538,6 +539,11 @@ class _Parser:
                 raise self.fail(where + "role", f"'{role}' must be input, output or scalar")
             if dtype not in ARRAY_DTYPES:
                 raise self.fail(where + "dtype", f"'{dtype}' must be one of {', '.join(ARRAY_DTYPES)}")
+            if is_fp8(dtype) and role == "output":
+                # An output is poisoned in words the kernel cannot predict and compared on the GPU
+                # in 16 or 32 bits; an 8-bit format has two NaNs and a handful of huge values.
+                raise self.fail(where + "dtype", f"{dtype} is an input dtype here: write the output in bfloat16, "
+                                "float16 or float32 (outputs are poisoned and checked in words of 16 bits or more)")
             shape = self.get(p, "shape", where, list)
             if not shape:
                 raise self.fail(where + "shape", "needs at least one dimension")
@@ -546,7 +552,7 @@ class _Parser:
                                            and math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
                 raise self.fail(where + "range", f"expected finite [low, high] with low < high, got {bounds!r}")
             low, high = bounds
-            if is_half(dtype):
+            if is_narrow(dtype):
                 self.check_half_range(dtype, low, high, where + "range")
             if dtype.startswith("int"):
                 info = {"int32": 2**31, "int64": 2**63}[dtype]
@@ -566,7 +572,7 @@ class _Parser:
     def check_half_range(self, dtype: str, low: float, high: float, key: str) -> None:
         """Inputs are drawn from [low, high] and rounded to `dtype`: the bounds must be
         finite there, and some non-zero value must survive the rounding."""
-        fmt = HALF_FORMATS[dtype]
+        fmt = NARROW_FORMATS[dtype]
         if max(abs(low), abs(high)) > fmt.max_finite:
             raise self.fail(key, f"[{low:g}, {high:g}] reaches beyond {dtype}'s largest value (+-{fmt.max_finite:.6g})")
         if not round_to(np.array([low, high]), dtype).any():

@@ -6,7 +6,8 @@ word; a write outside ``data`` changes them. Outputs are poisoned before every
 launch with a word from :class:`agent.worker.poison.Poisons`, so an unwritten element
 fails. 16-bit arrays are guarded, poisoned and checksummed 2 bytes at a time:
 their data may end mid-word (15 elements are 30 bytes), where cuMemsetD32 cannot
-start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel.
+start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel; fp8
+arrays (inputs only) likewise a byte at a time.
 Inputs and references are checked against keyed checksums taken right after
 their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
@@ -28,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..spec import tolerance
-from ..spec.half_float import STORAGE
+from ..spec.half_float import STORAGE, is_fp8
 from ..spec.inputs import ArrayJob, generate_input
 from ..spec.references import load_reference
 from .pages import alloc_pages
@@ -38,6 +39,7 @@ from .read_only import is_read_only, protect, writable
 
 GUARD_WORD = 0xDEADBEEF
 GUARD_HALF = 0xFFAD  # a NaN as float16 and as bfloat16, and neither format's usual NaN (0x7FFF, 0x7E00, 0x7FC0)
+GUARD_BYTE = 0xAD  # fp8 guards: -0.40625 in e4m3fn; neither zero nor a NaN (0x7F, 0xFF), what stray stores hold
 MOAT_BYTES = 8 << 20  # sentinel-filled memory around the arrays: a far overrun lands there or faults
 
 
@@ -86,12 +88,12 @@ class DeviceArray:
 
     @property
     def width(self) -> int:
-        """Bytes per guard, poison and checksum word: 2 for 16-bit floats, else 4."""
-        return POISON_WIDTH.get(self.job.dtype, 4)
+        """Bytes per guard, poison and checksum word: 2 for 16-bit floats, 1 for fp8, else 4."""
+        return 1 if is_fp8(self.job.dtype) else POISON_WIDTH.get(self.job.dtype, 4)
 
     @property
     def sentinel(self) -> int:
-        return GUARD_HALF if self.width == 2 else GUARD_WORD
+        return {1: GUARD_BYTE, 2: GUARD_HALF}.get(self.width, GUARD_WORD)
 
     def guard_offsets(self) -> tuple[tuple[str, int], ...]:
         return ("before", 0), ("after", self.guard + self.nbytes)
@@ -169,6 +171,8 @@ class CaseBuffers:
         """`nbytes` at `offset` in a's buffer, in a's word width; async fills are only enqueued."""
         if a.width == 2:
             self.checks.fill16(a.buffer.ptr + offset, word, nbytes, synchronous)
+        elif a.width == 1:
+            self.checks.fill8(a.buffer.ptr + offset, word, nbytes, synchronous)
         else:
             (a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async)(word, offset, nbytes)
 
@@ -238,4 +242,4 @@ def _constant_word(host: np.ndarray, width: int) -> int | None:
         return None
     if host.dtype.itemsize != width:
         return -1
-    return int(host.reshape(-1)[:1].view(np.uint16 if width == 2 else np.uint32)[0])
+    return int(host.reshape(-1)[:1].view({1: np.uint8, 2: np.uint16}.get(width, np.uint32))[0])

@@ -46,9 +46,11 @@ NO_INDEX = 0xFFFFFFFFFFFFFFFF
 HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot")
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
+# By word width in bytes: 4, 2 for 16-bit arrays, 1 for fp8 arrays (agent/worker/case_buffers.py).
+COUNT_NOT_KERNELS = {4: "ws_count_not", 2: "ws_count_not16", 1: "ws_count_not8"}
+CHECKSUM_KERNELS = {4: "ws_checksum", 2: "ws_checksum16", 1: "ws_checksum8"}
 KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
-           "ws_seal", "ws_count_not", "ws_count_not16", "ws_checksum",
-           "ws_checksum16", "ws_fill16", "ws_scrub_shared")
+           "ws_seal", *COUNT_NOT_KERNELS.values(), *CHECKSUM_KERNELS.values(), "ws_fill16", "ws_fill8", "ws_scrub_shared")
 
 
 MASK64 = (1 << 64) - 1
@@ -213,8 +215,8 @@ class GpuChecks:
                                                      *self._ref_args(), ("ptr", self._stats.ptr)])[0])
 
     def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
-        """Keyed sum of the `width`-byte words (4, or 2 for 16-bit arrays) at ptr; equal sums
-        mean unchanged contents."""
+        """Keyed sum of the `width`-byte words (4, 2 for 16-bit arrays, 1 for fp8) at ptr; equal
+        sums mean unchanged contents."""
         tally = self.tally()
         k = tally.checksum(ptr, nbytes, width)
         return tally.read()[k]
@@ -354,6 +356,13 @@ class GpuChecks:
         if synchronous:
             self.device.synchronize()
 
+    def fill8(self, ptr: int, value: int, nbytes: int, synchronous: bool = False) -> None:
+        """Fill bytes at any ptr; enqueued only, unless `synchronous`."""
+        self.device.launch(self._fn["ws_fill8"], (self._grid, 1, 1), (256, 1, 1), 0,
+                           [("ptr", ptr), ("i32", value), ("i64", nbytes)])
+        if synchronous:
+            self.device.synchronize()
+
 
 class Tally:
     """Counts (words not holding a value) and keyed checksums, enqueued one after another
@@ -367,14 +376,14 @@ class Tally:
 
     def count_not(self, ptr: int, value: int, nbytes: int, width: int = 4) -> int:
         """How many `width`-byte words at ptr differ from `value`: the index of its result."""
-        self._ops.append(("ws_count_not" if width == 4 else "ws_count_not16",
+        self._ops.append((COUNT_NOT_KERNELS[width],
                           [("ptr", ptr), ("i32", value - (1 << 32) if value >= 1 << 31 else value),
                            ("i64", nbytes // width)]))
         return len(self._ops) - 1
 
     def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
         """Keyed sum of the `width`-byte words at ptr: the index of its result."""
-        self._ops.append(("ws_checksum" if width == 4 else "ws_checksum16",
+        self._ops.append((CHECKSUM_KERNELS[width],
                           [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._checks._key))]))
         return len(self._ops) - 1
 

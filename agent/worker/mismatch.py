@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.half_float import is_half, to_float64
+from ..spec.half_float import is_narrow, to_float64
 from ..spec.tolerance import relative_error
 
 
@@ -52,7 +52,7 @@ def build_report(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, poiso
     """`out` as downloaded (bfloat16 as uint16 bits), `dtype` the output's spec dtype,
     `per_row` the workload's row scale (agent/spec/tolerance.py)."""
     poisoned = still_poison(out, poison_word)
-    if is_half(dtype):
+    if is_narrow(dtype):
         out = to_float64(out, dtype)
     err = relative_error(out, ref, per_row)
     bad = ~(err <= rtol)  # NaN and inf count as bad

@@ -16,9 +16,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-# bfloat16 has no __cuda_array_interface__ type string: its buffer is aliased as int16 and
-# viewed as torch.bfloat16 (same bits), so the baseline computes on bfloat16, not on integers.
-TYPESTR = {"float16": "<f2", "bfloat16": "<i2", "float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
+# bfloat16 and fp8 have no __cuda_array_interface__ type string: their buffers are aliased as
+# integers of their width and viewed as the torch dtype of the same name (same bits), so the
+# baseline computes on bfloat16 or fp8, not on integers.
+TYPESTR = {"float16": "<f2", "bfloat16": "<i2", "float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8",
+           "float8_e4m3fn": "|u1", "float8_e5m2": "|u1"}
+ALIASED = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def torch_available() -> bool:
@@ -60,7 +63,8 @@ class TorchBaseline:
         torch = self.torch
         views = {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device=self.cuda)
                  for name, a in bufs.arrays.items()}
-        return {name: v.view(torch.bfloat16) if bufs.arrays[name].job.dtype == "bfloat16" else v
+        dtypes = {name: a.job.dtype for name, a in bufs.arrays.items()}
+        return {name: v.view(getattr(torch, dtypes[name])) if dtypes[name] in ALIASED else v
                 for name, v in views.items()}
 
     def call(self, inputs: dict, sizes: dict):

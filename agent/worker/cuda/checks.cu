@@ -149,6 +149,14 @@ extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key
   atomicAdd(sum, local);
 }
 
+// fp8 arrays may end on any byte: they are summed a byte at a time.
+extern "C" __global__ void ws_checksum8(const unsigned char* a, u64 n, u64 key, u64* sum) {
+  u64 local = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    local += ws_mix(key ^ (i * 0x9E3779B97F4A7C15ull) ^ a[i]);
+  atomicAdd(sum, local);
+}
+
 // Fences: memory a run must leave alone (other cases' buffers and workspace, the moats)
 // filled with the PRF of the secret key and a fresh salt, so that a kernel that stashes
 // data there between launches cannot put back what it overwrote.
@@ -173,6 +181,7 @@ extern "C" __global__ void NAME(const T* a, unsigned value, u64 n, u64* count) {
 }
 WS_COUNT_NOT(ws_count_not, unsigned)
 WS_COUNT_NOT(ws_count_not16, unsigned short)
+WS_COUNT_NOT(ws_count_not8, unsigned char)
 
 // A block's reserved shared memory (the 1 KB per block the system keeps, which a kernel
 // reaches by address through %reserved_smem_offset_begin), overwritten: the whole kilobyte
@@ -214,4 +223,10 @@ extern "C" __global__ void ws_scrub_shared(u64 words, unsigned* arrived) {
 extern "C" __global__ void ws_fill16(unsigned short* a, unsigned value, u64 n) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     a[i] = (unsigned short)value;
+}
+
+// An fp8 array's guard after its data may start on any byte: its fills go through this.
+extern "C" __global__ void ws_fill8(unsigned char* a, unsigned value, u64 n) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    a[i] = (unsigned char)value;
 }
