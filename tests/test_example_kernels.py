@@ -1,5 +1,5 @@
 """The example kernels (online softmax, warp-tiled and split-K SGEMM, fused gemm+bias+ReLU,
-the bf16 and fp8 tensor-core GEMMs, 3xTF32) compile with the real NVRTC for sm_90 at their defaults and at the
+the bf16 and fp8 tensor-core GEMMs, 3xTF32, FA3-class attention) compile with the real NVRTC for sm_90 at their defaults and at the
 knob points the tuner is steered to, with no spills; their programs resolve on
 every case. Correctness needs a GPU (tests/test_gpu_*.py, `warpsmith eval`)."""
 
@@ -54,6 +54,11 @@ POINTS = [
     ("fp8_gemm", "wgmma_ws", {"PROMOTE": 0, "BN": 256, "STAGES": 4}),
     ("fp8_gemm", "wgmma_ws", {"BM": 256, "BN": 64, "STAGES": 5, "CLUSTER": 2}),
     ("fp8_gemm", "wgmma_ws", {"BN": 64, "STAGES": 7, "PERSISTENT": 0}),
+    # FA3-class attention: the defaults (intra-warpgroup overlap and ping-pong), each schedule off, 64-key blocks,
+    # a third stage.
+    ("attention_bf16", "fa3", {}), ("attention_bf16", "fa3", {"OVERLAP": 0}), ("attention_bf16", "fa3", {"PINGPONG": 0}),
+    ("attention_bf16", "fa3", {"OVERLAP": 0, "PINGPONG": 0}), ("attention_bf16", "fa3", {"BN": 64, "STAGES": 3}),
+    ("attention_bf16", "fa3", {"STAGES": 3}),
 ]
 
 
@@ -107,7 +112,8 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
                                              ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
                                              ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
                                              ("gemm_bias_relu", "tf32x3"), ("gemm_bias_relu", "tf32x3_splitk"),
-                                             ("fp8_gemm", "mma_sync"), ("fp8_gemm", "wgmma_ws")])
+                                             ("fp8_gemm", "mma_sync"), ("fp8_gemm", "wgmma_ws"),
+                                             ("attention_bf16", "fa3")])
 def test_kernel_resolves_on_every_case(workload, kernel):
     """The launch rule or program resolves on every case at the defaults: positive grids, at most 1024 threads."""
     w = load_workload(EXAMPLES / workload)

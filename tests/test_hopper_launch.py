@@ -132,6 +132,21 @@ def test_a_tma_program_resolves_to_a_descriptor_per_case(tmp_path):
     assert step.args[1].native(lambda name: 0x2000) == ("ptr", 0x2000)
 
 
+def test_a_tma_descriptor_of_a_3d_array_flattens_its_leading_dimensions():
+    """attention's q, k, v (BH x S x D) are (BH * S) x D maps for fa3: 128 query rows or BN keys by 64 columns."""
+    w = load_workload(ROOT / "examples" / "attention_bf16")
+    c = Candidate.from_spec(w.kernels["fa3"], {"BN": 64})
+    case = w.case("2x129-d128-causal")
+    job = c.program.resolve(c.launch_env(case), {p.name: p.arg(case) for p in w.params if p.role == "scalar"},
+                            array_layouts(w, case))
+    maps = [a.tensor_map for a in job.steps[0].args[:3]]
+    assert maps == [TensorMap("bfloat16", 258, 128, 128, 64, 128), TensorMap("bfloat16", 258, 128, 64, 64, 128),
+                    TensorMap("bfloat16", 258, 128, 64, 64, 128)]
+    assert all(m.problems() is None for m in maps)
+    with pytest.raises(ValueError, match="two or more dimensions"):
+        StepArg.parse("tma:x:box=64x64").tma.resolve({}, {"x": ("float32", (4096,))})
+
+
 def test_a_tma_program_round_trips_through_the_candidate_record(tmp_path):
     """CandidateSpec (sessions, MLflow, the model) keeps the descriptor and the cluster."""
     w = load_workload(_with_program(tmp_path, PROBE.format(cluster=2, tma="tma:A:box=64x64:swizzle=128B")))

@@ -15,7 +15,8 @@ workspace buffers the candidate declares:
 
 An argument is a parameter's or a workspace buffer's name, or ``KIND:EXPR`` (KIND one
 of i32, i64, f32, f64) for a scalar computed from sizes and knobs, or a TMA
-descriptor of a 2-D array parameter, ``tma:NAME:box=ROWSxCOLS[:swizzle=128B]``
+descriptor of an array parameter (seen as 2-D: leading dimensions flattened into rows),
+``tma:NAME:box=ROWSxCOLS[:swizzle=128B]``
 (agent/spec/tensor_map.py). A launch step may carry
 ``cluster = [X, Y, Z]``, a thread block cluster (launched with cuLaunchKernelEx; the
 grid must be a multiple of it, at most 8 blocks). A memset step
@@ -322,7 +323,7 @@ class Program:
         """For one case: `env` holds sizes and knobs, `scalar_args` the scalar parameters'
         (kind, value), `arrays` the array parameters' (dtype, shape), which TMA descriptors
         need (required, so that no caller resolves a TMA program without them). Raises ValueError (an ExprError) when an expression cannot be evaluated or
-        a descriptor's array is not 2-D of a dtype TMA copies."""
+        a descriptor's array is not of two or more dimensions of a dtype TMA copies."""
         spaces = []
         for w in self.workspace:
             count = w.size.evaluate_int(env)

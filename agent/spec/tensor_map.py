@@ -1,8 +1,11 @@
 """TMA descriptors in a launch spec: ``tma:NAME:box=ROWSxCOLS[:swizzle=none|32B|64B|128B]``.
 
-NAME is a 2-D array parameter; the box, in the array's shape order (rows, then the
-contiguous columns), is two expressions over sizes and knobs (write ``BM x BK`` with
-blanks when a dimension ends in a name). For each case the descriptor resolves to a
+NAME is an array parameter, described as 2-D: its last dimension is the contiguous
+columns and every dimension before it is flattened into rows (a BH x S x D array is a
+(BH * S) x D map, so a box that starts near the end of one head reads the next head's
+first rows, and only rows past the whole array are zero-filled: the kernel masks). The
+box, in that order (rows, then columns), is two expressions over sizes and knobs
+(write ``BM x BK`` with blanks when a dimension ends in a name). For each case the descriptor resolves to a
 :class:`TensorMap` (the array's dtype and shape there, the box in numbers), which the
 worker hands the runner with the array's address; the runner encodes it with
 ``cuTensorMapEncodeTiled`` (no interleave, out-of-bounds elements read as zero) and
@@ -13,6 +16,7 @@ driver's rules, so a descriptor it would refuse is refused when the spec loads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -27,10 +31,10 @@ TMA_MAX_BOX = 256  # per dimension (cuTensorMapEncodeTiled)
 
 @dataclass(frozen=True)
 class TensorMap:
-    """A TMA descriptor resolved for one case: the 2-D array it reads or writes and the box one copy moves."""
+    """A TMA descriptor resolved for one case: the array it reads or writes, as 2-D, and the box one copy moves."""
 
     dtype: str
-    rows: int
+    rows: int  # every dimension but the last, flattened
     cols: int  # the contiguous dimension
     box_rows: int
     box_cols: int
@@ -93,11 +97,11 @@ class TmaBox:
         if self.array not in arrays:
             raise ValueError(f"tma:{self.array}: not an array parameter")
         dtype, shape = arrays[self.array]
-        if len(shape) != 2 or dtype not in TMA_ITEMSIZE:
-            raise ValueError(f"tma:{self.array}: TMA descriptors here are of 2-D arrays of "
+        if len(shape) < 2 or dtype not in TMA_ITEMSIZE:
+            raise ValueError(f"tma:{self.array}: TMA descriptors here are of arrays of two or more dimensions of "
                              f"{', '.join(TMA_ITEMSIZE)}, not {dtype}{list(shape)}")
-        return TensorMap(dtype, shape[0], shape[1], self.box[0].evaluate_int(env), self.box[1].evaluate_int(env),
-                         TMA_SWIZZLES[self.swizzle])
+        return TensorMap(dtype, math.prod(shape[:-1]), shape[-1], self.box[0].evaluate_int(env),
+                         self.box[1].evaluate_int(env), TMA_SWIZZLES[self.swizzle])
 
 
 def _split_box(text: str) -> list[str]:
