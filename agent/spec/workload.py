@@ -190,6 +190,9 @@ class Baseline:
     kind: str  # none | cublas_sgemm | cublas_sgemm_bias_relu | cublas_gemm_bf16 | torch (the loop's: PyTorch eager)
     bind: dict[str, str]  # baseline operand -> workload parameter (a -> A, m -> M, ...)
     torch: Optional[Path] = None  # PyTorch baseline file: eager and torch.compile, where PyTorch is installed
+    # More functions of the torch file, each a baseline of its own timed eager: variant V is the file's
+    # baseline_V(), baseline kind torch_V (attention: SDPA pinned to cuDNN beside its flash backend).
+    torch_variants: tuple[str, ...] = ()
 
     @property
     def primary(self) -> Optional[str]:
@@ -198,7 +201,7 @@ class Baseline:
 
     def kinds(self) -> list[str]:
         """Every baseline this workload can be compared with, the loop's first."""
-        extra = ["torch_eager", "torch_compile"] if self.torch else []
+        extra = ["torch_eager", "torch_compile", *(f"torch_{v}" for v in self.torch_variants)] if self.torch else []
         return list(dict.fromkeys(([self.primary] if self.primary else []) + extra))
 
 
@@ -509,10 +512,11 @@ class _Parser:
                      tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status, tune)
         w = replace(w, not_applicable=self.check_against_cases(w))
         if w.baseline.torch is not None:  # last: a scalar's own error first, then what the baseline lacks
-            problem = signature_problem(w.baseline.torch, [a.name for a in w.inputs], [p.name for p in params
-                                                                                       if not isinstance(p, ArrayParam)])
-            if problem:
-                raise self.fail("baseline.torch", problem)
+            scalars = [p.name for p in params if not isinstance(p, ArrayParam)]
+            for function in ("baseline", *(f"baseline_{v}" for v in w.baseline.torch_variants)):
+                problem = signature_problem(w.baseline.torch, [a.name for a in w.inputs], scalars, function)
+                if problem:
+                    raise self.fail("baseline.torch", problem)
         return w
 
     def parse_params(self) -> tuple[Param, ...]:
@@ -734,7 +738,14 @@ class _Parser:
             torch = self.file(self.get(b, "torch", "baseline.", str), "baseline.torch")
         elif kind == "torch":
             raise self.fail("baseline.torch", "kind = \"torch\" needs torch = \"FILE.py\" defining baseline(**inputs, **scalars)")
-        bind = {k: v for k, v in b.items() if k not in ("kind", "torch")}
+        variants = self.get(b, "torch_variants", "baseline.", list, [])
+        for v in variants:
+            if not isinstance(v, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", v) or v in ("eager", "compile"):
+                raise self.fail("baseline.torch_variants", f"{v!r}: a variant is a lower-case name (its function is "
+                                "baseline_NAME), neither eager nor compile")
+        if variants and torch is None:
+            raise self.fail("baseline.torch_variants", "variants are functions of the torch file: name it (torch = ...)")
+        bind = {k: v for k, v in b.items() if k not in ("kind", "torch", "torch_variants")}
         names = {p.name for p in params}
         needed = BASELINE_OPERANDS.get(kind, ())
         for operand in needed:
@@ -745,7 +756,7 @@ class _Parser:
             if dtypes.get(bind[operand]) != "bfloat16":
                 raise self.fail(f"baseline.{operand}", f"cublas_gemm_bf16 multiplies bfloat16 arrays; "
                                 f"'{bind[operand]}' is not one")
-        return Baseline(kind, bind, torch)
+        return Baseline(kind, bind, torch, tuple(dict.fromkeys(variants)))
 
     def check_against_cases(self, w: Workload) -> tuple[tuple[str, str, str], ...]:
         """Evaluate every expression for every case so errors surface now. Returns the

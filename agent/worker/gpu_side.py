@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from .protocol import (
 )
 from .status import Status
 from .timed_checks import TimedChecks
+from .torch_baseline import TorchBaseline, is_torch_kind, torch_function
 
 # Launch-time refusals: the context survives them, so the worker does too.
 RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
@@ -254,7 +255,7 @@ class GpuWorker:
 
     def run_baseline(self, req: EvaluateBaseline, send) -> None:
         """Every library baseline through one loop: validate each case like a kernel, then time it."""
-        if req.kind in ("torch_eager", "torch_compile"):
+        if is_torch_kind(req.kind):
             calls = self._torch_calls(req)
         elif req.kind in ("cublas_sgemm", "cublas_sgemm_bias_relu", "cublas_gemm_bf16"):
             calls = self._cublas_calls(req)
@@ -267,16 +268,16 @@ class GpuWorker:
             bufs.prepare(self.poisons)
             run, time_it = calls(job, bufs)
             send(Started(job.case, "validate"))
-            run()
-            send(CaseChecked(job.case, "validate", self.check(bufs), (time.perf_counter() - t0) * 1e3))
-            if job.timed:
+            check = library_check(run, lambda: self.check(bufs))
+            send(CaseChecked(job.case, "validate", check, (time.perf_counter() - t0) * 1e3))
+            if job.timed and check.status != Status.NOT_APPLICABLE:
                 self.phase = "time"
                 t0, before = time.perf_counter(), self.clocks.read()
                 send(Started(job.case, "time"))
                 # The same poisoned outputs before every timed call as a candidate gets.
                 poison = lambda index: bufs.poison(self.poisons)
                 send(self.case_timed(job.case, time_it(_settings(req.timing), poison), t0, before))
-        if req.kind in ("torch_eager", "torch_compile"):
+        if is_torch_kind(req.kind):
             self._torch[(req.kind, req.torch_source)].release_cached_memory()
 
     def _cublas_calls(self, req: EvaluateBaseline):
@@ -304,10 +305,10 @@ class GpuWorker:
 
     def _torch_calls(self, req: EvaluateBaseline):
         """Per case: (one call copied into the outputs, the timing of one eager/compiled call)."""
-        from .torch_baseline import TorchBaseline
         key = (req.kind, req.torch_source)
         if key not in self._torch:
-            self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile")
+            self._torch[key] = TorchBaseline(self.device, req.torch_source, req.kind == "torch_compile",
+                                             torch_function(req.kind))
         tb = self._torch[key]
         return lambda job, bufs: (lambda: tb.run_into_outputs(bufs, job.scalars),
                                   lambda settings, before: self.device.time_callable(tb.timer(bufs, job.scalars),
@@ -318,6 +319,17 @@ class GpuWorker:
         after = self.clocks.read()
         clocks = tuple(before) + tuple(after) if before and after else ()
         return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
+
+
+def library_check(run: Callable[[], None], check: Callable[[], CaseCheck]) -> CaseCheck:
+    """One library call into the outputs, then its check. A library that cannot serve the
+    case says so with NotImplementedError (a PyTorch without the backend a baseline pins):
+    the case is not applicable to it, and not timed."""
+    try:
+        run()
+    except NotImplementedError as e:
+        return CaseCheck(Status.NOT_APPLICABLE, detail=f"the library cannot serve this case: {e}")
+    return check()
 
 
 def _integrity_verdict(bufs: CaseBuffers, found: Integrity) -> Optional[CaseCheck]:

@@ -78,7 +78,7 @@ class EvaluateKernel:
 
 @dataclass(frozen=True)
 class EvaluateBaseline:
-    kind: str  # cublas_sgemm | cublas_sgemm_bias_relu | cublas_gemm_bf16 | torch_eager | torch_compile
+    kind: str  # cublas_sgemm | cublas_sgemm_bias_relu | cublas_gemm_bf16 | torch_eager | torch_compile | torch_NAME
     bind: dict[str, str]
     jobs: tuple[CaseJob, ...]
     seed: int

@@ -1,7 +1,11 @@
 """PyTorch as a baseline, inside the GPU worker, timed by the runner's own loop.
 
 The workload's `torch` file defines ``baseline(**inputs, **sizes)`` returning the
-output tensor (or a tuple, in the order of the workload's outputs). Inputs are
+output tensor (or a tuple, in the order of the workload's outputs), and one
+``baseline_NAME`` of the same form for each variant the workload lists (``torch_variants``:
+baseline kind ``torch_NAME``, timed eager). A function whose library cannot serve a case
+here (a PyTorch without that backend, a shape it refuses) raises NotImplementedError:
+the case is reported not applicable to that baseline, not failed. Inputs are
 zero-copy torch views of the worker's own case buffers, so PyTorch reads exactly
 the bytes the candidate reads; its work is enqueued on the runner's stream
 (torch.cuda.ExternalStream), so the same L2 flush and the same CUDA events
@@ -36,17 +40,27 @@ class _DeviceView:
                                          "version": 3, "strides": None}
 
 
-def load_baseline(path: Path):
+def is_torch_kind(kind: str) -> bool:
+    return kind.startswith("torch_")
+
+
+def torch_function(kind: str) -> str:
+    """The torch file's function a baseline kind calls: eager and compiled call ``baseline``,
+    variant ``torch_NAME`` calls ``baseline_NAME``."""
+    return "baseline" if kind in ("torch_eager", "torch_compile") else "baseline_" + kind.removeprefix("torch_")
+
+
+def load_baseline(path: Path, function: str = "baseline"):
     spec = importlib.util.spec_from_file_location(f"warpsmith_torch_{path.parent.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    if not callable(getattr(module, "baseline", None)):
-        raise ValueError(f"{path.name} must define baseline(**inputs, **sizes)")
-    return module.baseline
+    if not callable(getattr(module, function, None)):
+        raise ValueError(f"{path.name} must define {function}(**inputs, **sizes)")
+    return getattr(module, function)
 
 
 class TorchBaseline:
-    def __init__(self, device, source: str, compiled: bool):
+    def __init__(self, device, source: str, compiled: bool, function: str = "baseline"):
         import torch
         # fp32 means fp32: PyTorch is compared with TF32 off, like every kernel here.
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -54,7 +68,7 @@ class TorchBaseline:
         self.torch, self.device = torch, device
         self.cuda = f"cuda:{device.facts.ordinal}"  # the runner's GPU, not torch's current one
         torch.cuda.set_device(device.facts.ordinal)
-        self.fn = load_baseline(Path(source))
+        self.fn = load_baseline(Path(source), function)
         if compiled:
             self.fn = torch.compile(self.fn, dynamic=False)
         self.stream = torch.cuda.ExternalStream(device.stream_handle, device=self.cuda)
@@ -111,17 +125,24 @@ class TorchBaseline:
 KIND_NAMES = {"torch_eager": "PyTorch eager", "torch_compile": "torch.compile"}
 
 
+def kind_name(kind: str) -> str:
+    """A PyTorch baseline kind as a user reads it: "PyTorch eager", "torch.compile", "PyTorch cudnn"."""
+    return KIND_NAMES.get(kind, "PyTorch " + kind.removeprefix("torch_"))
+
+
 def torch_missing_line(workloads) -> str | None:
     """One line for eval/run/bench when a workload declares PyTorch baselines and torch
     is not importable: what it costs and how to add them; None when nothing is lost."""
     if torch_available():
         return None
-    lost = list(dict.fromkeys(k for w in workloads for k in w.baseline.kinds() if k in KIND_NAMES))
+    lost = list(dict.fromkeys(k for w in workloads for k in w.baseline.kinds() if is_torch_kind(k)))
     if not lost:
         return None
-    bare = [w.name for w in workloads if w.baseline.primary in KIND_NAMES]
+    bare = [w.name for w in workloads if w.baseline.primary and is_torch_kind(w.baseline.primary)]
     cost = f"; {', '.join(bare)} then {'has' if len(bare) == 1 else 'have'} no baseline to compare with" if bare else ""
-    return (f"warpsmith: note: PyTorch is not installed, so the {' and '.join(KIND_NAMES[k] for k in lost)} "
+    names = [kind_name(k) for k in lost]
+    listed = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    return (f"warpsmith: note: PyTorch is not installed, so the {listed} "
             f"baselines are left out{cost}; `pip install torch` adds them")
 
 
