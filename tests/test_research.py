@@ -60,6 +60,19 @@ def test_bf16_attention_gets_flash_mma_and_16_bit_notes_and_fp32_gemm_does_not()
     assert "mma_sync_fragments" not in fp32 and "half_precision" not in fp32 and "tiling" in fp32
 
 
+def test_attention_on_hopper_gets_the_fa3_note_among_its_top_notes():
+    """attention_bf16 on sm_90 retrieves FlashAttention-3's note in its top 5; on sm_80 it never sees it, nor does a
+    bf16 GEMM among its top 5 on sm_90."""
+    from workload_factory import ROOT
+    w = load_workload(ROOT / "examples" / "attention_bf16")
+    kind, dtypes = workload_kind(w.description, w.baseline.kind), {p.dtype for p in w.arrays}
+    assert "flash_attention_hopper" in [n.id for n in retrieve(kind, "sm_90", w.description, dtypes=dtypes, k=5)]
+    assert "flash_attention_hopper" not in [n.id for n in retrieve(kind, "sm_80", w.description, dtypes=dtypes, k=20)]
+    g = load_workload(ROOT / "examples" / "bf16_gemm")
+    assert "flash_attention_hopper" not in [n.id for n in retrieve(workload_kind(g.description, g.baseline.kind), "sm_90",
+                                                                   g.description, dtypes={p.dtype for p in g.arrays}, k=5)]
+
+
 def test_fp8_gemm_gets_the_fp8_note_and_no_other_workload_does():
     """The fp8 example retrieves its Hopper fp8 note among its top notes; bf16 and fp32 GEMMs never see it."""
     from workload_factory import ROOT
