@@ -22,7 +22,7 @@ from agent.evaluate.stats import TimingStats
 from agent.runtime.compiler import compile_kernel
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.speed_of_light import Ceilings
-from agent.spec.workload import Workload
+from agent.spec.workload_model import Workload
 from agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed, TimingConfig
 
 FACTS = DeviceFacts(name="EvaluatorDouble (no GPU)", arch="sm_90", sm_count=132, max_threads_per_block=1024,

@@ -14,8 +14,9 @@ from agent.evaluate.evaluator import Evaluator
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
+from agent.spec.launch import LaunchRule
 from agent.spec.speed_of_light import Ceilings
-from agent.spec.workload import LaunchRule, load_workload
+from agent.spec.workload import load_workload
 from agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
 from agent.worker.protocol import (
     ATTEMPT,

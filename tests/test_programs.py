@@ -14,7 +14,8 @@ from agent.evaluate.records import CandidateSpec
 from agent.runtime.compiler import compile_kernel
 from agent.spec.candidate import Candidate
 from agent.spec.launch import LaunchJob, MemsetStep, Program
-from agent.spec.workload import SpecError, array_layouts, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError, array_layouts
 
 SPLIT = {"workspace": [{"name": "partial", "dtype": "float32", "size": "SPLITK * M * N", "init": "poison"}],
          "steps": [{"entry": "sgemm_splitk_partial", "grid": ["ceil_div(N, BN)", "ceil_div(M, BM)", "SPLITK"],

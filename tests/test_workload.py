@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from workload_factory import SGEMM, SMALL_CASES, make_sgemm_workload
 
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 
 
 def test_example_sgemm_parses():
@@ -235,7 +236,7 @@ def test_split_row_kernels_serve_rows_up_to_their_grid_and_no_longer():
     half the grid's buffers: the rule that keeps their cross-block exchange free of deadlock."""
     from agent.spec.applicability import case_problem
     from agent.spec.candidate import Candidate
-    from agent.spec.workload import Case
+    from agent.spec.workload_model import Case
     for name in ("softmax", "layernorm", "rmsnorm_bf16"):
         w = load_workload(SGEMM.parent / name)
         split = Candidate.from_spec(w.kernels["split"])

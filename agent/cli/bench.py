@@ -24,7 +24,8 @@ from ..evaluate.records import CandidateSpec
 from ..evaluate.results import Status
 from ..evaluate.stats import geomean
 from ..spec.speed_of_light import Ceilings, case_floor
-from ..spec.workload import SpecError, Workload, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import SpecError, Workload
 from .errors import CliError
 
 

@@ -22,7 +22,8 @@ from ..spec.inputs import ReferenceFailed
 from ..spec.precision_policy import allowed_types
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.references import ensure_reference
-from ..spec.workload import SpecError, Workload, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import SpecError, Workload
 from ..worker.footprint import case_footprint, check_memory, host_available_bytes
 
 DEFAULT_ARCH = "sm_90"

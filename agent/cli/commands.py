@@ -12,7 +12,8 @@ from pathlib import Path
 from ..drafting.drafting import refuse_drafted
 from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ReferenceFailed
-from ..spec.workload import SpecError, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import SpecError
 from ..tracking.store_schema import StoreUnreadable
 from .check import add_check_command, add_reference_timeout, preflight
 from .errors import CliError
@@ -206,7 +207,7 @@ def cmd_compile(args) -> int:
 def _candidate(args, workload):
     from ..spec.candidate import Candidate
     from ..spec.expr import Expr
-    from ..spec.workload import LaunchRule
+    from ..spec.launch import LaunchRule
     defines = dict(args.defines)
     if not args.kernel and workload.from_scratch:
         raise CliError(f"{workload.name} has no starting kernel ([start] from_scratch = true): "

@@ -12,7 +12,8 @@ from typing import Callable, Optional, TextIO
 
 from ..evaluate.options import EvaluationOptions
 from ..loop.options import SessionOptions
-from ..spec.workload import Workload, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import Workload
 from ..tracking.options import TrackingOptions, open_tracker
 from .check import preflight
 

@@ -27,7 +27,8 @@ from typing import Callable, Optional
 from pydantic import BaseModel, Field
 
 from ..runtime.parent_watch import child_env, python_module
-from ..spec.workload import DRAFT_MARKER, SpecError, Workload, load_workload
+from ..spec.workload import DRAFT_MARKER, load_workload
+from ..spec.workload_model import SpecError, Workload
 
 CHECK_TIMEOUT_S = 300.0
 EXAMPLE = Path(__file__).resolve().parent / "draft_example.toml"  # ships with the package

@@ -35,11 +35,11 @@ from ..spec import precision_policy
 from ..spec.applicability import coverage_gap, malformed
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs
-from ..spec.launch import LaunchJob, ProgramJob
+from ..spec.launch import Launch, LaunchJob, ProgramJob
 from ..spec.references import ensure_reference
 from ..spec.speed_of_light import Ceilings, case_floor, load_ceilings
 from ..spec.tolerance import case_rtol
-from ..spec.workload import ArrayParam, Case, Launch, ScalarParam, Workload, array_layouts, program_problem
+from ..spec.workload_model import ArrayParam, Case, ScalarParam, Workload, array_layouts, program_problem
 from ..worker.case_buffers import guard_bytes
 from ..worker.footprint import GPU_FRACTION, case_footprint
 from ..worker.gpu_side import RECOVERABLE

@@ -37,7 +37,7 @@ from ..runtime.secrets import SECRET
 from ..spec import precision_policy
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 from ..worker.process import GpuUnavailable
 from .backend import AttemptHalves, EvaluationBackend, ParallelBackend
 from .compile_audit import compile_candidate

@@ -54,7 +54,7 @@ from ..spec.expr import ExprError
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.references import prefetch_references
 from ..spec.speed_of_light import Ceilings, case_floor
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 from ..tracking.session_tracker import SessionTracker
 from ..worker.footprint import check_memory
 from ..worker.protocol import CaseChecked, CaseTimed

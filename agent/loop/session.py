@@ -22,7 +22,7 @@ from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
 from ..proposers.base import Proposer, proposes_ahead
 from ..runtime.device_facts import DeviceFacts
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 from ..tracking.best_kernel import write_best
 from ..tracking.session_tracker import SessionTracker
 from .checkpoint_serde import RecordSaver

@@ -21,7 +21,8 @@ from ..runtime.parent_watch import exit_with_warpsmith
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, generate_input
 from ..spec.launch import LaunchJob
-from ..spec.workload import ArrayParam, Case, ScalarParam, Workload, array_layouts, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import ArrayParam, Case, ScalarParam, Workload, array_layouts
 
 
 def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str]) -> list[str]:

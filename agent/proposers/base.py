@@ -7,7 +7,7 @@ from typing import Callable, Optional, Protocol, runtime_checkable
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..runtime.device_facts import DeviceFacts
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 
 
 class ProposalError(RuntimeError):

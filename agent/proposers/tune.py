@@ -53,7 +53,7 @@ from ..spec.candidate import Candidate
 from ..spec.expr import ExprError
 from ..spec.kernel_source import Knob, parse_knobs
 from ..spec.knob_space import KnobSpace
-from ..spec.workload import KernelSpec, Workload
+from ..spec.workload_model import KernelSpec, Workload
 from .base import Proposal, ProposalContext, ProposalError, SearchExhausted
 from .compile_pool import COMPILE_NOW, CompilePool, compile_key, defines_key, source_tag
 

@@ -13,7 +13,7 @@ from ..evaluate.session_result import SessionResult
 from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
 from ..spec.launch import LaunchJob
-from ..spec.workload import ScalarParam, Workload, array_layouts
+from ..spec.workload_model import ScalarParam, Workload, array_layouts
 from .dispatch_module import DISPATCH_FILE, dispatch_module, variant_file
 from .launch_module import MODULE_FILE, launch_module
 

@@ -22,7 +22,7 @@ from ..runtime.compile_policy import check_options, check_source, define_options
 from ..spec.candidate import Candidate
 from ..spec.expr import PYTHON_HELPERS
 from ..spec.launch import MemsetStep, Program, StepArg
-from ..spec.workload import ArrayParam, Workload
+from ..spec.workload_model import ArrayParam, Workload
 
 MODULE_FILE = "kernel.py"
 FIXED_HALF = Path(__file__).with_name("exported_module.py")

@@ -9,7 +9,7 @@ from typing import Optional
 from ..evaluate.results import EvaluationResult, Status
 from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, case_floor, compute_ceiling
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 
 
 def throughput(workload: Workload, case_name: str, median_ms: float) -> str:
