@@ -135,7 +135,7 @@ class EvaluatorDouble:
                 (meeting and len(list(self.meet[0].iterdir())) < self.meet[1] and time.monotonic() < meet_by):
             if self.aborted:
                 self.aborted = False
-                from agent.evaluate.evaluator import EvaluationAborted
+                from agent.evaluate.worker_channel import EvaluationAborted
                 raise EvaluationAborted("stopped by the user")
             time.sleep(0.01)
         if meeting and len(list(self.meet[0].iterdir())) < self.meet[1]:

@@ -207,7 +207,7 @@ def test_stop_now_while_a_dead_actor_restarts_stops_the_next_call(ray, tmp_path,
     """The dead actor is held out of the pool until its restart answers; it runs nothing, so a
     "stop now" then is for the session's next call, which never starts (not one that waits
     for the restart and runs after the stop)."""
-    from agent.evaluate.evaluator import EvaluationAborted
+    from agent.evaluate.worker_channel import EvaluationAborted
     flag = tmp_path / "died-once"
     with ray_backend(workload, gpus=1, die_at=(1, flag)) as backend:
         crashed = backend.evaluate(tiled(workload, BM=64))
@@ -378,7 +378,7 @@ class _FakeActor:
         return self.current
 
     def _abort(self):
-        from agent.evaluate.evaluator import EvaluationAborted
+        from agent.evaluate.worker_channel import EvaluationAborted
         ref = self.current
         if ref is not None and not ref.done.is_set():
             ref.error = _FakeRay.exceptions.RayTaskError(EvaluationAborted("stopped"))
@@ -412,8 +412,8 @@ def _until(condition):
 def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     """Two GPUs busy with attempts ahead, a third attempt and a call of the session's waiting for one: stop now
     aborts the two, and neither waiting call starts (RayBackend's dispatch with stand-in actors, no Ray)."""
-    from agent.evaluate.evaluator import EvaluationAborted
     from agent.evaluate.ray_backend import RayBackend
+    from agent.evaluate.worker_channel import EvaluationAborted
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)  # the dispatch alone: no cluster, two stand-in actors
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
@@ -447,8 +447,8 @@ def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
     """One GPU busy with an attempt, a second attempt still compiling in this process (NVRTC
     in flight) when stop now comes: the compile finishes, and the attempt never reaches the
     free actor (RayBackend's dispatch with stand-in actors, no Ray)."""
-    from agent.evaluate.evaluator import EvaluationAborted
     from agent.evaluate.ray_backend import RayBackend
+    from agent.evaluate.worker_channel import EvaluationAborted
     from agent.runtime.compiler import CompiledKernel
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)

@@ -217,8 +217,8 @@ def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_pa
 def test_a_candidate_that_would_dodge_every_correctness_case_is_refused():
     """A launch rule that makes a kernel not applicable on every correctness case (so it would be judged at
     performance sizes only) is launch_invalid, in the evaluator as in the tuner's rule."""
-    from agent.evaluate.evaluator import coverage_problem
     from agent.evaluate.results import CaseResult, Status
+    from agent.evaluate.verdict import coverage_problem
     from agent.spec.applicability import coverage_gap
     na = lambda name, role: CaseResult(name, role, Status.NOT_APPLICABLE, detail=f"case '{name}': grid (0, 1, 1)")
     dodging = [na("odd", "correctness"), na("probe", "correctness"), CaseResult("square", "performance")]

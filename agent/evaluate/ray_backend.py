@@ -41,9 +41,10 @@ from ..spec.workload_model import Workload
 from ..worker.process import GpuUnavailable
 from .backend import AttemptHalves, EvaluationBackend, ParallelBackend
 from .compile_audit import compile_candidate
-from .evaluator import DEFAULT_SEED, EvaluationAborted, Evaluator
+from .evaluator import DEFAULT_SEED, Evaluator
 from .options import EvaluationOptions
 from .results import EvaluationResult, Status
+from .worker_channel import EvaluationAborted
 
 RAY_MISSING = "the ray backend needs Ray: pip install 'warpsmith[ray]'"
 NICENESS_VARIABLE = "RAY_worker_niceness"  # Ray's config for its workers' priority (its default: 15)

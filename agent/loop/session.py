@@ -212,7 +212,7 @@ class Session:
         """run(), and however it stops, the way it ended: stopped (Ctrl-C, stop now, a
         model that cannot be used), failed (no GPU, reference.py raising, a dead worker
         pipe...) or what run() returned. Records nothing: end() does."""
-        from ..evaluate.evaluator import EvaluationAborted
+        from ..evaluate.worker_channel import EvaluationAborted
         from ..proposers.llm import ProposerUnavailable
         from ..proposers.model_client import ModelCallAborted
         try:
