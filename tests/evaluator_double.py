@@ -224,5 +224,5 @@ def _make_double(workload: Workload, options, worker_log, **kwargs) -> Evaluator
 
 def double_factory(**kwargs):
     """What a Ray GPU actor builds in place of the local Evaluator: an EvaluatorDouble with
-    these arguments (agent/evaluate/ray_backend.py's EvaluatorFactory)."""
+    these arguments (agent/evaluate/ray_actor.py's EvaluatorFactory)."""
     return functools.partial(_make_double, **kwargs)

@@ -29,7 +29,7 @@ def evaluation_options(args, timing: Optional[TimingConfig] = None) -> Evaluatio
     eval gives its own timing."""
     backend = getattr(args, "backend", "local")
     if backend == "ray" and importlib.util.find_spec("ray") is None:
-        from ..evaluate.ray_backend import RAY_MISSING
+        from ..evaluate.ray_cluster import RAY_MISSING
         raise CliError(f"--backend ray: {RAY_MISSING}")
     return EvaluationOptions(timing or TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
                              args.reference_timeout, backend, getattr(args, "ray_address", ""),
