@@ -93,7 +93,7 @@ def test_agent_imports_only_downward():
 
 def test_the_checker_sees_upward_imports():
     """The checker is not vacuous: spec -> loop, worker -> evaluate, siblings and agent -> tui are refused."""
-    imports = _imports(ROOT / "agent" / "loop" / "graph.py")
+    imports = _imports(ROOT / "agent" / "loop" / "nodes" / "reflect.py")
     assert "agent.loop.events" in imports and "agent.evaluate.records" in imports  # relative imports resolved
     upward = [("agent.spec.workload", "agent.loop.session"), ("agent.worker.gpu_side", "agent.evaluate.stats"),
               ("agent.tracking.tracker", "agent.proposers.base"), ("agent.cli.commands", "tui.app")]

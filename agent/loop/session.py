@@ -26,8 +26,9 @@ from ..spec.workload_model import Workload
 from ..tracking.best_kernel import write_best
 from ..tracking.session_tracker import SessionTracker
 from .checkpoint_serde import RecordSaver
+from .context import LoopContext
 from .events import NodeFinished, SessionFinished
-from .graph import LoopContext, build_graph
+from .graph import build_graph
 from .legacy_names import register as register_legacy_names
 from .limits import Limits, Spent
 from .options import SearchOptions

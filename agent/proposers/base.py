@@ -38,7 +38,7 @@ class ProposalContext:
     stopping: Callable[[], bool] = lambda: False  # "stop now" asked: abandon a model call (SessionControl)
     hint: str = ""  # the optimisation idea this proposal should try (one per call of a batch)
     # Proposed already and not in the history yet (a step proposed ahead of the last one's
-    # results, agent/loop/graph.py): not to be proposed again.
+    # results, agent/loop/nodes/propose.py): not to be proposed again.
     in_flight: tuple[CandidateSpec, ...] = ()
 
 
