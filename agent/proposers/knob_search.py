@@ -18,13 +18,18 @@ from ..evaluate.records import Attempt, CandidateSpec
 from ..spec.kernel_source import Knob
 from ..spec.workload_model import Workload
 from .base import ProposalContext
-from .compile_pool import defines_key
+from .compile_pool import DefinesKey, defines_key
 
 TOP_K = 3  # a batch branches from the neighbourhoods of this many best points
 MAX_SPACE = 20000  # enumerate smaller spaces; sample larger ones
 SAMPLES = 2000  # random points drawn from a larger space before giving up for this iteration
 Point = dict[str, int]  # one value per free knob
-Scores = dict[tuple[tuple[str, int], ...], float]  # defines_key of a scored configuration -> its score
+Scores = dict[DefinesKey, float]  # a scored configuration -> its score
+
+
+def ranked(scores: Scores) -> list[DefinesKey]:
+    """The scored configurations, the best (lowest score) first."""
+    return sorted(scores, key=scores.__getitem__)
 
 
 def next_point(knobs: dict[str, Knob], fixed: dict[str, int], scores: Scores, feasible: Callable[[Point], bool],
@@ -55,7 +60,7 @@ def next_point(knobs: dict[str, Knob], fixed: dict[str, int], scores: Scores, fe
     # now (a tree that branches from the frontier, not a line from the best). On the H200
     # the propose node waited 662 ms per attempt on compiles of the best's neighbours
     # while compiled neighbours of the runner-up sat ready.
-    points = sorted(scores, key=scores.get)
+    points = ranked(scores)
     ordered: list[list[dict[str, int]]] = []
 
     def neighbourhood(rank: int) -> list[dict[str, int]]:
@@ -130,7 +135,7 @@ def parent_of(choice: Point, scores: Scores, mine: Sequence[Attempt], ctx: Propo
     if not scores:
         return ctx.best.iteration if ctx.best else None
     at = {defines_key(a.defines): a.iteration for a in mine}
-    for point in sorted(scores, key=scores.get):
+    for point in ranked(scores):
         origin = dict(point)
         if sum(origin.get(k) != v for k, v in choice.items()) == 1:
             return at.get(point)
@@ -161,8 +166,8 @@ def rationale_of(choice: Point, scores: Scores, listed: Sequence[tuple[Point, di
     for point, config in listed:
         if choice == point:
             return "a setting the workload lists for this kernel: " + ",".join(f"{k}={v}" for k, v in config.items())
-    for rank, point in enumerate(sorted(scores, key=scores.get), 1):
-        origin = dict(point)
+    for rank, key in enumerate(ranked(scores), 1):
+        origin = dict(key)
         moved = [f"{k} {origin.get(k)} -> {v}" for k, v in choice.items() if origin.get(k) != v]
         if len(moved) == 1:
             which = "the best so far" if rank == 1 else f"the #{rank} best so far"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
-from typing import Optional
+from typing import Callable, Optional
 
 from ..evaluate.records import CandidateSpec
 from ..spec.kernel_source import Knob
@@ -38,12 +38,14 @@ from .knob_search import (
     MAX_SPACE,
     SAMPLES,
     TOP_K,
+    Point,
     doomed_values,
     listed_points,
     neighbours_of,
     next_point,
     parent_of,
     point_scores,
+    ranked,
     rationale_of,
     space_size,
 )
@@ -191,7 +193,7 @@ class TuneProposer:
         arch = ctx.facts.arch or None
         allow_fast_math = ctx.workload.tolerance.allow_fast_math
         lists = []
-        for point in sorted(scores, key=scores.get)[:TOP_K]:
+        for point in ranked(scores)[:TOP_K]:
             points = list(neighbours_of({k: v for k, v in point if k in free}, free))
             rng.shuffle(points)
             lists.append(points)
@@ -253,26 +255,41 @@ class TuneProposer:
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
         allow_fast_math = ctx.workload.tolerance.allow_fast_math
-        feasible = lambda d: (defines_key({**base.defines, **d}) not in tried
-                              and self.launchable.allows(ctx.workload, base, d, focus)
-                              and (arch is None or self.pool.may_compile(base, d, arch, allow_fast_math)))
-        # Compiled ahead and accepted: taken before a neighbour that would have to be compiled
-        # now, so the GPU does not wait on NVRTC (the neighbours' order is a shuffle anyway).
-        ready = None if arch is None or not self.ahead else \
-            (lambda d: defines_key({**base.defines, **d}) not in tried and self.pool.compiled_already(base, d, arch, allow_fast_math))
-        prefetch = None if arch is None or not self.ahead else \
-            (lambda points: [self.pool.submit(base, d, arch, allow_fast_math) for d in points[:self.ahead]
-                             if defines_key({**base.defines, **d}) not in tried and self.launchable.allows(ctx.workload, base, d)])
+
+        def feasible(d: Point) -> bool:
+            return (defines_key({**base.defines, **d}) not in tried
+                    and self.launchable.allows(ctx.workload, base, d, focus)
+                    and (arch is None or self.pool.may_compile(base, d, arch, allow_fast_math)))
+
+        ready: Optional[Callable[[Point], bool]] = None
+        prefetch: Optional[Callable[[list[Point]], object]] = None
+        if arch is not None and self.ahead:
+            target = arch
+
+            def compiled(d: Point) -> bool:
+                """Compiled ahead and accepted: taken before a neighbour that would have to be compiled
+                now, so the GPU does not wait on NVRTC (the neighbours' order is a shuffle anyway)."""
+                return defines_key({**base.defines, **d}) not in tried and \
+                    self.pool.compiled_already(base, d, target, allow_fast_math)
+
+            def compile_now(points: list[Point]) -> None:
+                for d in points[:self.ahead]:
+                    if defines_key({**base.defines, **d}) not in tried and self.launchable.allows(ctx.workload, base, d):
+                        self.pool.submit(base, d, target, allow_fast_math)
+            ready, prefetch = compiled, compile_now
         listed = listed_points(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines})
         # Points with a knob value that was only ever wrong are taken last (tf32x3's FLUSH=0
         # accumulates in the tensor cores and fails by design at K >= 1024; in a 20-attempt
         # sgemm bench on the H200, 4 attempts were wrong in every screened launch).
         doomed = doomed_values(mine)
         starts = [point for point, _ in listed]  # a listed setting is measured: never held back
-        clean = lambda d: d in starts or not any((k, v) in doomed for k, v in d.items())
+        clean: Callable[[Point], bool] = lambda d: d in starts or not any((k, v) in doomed for k, v in d.items())
+        clean_ready: Optional[Callable[[Point], bool]] = None
+        if ready is not None:
+            compiled_ready = ready
+            clean_ready = lambda d: clean(d) and compiled_ready(d)
         choice = next_point(knobs, base.defines, scores, lambda d: clean(d) and feasible(d), rng,
-                            ready and (lambda d: clean(d) and ready(d)), prefetch,
-                            starts=starts) if doomed else None
+                            clean_ready, prefetch, starts=starts) if doomed else None
         choice = choice or next_point(knobs, base.defines, scores, feasible, rng, ready, prefetch,
                                       starts=starts)
         if choice is None:

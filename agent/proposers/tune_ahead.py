@@ -14,7 +14,7 @@ from ..spec.kernel_source import Knob
 from .base import Proposal, ProposalContext, ProposalError
 from .compile_pool import CompilePool, compile_key, defines_key, source_tag
 from .kernel_turns import focus_case
-from .knob_search import TOP_K, Point, Scores, listed_points, neighbours_of, point_scores
+from .knob_search import TOP_K, Point, Scores, listed_points, neighbours_of, point_scores, ranked
 from .launch_filter import LaunchFilter
 from .tune_target import attempts_on, config_prefix, in_flight_keys, kernel_of, tune_base
 
@@ -44,7 +44,7 @@ class CompileAhead:
         seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
         in_flight = [{k: v for k, v in s.defines.items() if k in free} for s in ctx.in_flight
                      if s.proposer == self.proposer and s.name.startswith(prefix)]
-        best = [{k: v for k, v in point if k in free} for point in sorted(scores, key=scores.get)[:TOP_K]]
+        best = [{k: v for k, v in point if k in free} for point in ranked(scores)[:TOP_K]]
         orders: list[list[Point]] = []
         for origin in choices + in_flight + best:
             points = list(neighbours_of(origin, free))
