@@ -18,6 +18,8 @@ front end and leave their results in the checkpointed state.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
@@ -28,15 +30,15 @@ from .nodes.evaluate import benchmark, compile_node, profile, validate
 from .nodes.plan import plan
 from .nodes.propose import propose
 from .nodes.reflect import reflect
-from .state import LoopState
+from .state import LoopState, attempt_in_flight
 
 NODES = ("plan", "propose", "compile", "validate", "benchmark", "profile", "reflect", "conclude")
 
 
-def _after(progress: Progress, next_node: str):
+def _after(progress: Progress, next_node: str) -> Callable[[LoopState], str]:
     """Route on progress: on to `next_node` if the attempt got there, else (a verdict) to reflect."""
     def route(state: LoopState) -> str:
-        return next_node if state["attempt"].status == progress else "reflect"
+        return next_node if attempt_in_flight(state).status == progress else "reflect"
     return route
 
 
@@ -48,7 +50,7 @@ def _after_propose(state: LoopState) -> str:
 
 def _after_benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> str:
     profiling = runtime.context.profiler is not None
-    return "profile" if profiling and state["attempt"].status == Status.OK else "reflect"
+    return "profile" if profiling and attempt_in_flight(state).status == Status.OK else "reflect"
 
 
 def _after_reflect(state: LoopState) -> str:
@@ -59,7 +61,7 @@ def _after_plan(state: LoopState) -> str:
     return END if state["iteration"] >= state["budget"] else "propose"
 
 
-def build_graph() -> StateGraph:
+def build_graph() -> StateGraph[LoopState, LoopContext, LoopState, LoopState]:
     g = StateGraph(LoopState, context_schema=LoopContext)
     g.add_node("plan", plan)
     g.add_node("propose", propose)

@@ -11,12 +11,12 @@ from langgraph.runtime import Runtime
 from .. import events
 from ..context import LoopContext
 from ..limits import Limits, stop_reason
-from ..state import LoopState
+from ..state import LoopState, StateUpdate
 
 
-def apply_budget(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+def apply_budget(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     """Budget and limit changes asked for since the last step (running or paused)."""
-    update: dict = {}
+    update: StateUpdate = {}
     control = runtime.context.control
     changes = control.take_limits()
     if changes:
@@ -31,7 +31,7 @@ def apply_budget(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     return update
 
 
-def stop_reason_after(state: LoopState, update: dict, iteration: int) -> Optional[str]:
+def stop_reason_after(state: LoopState, update: StateUpdate, iteration: int) -> Optional[str]:
     best = update.get("best", state.get("best"))
     return stop_reason(iteration, update.get("budget", state["budget"]), update.get("limits", state.get("limits")),
                        update.get("spent", state.get("spent")), best.iteration if best else 0)

@@ -11,11 +11,11 @@ from ...evaluate.dispatch import build_dispatch
 from ...evaluate.session_result import session_result
 from .. import events
 from ..context import LoopContext
-from ..state import LoopState
+from ..state import LoopState, StateUpdate
 from .streaming import stream_cases
 
 
-def conclude(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+def conclude(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     """At the end of a session: a variant per shape, when the per-case winners differ from
     the best (agent/evaluate/dispatch.py); re-timed beside the best, so it costs a few
     evaluations. The dispatch is kept (and reported) whether or not it pays."""

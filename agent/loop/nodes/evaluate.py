@@ -12,13 +12,13 @@ from ...spec.expr import ExprError
 from .. import events
 from ..archive import archive_samples
 from ..context import LoopContext
-from ..state import LoopState
+from ..state import LoopState, StateUpdate, attempt_in_flight, candidate_in_flight
 from .outcomes import bests, outcomes
 from .streaming import ran, stream_cases
 
 
-def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
-    attempt, spec = state["attempt"], state["pending"]
+def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
+    attempt, spec = attempt_in_flight(state), candidate_in_flight(state)
     runtime.stream_writer(events.NodeStarted("compile", attempt.iteration))
     try:
         candidate = spec.to_candidate()
@@ -32,15 +32,15 @@ def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     return {"attempt": attempt.model_copy(update={"status": Progress.COMPILED})}
 
 
-def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
-    attempt = state["attempt"]
+def validate(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
+    attempt = attempt_in_flight(state)
     runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
     stream_cases(runtime, attempt.iteration)
     ctx = runtime.context
     best_ms, case_best = bests(state)
     # Told the best, the evaluator screens first: a clearly slower candidate is rejected
     # early without a validation (agent/evaluate/evaluator.py, validate()).
-    r = ctx.evaluator.validate(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
+    r = ctx.evaluator.validate(candidate_in_flight(state).to_candidate(), best_ms=best_ms if ctx.early_reject else None,
                                case_best_ms=case_best)
     ran(runtime, attempt.iteration, "validate", r)
     if r.status == Status.REJECTED_EARLY:
@@ -53,8 +53,8 @@ def validate(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases, "gpu": r.gpu})}
 
 
-def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
-    attempt = state["attempt"]
+def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
+    attempt = attempt_in_flight(state)
     runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
     stream_cases(runtime, attempt.iteration)
     ctx = runtime.context
@@ -63,7 +63,7 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
     # Continues what validate() began, on the same worker (which screened it already, told
     # the best); a backend that did not screen it may still stop one early that could be
     # neither the best nor a case's winner.
-    r = ev.benchmark(state["pending"].to_candidate(), best_ms=best_ms if ctx.early_reject else None,
+    r = ev.benchmark(candidate_in_flight(state).to_candidate(), best_ms=best_ms if ctx.early_reject else None,
                      case_best_ms=case_best)
     ran(runtime, attempt.iteration, "benchmark", r)
     if ctx.archive is not None:
@@ -77,15 +77,16 @@ def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
                                                   "cases": cases, "gpu": r.gpu})}
 
 
-def profile(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+def profile(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     """--use-nsight: Nsight Compute on each performance case of a candidate that passed.
     A profiler that cannot run says so once and the session goes on without it."""
-    ctx, attempt = runtime.context, state["attempt"]
+    ctx, attempt = runtime.context, attempt_in_flight(state)
+    assert ctx.profiler is not None  # routed here only with a profiler (graph._after_benchmark)
     runtime.stream_writer(events.NodeStarted("profile", attempt.iteration))
     cases = [c.name for c in ctx.workload.cases if c.timed]
     try:
         ceilings = ctx.evaluator.ceilings
-        profiles = ctx.profiler.profile(state["pending"], cases, tag=f"attempt-{attempt.iteration:03d}",
+        profiles = ctx.profiler.profile(candidate_in_flight(state), cases, tag=f"attempt-{attempt.iteration:03d}",
                                         **({"bandwidth_gbs": ceilings.bandwidth_gbs} if ceilings else {}))
     except ProfilerUnavailable as e:
         if not e.transient:

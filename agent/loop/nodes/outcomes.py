@@ -4,9 +4,10 @@ against its speed-of-light floor), and the bests a candidate is compared with.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
-from ...evaluate.records import CaseOutcome
+from ...evaluate.dispatch import CaseWinner
+from ...evaluate.records import Best, CaseOutcome
 from ...evaluate.results import EvaluationResult
 from ...spec.speed_of_light import Ceilings, case_floor
 from ...spec.workload_model import Workload
@@ -36,6 +37,10 @@ def bests(state: LoopState) -> tuple[Optional[float], Optional[dict[str, float]]
     --no-early-reject too, for the safety replay): the best score and each case's winner
     (none recorded, e.g. a checkpoint from before winners: the geomean rule alone, not
     "every case unwon")."""
-    best = state.get("best")
-    case_best = {case: w.median_ms for case, w in state.get("winners", {}).items()} or None
+    return bests_of(state.get("best"), state.get("winners", {}))
+
+
+def bests_of(best: Optional[Best], winners: Mapping[str, CaseWinner]) -> tuple[Optional[float], Optional[dict[str, float]]]:
+    """bests() of a best and the per-case winners."""
+    case_best = {case: w.median_ms for case, w in winners.items()} or None
     return (best.score_ms if best else None), case_best

@@ -19,12 +19,12 @@ from ...spec.speed_of_light import case_floor
 from ...worker.footprint import check_memory
 from .. import events
 from ..context import LoopContext
-from ..state import LoopState
+from ..state import LoopState, StateUpdate
 from .outcomes import medians, outcomes
 from .streaming import stream_cases
 
 
-def plan(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+def plan(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     ctx = runtime.context
     runtime.stream_writer(events.NodeStarted("plan", 0))
     ev, w = ctx.evaluator, ctx.workload

@@ -18,7 +18,7 @@ from ...runtime.device_facts import DeviceFacts
 from ...spec.expr import ExprError
 from .. import events
 from ..context import LoopContext
-from ..state import LoopState
+from ..state import LoopState, StateUpdate
 from .budget import apply_budget, stop_reason_after
 from .outcomes import bests
 
@@ -33,7 +33,7 @@ def program_lines(spec: CandidateSpec) -> tuple[str, ...]:
     return tuple(program.describe()) if program else ()
 
 
-def propose(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+def propose(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     ctx = runtime.context
     update = apply_budget(state, runtime)
     reason = stop_reason_after(state, update, state["iteration"])

@@ -11,30 +11,32 @@ from langgraph.runtime import Runtime
 
 from ...evaluate.ahead import AheadEvaluator
 from ...evaluate.dispatch import update_winners
-from ...evaluate.records import Attempt, Best
+from ...evaluate.records import Best
 from ...evaluate.results import Status
 from ...evaluate.selection import challenge
 from .. import events
 from ..archive import archive_attempt
 from ..context import LoopContext
 from ..limits import Spent
-from ..state import LoopState
+from ..state import LoopState, StateUpdate, attempt_in_flight, candidate_in_flight
 from .budget import apply_budget, stop_reason_after
-from .outcomes import bests, medians
+from .outcomes import bests_of, medians
 
 
-def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
+def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     ctx = runtime.context
-    attempt: Attempt = state["attempt"]
+    attempt = attempt_in_flight(state)
     runtime.stream_writer(events.NodeStarted("reflect", attempt.iteration))
     best: Optional[Best] = state.get("best")
-    update: dict = {}
-    if attempt.status == Status.OK and attempt.score_ms is not None:
-        verdict = challenge(ctx.evaluator, state["pending"].to_candidate(), attempt.score_ms,
+    update: StateUpdate = {}
+    score = attempt.score_ms
+    if attempt.status == Status.OK and score is not None:
+        spec = candidate_in_flight(state)
+        verdict = challenge(ctx.evaluator, spec.to_candidate(), score,
                             best.spec.to_candidate() if best else None, best.score_ms if best else None)
         if verdict.accepted:
             attempt = attempt.model_copy(update={"new_best": True})
-            best = Best(spec=state["pending"], score_ms=attempt.score_ms, cases=attempt.cases,
+            best = Best(spec=spec, score_ms=score, cases=attempt.cases,
                         iteration=attempt.iteration, profile=attempt.profile)
             update["best"] = best
             base = state.get("baseline_score_ms")
@@ -44,15 +46,17 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> dict:
             detail = "\n".join(d for d in (verdict.detail, attempt.detail) if d)  # keeps a SUSPECT note
             attempt = attempt.model_copy(update={"status": verdict.status, "detail": detail, "score_ms": None})
     if attempt.status == Status.OK:  # per-case winners, for the dispatch (a kernel serving some cases only too)
-        update["winners"] = update_winners(state.get("winners", {}), attempt.iteration, state["pending"],
+        update["winners"] = update_winners(state.get("winners", {}), attempt.iteration, candidate_in_flight(state),
                                            medians(attempt.cases))
     if isinstance(ctx.evaluator, AheadEvaluator) and ctx.early_reject and ("best" in update or "winners" in update):
-        ctx.evaluator.update_bests(*bests({**state, **update}))  # the step's attempts not begun yet
+        ctx.evaluator.update_bests(*bests_of(update.get("best", state.get("best")),
+                                              update.get("winners", state.get("winners", {}))))  # the step's attempts not begun yet
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,
                                                  attempt.detail, attempt.gpu))
     ctx.tracker.log_attempt(attempt, state.get("pending"), best, state.get("baseline_score_ms"))
-    if ctx.archive is not None and state.get("pending") is not None:
-        archive_attempt(ctx.archive, attempt, state["pending"])
+    pending = state.get("pending")
+    if ctx.archive is not None and pending is not None:
+        archive_attempt(ctx.archive, attempt, pending)
     update.update(apply_budget(state, runtime))
     spent = state.get("spent", Spent())
     # Since the attempt began, or since this run began if it was paused or stopped mid-attempt.

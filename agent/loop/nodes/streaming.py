@@ -16,7 +16,8 @@ from ..context import LoopContext
 def stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
     """Forward the worker's per-case replies as they arrive."""
     write = runtime.stream_writer
-    def on_event(reply):
+
+    def on_event(reply: object) -> None:
         if isinstance(reply, CaseChecked):
             write(events.CaseFinished(iteration, reply.case, reply.phase, reply.check.status, reply.check.max_rel_error,
                                       elapsed_ms=reply.elapsed_ms))
