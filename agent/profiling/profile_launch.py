@@ -42,7 +42,7 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
         for job in array_jobs(workload, case):
             buf = device.alloc(job.nbytes)
             if job.role == "input":
-                buf.upload(generate_input(job, case.name, 1))
+                buf.upload(generate_input(job, case.name, 1))  # type: ignore[arg-type]  # numpy's stubs give ndarray __buffer__ only from Python 3.12
             buffers[job.name] = buf
         if cand.program is not None:
             done.append(_run_program(device, module, workload, cand, case, buffers))
@@ -56,8 +56,10 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
     return done
 
 
-def _run_program(device, module, workload: Workload, cand: Candidate, case: Case, buffers: dict) -> str:
+def _run_program(device: native.Device, module: native.Module, workload: Workload, cand: Candidate, case: Case,
+                 buffers: dict[str, native.Buffer]) -> str:
     """Every step of the program once on `case`, over zeroed workspace; returns what ran."""
+    assert cand.program is not None  # called for programs only
     job = cand.program.resolve(cand.launch_env(case),
                                {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)},
                                array_layouts(workload, case))
