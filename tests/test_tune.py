@@ -13,6 +13,7 @@ from agent.evaluate.records import Attempt
 from agent.proposers import compile_pool
 from agent.proposers.base import ProposalContext, SearchExhausted
 from agent.proposers.tune import TuneProposer
+from agent.proposers.tune_target import kernel_of
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 
@@ -137,7 +138,7 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
                               baseline)
         spec = tuner.propose(ctx).spec
-        kernels.append(spec.name.split("@")[0])
+        kernels.append(kernel_of(spec.name))
         split = spec.name.startswith("splitk")
         long_k = 0.3 if split and spec.defines.get("SPLITK") == 64 else 1.0  # split-K pays on long-K only
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
@@ -185,7 +186,7 @@ def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
                               baseline)
         spec = tuner.propose(ctx).spec
-        kernels.append(spec.name.split("@")[0])
+        kernels.append(kernel_of(spec.name))
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
                                defines=spec.defines, new_best=(i == 1 or i == 10),
                                cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
@@ -247,7 +248,7 @@ def test_batches_give_every_tunable_kernel_a_turn():
                                    score_ms=1.0, defines=p.spec.defines, new_best=p.spec.name.startswith("tf32x3@"),
                                    cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
                                           for c in perf]))
-    tried = {a.name.split("@")[0] for a in history}
+    tried = {kernel_of(a.name) for a in history}
     assert tried >= {n for n, k in w.kernels.items() if k.knobs()}, tried
 
 
@@ -266,7 +267,7 @@ def test_once_stalled_another_kernels_turn_fills_the_whole_step(tmp_path):
     for step in range(8):
         ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None, baseline)
         batch = tuner.propose_batch(ctx, 4)
-        steps.append([p.spec.name.split("@")[0] for p in batch])
+        steps.append([kernel_of(p.spec.name) for p in batch])
         for p in batch:
             history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                    score_ms=1.0, defines=p.spec.defines,
@@ -759,14 +760,14 @@ def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
             ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best,
                                   history[-1] if history else None)
             for p in tuner.propose_batch(ctx, batch):
-                ms = score(p.spec.name.split("@")[0], p.spec.defines)
+                ms = score(kernel_of(p.spec.name), p.spec.defines)
                 cases = [CaseOutcome(case=c, role="performance", status="ok", median_ms=ms) for c in perf]
                 new_best = best is None or ms < best.score_ms
                 history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                        score_ms=ms, defines=p.spec.defines, new_best=new_best, cases=cases))
                 if new_best:
                     best = Best(spec=p.spec, score_ms=ms, cases=cases, iteration=len(history))
-    return [a.name.split("@")[0] for a in history]
+    return [kernel_of(a.name) for a in history]
 
 
 def test_a_kernel_not_tried_yet_gets_its_turn_after_the_main_kernels_own_three():
@@ -803,7 +804,7 @@ def test_a_used_up_main_kernel_is_not_searched_again_on_every_proposal(monkeypat
     real = TuneProposer._propose
 
     def spy(self, ctx, kernel=None, focus=None):
-        searched.append(kernel or self.base(ctx)[0].name.split("@")[0])
+        searched.append(kernel or kernel_of(self.base(ctx)[0].name))
         return real(self, ctx, kernel, focus)
     monkeypatch.setattr(TuneProposer, "_propose", spy)
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=30)
@@ -980,7 +981,7 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
         ctx = ProposalContext(w, facts, len(history) + 1, "optimise", list(history), best, None, baseline)
         done = _wait_for_compiles(tuner)
         batch = tuner.propose_batch(ctx, 4)
-        kernels = {p.spec.name.split("@")[0] for p in batch}
+        kernels = {kernel_of(p.spec.name) for p in batch}
         if kernels == {"splitk"}:
             splitk_steps += 1
             missing = [p.spec.name for p in batch if (source_tag(p.spec.source), "sm_90", _key(p.spec.defines)) not in done]
