@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 import sys
 
-from agent.spec.workload import ArrayParam, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import ArrayParam
 from agent.worker.torch_baseline import load_baseline
 
 

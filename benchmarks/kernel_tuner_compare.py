@@ -43,7 +43,8 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from agent.spec.knob_space import KnobSpace
-from agent.spec.workload import KernelSpec, Workload, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import KernelSpec, Workload
 
 # ---- Kernel Tuner's view of a workload kernel -----------------------------------
 

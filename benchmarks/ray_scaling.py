@@ -123,7 +123,8 @@ def run_stand_in(workload_dir: Path, gpus: int, args, kill_after: float | None) 
     from evaluator_double import double_factory
 
     from agent.evaluate.options import EvaluationOptions
-    from agent.evaluate.ray_backend import RayBackend, init_ray
+    from agent.evaluate.ray_backend import RayBackend
+    from agent.evaluate.ray_cluster import init_ray
     from agent.loop.limits import Limits
     from agent.loop.options import SearchOptions
     from agent.loop.session import Session, SessionInfo, session_dir

@@ -32,6 +32,7 @@ from agent.loop.options import SearchOptions  # noqa: E402
 from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
 from agent.proposers.choice import ProposerChoice  # noqa: E402
 from agent.proposers.tune import TuneProposer  # noqa: E402
+from agent.proposers.tune_target import kernel_of  # noqa: E402
 from agent.spec.workload import load_workload  # noqa: E402
 from agent.tracking.session_tracker import NullTracker  # noqa: E402
 
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> int:
     s.close()
     turns: dict[str, int] = {}
     for a in history:
-        turns[a.name.split("@")[0]] = turns.get(a.name.split("@")[0], 0) + 1
+        turns[kernel_of(a.name)] = turns.get(kernel_of(a.name), 0) + 1
     print(f"{len(history)} attempts, batch {args.batch}; attempts per kernel: "
           + ", ".join(f"{k} {n}" for k, n in sorted(turns.items(), key=lambda kv: -kv[1])))
     if dispatch is None:
@@ -78,7 +79,7 @@ def main(argv: list[str]) -> int:
         return 0
     for e in dispatch.entries:
         v = dispatch.variants[e.variant]
-        print(f"{e.case}: {v.name.split('@')[0]} SPLITK={v.defines.get('SPLITK', '-')} {e.median_ms:.4f} ms (model)")
+        print(f"{e.case}: {kernel_of(v.name)} SPLITK={v.defines.get('SPLITK', '-')} {e.median_ms:.4f} ms (model)")
     return 0
 
 

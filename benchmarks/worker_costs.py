@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from agent.evaluate.case_requests import case_job
 from agent.evaluate.evaluator import DEFAULT_SEED, FRESH_SEED, Evaluator
 from agent.spec.half_float import STORAGE, to_storage
 from agent.spec.workload import load_workload
@@ -48,7 +49,7 @@ def timed(worker: GpuWorker, fn) -> float:
 def main(workload_dir: str) -> None:
     w = load_workload(workload_dir)
     with Evaluator(w) as ev:  # the jobs as a session builds them (its own worker is not used)
-        jobs = {(c.name, seed): ev._case_job(c, seed, None) for c in w.cases for seed in (DEFAULT_SEED, FRESH_SEED)}
+        jobs = {(c.name, seed): case_job(ev.workload, c, seed, None, ev.reference_timeout_s) for c in w.cases for seed in (DEFAULT_SEED, FRESH_SEED)}
     worker = GpuWorker(0)
     t0 = time.perf_counter()
     for (_, seed), job in jobs.items():

@@ -22,7 +22,7 @@ from agent.evaluate.stats import TimingStats
 from agent.runtime.compiler import compile_kernel
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.speed_of_light import Ceilings
-from agent.spec.workload import Workload
+from agent.spec.workload_model import Workload
 from agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed, TimingConfig
 
 FACTS = DeviceFacts(name="EvaluatorDouble (no GPU)", arch="sm_90", sm_count=132, max_threads_per_block=1024,
@@ -135,7 +135,7 @@ class EvaluatorDouble:
                 (meeting and len(list(self.meet[0].iterdir())) < self.meet[1] and time.monotonic() < meet_by):
             if self.aborted:
                 self.aborted = False
-                from agent.evaluate.evaluator import EvaluationAborted
+                from agent.evaluate.worker_channel import EvaluationAborted
                 raise EvaluationAborted("stopped by the user")
             time.sleep(0.01)
         if meeting and len(list(self.meet[0].iterdir())) < self.meet[1]:
@@ -224,5 +224,5 @@ def _make_double(workload: Workload, options, worker_log, **kwargs) -> Evaluator
 
 def double_factory(**kwargs):
     """What a Ray GPU actor builds in place of the local Evaluator: an EvaluatorDouble with
-    these arguments (agent/evaluate/ray_backend.py's EvaluatorFactory)."""
+    these arguments (agent/evaluate/ray_actor.py's EvaluatorFactory)."""
     return functools.partial(_make_double, **kwargs)

@@ -10,7 +10,8 @@ from workload_factory import make_sgemm_workload
 from agent.cli.bench import measure, render
 from agent.evaluate.records import CandidateSpec
 from agent.spec.candidate import Candidate
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 
 
 @pytest.fixture

@@ -14,9 +14,10 @@ from evaluator_double import EvaluatorDouble, Gate
 from test_evaluator_protocol import FACTS, naive
 from test_loop import open_session, workload  # noqa: F401  (the fixture)
 
-from agent.evaluate import evaluator as evaluator_module
+from agent.evaluate import worker_channel
 from agent.evaluate.ahead import AheadEvaluator
-from agent.evaluate.evaluator import EvaluationAborted, Evaluator
+from agent.evaluate.evaluator import Evaluator
+from agent.evaluate.worker_channel import EvaluationAborted
 from agent.loop import events
 from agent.proposers.tune import TuneProposer
 from agent.worker.protocol import WorkerReady
@@ -253,7 +254,7 @@ def test_a_dead_worker_is_restarted_once_when_the_graph_and_the_ahead_thread_bot
     crash, the ahead thread's next attempt and the graph's compile node both find the worker
     dead. One worker must start, not two with one orphaned (a CUDA context and every case's
     buffers held until the session ends)."""
-    monkeypatch.setattr(evaluator_module, "WorkerProcess", SlowStartingWorkerDouble)
+    monkeypatch.setattr(worker_channel, "WorkerProcess", SlowStartingWorkerDouble)
     ev = Evaluator(workload)
     dead = SlowStartingWorkerDouble()
     dead.alive = False

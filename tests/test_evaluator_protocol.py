@@ -14,8 +14,9 @@ from agent.evaluate.evaluator import Evaluator
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
+from agent.spec.launch import LaunchRule
 from agent.spec.speed_of_light import Ceilings
-from agent.spec.workload import LaunchRule, load_workload
+from agent.spec.workload import load_workload
 from agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
 from agent.worker.protocol import (
     ATTEMPT,
@@ -147,7 +148,7 @@ def test_announced_launch_gets_the_kernel_timeout_not_the_setup_allowance(worklo
     """Setup waits get the setup allowance; once the worker announces a launch, only the kernel's timeout."""
     ev = DoubleEvaluator(workload, [Started("odd-97x83x61", "validate"), WorkerTimeout("no answer")])
     r = ev.evaluate(naive(workload))
-    assert ev.doubles[0].waits == [120.0, ev.kernel_timeout_s]
+    assert ev.doubles[0].waits == [120.0, ev.deadlines.kernel_timeout_s]
     assert r.status == "timeout" and "odd-97x83x61" in r.detail and "(validate)" in r.detail
 
 
@@ -407,9 +408,9 @@ def test_a_crash_in_the_screen_is_crashed(workload):
 def test_a_contender_is_faster_than_the_best_or_than_some_cases_fastest():
     """contender(): the geomean of the performance medians against the best score, each case's median against
     that case's fastest so far; a case without a timing (not all timed) counts as a contender."""
-    from agent.evaluate.evaluator import contender
     from agent.evaluate.results import CaseResult, EvaluationResult, Progress
     from agent.evaluate.stats import TimingStats
+    from agent.evaluate.verdict import contender
 
     def timed(**medians):
         r = EvaluationResult("k", Progress.PENDING, None)

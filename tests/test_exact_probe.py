@@ -12,7 +12,8 @@ from workload_factory import ROOT
 from agent.spec.exact_probe import EXACT_RTOL
 from agent.spec.inputs import ArrayJob, generate_input
 from agent.spec.tolerance import case_rtol
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 
 
 def error(out: np.ndarray, ref: np.ndarray) -> float:

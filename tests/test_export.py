@@ -23,7 +23,8 @@ from agent.cli.commands import main
 from agent.evaluate.records import Best, CandidateSpec
 from agent.loop.session import SessionInfo, session_dir
 from agent.spec.candidate import Candidate
-from agent.spec.workload import Case, array_layouts, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import Case, array_layouts
 from agent.tracking.launch_module import hopper_only, launch_module
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"

@@ -16,7 +16,8 @@ from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.choice import ProposerChoice
 from agent.proposers.llm import HybridProposer, LlmProposer
 from agent.proposers.tune import TuneProposer
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 from agent.tracking.tracker import Tracker
 
 

@@ -19,11 +19,13 @@ import time
 import pytest
 from workload_factory import make_sgemm_workload
 
+from agent.evaluate.case_requests import case_job, resolve_launch
 from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
-from agent.spec.workload import LaunchRule, load_workload
+from agent.spec.launch import LaunchRule
+from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
 from agent.worker.read_only import writable
 
@@ -121,8 +123,8 @@ def test_timed_launches_are_poisoned_and_checked(workload):
     case = next(c for c in workload.cases if c.timed)
     with Evaluator(workload) as ev:
         compiled = ev.compile(cand)
-        launch, problem = ev._resolve_launch(cand, case)
-        job = ev._case_job(case, 1, launch)
+        launch, problem = resolve_launch(cand, case, ev.facts)
+        job = case_job(ev.workload, case, 1, launch, ev.reference_timeout_s)
     assert compiled.ok and not problem
     worker.poisons._nan_next = False  # the next fill, validation's, is NaN: the exploit's lucky draw
     sent = []
@@ -207,8 +209,8 @@ def _stash_statuses(workload, source: str, name: str, rule: LaunchRule = RULE) -
     case = next(c for c in workload.cases if c.timed)
     with Evaluator(workload) as ev:
         compiled = ev.compile(cand)
-        launch, problem = ev._resolve_launch(cand, case)
-        job = ev._case_job(case, 1, launch)
+        launch, problem = resolve_launch(cand, case, ev.facts)
+        job = case_job(ev.workload, case, 1, launch, ev.reference_timeout_s)
     assert compiled.ok and not problem, compiled.log
     sent: list = []
     GpuWorker(0).run_kernel(EvaluateKernel(compiled.cubin, compiled.symbol, (job,), 1,
@@ -338,7 +340,7 @@ def test_reference_tampering_is_found_and_repaired(workload):
     from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
-        job = ev._case_job(workload.cases[0], 1, None)
+        job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
     bufs = worker.buffers(job, 1)
     bufs.prepare(worker.poisons)  # guards armed, outputs poisoned: as before any launch
     assert worker.integrity(bufs) is None
@@ -360,7 +362,7 @@ def test_the_reference_on_the_gpu_is_noise_to_a_kernel_and_still_checks(workload
     from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
-        job = ev._case_job(workload.cases[0], 1, None)
+        job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
     bufs = worker.buffers(job, 1)
     c = bufs.arrays["C"]
     on_gpu = np.empty_like(c.ref_device)
@@ -396,7 +398,7 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
-        jobs = [ev._case_job(c, 1, None) for c in workload.cases]
+        jobs = [case_job(ev.workload, c, 1, None, ev.reference_timeout_s) for c in workload.cases]
     first, second = (worker.buffers(j, 1) for j in jobs)
     assert worker.fence(first, None).breached() is None
     fence = worker.fence(first, None)
@@ -427,7 +429,7 @@ def test_cublas_workspace_and_the_unflushed_flush_buffer_are_fenced(workload):
     from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
-        job = ev._case_job(workload.cases[0], 1, None)
+        job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
     bufs = worker.buffers(job, 1)
     assert not any("cuBLAS" in r.what or "flush" in r.what for r in worker.fence(bufs, None).regions)
     cublas = worker.cublas()
@@ -451,7 +453,7 @@ def test_a_timed_check_rewritten_after_it_ran_is_caught_by_its_seal(workload):
     from agent.worker.timed_checks import TimedChecks
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
-        job = ev._case_job(workload.cases[0], 1, None)
+        job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
     bufs = worker.buffers(job, 1)
     c = bufs.arrays["C"]
 
@@ -479,7 +481,7 @@ def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     from agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
-        jobs = [ev._case_job(c, 1, None) for c in workload.cases]
+        jobs = [case_job(ev.workload, c, 1, None, ev.reference_timeout_s) for c in workload.cases]
     first, second = (worker.buffers(j, 1) for j in jobs)
     with writable(first.arrays["A"].buffer):  # (read-only for kernels: a write of anything else)
         first.arrays["A"].buffer.fill_u32(0, first.arrays["A"].guard, 4)

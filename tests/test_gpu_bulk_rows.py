@@ -14,7 +14,8 @@ from workload_factory import ROOT
 from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
-from agent.spec.workload import Case, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import Case
 from agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu

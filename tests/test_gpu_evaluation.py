@@ -13,7 +13,8 @@ from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
 from agent.spec.expr import Expr
-from agent.spec.workload import LaunchRule, load_workload
+from agent.spec.launch import LaunchRule
+from agent.spec.workload import load_workload
 from agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu

@@ -16,7 +16,8 @@ from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.applicability import serves
 from agent.spec.candidate import Candidate
-from agent.spec.workload import Case, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import Case
 from agent.worker.protocol import TimingConfig
 from agent.worker.status import Status
 

@@ -15,7 +15,8 @@ from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
 from agent.spec.inputs import ArrayJob, array_jobs, as_float64, generate_input, generate_inputs
 from agent.spec.references import ensure_reference, load_reference
 from agent.spec.tolerance import case_rtol, default_rtol, relative_error
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm_bf16"
 
@@ -202,7 +203,8 @@ def test_a_bf16_cublas_baseline_is_evaluable_and_an_sgemm_one_on_bf16_is_not(tmp
     import pytest
     from workload_factory import ROOT
 
-    from agent.spec.workload import SpecError, load_workload
+    from agent.spec.workload import load_workload
+    from agent.spec.workload_model import SpecError
     load_workload(ROOT / "examples" / "bf16_gemm").check_evaluable()
     shutil.copytree(ROOT / "examples" / "bf16_gemm", tmp_path / "w")
     toml = tmp_path / "w" / "workload.toml"

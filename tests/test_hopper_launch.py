@@ -18,7 +18,8 @@ from agent.runtime.compiler import compile_kernel
 from agent.spec.candidate import Candidate
 from agent.spec.launch import Launch, Program, StepArg
 from agent.spec.tensor_map import TensorMap
-from agent.spec.workload import SpecError, array_layouts, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError, array_layouts
 
 BF16_GEMM = ROOT / "examples" / "bf16_gemm"
 # ptxas accepts these two only for the arch-specific target.

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from agent.worker.gpu_checks import PRF_SOURCE, prf
+from agent.worker.gpu_checks import PRF_SOURCE
+from agent.worker.host_prf import prf
 
 MAIN = r"""
 #include <cstdio>

@@ -1,6 +1,6 @@
 """The layers depend downward only: tui -> agent -> the native runner, and inside agent
-cli -> loop -> {proposers, profiling, tracking, drafting} -> evaluate -> worker -> spec -> runtime.
-Every module's imports (lazy ones inside functions too) are read with ast; no GPU, no import."""
+cli -> loop -> {proposers, profiling, tracking, drafting} -> evaluate -> worker -> spec -> runtime;
+and no module imports itself back through others. Every module's imports (lazy ones inside functions too) are read with ast; no GPU, no import."""
 
 from __future__ import annotations
 
@@ -93,9 +93,50 @@ def test_agent_imports_only_downward():
 
 def test_the_checker_sees_upward_imports():
     """The checker is not vacuous: spec -> loop, worker -> evaluate, siblings and agent -> tui are refused."""
-    imports = _imports(ROOT / "agent" / "loop" / "graph.py")
+    imports = _imports(ROOT / "agent" / "loop" / "nodes" / "reflect.py")
     assert "agent.loop.events" in imports and "agent.evaluate.records" in imports  # relative imports resolved
     upward = [("agent.spec.workload", "agent.loop.session"), ("agent.worker.gpu_side", "agent.evaluate.stats"),
               ("agent.tracking.tracker", "agent.proposers.base"), ("agent.cli.commands", "tui.app")]
     assert all(_upward(_layer(a), _layer(b)) for a, b in upward)
     assert not _upward(_layer("agent.loop.graph"), _layer("agent.spec.expr"))
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle in `graph` (module -> the modules it imports), as a path, or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if state.get(imported) == 1:
+                return path[path.index(imported):] + [imported]
+            if imported not in state:
+                found = visit(imported)
+                if found:
+                    return found
+        path.pop()
+        state[module] = 2
+        return []
+
+    for module in sorted(graph):
+        if module not in state:
+            found = visit(module)
+            if found:
+                return found
+    return []
+
+
+def test_no_import_cycle():
+    """No module of agent/ or tui/ imports itself back through others (lazy imports and TYPE_CHECKING ones count)."""
+    paths = sorted(p for package in ("agent", "tui") for p in (ROOT / package).rglob("*.py"))
+    modules = {_module_name(p) for p in paths}
+    graph = {_module_name(p): {m for m in _imports(p) if m in modules and m != _module_name(p)} for p in paths}
+    assert _cycle(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    """The cycle check is not vacuous: a -> b -> c -> a is found, a chain is not."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) == []

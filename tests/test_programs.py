@@ -14,7 +14,8 @@ from agent.evaluate.records import CandidateSpec
 from agent.runtime.compiler import compile_kernel
 from agent.spec.candidate import Candidate
 from agent.spec.launch import LaunchJob, MemsetStep, Program
-from agent.spec.workload import SpecError, array_layouts, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError, array_layouts
 
 SPLIT = {"workspace": [{"name": "partial", "dtype": "float32", "size": "SPLITK * M * N", "init": "poison"}],
          "steps": [{"entry": "sgemm_splitk_partial", "grid": ["ceil_div(N, BN)", "ceil_div(M, BM)", "SPLITK"],
@@ -169,7 +170,7 @@ def test_diff_and_prompt_show_the_launch_sequence(workload, tmp_path):
 
     from agent.cli.diff import render_diff
     from agent.evaluate.records import Attempt, Best
-    from agent.loop.graph import archive_attempt
+    from agent.loop.archive import archive_attempt
     from agent.proposers.prompt import user_message
     single = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["naive"]), "tune")
     split = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"]), "tune")
@@ -186,11 +187,11 @@ def test_diff_and_prompt_show_the_launch_sequence(workload, tmp_path):
 def test_the_app_shows_a_programs_steps_above_its_source(workload):
     """The code panel's text for a program: its workspace and steps as comments, then the source."""
     from agent.loop import events
-    from agent.loop.graph import _steps
+    from agent.loop.nodes.propose import program_lines
     from tui.run_view import RunView
     spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"]), "tune")
     view = RunView(workload.name, "tune")
-    view.apply(events.CandidateProposed(1, spec.name, "tune", "", spec.source, 0, _steps(spec)))
+    view.apply(events.CandidateProposed(1, spec.name, "tune", "", spec.source, 0, program_lines(spec)))
     lines = view.source.splitlines()
     assert lines[0] == "// workspace partial: float32[SPLITK * M * N], starts poisoned"
     assert lines[2].startswith("// step 2: sgemm_splitk_reduce<<<") and lines[3] == spec.source.splitlines()[0]

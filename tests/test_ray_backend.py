@@ -33,7 +33,7 @@ pytestmark = pytest.mark.ray
 def ray(tmp_path_factory):
     """A local cluster: 2 CPUs, 2 GPUs that are only a resource count."""
     ray = pytest.importorskip("ray")
-    from agent.evaluate.ray_backend import init_ray
+    from agent.evaluate.ray_cluster import init_ray
     # The tests' own modules (the double) for the actors; `agent` is the one this process imported
     # (installed, or a checkout with the module built in place), as for any session on Ray.
     env = {"PYTHONPATH": str(ROOT / "tests"),
@@ -164,7 +164,7 @@ def test_a_candidate_that_does_not_compile_never_reaches_a_gpu_actor(ray, tmp_pa
     with ray_backend(workload, gpus=1) as backend:
         (result,) = backend.evaluate_many([broken])
         validated, halves = backend.validate(broken), backend.attempt(broken)  # an attempt's first half, a whole one
-        served = list(backend._served)
+        served = list(backend.dispatch.served)
     assert result.status == Status.COMPILE_FAILED and result.gpu == "" and "error" in result.detail
     local = EvaluatorDouble(workload).evaluate(broken)
     assert local.status == Status.COMPILE_FAILED and local.detail == result.detail
@@ -207,7 +207,7 @@ def test_stop_now_while_a_dead_actor_restarts_stops_the_next_call(ray, tmp_path,
     """The dead actor is held out of the pool until its restart answers; it runs nothing, so a
     "stop now" then is for the session's next call, which never starts (not one that waits
     for the restart and runs after the stop)."""
-    from agent.evaluate.evaluator import EvaluationAborted
+    from agent.evaluate.worker_channel import EvaluationAborted
     flag = tmp_path / "died-once"
     with ray_backend(workload, gpus=1, die_at=(1, flag)) as backend:
         crashed = backend.evaluate(tiled(workload, BM=64))
@@ -289,7 +289,7 @@ def test_the_gpu_actors_of_a_cluster_started_here_run_at_this_processs_priority(
     init_ray starts gets 0 (RAY_worker_niceness), set only while Ray starts."""
     import os
 
-    from agent.evaluate.ray_backend import NICENESS_VARIABLE
+    from agent.evaluate.ray_cluster import NICENESS_VARIABLE
     with ray_backend(workload, gpus=2) as backend:
         assert [ray.get(a.niceness.remote()) for a in backend._actors] == [os.nice(0)] * 2
     assert NICENESS_VARIABLE not in os.environ
@@ -304,7 +304,7 @@ def test_a_cluster_started_here_has_no_secrets_for_the_code_its_actors_run(tmp_p
     import sys
     script = tmp_path_factory.mktemp("ray-secrets") / "probe.py"
     script.write_text(
-        "import os, ray\nfrom agent.evaluate.ray_backend import init_ray\n"
+        "import os, ray\nfrom agent.evaluate.ray_cluster import init_ray\n"
         "init_ray(ray, num_cpus=1)\n"
         "@ray.remote\ndef environ():\n    return open('/proc/self/environ', 'rb').read()\n"
         "print(b'sk-ray-canary' in ray.get(environ.remote()), os.environ['OPENAI_API_KEY'])\nray.shutdown()\n")
@@ -315,7 +315,7 @@ def test_a_cluster_started_here_has_no_secrets_for_the_code_its_actors_run(tmp_p
 
 
 def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_start_the_cluster():
-    from agent.evaluate.ray_backend import priority_warning
+    from agent.evaluate.ray_cluster import priority_warning
     assert priority_warning([0, 0], 0) is None and priority_warning([], 0) is None
     assert priority_warning([5, 9], 0) is None  # below this process, above the compiles (10): they give way
     text = priority_warning([0, 15], 0)
@@ -344,7 +344,7 @@ def test_backend_ray_without_ray_says_how_to_install_it(monkeypatch):
 
     from agent.cli.errors import CliError
     from agent.cli.options import evaluation_options
-    from agent.evaluate.ray_backend import ray_module
+    from agent.evaluate.ray_cluster import ray_module
     args = SimpleNamespace(hot=False, device=0, timeout=10.0, reference_timeout=60.0, backend="ray",
                            ray_address="", ray_gpus=0)
     real = importlib.util.find_spec
@@ -378,7 +378,7 @@ class _FakeActor:
         return self.current
 
     def _abort(self):
-        from agent.evaluate.evaluator import EvaluationAborted
+        from agent.evaluate.worker_channel import EvaluationAborted
         ref = self.current
         if ref is not None and not ref.done.is_set():
             ref.error = _FakeRay.exceptions.RayTaskError(EvaluationAborted("stopped"))
@@ -412,12 +412,13 @@ def _until(condition):
 def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     """Two GPUs busy with attempts ahead, a third attempt and a call of the session's waiting for one: stop now
     aborts the two, and neither waiting call starts (RayBackend's dispatch with stand-in actors, no Ray)."""
-    from agent.evaluate.evaluator import EvaluationAborted
+    from agent.evaluate.actor_dispatch import ActorDispatch
     from agent.evaluate.ray_backend import RayBackend
+    from agent.evaluate.worker_channel import EvaluationAborted
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)  # the dispatch alone: no cluster, two stand-in actors
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
-    b._start_dispatch(2)
+    b.dispatch = ActorDispatch(2)
     b.on_event = lambda e: None
     outcomes: list[str] = []
 
@@ -430,30 +431,31 @@ def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     threads = [threading.Thread(target=call, args=("attempt", True)) for _ in range(2)]
     for t in threads:
         t.start()
-    _until(lambda: len(b._busy) == 2)
+    _until(lambda: len(b.dispatch.busy) == 2)
     threads += [threading.Thread(target=call, args=("attempt", True)), threading.Thread(target=call, args=("validate", False))]
     for t in threads[2:]:
         t.start()
-    _until(lambda: b._acquiring == 2)
+    _until(lambda: b.dispatch.acquiring == 2)
     b.abort()
     for t in threads:
         t.join(60)
     assert started == ["attempt", "attempt"]
     assert sorted(outcomes) == ["attempt aborted"] * 3 + ["validate aborted"]
-    assert not b._aborted  # calls were there to take the stop: the next one after it runs
+    assert not b.dispatch.aborted  # calls were there to take the stop: the next one after it runs
 
 
 def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
     """One GPU busy with an attempt, a second attempt still compiling in this process (NVRTC
     in flight) when stop now comes: the compile finishes, and the attempt never reaches the
     free actor (RayBackend's dispatch with stand-in actors, no Ray)."""
-    from agent.evaluate.evaluator import EvaluationAborted
+    from agent.evaluate.actor_dispatch import ActorDispatch
     from agent.evaluate.ray_backend import RayBackend
+    from agent.evaluate.worker_channel import EvaluationAborted
     from agent.runtime.compiler import CompiledKernel
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
-    b._start_dispatch(2)
+    b.dispatch = ActorDispatch(2)
     b.on_event = lambda e: None
     compiling, compiled = threading.Event(), threading.Event()
 
@@ -473,7 +475,7 @@ def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
     first = threading.Thread(target=attempt, args=(lambda: b._call("c", "attempt", (None, 1, None, None),
                                                                    anywhere=True),))
     first.start()
-    _until(lambda: len(b._busy) == 1)
+    _until(lambda: len(b.dispatch.busy) == 1)
     candidate = Candidate("extern \"C\" __global__ void k() {}", "k", None, name="c")  # type: ignore[arg-type]
     second = threading.Thread(target=attempt, args=(lambda: b.attempt(candidate),))
     second.start()

@@ -15,7 +15,8 @@ from agent.runtime.compiler import run_nvrtc
 from agent.runtime.sass import nvdisasm
 from agent.spec.candidate import Candidate
 from agent.spec.precision_policy import accumulator, allowed_types, narrow_types
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 
 pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
 

@@ -14,7 +14,8 @@ from workload_factory import ROOT, make_sgemm_workload
 from agent.cli.commands import main
 from agent.spec.inputs import ReferenceFailed
 from agent.spec.references import compute_reference, ensure_reference, load_reference
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 from agent.worker.footprint import case_footprint, check_memory
 
 SCALAR = '[[params]]\nname = "{name}"\nrole = "scalar"\ndtype = "{dtype}"\nvalue = {value}\n\n[tolerance]'

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from agent.worker.gpu_checks import STATS_WORDS, GpuChecks, prf
+from agent.worker.gpu_checks import STATS_WORDS, GpuChecks
+from agent.worker.host_prf import prf
 from agent.worker.timed_checks import TimedChecks
 
 GRID = 4  # the check kernels' blocks

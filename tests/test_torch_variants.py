@@ -16,7 +16,7 @@ from workload_factory import ROOT
 
 from agent.spec.workload import SpecError, load_workload
 from agent.worker import torch_baseline
-from agent.worker.gpu_side import library_check
+from agent.worker.case_verdicts import library_check
 from agent.worker.protocol import CaseCheck
 from agent.worker.status import Status
 

@@ -13,6 +13,7 @@ from agent.evaluate.records import Attempt
 from agent.proposers import compile_pool
 from agent.proposers.base import ProposalContext, SearchExhausted
 from agent.proposers.tune import TuneProposer
+from agent.proposers.tune_target import kernel_of
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 
@@ -137,7 +138,7 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
                               baseline)
         spec = tuner.propose(ctx).spec
-        kernels.append(spec.name.split("@")[0])
+        kernels.append(kernel_of(spec.name))
         split = spec.name.startswith("splitk")
         long_k = 0.3 if split and spec.defines.get("SPLITK") == 64 else 1.0  # split-K pays on long-K only
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
@@ -178,14 +179,14 @@ def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
     """tiled's last STALL attempts brought no new best: from then on split-K gets every other turn instead
     of one in four; a new best from tiled brings the three-in-four rule back."""
     from agent.evaluate.records import CaseOutcome
-    from agent.proposers.tune import STALL
+    from agent.proposers.kernel_turns import STALL
     w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner, history, kernels = TuneProposer(0, ahead=0), [], []
     for i in range(1, 15):
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
                               baseline)
         spec = tuner.propose(ctx).spec
-        kernels.append(spec.name.split("@")[0])
+        kernels.append(kernel_of(spec.name))
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
                                defines=spec.defines, new_best=(i == 1 or i == 10),
                                cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
@@ -198,7 +199,7 @@ def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
                        "tiled", "tiled", "tiled", "tiled"]
 
 
-def test_a_stalled_main_kernel_searches_every_other_turn_for_the_focus_case(tmp_path):
+def test_a_stalled_main_kernel_searches_every_other_turn_for_thefocus_case(tmp_path):
     """tiled alone (named), stalled on the geomean after its first attempts: its turns alternate between the
     geomean and the case furthest behind the baseline (long-K), and a turn for long-K branches from the point
     fastest there, which is not the geomean's best (a knob that pays on one shape only)."""
@@ -247,7 +248,7 @@ def test_batches_give_every_tunable_kernel_a_turn():
                                    score_ms=1.0, defines=p.spec.defines, new_best=p.spec.name.startswith("tf32x3@"),
                                    cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
                                           for c in perf]))
-    tried = {a.name.split("@")[0] for a in history}
+    tried = {kernel_of(a.name) for a in history}
     assert tried >= {n for n, k in w.kernels.items() if k.knobs()}, tried
 
 
@@ -266,7 +267,7 @@ def test_once_stalled_another_kernels_turn_fills_the_whole_step(tmp_path):
     for step in range(8):
         ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None, baseline)
         batch = tuner.propose_batch(ctx, 4)
-        steps.append([p.spec.name.split("@")[0] for p in batch])
+        steps.append([kernel_of(p.spec.name) for p in batch])
         for p in batch:
             history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                    score_ms=1.0, defines=p.spec.defines,
@@ -297,9 +298,9 @@ def test_an_exhausted_other_kernel_gives_its_turns_to_the_rest(tmp_path):
             raise SearchExhausted("used up")
         return real(ctx, kernel, focus)
     tuner._propose = propose
-    tuner._other_turn = lambda ctx: ("splitk", "long-k") if "splitk" not in tuner._exhausted else None
+    tuner._other_turn = lambda ctx: ("splitk", "long-k") if "splitk" not in tuner.turns.exhausted else None
     assert tuner.propose(ctx).spec.name.startswith("tiled@") and calls == ["splitk", None]
-    assert tuner._exhausted == {"splitk"}
+    assert tuner.turns.exhausted == {"splitk"}
 
 
 def test_known_verdicts_take_no_compile_ahead_slot():
@@ -307,7 +308,7 @@ def test_known_verdicts_take_no_compile_ahead_slot():
     to neighbours whose compile is still unknown."""
     from agent.proposers.compile_pool import defines_key as _key
     from agent.proposers.compile_pool import source_tag
-    from agent.proposers.tune import _neighbours
+    from agent.proposers.knob_search import neighbours_of
     w = load_workload(SGEMM)
     tuner = TuneProposer(0, kernel="tiled", ahead=2)
     ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
@@ -315,10 +316,10 @@ def test_known_verdicts_take_no_compile_ahead_slot():
     defaults = {k: kn.default for k, kn in knobs.items()}
     submitted = []
     tuner.pool.submit = lambda b, d, arch, fm: submitted.append(d)
-    neighbours = list(_neighbours(defaults, knobs))
+    neighbours = list(neighbours_of(defaults, knobs))
     for n in neighbours[:-2]:  # all but two already judged, some refused
         tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = len(submitted) % 2 == 0
-    tuner._compile_ahead(ctx, base, knobs, f"{base.name}@{source_tag(base.source)}[", [defaults], {}, set(), "sm_90")
+    tuner.compile_ahead.queue(ctx, base, knobs, f"{base.name}@{source_tag(base.source)}[", [defaults], {}, set(), "sm_90")
     assert sorted(map(_key, submitted)) == sorted(map(_key, neighbours[-2:]))
 
 
@@ -342,19 +343,19 @@ def test_the_focus_moves_on_once_another_kernel_wins_the_worst_case():
     """The focus is the case furthest behind over every attempt's medians (what the dispatch
     gives it), not the single best's: once split-K wins long-K, 128x4096x4096 is next."""
     from agent.evaluate.records import CaseOutcome
-    from agent.proposers.tune import _focus_case
+    from agent.proposers.kernel_turns import focus_case
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
     single = {c: 1.0 for c in perf} | {"256x256x131072": 20.0, "128x4096x4096": 2.0}
     best = _sgemm_best(w, single)
     base = {c: 1.0 for c in perf}
     ctx = lambda history: ProposalContext(w, DeviceFacts(), 9, "optimise", history, best, None, base)
-    assert _focus_case(ctx([])) == "256x256x131072"
+    assert focus_case(ctx([])) == "256x256x131072"
     won = Attempt(iteration=5, name="tf32x3_splitk@x[SPLITK=32]", proposer="tune", status="ok", score_ms=3.0,
                   cases=[CaseOutcome(case="256x256x131072", role="performance", status="ok", median_ms=1.0)])
-    assert _focus_case(ctx([won])) == "128x4096x4096"
+    assert focus_case(ctx([won])) == "128x4096x4096"
     refused = won.model_copy(update={"status": "wrong_answer"})
-    assert _focus_case(ctx([refused])) == "256x256x131072"
+    assert focus_case(ctx([refused])) == "256x256x131072"
 
 
 def test_the_next_candidates_are_compiled_ahead():
@@ -368,7 +369,7 @@ def test_the_next_candidates_are_compiled_ahead():
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
     ahead = {k: f for k, f in tuner.pool.compiles.items() if isinstance(f, Future) and k[2] != _key(first.defines)}
-    assert len(ahead) == tuner.depth and all(f.result(timeout=300) for f in ahead.values())
+    assert len(ahead) == tuner.compile_ahead.depth and all(f.result(timeout=300) for f in ahead.values())
     history = [Attempt(iteration=1, name=first.name, proposer="tune", status="ok", score_ms=1.0, defines=first.defines)]
     second = tuner.propose(ProposalContext(w, facts, 2, "optimise", history, None, history[-1])).spec
     assert (source_tag(first.source), "sm_90", _key(second.defines)) in ahead
@@ -520,19 +521,20 @@ def test_a_neighbour_compiled_ahead_is_taken_before_one_that_must_compile():
     already finished is proposed without compiling (or waiting for) the others."""
     import random
 
+    from agent.proposers.knob_search import next_point
     from agent.spec.kernel_source import parse_knobs
     knobs = parse_knobs("// knob X: 1 2 3 4 5\n#define X 3\n")
     asked = []
     feasible = lambda d: asked.append(d["X"]) or True
     for seed in range(5):  # whatever the shuffle, the ready neighbour wins
-        found = TuneProposer(0)._next(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(seed),
-                                      ready=lambda d: d["X"] == 4, prefetch=lambda points: None)
+        found = next_point(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(seed),
+                           ready=lambda d: d["X"] == 4, prefetch=lambda points: None)
         assert found == {"X": 4}
     assert asked == []
     # Nothing ready: the neighbours are prefetched together, then judged in the shuffled order.
     prefetched = []
-    found = TuneProposer(0)._next(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(0),
-                                  ready=lambda d: False, prefetch=prefetched.extend)
+    found = next_point(knobs, {}, {(("X", 3),): 1.0}, feasible, random.Random(0),
+                       ready=lambda d: False, prefetch=prefetched.extend)
     assert sorted(d["X"] for d in prefetched) == [2, 4] and found == prefetched[0]
 
 
@@ -541,13 +543,14 @@ def test_a_ready_neighbour_of_the_runner_up_is_taken_before_the_best_must_compil
     without blocking on a compile of one of the best's neighbours (a tree from the frontier)."""
     import random
 
+    from agent.proposers.knob_search import next_point
     from agent.spec.kernel_source import parse_knobs
     knobs = parse_knobs("// knob X: 1 2 3 4 5\n// knob Y: 1 2 3\n#define X 3\n#define Y 1\n")
     scores = {(("X", 3), ("Y", 1)): 1.0, (("X", 1), ("Y", 3)): 1.5}
     asked = []
     for seed in range(5):
-        found = TuneProposer(0)._next(knobs, {}, scores, lambda d: asked.append(d) or True, random.Random(seed),
-                                      ready=lambda d: d == {"X": 1, "Y": 2}, prefetch=lambda points: None)
+        found = next_point(knobs, {}, scores, lambda d: asked.append(d) or True, random.Random(seed),
+                           ready=lambda d: d == {"X": 1, "Y": 2}, prefetch=lambda points: None)
         assert found == {"X": 1, "Y": 2}
     assert asked == []
 
@@ -588,7 +591,7 @@ def test_a_step_takes_only_compiled_neighbours_while_some_are_ready(monkeypatch)
     their neighbours queued for the next step, up to `depth`."""
     from agent.proposers.compile_pool import defines_key as _key
     from agent.proposers.compile_pool import source_tag
-    from agent.proposers.tune import _neighbours
+    from agent.proposers.knob_search import neighbours_of
 
     def no_compile(*a):
         raise AssertionError("the step waited on NVRTC while compiled neighbours were ready")
@@ -597,13 +600,13 @@ def test_a_step_takes_only_compiled_neighbours_while_some_are_ready(monkeypatch)
     history = run_search(0, 1, lambda d: 1.0)
     with _held_pool() as (tuner, base, defaults, busy):
         ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 2, "optimise", history, None, history[-1])
-        ready = [n for n in _neighbours(defaults, tuner.base(ctx)[1]) if tuner._launchable_cached(w, base, n)][:3]
+        ready = [n for n in neighbours_of(defaults, tuner.base(ctx)[1]) if tuner.launchable.allows(w, base, n)][:3]
         for n in ready:
             tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
         batch = tuner.propose_batch(ctx, 4)
         assert sorted(_key(p.spec.defines) for p in batch) == sorted(_key({**base.defines, **n}) for n in ready)
         queued = [f for f in tuner.pool.compiles.values() if not isinstance(f, bool)]
-        assert 0 < len(queued) <= tuner.depth and not busy.done()
+        assert 0 < len(queued) <= tuner.compile_ahead.depth and not busy.done()
 
 
 def test_the_first_step_is_compiled_while_the_plan_runs():
@@ -613,15 +616,15 @@ def test_the_first_step_is_compiled_while_the_plan_runs():
 
     from agent.proposers.compile_pool import defines_key as _key
     from agent.proposers.compile_pool import source_tag
-    from agent.proposers.tune import _neighbours
+    from agent.proposers.knob_search import neighbours_of
     w = load_workload(SGEMM)
     with _held_pool() as (tuner, base, defaults, busy):
         ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
         tuner.prepare(ctx)
         queued = [k for k, f in tuner.pool.compiles.items() if isinstance(f, Future)]
         key = lambda d: (source_tag(base.source), "sm_90", _key({**base.defines, **d}))
-        assert queued[0] == key(defaults) and len(queued) == tuner.depth
-        assert set(queued[1:]) <= {key(n) for n in _neighbours(defaults, tuner.base(ctx)[1])}
+        assert queued[0] == key(defaults) and len(queued) == tuner.compile_ahead.depth
+        assert set(queued[1:]) <= {key(n) for n in neighbours_of(defaults, tuner.base(ctx)[1])}
     tuner = TuneProposer(0, kernel="tiled", ahead=0)
     tuner.prepare(ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None))
     assert not tuner.pool.compiles  # compiling nothing ahead: nothing before the first proposal either
@@ -648,7 +651,7 @@ def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
             queued = [f for f in tuner.pool.compiles.values() if isinstance(f, Future) and not f.done()]
             # the guesses, the proposal's own compile (the evaluator joins it), and the compile-now
             # threads still running an earlier proposal's (running: no longer cancellable)
-            assert len(queued) <= tuner.depth + 1 + COMPILE_NOW and not any(f.cancelled() for f in queued)
+            assert len(queued) <= tuner.compile_ahead.depth + 1 + COMPILE_NOW and not any(f.cancelled() for f in queued)
     finally:
         release.set()
         tuner.pool.executor.shutdown(cancel_futures=True)
@@ -720,7 +723,7 @@ def test_a_batch_takes_neighbours_compiled_already_first():
     have to compile now, whichever point's neighbourhood they are in."""
     from agent.proposers.compile_pool import defines_key as _key
     from agent.proposers.compile_pool import source_tag
-    from agent.proposers.tune import _neighbours
+    from agent.proposers.knob_search import neighbours_of
     w = load_workload(SGEMM)
     tuner = TuneProposer(0, kernel="tiled", ahead=0)
     tuner.pool.submit = lambda *a: None  # nothing compiled speculatively: only what the test marks
@@ -730,8 +733,8 @@ def test_a_batch_takes_neighbours_compiled_already_first():
     worst = max(history, key=lambda a: a.score_ms)  # the third of the top three: its neighbours come last in turn
     tried = {_key(a.defines) for a in history}
     free = {k: kn for k, kn in knobs.items() if k not in base.defines}
-    ready = [n for n in _neighbours({k: worst.defines[k] for k in free}, free)
-             if _key({**base.defines, **n}) not in tried and tuner._launchable_cached(w, base, n)][:3]
+    ready = [n for n in neighbours_of({k: worst.defines[k] for k in free}, free)
+             if _key({**base.defines, **n}) not in tried and tuner.launchable.allows(w, base, n)][:3]
     assert len(ready) == 3
     for n in ready:
         tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = True
@@ -757,14 +760,14 @@ def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
             ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best,
                                   history[-1] if history else None)
             for p in tuner.propose_batch(ctx, batch):
-                ms = score(p.spec.name.split("@")[0], p.spec.defines)
+                ms = score(kernel_of(p.spec.name), p.spec.defines)
                 cases = [CaseOutcome(case=c, role="performance", status="ok", median_ms=ms) for c in perf]
                 new_best = best is None or ms < best.score_ms
                 history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                        score_ms=ms, defines=p.spec.defines, new_best=new_best, cases=cases))
                 if new_best:
                     best = Best(spec=p.spec, score_ms=ms, cases=cases, iteration=len(history))
-    return [a.name.split("@")[0] for a in history]
+    return [kernel_of(a.name) for a in history]
 
 
 def test_a_kernel_not_tried_yet_gets_its_turn_after_the_main_kernels_own_three():
@@ -802,7 +805,7 @@ def test_a_used_up_main_kernel_is_not_searched_again_on_every_proposal(monkeypat
     real = TuneProposer._propose
 
     def spy(self, ctx, kernel=None, focus=None):
-        searched.append(kernel or self.base(ctx)[0].name.split("@")[0])
+        searched.append(kernel or kernel_of(self.base(ctx)[0].name))
         return real(self, ctx, kernel, focus)
     monkeypatch.setattr(TuneProposer, "_propose", spy)
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=30)
@@ -834,9 +837,9 @@ def test_before_any_best_the_tuner_aims_where_its_first_proposal_will():
 
 def _tf32x3_attempts(w, n: int, status: str = "ok", **defines) -> list[Attempt]:
     from agent.evaluate.records import CandidateSpec, CaseOutcome
-    from agent.proposers.tune import _prefix
+    from agent.proposers.tune_target import config_prefix
     from agent.spec.candidate import Candidate
-    prefix = _prefix(CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tf32x3"]), "tune"))
+    prefix = config_prefix(CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tf32x3"]), "tune"))
     perf = [c.name for c in w.cases if c.role == "performance"]
     out = []
     for i in range(n):
@@ -869,12 +872,12 @@ def test_a_turn_proposed_ahead_counts_and_listed_kernels_go_first():
 def test_a_knob_value_that_was_only_ever_wrong_is_proposed_last():
     """tf32x3's FLUSH=0 accumulates in the tensor cores and is wrong on every case of K >= 1024: after two wrong
     attempts with it (and passes without it) no neighbour with FLUSH=0 is proposed while others remain."""
-    from agent.proposers.tune import _doomed
+    from agent.proposers.knob_search import doomed_values
     w = load_workload(SGEMM)
     history = _tf32x3_attempts(w, 3) + _tf32x3_attempts(w, 2, status="wrong_answer", FLUSH=0)
     history = [a.model_copy(update={"iteration": i}) for i, a in enumerate(history, 1)]
-    assert _doomed(history) == {("FLUSH", 0)}
-    assert _doomed(history[:4]) == set()  # one wrong attempt is not a pattern
+    assert doomed_values(history) == {("FLUSH", 0)}
+    assert doomed_values(history[:4]) == set()  # one wrong attempt is not a pattern
     perf = [c.name for c in w.cases if c.role == "performance"]
     tuner, best = TuneProposer(0, kernel="tf32x3", ahead=0), _sgemm_best(w, {c: 1.0 for c in perf})
     for step in range(12):
@@ -901,13 +904,13 @@ def test_a_listed_setting_is_never_held_back_by_a_value_only_ever_wrong():
     assert {k: p.spec.defines[k] for k in listed} == listed, p.spec.name
 
 
-def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_the_focus_case():
+def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_thefocus_case():
     """sgemm as on an H100 (40 attempts): with one turn per kernel for its listed settings too, tf32x3_splitk had
     one (its defaults, SPLITK=32), then splitk_warptile, fastest on 128x4096x4096, took the turns, and the listed
     SPLITK=4 settings for that case never came. Each listed setting of another kernel gets a turn of its own, after
     which the usual rule (fastest on the focus case, least tried) holds."""
     from agent.evaluate.records import CandidateSpec, CaseOutcome
-    from agent.proposers.tune import _prefix
+    from agent.proposers.tune_target import config_prefix
     from agent.spec.candidate import Candidate
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
@@ -923,7 +926,7 @@ def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_t
     def turn(kernel: str, focus_ms: float, **defines) -> Attempt:
         spec = w.kernels[kernel]
         d = {**{k: kn.default for k, kn in spec.knobs().items()}, **defines}
-        prefix = _prefix(CandidateSpec.from_candidate(Candidate.from_spec(spec), "tune"))
+        prefix = config_prefix(CandidateSpec.from_candidate(Candidate.from_spec(spec), "tune"))
         return Attempt(iteration=len(history) + 1, name=f"{prefix}{len(history)}]", proposer="tune", status="ok",
                        score_ms=2.0, defines=d,
                        cases=[CaseOutcome(case=c, role="performance", status="ok",
@@ -971,7 +974,7 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
     from agent.evaluate.records import CaseOutcome
     from agent.proposers.compile_pool import defines_key as _key
     from agent.proposers.compile_pool import source_tag
-    from agent.proposers.tune import OTHERS_AHEAD
+    from agent.proposers.tune_ahead import OTHERS_AHEAD
     w, best, baseline = _tiled_and_splitk(tmp_path)
     facts = DeviceFacts(arch="sm_90")
     tuner, history, splitk_steps = TuneProposer(0, ahead=2), [], 0
@@ -979,7 +982,7 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
         ctx = ProposalContext(w, facts, len(history) + 1, "optimise", list(history), best, None, baseline)
         done = _wait_for_compiles(tuner)
         batch = tuner.propose_batch(ctx, 4)
-        kernels = {p.spec.name.split("@")[0] for p in batch}
+        kernels = {kernel_of(p.spec.name) for p in batch}
         if kernels == {"splitk"}:
             splitk_steps += 1
             missing = [p.spec.name for p in batch if (source_tag(p.spec.source), "sm_90", _key(p.spec.defines)) not in done]

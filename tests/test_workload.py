@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from workload_factory import SGEMM, SMALL_CASES, make_sgemm_workload
 
-from agent.spec.workload import SpecError, load_workload
+from agent.spec.workload import load_workload
+from agent.spec.workload_model import SpecError
 
 
 def test_example_sgemm_parses():
@@ -216,8 +217,8 @@ def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_pa
 def test_a_candidate_that_would_dodge_every_correctness_case_is_refused():
     """A launch rule that makes a kernel not applicable on every correctness case (so it would be judged at
     performance sizes only) is launch_invalid, in the evaluator as in the tuner's rule."""
-    from agent.evaluate.evaluator import coverage_problem
     from agent.evaluate.results import CaseResult, Status
+    from agent.evaluate.verdict import coverage_problem
     from agent.spec.applicability import coverage_gap
     na = lambda name, role: CaseResult(name, role, Status.NOT_APPLICABLE, detail=f"case '{name}': grid (0, 1, 1)")
     dodging = [na("odd", "correctness"), na("probe", "correctness"), CaseResult("square", "performance")]
@@ -235,7 +236,7 @@ def test_split_row_kernels_serve_rows_up_to_their_grid_and_no_longer():
     half the grid's buffers: the rule that keeps their cross-block exchange free of deadlock."""
     from agent.spec.applicability import case_problem
     from agent.spec.candidate import Candidate
-    from agent.spec.workload import Case
+    from agent.spec.workload_model import Case
     for name in ("softmax", "layernorm", "rmsnorm_bf16"):
         w = load_workload(SGEMM.parent / name)
         split = Candidate.from_spec(w.kernels["split"])

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import Footer, RichLog
+
+from agent.tracking.past_runs import RunsSource
 
 from .run_view import AttemptRow, CaseRow, RunView
 from .screens.budget import BudgetChange, BudgetScreen
 from .screens.confirm import ConfirmQuit
-from .screens.runs import RunsScreen, RunsSource
+from .screens.runs import RunsScreen
 from .widgets.attempt_tree import AttemptTree
 from .widgets.case_table import CaseTable
 from .widgets.code_panel import CodePanel
@@ -25,10 +28,13 @@ from .widgets.graph_view import GraphView
 from .widgets.status_bar import StatusBar
 from .widgets.trend import Trend
 
+if TYPE_CHECKING:
+    from agent.loop.session import Session
+
 ACTIVE = ("starting", "running", "pausing", "stopping")
 
 
-class WarpsmithApp(App):
+class WarpsmithApp(App[Optional[str]]):
     CSS_PATH = "app.tcss"
     TITLE = "warpsmith"
     BINDINGS = [
@@ -40,8 +46,8 @@ class WarpsmithApp(App):
         ("q", "quit", "Quit"),
     ]
 
-    def __init__(self, session, runs_source: Optional[RunsSource] = None,
-                 resume: Optional[Callable[[str], object]] = None):
+    def __init__(self, session: Session, runs_source: Optional[RunsSource] = None,
+                 resume: Optional[Callable[[str], Session]] = None):
         """session: an agent.loop.session.Session, ended here (Session.end) when its run ends
         or it is left paused; resume(session_id) opens another session (from the past-runs screen)."""
         super().__init__()
@@ -50,11 +56,11 @@ class WarpsmithApp(App):
         self.status: Optional[str] = None  # what session.run() returned last
         self.error = ""  # why the last run failed, if it did
         self._quit_when_done = False
-        self._sigterm_before = None  # the SIGTERM handler the app replaced while it runs
+        self._sigterm_before: Optional[signal._HANDLER] = None  # the SIGTERM handler the app replaced while it runs
         self._sigterm_installed = False
 
     @staticmethod
-    def _view_for(session) -> RunView:
+    def _view_for(session: Session) -> RunView:
         w = session.workload
         search = session.info.search
         proposer = search.proposer.kind + (f" · {search.proposer.model}" if search.proposer.model else "")
@@ -119,7 +125,7 @@ class WarpsmithApp(App):
                 self.session.end("stopped")
             self.exit(self.status)
 
-    def get_system_commands(self, screen):
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for label, action in (("Pause or resume the run", self.action_pause),
                               ("Change the iteration budget", self.action_budget),
@@ -140,7 +146,7 @@ class WarpsmithApp(App):
         ending = self.session.run_to_end(lambda e: self.call_from_thread(self.on_loop_event, e))
         self.call_from_thread(self.loop_ended, ending.status, ending.text)
 
-    def on_loop_event(self, event) -> None:
+    def on_loop_event(self, event: object) -> None:
         before = len(self.view.log)
         self.view.apply(event)
         log = self.query_one(RichLog)

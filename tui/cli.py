@@ -4,22 +4,28 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.loop.options import SessionOptions
+    from agent.loop.session import Session
+    from agent.spec.workload_model import Workload
 
 
-def run_app(session, options) -> str:
+def run_app(session: Session, options: SessionOptions) -> str:
     """Run `session` in the app; returns how it ended. The app ends every session it
     runs (Session.end); the caller closes `session`. Sessions resumed from the
     past-runs screen are closed here, after the app exits (it may show them until then)."""
     from agent.cli.sessions import resume_session
+    from agent.tracking.past_runs import RunsSource
     from agent.tracking.tracker import Tracker
 
     from .app import WarpsmithApp
-    from .screens.runs import RunsSource
     tracker = session.tracker
     source = RunsSource(tracker) if isinstance(tracker, Tracker) else None  # past runs are MLflow's
-    opened = []
+    opened: list[Session] = []
 
-    def resume(session_id: str):
+    def resume(session_id: str) -> Session:
         resumed = resume_session(session_id, options.evaluation, options.tracking)
         opened.append(resumed)
         return resumed
@@ -32,7 +38,7 @@ def run_app(session, options) -> str:
     return session.ended or app.status or "stopped"
 
 
-def review_in_app(workload, question: str) -> bool:
+def review_in_app(workload: Workload, question: str) -> bool:
     """The review screen of a drafted reference; True only on the user's yes."""
     from .screens.review import ReviewApp
     return bool(ReviewApp(workload, question).run())

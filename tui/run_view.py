@@ -77,7 +77,7 @@ class RunView:
         scored = [a for a in self.attempts.values() if a.status == Status.OK and a.score_ms]
         return sorted(scored, key=lambda a: a.score_ms or 0.0)[:FRONTIER]
 
-    def apply(self, e) -> None:
+    def apply(self, e: object) -> None:
         """Fold one event in."""
         if isinstance(e, events.Planned):
             self.gpu = e.gpu
@@ -108,17 +108,17 @@ class RunView:
             self.detail = e.log
             self.log.append(f"#{e.iteration} compile {'ok' if e.ok else 'FAILED'} in {e.compile_ms:.0f} ms: {e.resources}")
         elif isinstance(e, events.CaseFinished):
-            row = self.cases.get(e.case)
-            if row is not None:
+            case_row = self.cases.get(e.case)
+            if case_row is not None:
                 if e.phase == "time":
-                    row.median_ms = e.median_ms
+                    case_row.median_ms = e.median_ms
                 else:
-                    row.status = e.status if e.phase == "validate" or e.status != Status.OK else row.status
-                    row.max_rel_error = e.max_rel_error
+                    case_row.status = e.status if e.phase == "validate" or e.status != Status.OK else case_row.status
+                    case_row.max_rel_error = e.max_rel_error
         elif isinstance(e, events.AttemptFinished):
             self.iteration, self.last_status = e.iteration, e.status
-            row = self.attempts.setdefault(e.iteration, AttemptRow(e.iteration, e.name))
-            row.status, row.score_ms = e.status, e.score_ms
+            attempt = self.attempts.setdefault(e.iteration, AttemptRow(e.iteration, e.name))
+            attempt.status, attempt.score_ms = e.status, e.score_ms
             if e.status != Status.OK and e.detail:
                 self.detail = e.detail
             score = f"{e.score_ms:.4f} ms" if e.score_ms else "-"

@@ -10,21 +10,23 @@ library of each case and the suite's geomean (render_suite).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..evaluate.backend import EvaluationBackend
 from ..evaluate.dispatch import Dispatch
 from ..evaluate.records import CandidateSpec
-from ..evaluate.results import Status
+from ..evaluate.results import EvaluationResult, Status
 from ..evaluate.stats import geomean
 from ..spec.speed_of_light import Ceilings, case_floor
-from ..spec.workload import SpecError, Workload, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import SpecError, Workload
 from .errors import CliError
 
 
@@ -50,7 +52,7 @@ class WorkloadBench:
     ceilings: str
     tuned_for: str = "all cases"  # the performance cases the tuner scored (bench --cases)
     entries: list[Entry] = field(default_factory=list)
-    rows: list[dict] = field(default_factory=list)  # per case x implementation, for --json
+    rows: list[dict[str, Any]] = field(default_factory=list)  # per case x implementation, for --json
     focused: dict[str, int] = field(default_factory=dict)  # performance case -> the tuner's attempts searched for it
     unfocused: int = 0  # attempts scored on the geomean of every case
 
@@ -58,12 +60,12 @@ class WorkloadBench:
         return [e for e in self.entries if e.role == "baseline" and e.score_ms]
 
     @classmethod
-    def from_json(cls, d: dict) -> "WorkloadBench":
+    def from_json(cls, d: dict[str, Any]) -> "WorkloadBench":
         """Back from `bench --json`'s objects (benchmarks/suite_table.py joins several runs)."""
         return cls(**{**d, "entries": [Entry(**e) for e in d.get("entries", [])]})
 
 
-def _entry(name: str, role: str, result) -> Entry:
+def _entry(name: str, role: str, result: Optional[EvaluationResult]) -> Entry:
     if result is None:
         return Entry(name, role, "unavailable")
     medians = {c.case: c.timing.median_ms for c in result.cases if c.timing}
@@ -78,6 +80,7 @@ def measure(workload: Workload, ev: EvaluationBackend, best_spec: Optional[Candi
     from ..spec.candidate import Candidate
     bench = WorkloadBench(workload.name, ev.facts.name or "?", session_id, iterations, wall_s,
                           ev.ceilings.source if ev.ceilings else "none", ", ".join(tuned_for) or "all cases")
+    assert workload.start_kernel is not None  # bench refuses a workload without one (needs_start_kernel)
     start = Candidate.from_spec(workload.start_kernel)
     bench.entries.append(_entry(f"start: {start.name}", "start", ev.evaluate(start)))
     if best_spec is not None:
@@ -109,7 +112,7 @@ def _dispatch_entry(ev: EvaluationBackend, dispatch: Dispatch) -> Entry:
     return Entry(name, "dispatch", Status.OK, medians, score)
 
 
-def _rows(workload: Workload, bench: WorkloadBench, ceilings: Optional[Ceilings]) -> list[dict]:
+def _rows(workload: Workload, bench: WorkloadBench, ceilings: Optional[Ceilings]) -> list[dict[str, Any]]:
     rows = []
     for case in [c for c in workload.cases if c.timed]:
         for e in bench.entries:
@@ -216,7 +219,7 @@ def render_suite(results: list[WorkloadBench]) -> str:
     return "\n".join(lines)
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: argparse.Namespace) -> int:
     from ..worker.process import GpuUnavailable
     try:
         return _bench(args)
@@ -248,7 +251,7 @@ def with_shapes(workloads: list[Workload], path: Path, named: bool) -> list[Work
     return [load_workload(w.directory, shapes[w.name]) for w in workloads if w.name in shapes]
 
 
-def _bench(args) -> int:
+def _bench(args: argparse.Namespace) -> int:
     from ..evaluate.evaluator import Evaluator
     from ..loop.session import stored_session
     from ..worker.footprint import check_memory
@@ -282,7 +285,7 @@ def _bench(args) -> int:
     results, noted = [], False
     from ..worker.torch_baseline import note_torch_missing
 
-    def note_once():  # once the GPU is known to be there: not a second line beside "no usable GPU"
+    def note_once() -> None:  # once the GPU is known to be there: not a second line beside "no usable GPU"
         nonlocal noted
         if not noted:
             note_torch_missing(workloads)

@@ -13,23 +13,28 @@ in its own process under `--reference-timeout`, and an NVRTC compile of every
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import time
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..drafting.reference_check import cheap
 from ..spec.inputs import ReferenceFailed
 from ..spec.precision_policy import allowed_types
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.references import ensure_reference
-from ..spec.workload import SpecError, Workload, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import Case, SpecError, Workload
 from ..worker.footprint import case_footprint, check_memory, host_available_bytes
+
+if TYPE_CHECKING:
+    from .help import Subcommands
 
 DEFAULT_ARCH = "sm_90"
 RUN_SEEDS = (1, 2)  # the evaluator's DEFAULT_SEED and FRESH_SEED (agent/evaluate/evaluator.py)
 
 
-def add_check_command(sub) -> None:
+def add_check_command(sub: Subcommands) -> None:
     c = sub.add_parser("check", help="everything that needs no GPU: spec, memory, references, kernel compiles")
     c.add_argument("workload")
     c.add_argument("--arch", default=DEFAULT_ARCH, help=f"compile the workload's kernels for this (default {DEFAULT_ARCH})")
@@ -38,12 +43,12 @@ def add_check_command(sub) -> None:
     add_reference_timeout(c)
 
 
-def add_reference_timeout(p) -> None:
+def add_reference_timeout(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference-timeout", type=float, default=REFERENCE_TIMEOUT_S, metavar="S",
                    help=f"seconds reference.py may take per case before it is killed (default {REFERENCE_TIMEOUT_S:g})")
 
 
-def checked_cases(workload: Workload, everything: bool = False) -> list:
+def checked_cases(workload: Workload, everything: bool = False) -> list[Case]:
     """The cases whose references are computed before any GPU work: correctness cases
     and cheap performance cases (every case with everything=True). An exact probe has a
     performance case's sizes: it counts as one."""
@@ -62,7 +67,7 @@ def preflight(workload: Workload, seeds: Iterable[int] = RUN_SEEDS, timeout_s: f
             ensure_reference(workload, case, seed, timeout_s)
 
 
-def cmd_check(args) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     say: Callable[[str, str, str], None] = lambda verdict, what, text: print(f"{verdict:<5} {what:<10} {text}")
     try:
         w = load_workload(args.workload)
@@ -116,7 +121,7 @@ def cmd_check(args) -> int:
     return 0 if ok else 2
 
 
-def _compile_kernels(w: Workload, arch: str, say) -> bool:
+def _compile_kernels(w: Workload, arch: str, say: Callable[[str, str, str], None]) -> bool:
     from ..evaluate.compile_audit import compile_candidate
     from ..spec.candidate import Candidate
     ok = True

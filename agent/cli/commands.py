@@ -8,14 +8,22 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..drafting.drafting import refuse_drafted
 from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ReferenceFailed
-from ..spec.workload import SpecError, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import SpecError
 from ..tracking.store_schema import StoreUnreadable
 from .check import add_check_command, add_reference_timeout, preflight
 from .errors import CliError
+
+if TYPE_CHECKING:
+    from ..runtime import native
+    from ..spec.candidate import Candidate
+    from ..spec.workload_model import Workload
+    from .sessions import FrontEnd
 
 
 def _define(text: str) -> tuple[str, int]:
@@ -93,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -> int:
+def main(argv: list[str] | None = None, front_end: Optional[FrontEnd] = None,
+         review_front_end: Optional[Callable[[Workload, str], bool]] = None) -> int:
     """front_end(session, options) -> status runs a session in a full-screen app and
     ends it there; the `warpsmith` command (tui.cli) passes the Textual app. Without
     one, or with --headless, sessions print a progress bar."""
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None, front_end=None, review_front_end=None) -
         return 130
 
 
-def cmd_doctor(args) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     from ..runtime import native
     ok = True
     def line(label: str, value: str) -> None:
@@ -161,7 +170,7 @@ def cmd_doctor(args) -> int:
     return 0 if ok else 1
 
 
-def _doctor_ceilings(device, facts: DeviceFacts, line, again: bool) -> None:
+def _doctor_ceilings(device: native.Device, facts: DeviceFacts, line: Callable[[str, str], None], again: bool) -> None:
     from ..spec.speed_of_light import save_ceilings
     from ..worker.ceilings_probe import ensure_ceilings, measure_ceilings
     try:
@@ -177,7 +186,7 @@ def _doctor_ceilings(device, facts: DeviceFacts, line, again: bool) -> None:
                      f"`doctor --measure` measures again){tensor}")
 
 
-def cmd_compile(args) -> int:
+def cmd_compile(args: argparse.Namespace) -> int:
     from ..runtime import native
     from ..runtime.compile_policy import define_options
     from ..runtime.compiler import compile_kernel
@@ -203,10 +212,10 @@ def cmd_compile(args) -> int:
     return 0
 
 
-def _candidate(args, workload):
+def _candidate(args: argparse.Namespace, workload: Workload) -> Candidate:
     from ..spec.candidate import Candidate
     from ..spec.expr import Expr
-    from ..spec.workload import LaunchRule
+    from ..spec.launch import LaunchRule
     defines = dict(args.defines)
     if not args.kernel and workload.from_scratch:
         raise CliError(f"{workload.name} has no starting kernel ([start] from_scratch = true): "
@@ -220,17 +229,20 @@ def _candidate(args, workload):
     if start is None and not (args.entry and args.grid and args.block):
         raise CliError(f"{workload.name} has no starting kernel to take the launch rule from: "
                        "--kernel FILE needs --entry, --grid and --block")
-    pad = lambda dims: tuple(Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
+    def pad(dims: list[str]) -> tuple[Expr, Expr, Expr]:
+        x, y, z = (Expr.parse(d) for d in (dims + ["1"] * 3)[:3])
+        return x, y, z
+    launch = start.launch if start is not None else None  # None: --grid and --block are given (above)
     try:
-        rule = LaunchRule(pad(args.grid) if args.grid else start.launch.grid,
-                          pad(args.block) if args.block else start.launch.block,
-                          Expr.parse(args.shared) if args.shared else start.launch.shared if start else Expr.parse(0))
+        rule = LaunchRule(pad(args.grid) if args.grid or launch is None else launch.grid,
+                          pad(args.block) if args.block or launch is None else launch.block,
+                          Expr.parse(args.shared) if args.shared else launch.shared if launch else Expr.parse(0))
     except ValueError as e:
         raise SpecError(path, "--grid/--block/--shared", str(e)) from None
-    return Candidate(path.read_text(), args.entry or start.entry, rule, (), defines, path.stem)
+    return Candidate(path.read_text(), args.entry or (start.entry if start else ""), rule, (), defines, path.stem)
 
 
-def cmd_eval(args) -> int:
+def cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluate.evaluator import Evaluator
     from ..tracking.report import render_table, to_json
     from ..worker.footprint import check_memory

@@ -4,6 +4,7 @@ checkpoint and its attempts/ folder (so it works with tracking off)."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 from pathlib import Path
 from typing import Optional
@@ -44,7 +45,7 @@ def _program_lines(candidate_json: Path) -> list[str]:
     return [f"// {line}\n" for line in program.describe()] if program else []
 
 
-def cmd_diff(args) -> int:
+def cmd_diff(args: argparse.Namespace) -> int:
     from ..loop.session import session_dir, stored_session
     try:
         info, state = stored_session(args.store, args.session)
@@ -63,5 +64,6 @@ def cmd_diff(args) -> int:
     if missing:
         what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"
         raise CliError(f"no attempt {missing[0]} in {info.id} ({what})")
+    assert b_it is not None  # an attempt's iteration: not missing
     print(render_diff(session_dir(args.store, info.id) / "attempts", history[args.a], history[b_it]))
     return 0

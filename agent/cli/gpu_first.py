@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 NO_GPU_EXIT = 3  # eval, run, bench, resume: the same code for "no usable GPU"
 
 
-def no_gpu_line(error: Exception) -> str:
+def no_gpu_line(error: BaseException) -> str:
     return f"warpsmith: error: no usable GPU: {error}. `warpsmith doctor` says what is missing."
 
 

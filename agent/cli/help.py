@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # what each command module adds its subcommands to (subscriptable for the type checker only)
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def show_defaults(parser: argparse.ArgumentParser) -> None:

@@ -4,17 +4,23 @@ workload directory (agent/spec/kernelbench.py), with the starting kernel given b
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from .errors import CliError
+
+if TYPE_CHECKING:
+    from ..spec.kernelbench import StartKernel
+    from .help import Subcommands
 
 _BOUNDS = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
 _ENTRY = re.compile(rf'extern\s+"C"\s+__global__\s+{_BOUNDS}void\s+{_BOUNDS}([A-Za-z_]\w*)\s*\(')
 
 
-def add_import_command(sub, dims) -> None:
+def add_import_command(sub: Subcommands, dims: Callable[[str], list[str]]) -> None:
     i = sub.add_parser("import", help="turn a KernelBench-style PyTorch problem into a workload directory")
     i.add_argument("problem", type=Path, help="a .py file defining class Model(nn.Module), get_inputs(), get_init_inputs()")
     i.add_argument("dir", type=Path, help="the new workload directory (its name is the workload's)")
@@ -29,7 +35,7 @@ def add_import_command(sub, dims) -> None:
                         f"process, before it is killed (default {REFERENCE_TIMEOUT_S:g})")
 
 
-def _start_kernel(args):
+def _start_kernel(args: argparse.Namespace) -> Optional[StartKernel]:
     from ..spec.kernelbench import StartKernel
     if args.kernel is None:
         if args.entry or args.grid or args.block:
@@ -46,7 +52,7 @@ def _start_kernel(args):
     return StartKernel(args.kernel, entry, tuple(args.grid), tuple(args.block), args.shared)
 
 
-def cmd_import(args) -> int:
+def cmd_import(args: argparse.Namespace) -> int:
     from ..spec.kernelbench import ImportRefused, expected_arguments, import_problem, sizes_line
     kernel = _start_kernel(args)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -16,14 +17,17 @@ from .options import limit_changes, resume_options, run_options, tracking_option
 from .sessions import drive_session, resume_session, start_session
 
 if TYPE_CHECKING:
-    pass
+    from mlflow import MlflowClient
+
+    from ..tracking.past_runs import PastRun
+    from .help import Subcommands
 
 # A step's batch: compiled in parallel, one NVRTC process per host core, at most 4 (a
 # larger batch commits more attempts before their siblings' results are known).
 DEFAULT_BATCH = max(1, min(4, os.cpu_count() or 1))
 
 
-def add_loop_commands(sub) -> None:
+def add_loop_commands(sub: Subcommands) -> None:
     r = sub.add_parser("run", help="run the loop on a workload (headless with a progress bar)")
     r.add_argument("workload", type=Path)
     r.add_argument("--proposer", choices=("tune", "llm"), help="default: llm when OPENAI_API_KEY or --base-url is set, else tune")
@@ -98,20 +102,20 @@ def add_loop_commands(sub) -> None:
     u.add_argument("--host", default="127.0.0.1")
 
 
-def _limit_args(p) -> None:
+def _limit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-budget", type=float, help="stop after this many seconds of running (0: no limit)")
     p.add_argument("--token-budget", type=int, help="stop once the model has used this many tokens")
     p.add_argument("--cost-budget", type=float, help="stop once the model has cost this many dollars")
     p.add_argument("--patience", type=int, help="stop after this many attempts in a row without a new best")
 
 
-def _cases_arg(p) -> None:
+def _cases_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", type=lambda v: [n.strip() for n in v.split(",") if n.strip()], default=[],
                    metavar="NAME[,NAME]",
                    help="time and score only these performance cases when tuning (the others are still validated)")
 
 
-def _search_args(p) -> None:
+def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
                    help=f"candidates proposed per step, compiled in parallel, each its own attempt (default {DEFAULT_BATCH}; "
                         "the tuner's on Ray at least two per GPU, run side by side; 1: one attempt at a time)")
@@ -123,7 +127,7 @@ def _search_args(p) -> None:
                         "runs them back to back while the loop logs, checkpoints and proposes)")
 
 
-def _common(p) -> None:
+def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=Path, default=Path("mlruns"), help="sessions and the MLflow store (default ./mlruns)")
     p.add_argument("--tracking-uri", help="another MLflow tracking URI")
     p.add_argument("--no-tracking", action="store_true")
@@ -138,7 +142,7 @@ def _common(p) -> None:
     p.add_argument("--ray-gpus", type=int, default=0, help="GPU actors for --backend ray (default: every GPU of the cluster)")
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from ..proposers.llm import ProposerUnavailable
     from ..proposers.model_client import ModelUnavailable
     from ..worker.process import GpuUnavailable
@@ -149,7 +153,7 @@ def cmd_run(args) -> int:
     options = run_options(args)
     check_readable(options.tracking)
     if options.search.proposer.kind == "tune" and workload.needs_start_kernel("run --proposer tune"):
-        raise CliError(workload.needs_start_kernel("run --proposer tune"))
+        raise CliError(str(workload.needs_start_kernel("run --proposer tune")))
     preflight(workload, timeout_s=args.reference_timeout)  # memory and references, before any session folder
     choice = options.search.proposer
     try:
@@ -168,7 +172,7 @@ def cmd_run(args) -> int:
     return drive_session(session, options, None if args.headless else args.front_end)
 
 
-def cmd_resume(args) -> int:
+def cmd_resume(args: argparse.Namespace) -> int:
     from ..loop.session import stored_info
     from ..proposers.llm import ProposerUnavailable
     from ..proposers.model_client import ModelUnavailable, check_reachable
@@ -190,7 +194,7 @@ def cmd_resume(args) -> int:
     return drive_session(session, options, None if args.headless else args.front_end)
 
 
-def cmd_runs(args) -> int:
+def cmd_runs(args: argparse.Namespace) -> int:
     import datetime
 
     from ..tracking.past_runs import past_runs
@@ -223,7 +227,7 @@ def _workload_name(given: str | None) -> str | None:
     return given
 
 
-def _print_attempts(client, parents: list, session: str) -> int:
+def _print_attempts(client: MlflowClient, parents: list[PastRun], session: str) -> int:
     """One line per child run: what MLflow's compare view puts side by side."""
     from ..tracking.past_runs import past_attempts
     if not parents:
@@ -239,7 +243,7 @@ def _print_attempts(client, parents: list, session: str) -> int:
     return 0
 
 
-def cmd_export(args) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     from ..loop.session import stored_session
     from ..runtime.device_facts import DeviceFacts
     from ..tracking.best_kernel import write_best
@@ -247,11 +251,12 @@ def cmd_export(args) -> int:
         info, state = stored_session(args.store, args.session)
     except FileNotFoundError as e:
         raise CliError(str(e))
-    if not state.get("best"):
+    best = state.get("best")
+    if not best:
         raise CliError("this session has no kernel that passed validation", 1)
     workload = load_workload(info.workload, info.shapes)  # a spec broken since: SpecError, exit 2
     try:
-        write_best(args.dir, workload, state["best"], state.get("start"), state.get("baseline", {}),
+        write_best(args.dir, workload, best, state.get("start"), state.get("baseline", {}),
                    state.get("baseline_score_ms"), DeviceFacts.from_dict(state.get("facts", {})), module=True,
                    dispatch=state.get("dispatch"), result=state.get("result"))
     except ValueError as e:  # options or includes NVRTC would refuse (a tampered session), an ExprError
@@ -260,7 +265,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_ui(args) -> int:
+def cmd_ui(args: argparse.Namespace) -> int:
     from ..tracking.mlflow_ui import UiFailed, serve
     try:
         return serve(args.store, args.host, args.port, args.workload)

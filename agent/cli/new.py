@@ -4,14 +4,22 @@ reached, or that refuses the call, is one line and exit code 2, never a tracebac
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import CliError
 
+Command = Callable[[argparse.Namespace], int]  # a subcommand: its parsed arguments -> the exit code
 
-def add_new_commands(sub) -> None:
+if TYPE_CHECKING:
+    from ..spec.workload_model import Workload
+    from .help import Subcommands
+
+
+def add_new_commands(sub: Subcommands) -> None:
     n = sub.add_parser("new", help="draft a workload from a sentence with a model, then review its reference")
     n.add_argument("description")
     n.add_argument("dir", type=Path)
@@ -22,22 +30,22 @@ def add_new_commands(sub) -> None:
     _model_args(r)
 
 
-def _model_args(p) -> None:
+def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="gpt-5-mini")
     p.add_argument("--reasoning-effort", default="medium")
     p.add_argument("--base-url", default="")
     p.add_argument("--yes", action="store_true", help="consent up front (for scripts): the drafted Python may run")
 
 
-def _chat(args, who: str = "warpsmith new"):
+def _chat(args: argparse.Namespace, who: str = "warpsmith new") -> dict[str, Any]:
     from ..proposers.model_client import client_kwargs
     return client_kwargs(args.model, args.reasoning_effort or None, args.base_url or None, who=who)
 
 
-def _model_errors_are_one_line(command):
+def _model_errors_are_one_line(command: Command) -> Command:
     """A failed model call as one line naming the server (never the key), exit code 2."""
     @functools.wraps(command)
-    def run(args) -> int:
+    def run(args: argparse.Namespace) -> int:
         import openai
 
         from ..proposers.model_client import server_url, unreachable_text
@@ -55,8 +63,8 @@ def _model_errors_are_one_line(command):
     return run
 
 
-def _consent(args):
-    def ask(question: str, workload) -> bool:
+def _consent(args: argparse.Namespace) -> Callable[[str, Workload], bool]:
+    def ask(question: str, workload: Workload) -> bool:
         if args.yes:
             print(f"{question} yes (--yes)")
             return True
@@ -71,7 +79,7 @@ def _consent(args):
 
 
 @_model_errors_are_one_line
-def cmd_new(args) -> int:
+def cmd_new(args: argparse.Namespace) -> int:
     from ..drafting.drafting import WorkloadDraft, draft_workload
     from ..proposers.model_client import ModelUnavailable, structured_chat
     if (args.dir / "workload.toml").exists():
@@ -86,7 +94,7 @@ def cmd_new(args) -> int:
 
 
 @_model_errors_are_one_line
-def cmd_review(args) -> int:
+def cmd_review(args: argparse.Namespace) -> int:
     from ..proposers.model_client import ModelUnavailable
     try:
         kwargs = _chat(args, who="warpsmith review")
@@ -95,7 +103,7 @@ def cmd_review(args) -> int:
     return _review(args, kwargs)
 
 
-def _review(args, kwargs) -> int:
+def _review(args: argparse.Namespace, kwargs: dict[str, Any]) -> int:
     from ..drafting.drafting import ReferenceDraft, review
     from ..proposers.model_client import structured_chat
     from ..spec.workload import load_workload

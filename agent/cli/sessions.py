@@ -8,20 +8,28 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
 from ..evaluate.options import EvaluationOptions
 from ..loop.options import SessionOptions
-from ..spec.workload import Workload, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import Workload
 from ..tracking.options import TrackingOptions, open_tracker
 from .check import preflight
 
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from ..loop.session import Ending, Session, SessionInfo
+    from ..proposers.base import Proposer
+    from ..worker.protocol import TimingConfig
+
 # front_end(session, options) -> status: runs the session in a full-screen app and ends it there
-FrontEnd = Callable[[object, SessionOptions], str]
+FrontEnd = Callable[["Session", SessionOptions], str]
 
 
-def open_session(info, directory: Path, evaluation: EvaluationOptions, tracking: TrackingOptions,
-                 proposer=None, gpu_first: bool = False):
+def open_session(info: SessionInfo, directory: Path, evaluation: EvaluationOptions, tracking: TrackingOptions,
+                 proposer: Optional[Proposer] = None, gpu_first: bool = False) -> Session:
     """gpu_first: start the GPU worker before the tracker or checkpoint exists; without
     a usable GPU nothing is left behind (agent/cli/gpu_first.py)."""
     from ..evaluate.backend_choice import open_backend
@@ -36,12 +44,12 @@ def open_session(info, directory: Path, evaluation: EvaluationOptions, tracking:
                    open_tracker(tracking))
 
 
-def _timing_text(t) -> str:
+def _timing_text(t: TimingConfig) -> str:
     return (f"warm-up {t.warmup}, {t.repetitions} launches or {t.max_total_ms:.0f} ms per case, "
             f"{'cold' if t.cold_l2 else 'hot'} L2")
 
 
-def start_session(options: SessionOptions, workload: Workload, out: Optional[TextIO] = None):
+def start_session(options: SessionOptions, workload: Workload, out: Optional[TextIO] = None) -> Session:
     """A new session on `workload`, its MLflow run started. Raises ProposerUnavailable
     (no key, ...) or GpuUnavailable before anything is created."""
     from ..loop.session import SessionInfo, new_session_id, session_dir
@@ -69,12 +77,14 @@ def start_session(options: SessionOptions, workload: Workload, out: Optional[Tex
     info.save(directory)
     if options.tracking.trace and run_id:
         from ..tracking.tracing import enable_tracing
-        enable_tracing(session.tracker, workload.name)
+        from ..tracking.tracker import Tracker
+        if isinstance(session.tracker, Tracker):  # a run id comes from MLflow's tracker only
+            enable_tracing(session.tracker, workload.name)
     print(f"session {info.id} ({choice.kind}, budget {search.budget})", file=out or sys.stdout)
     return session
 
 
-def resume_session(session_id: str, evaluation: EvaluationOptions, tracking: TrackingOptions):
+def resume_session(session_id: str, evaluation: EvaluationOptions, tracking: TrackingOptions) -> Session:
     """Open a stored session for resuming, with the search it was started with;
     raises FileNotFoundError or ProposerUnavailable."""
     from ..loop.session import session_dir, stored_info
@@ -94,7 +104,7 @@ def resume_session(session_id: str, evaluation: EvaluationOptions, tracking: Tra
     return session
 
 
-def drive_session(session, options: Optional[SessionOptions] = None, front_end: Optional[FrontEnd] = None,
+def drive_session(session: Session, options: Optional[SessionOptions] = None, front_end: Optional[FrontEnd] = None,
                   out: Optional[TextIO] = None) -> int:
     """Run in the front end (which ends the session itself) or headless with a
     progress bar on `out`; however it ends, Ctrl-C and SIGTERM included, the end is
@@ -107,6 +117,7 @@ def drive_session(session, options: Optional[SessionOptions] = None, front_end: 
     previous = _sigterm_stops(session)
     try:
         if front_end is not None:
+            assert options is not None, "a front end runs a session with its options"
             try:
                 ending = Ending(front_end(session, options))
             except KeyboardInterrupt:
@@ -134,7 +145,7 @@ def drive_session(session, options: Optional[SessionOptions] = None, front_end: 
     return {"finished": 0, "stopped": 130, "paused": 0}.get(ending.status, 1)
 
 
-def _say_why(ending, session_id: str) -> None:
+def _say_why(ending: Ending, session_id: str) -> None:
     """One line for an end nobody asked for; nothing is lost."""
     if ending.error is None:
         return
@@ -148,7 +159,7 @@ def _say_why(ending, session_id: str) -> None:
               file=sys.stderr)
 
 
-def _sigterm_stops(session):
+def _sigterm_stops(session: Session) -> signal._HANDLER:
     """SIGTERM (a job scheduler, `kill`) is "stop now": the GPU work in flight is killed,
     a model call in flight abandoned (within 0.1 s), and the graph drains at the step
     boundary, so the checkpoint stays resumable (an exception raised from the handler
@@ -157,6 +168,6 @@ def _sigterm_stops(session):
     if threading.current_thread() is not threading.main_thread():
         return None
 
-    def stop_now(signum, frame):
+    def stop_now(signum: int, frame: Optional[FrameType]) -> None:
         session.stop_now()
     return signal.signal(signal.SIGTERM, stop_now)

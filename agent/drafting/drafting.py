@@ -22,12 +22,22 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from pydantic import BaseModel, Field
 
 from ..runtime.parent_watch import child_env, python_module
-from ..spec.workload import DRAFT_MARKER, SpecError, Workload, load_workload
+from ..spec.workload import DRAFT_MARKER, load_workload
+from ..spec.workload_model import SpecError, Workload
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import LanguageModelInput
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import Runnable
+
+    Chat = Runnable[LanguageModelInput, BaseMessage]  # a chat model asked for a JSON schema (cli/new.py makes it)
+
+Answer = TypeVar("Answer", bound=BaseModel)
 
 CHECK_TIMEOUT_S = 300.0
 EXAMPLE = Path(__file__).resolve().parent / "draft_example.toml"  # ships with the package
@@ -73,7 +83,7 @@ def reference_signature(w: Workload) -> str:
             f"return {outputs} (a tuple, in that order, if there are several)")
 
 
-def _ask(chat, system: str, messages: list, answer: type[BaseModel]):
+def _ask(chat: Chat, system: str, messages: list[tuple[str, str]], answer: type[Answer]) -> tuple[Answer, str]:
     reply = chat.invoke([("system", system), *messages])
     content = reply.content if isinstance(reply.content, str) else ""
     return answer.model_validate_json(content), content
@@ -96,10 +106,10 @@ def write_draft(directory: Path, d: WorkloadDraft) -> None:
     (directory / Path(d.kernel_file).name).write_text(d.kernel_cu)
 
 
-def draft_workload(chat, description: str, directory: Path, repairs: int = 3,
+def draft_workload(chat: Chat, description: str, directory: Path, repairs: int = 3,
                    say: Callable[[str], None] = print) -> Workload:
     """Draft, check with the spec checker, send errors back; raises SpecError after `repairs`."""
-    messages: list = [("human", draft_prompt(description))]
+    messages: list[tuple[str, str]] = [("human", draft_prompt(description))]
     for attempt in range(repairs + 1):
         try:
             draft, raw = _ask(chat, DRAFT_SYSTEM, messages, WorkloadDraft)
@@ -166,7 +176,7 @@ def set_reviewed(directory: Path) -> None:
     (directory / DRAFT_MARKER).unlink(missing_ok=True)
 
 
-def review(directory: Path, chat, description: str, consent: Callable[[str, Workload], bool],
+def review(directory: Path, chat: Chat, description: str, consent: Callable[[str, Workload], bool],
            say: Callable[[str], None] = print, timeout_s: float = CHECK_TIMEOUT_S) -> ReviewResult:
     """The review of a drafted reference: the user's yes first, then the independent second draft."""
     w = load_workload(directory)

@@ -51,8 +51,9 @@ from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..worker.protocol import TimingConfig
 from .backend import EvaluationBackend, parallel
-from .evaluator import DEFAULT_SEED, EvaluationAborted  # the loop's seed: no other is evaluated ahead
+from .evaluator import DEFAULT_SEED  # the loop's seed: no other is evaluated ahead
 from .results import EvaluationResult
+from .worker_channel import EvaluationAborted
 
 T = TypeVar("T")
 

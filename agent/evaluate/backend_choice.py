@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 from .backend import EvaluationBackend
 from .options import EvaluationOptions
 

@@ -30,7 +30,7 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict
 
 from ..spec.applicability import case_problem
-from ..spec.workload import Case, Workload
+from ..spec.workload_model import Case, Workload
 from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .records import CandidateSpec

@@ -14,14 +14,13 @@ one per GPU (`lanes`); they take the preferred actor last, and never while a cal
 the session waits for it. evaluate_many() spreads a batch over every free actor the
 same way. An attempt's result names the GPU it ran on. An actor that dies costs the
 call in flight (``crashed``); Ray restarts it with a fresh worker, and the session's
-calls move to the next GPU.
+calls move to the next GPU. Which actor takes which call: agent/evaluate/actor_dispatch.py.
 
 Ray is an optional extra: ``pip install 'warpsmith[ray]'``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import threading
@@ -30,166 +29,30 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from ..runtime.compile_child import NICENESS as COMPILE_NICENESS
 from ..runtime.compiler import CompiledKernel, run_nvrtc
 from ..runtime.device_facts import DeviceFacts
-from ..runtime.secrets import SECRET
 from ..spec import precision_policy
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 from ..worker.process import GpuUnavailable
-from .backend import AttemptHalves, EvaluationBackend, ParallelBackend
+from .actor_dispatch import ActorDispatch
+from .backend import AttemptHalves, ParallelBackend
 from .compile_audit import compile_candidate
-from .evaluator import DEFAULT_SEED, EvaluationAborted, Evaluator
+from .evaluator import DEFAULT_SEED
 from .options import EvaluationOptions
+from .ray_actor import EvaluatorFactory, GpuActor, local_evaluator
+from .ray_cluster import anchored, init_ray, priority_warning, ray_module
 from .results import EvaluationResult, Status
+from .worker_channel import EvaluationAborted
 
-RAY_MISSING = "the ray backend needs Ray: pip install 'warpsmith[ray]'"
-NICENESS_VARIABLE = "RAY_worker_niceness"  # Ray's config for its workers' priority (its default: 15)
 REVIVE_S = 300.0  # how long a dead GPU actor may take to answer again (its restart starts a GPU worker)
-ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline", "attempt"})  # what an actor runs for the backend
-
-# (workload, options, worker log) -> the evaluator an actor holds; a module-level function, so Ray can ship it
-EvaluatorFactory = Callable[[Workload, EvaluationOptions, Optional[Path]], Any]
-
-
-def ray_module() -> Any:
-    """Ray, or ImportError saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise ImportError(RAY_MISSING) from None
-    return ray
-
-
-def local_evaluator(workload: Workload, options: EvaluationOptions, worker_log: Optional[Path]) -> Evaluator:
-    # Ray gives an actor its GPU through CUDA_VISIBLE_DEVICES: there it is device 0.
-    return Evaluator(workload, dataclasses.replace(options, device=0), worker_log=worker_log)
 
 
 def _nvrtc_task(source: str, filename: str, entry: str, options: list[str], arch: str,
                 timeout_s: Optional[float]) -> dict[str, Any]:
     """On a CPU worker: NVRTC in that machine's compile process, the same sandbox as here."""
     return run_nvrtc(source, filename, entry, options, arch, timeout_s)
-
-
-def init_ray(ray: Any, address: str = "", **kwargs: Any) -> None:
-    """ray.init, from the folder that holds the `agent` package this process runs.
-
-    Ray puts the driver's working directory first on every worker's sys.path. Run from
-    a checkout (as the README's commands are) with the package installed, the workers
-    would import the checkout's `agent`, which has no built module, and every actor
-    died at its first import (`cannot import name '_runner'`). From PACKAGE_ROOT they
-    import what this process imported. The directory is changed back at once; the
-    workload's paths are made absolute for the actors (anchored)."""
-    from ..runtime.parent_watch import PACKAGE_ROOT
-    here = os.getcwd()
-    # A cluster started here runs its workers at this process's priority (NICENESS_VARIABLE)
-    # unless the user chose one; the raylet reads it as it starts, so it is set only meanwhile.
-    chosen = os.environ.get(NICENESS_VARIABLE)
-    starts = address in ("", "local")  # ("local": Ray starts a new cluster too)
-    if starts and chosen is None:
-        os.environ[NICENESS_VARIABLE] = "0"
-    # Ray starts its processes with a copy of os.environ, and the actors' evaluators start
-    # the reference children (written code): a cluster started here gets no secrets (Ray's
-    # own, RAY_*, stay: its token authentication reads them).
-    secrets = {k: os.environ.pop(k) for k in list(os.environ) if starts and SECRET.search(k) and not k.startswith("RAY_")}
-    os.chdir(PACKAGE_ROOT)
-    try:
-        ray.init(address=address or None, include_dashboard=False, log_to_driver=False, **kwargs)
-    finally:
-        os.chdir(here)
-        os.environ.update(secrets)
-        if chosen is None:
-            os.environ.pop(NICENESS_VARIABLE, None)
-
-
-def priority_warning(actor_niceness: list[int], mine: int) -> Optional[str]:
-    """A line for stderr when a GPU actor runs at no higher a priority than the compile
-    processes (this process's niceness + 10, agent/runtime/compile_child.py): Ray starts
-    its workers at niceness 15 (its `worker_niceness`), and the compiles then take the CPU
-    from the GPU workers whenever they are all busy, on a node they share (the check cannot
-    tell which actors share this one). On one H100 with the actors at 15, the worker's
-    timing of a case took 130 ms under Ray against 105 ms in a local session; at 0 the two
-    agree (docs/performance.md, "The Ray backend against local")."""
-    low = max(actor_niceness, default=mine)
-    compiles = min(19, mine + COMPILE_NICENESS)
-    if low < compiles:  # below this process's, but still above the compiles': they give way
-        return None
-    return (f"warpsmith: warning: the Ray cluster runs the GPU actors at niceness {low}, the compile processes run at "
-            f"{compiles}: on a machine they share, the compiles take the CPU from the GPU workers; start the cluster "
-            f"with {NICENESS_VARIABLE}=0 ray start ... (a cluster warpsmith starts itself does)")
-
-
-def anchored(workload: Workload) -> Workload:
-    """The workload with absolute paths: an actor runs in another working directory (and
-    on a cluster, on another machine with the same layout)."""
-    kernels = {name: dataclasses.replace(k, path=k.path.absolute()) for name, k in workload.kernels.items()}
-    torch = workload.baseline.torch.absolute() if workload.baseline.torch else None
-    return dataclasses.replace(workload, directory=workload.directory.absolute(), kernels=kernels,
-                               reference_path=workload.reference_path.absolute(),
-                               baseline=dataclasses.replace(workload.baseline, torch=torch))
-
-
-class GpuActor:
-    """In a Ray worker process that holds one GPU: its evaluator, one call at a time.
-    Ray runs it with two threads so that abort() reaches the call in flight."""
-
-    def __init__(self, index: int, factory: EvaluatorFactory, workload: Workload, options: EvaluationOptions,
-                 worker_log: Optional[Path]):
-        self.index = index
-        self.evaluator: EvaluationBackend = factory(workload, options, worker_log)
-        self._events: list[object] = []
-        self.evaluator.on_event = lambda event: self._events.append(event)
-        self._busy = False
-
-    def facts(self) -> DeviceFacts:
-        return self.evaluator.facts
-
-    def ceilings(self) -> Optional[Ceilings]:
-        return self.evaluator.ceilings
-
-    def baseline_kinds(self) -> list[str]:
-        return self.evaluator.baseline_kinds()
-
-    def niceness(self) -> int:
-        return os.nice(0)
-
-    def label(self) -> str:
-        facts = self.evaluator.facts
-        return " ".join(p for p in (f"actor {self.index}:", facts.name, facts.uuid) if p)
-
-    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
-        """evaluator.NAME(*arguments), with the replies it streamed on the way (sent back
-        with the result: the backend passes them on) and this GPU's label. "attempt" is
-        validate, then benchmark when it passed: two results, each with its replies."""
-        if name not in ACTOR_CALLS:
-            raise ValueError(f"GpuActor: no call '{name}'")
-        self._events, self._busy = [], True
-        try:
-            if name != "attempt":
-                return (getattr(self.evaluator, name)(*arguments),), (self._events,), self.label()
-            candidate, seed, best_ms, case_best_ms = arguments
-            validated = self.evaluator.validate(candidate, seed, best_ms=best_ms, case_best_ms=case_best_ms)
-            validate_events, self._events = self._events, []
-            benchmarked = self.evaluator.benchmark(candidate, seed, best_ms=best_ms, case_best_ms=case_best_ms) \
-                if validated.ok else None
-            return (validated, benchmarked), (validate_events, self._events), self.label()
-        finally:
-            self._busy = False
-
-    def abort(self) -> None:
-        """Kill the call in flight, if any (an idle actor keeps no flag for a later call).
-        An abort that lands just as a call ends leaves the evaluator's flag set, so the
-        actor's next call raises EvaluationAborted: harmless, as abort() comes only from
-        "stop now" (Session.stop_now), after which the session makes no further call and
-        its backend is closed; a resumed session starts new actors."""
-        if self._busy:
-            self.evaluator.abort()
-
-    def close(self) -> None:
-        self.evaluator.close()
 
 
 class RayBackend(ParallelBackend):
@@ -218,24 +81,10 @@ class RayBackend(ParallelBackend):
                         for i in range(count)]
         self._labels = [f"actor {i}" for i in range(count)]
         self._nvrtc = ray.remote(_nvrtc_task).options(num_cpus=1)
-        self._start_dispatch(count)
+        self.dispatch = ActorDispatch(count)
         self._facts: Optional[DeviceFacts] = None
         self._ceilings: Optional[tuple[Optional[Ceilings]]] = None  # (None,): asked, there are none
         self._kinds: Optional[list[str]] = None
-
-    def _start_dispatch(self, count: int) -> None:
-        """Which actor takes which call (_acquire, _release, abort): all of it guarded by `_free`."""
-        self._free = threading.Condition()
-        self._busy: set[int] = set()
-        self._preferred = 0  # the session's own calls go to this actor (the next one once it died)
-        self._waiting = 0  # the session's calls waiting for their actor: attempts leave it to them
-        self._served = [0] * count  # calls each actor was given
-        self._pinned = [0] * count  # the session's calls waiting for this very actor (benchmark after validate)
-        self._validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
-        self._aborts = 0  # abort() calls so far: a call waiting for an actor when one came never starts
-        self._aborted = False  # an abort() that found no call: the next one raises
-        self._acquiring = 0  # calls waiting in _acquire
-        self._reviving: set[int] = set()  # dead actors held busy by _revive: no call of ours in flight there
 
     # -- the GPU's facts, from the first actor, once (it may be restarting later) ---------------
     @property
@@ -300,18 +149,14 @@ class RayBackend(ParallelBackend):
         again itself, in its own process, while its GPU waited. A failure is the result,
         as the local evaluator says it, without a GPU's time (failures are not cached).
 
-        The call counts as waiting for an actor from here (`_acquiring`), and the abort
-        count taken now goes on to _acquire: a "stop now" during the compile stops the call
+        The call counts as waiting for an actor from here (ActorDispatch.begin), and the abort
+        count taken now goes on to acquire: a "stop now" during the compile stops the call
         before any actor runs it, whatever the other actors are doing."""
-        with self._free:
-            self._stop_between_calls()
-            since = self._aborts
-            self._acquiring += 1
+        since = self.dispatch.begin()
         try:
             compiled = self.compile(candidate)
         finally:
-            with self._free:
-                self._acquiring -= 1
+            self.dispatch.end_work()
         if compiled.ok:
             return None, since
         return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
@@ -331,14 +176,14 @@ class RayBackend(ParallelBackend):
             return failed
         bests = dict(case_best_ms) if case_best_ms is not None else None
         index, result = self._single(candidate.name, "validate", (candidate, seed, best_ms, bests), since=since)
-        self._validated_on = index
+        self.dispatch.validated_on = index
         return result
 
     def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
                   case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
         """On the actor that validated it, whose worker still has the kernel loaded; with
         `best_ms`, the same early rejection as the local evaluator (it runs there)."""
-        only, self._validated_on = self._validated_on, None
+        only, self.dispatch.validated_on = self.dispatch.validated_on, None
         bests = dict(case_best_ms) if case_best_ms is not None else None
         return self._single(candidate.name, "benchmark", (candidate, seed, best_ms, bests), only=only)[1]
 
@@ -362,57 +207,7 @@ class RayBackend(ParallelBackend):
     def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
         return self._single(kind or "baseline", "baseline", (seed, kind))[1]
 
-    # -- dispatch -----------------------------------------------------------------------------
-    def _stop_between_calls(self) -> None:
-        """Under `_free`: a "stop now" that found no call in flight or waiting stops the next one."""
-        if self._aborted:
-            self._aborted = False
-            raise EvaluationAborted("stopped by the user")
-
-    def _acquire(self, only: Optional[int], anywhere: bool, since: Optional[int] = None) -> int:
-        """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
-        preferred one first, the least used of them first, and none that a call of the
-        session waits for; else (the session's own call) the preferred one, waited for.
-        `since`: the abort count when the call began (_compile_first), else now."""
-        with self._free:
-            self._stop_between_calls()
-            aborts = self._aborts if since is None else since
-            self._acquiring += 1
-            if only is not None:
-                self._pinned[only] += 1
-            elif not anywhere:
-                self._waiting += 1
-            try:
-                while True:
-                    if self._aborts != aborts:  # "stop now" while this call waited: it never starts
-                        raise EvaluationAborted("stopped by the user")
-                    free = [i for i in range(len(self._actors)) if i not in self._busy]
-                    if only is not None:
-                        free = [i for i in free if i == only]
-                    elif anywhere:  # the least used first: a thin queue still spreads over the GPUs
-                        free = sorted(free, key=lambda i: (i == self._preferred, self._served[i]))
-                        free = [i for i in free if not self._pinned[i] and not (self._waiting and i == self._preferred)]
-                    else:
-                        free = [i for i in free if i == self._preferred]
-                    if free:
-                        self._busy.add(free[0])
-                        self._served[free[0]] += 1
-                        return free[0]
-                    self._free.wait()
-            finally:
-                self._acquiring -= 1
-                if only is not None:
-                    self._pinned[only] -= 1
-                elif not anywhere:
-                    self._waiting -= 1
-                if not anywhere:
-                    self._free.notify_all()  # the actor it waited for may be an attempt's again
-
-    def _release(self, index: int) -> None:
-        with self._free:
-            self._busy.discard(index)
-            self._free.notify_all()
-
+    # -- calls on the actors -------------------------------------------------------------------
     def _single(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
                 anywhere: bool = False, since: Optional[int] = None) -> tuple[int, EvaluationResult]:
         """One result, its replies passed on to on_event, named with its GPU."""
@@ -427,10 +222,10 @@ class RayBackend(ParallelBackend):
     def _call(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
               anywhere: bool = False, since: Optional[int] = None,
               ) -> tuple[int, tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
-        """Run `method` on an actor (_acquire says which): its results, each half's replies
+        """Run `method` on an actor (ActorDispatch.acquire says which): its results, each half's replies
         and the GPU's label. An actor that dies makes the result ``crashed``; the session's
         calls move to the next GPU while Ray restarts it."""
-        index = self._acquire(only, anywhere, since)
+        index = self.dispatch.acquire(only, anywhere, since)
         died = False
         try:
             try:
@@ -440,9 +235,7 @@ class RayBackend(ParallelBackend):
                     results[0].wall_ms["call"] = (time.perf_counter() - t_call) * 1e3
             except self._ray.exceptions.RayActorError as e:
                 died = True
-                with self._free:
-                    if index == self._preferred:
-                        self._preferred = (index + 1) % len(self._actors)
+                self.dispatch.died(index)
                 seed = arguments[1] if method != "baseline" else arguments[0]
                 crashed = EvaluationResult(
                     name, Status.CRASHED, None, seed=seed, gpu=self._labels[index],
@@ -452,12 +245,11 @@ class RayBackend(ParallelBackend):
             return index, results, replies, label
         finally:
             if died:  # out of the pool until its restart answers (_revive releases it)
-                with self._free:
-                    self._reviving.add(index)
+                self.dispatch.hold_reviving(index)
                 threading.Thread(target=self._revive, args=(index,), name=f"warpsmith-revive-{index}",
                                  daemon=True).start()
             else:
-                self._release(index)
+                self.dispatch.release(index)
 
     def _revive(self, index: int) -> None:
         """Keep a dead actor busy until Ray's restart of it answers a call, then release it.
@@ -482,9 +274,7 @@ class RayBackend(ParallelBackend):
                 except Exception:  # GetTimeoutError, a closed backend
                     time.sleep(0.2)
         finally:
-            with self._free:
-                self._reviving.discard(index)
-            self._release(index)
+            self.dispatch.revived(index)
 
     def _get(self, ref: Any) -> Any:
         """ray.get, with the exception raised in the actor or task raised here as itself."""
@@ -502,12 +292,7 @@ class RayBackend(ParallelBackend):
         """Kill the GPU work in flight on every actor, from any thread ("stop now"); the
         calls waiting for an actor raise EvaluationAborted without starting, and so does
         the next call when none was in flight or waiting."""
-        with self._free:
-            self._aborts += 1
-            busy = sorted(self._busy - self._reviving)  # a reviving actor runs nothing to abort
-            self._aborted = not busy and not self._acquiring
-            self._free.notify_all()
-        for i in busy:
+        for i in self.dispatch.abort():
             self._actors[i].abort.remote()
 
     def close(self) -> None:

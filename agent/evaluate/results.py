@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..runtime.compiler import CompiledKernel
-from ..spec.workload import Launch
+from ..spec.launch import Launch
 from ..worker.protocol import CaseCheck
 from ..worker.status import FAILURES, Progress, Status
 from .stats import TimingStats

@@ -19,9 +19,9 @@ class Planned:
     """The plan node's findings: the GPU and, per case, the fastest library's median."""
 
     gpu: str
-    baseline: dict
+    baseline: dict[str, float]
     baseline_score_ms: Optional[float]
-    floors: dict = field(default_factory=dict)  # case -> its FLOP/byte floor in ms (speed of light)
+    floors: dict[str, float] = field(default_factory=dict)  # case -> its FLOP/byte floor in ms (speed of light)
     ceilings: str = ""  # where the floors' ceilings came from
 
 
@@ -141,4 +141,4 @@ class ResultReady:
     score_ms: float
     speedup: Optional[float]  # geomean over the cases of the fastest library's time over ours
     headline: str
-    cases: dict = field(default_factory=dict)  # case -> our median ms
+    cases: dict[str, float] = field(default_factory=dict)  # case -> our median ms

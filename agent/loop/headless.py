@@ -23,7 +23,7 @@ class HeadlessProgress:
         filled = min(width, int(width * done / max(1, self.budget)))
         return "[" + "#" * filled + "." * (width - filled) + f"] {done:>3}/{self.budget}"
 
-    def __call__(self, event) -> None:
+    def __call__(self, event: object) -> None:
         if isinstance(event, events.NewBest):
             self.best, self.speedup = event.score_ms, event.speedup_vs_baseline
             if event.iteration == 0:

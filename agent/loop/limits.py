@@ -6,7 +6,7 @@ runs or is paused (SessionControl.set_limits, `resume --time-budget ...`).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,7 +19,7 @@ class Limits(BaseModel):
     cost_usd: Optional[float] = None  # model dollars, from the price table
     patience: Optional[int] = None  # attempts in a row without a new best
 
-    def merged(self, changes: dict) -> "Limits":
+    def merged(self, changes: Mapping[str, Optional[float]]) -> "Limits":
         """`changes` maps a field to a new value; 0 or a negative value removes that limit."""
         values = self.model_dump()
         for k, v in changes.items():
@@ -31,7 +31,7 @@ class Limits(BaseModel):
                  f"cost ${self.cost_usd:.2f}" if self.cost_usd else "", f"patience {self.patience}" if self.patience else ""]
         return ", ".join(p for p in parts if p) or "none"
 
-    def given(self) -> dict:
+    def given(self) -> dict[str, float]:
         """The limits that are set, by field (session.json and MLflow keep only those)."""
         return {k: v for k, v in self.model_dump().items() if v is not None}
 

@@ -9,6 +9,7 @@ evaluates and tracks: given again by every command, never stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any, Mapping
 
 from ..evaluate.options import EvaluationOptions
 from ..proposers.choice import ProposerChoice
@@ -28,7 +29,7 @@ class SearchOptions:
     early_reject: bool = True  # --no-early-reject: time every candidate in full
     overlap: bool = True  # --no-overlap: a step's candidates evaluated one by one as the loop reaches them
 
-    def stored(self) -> dict:
+    def stored(self) -> dict[str, Any]:
         """session.json's flat form: the proposer's kind under "proposer", its other
         fields beside budget, limits (those set), nsight, cases, batch, early_reject and overlap."""
         choice = {f.name: getattr(self.proposer, f.name) for f in fields(ProposerChoice) if f.name != "kind"}
@@ -43,7 +44,7 @@ class SearchOptions:
                 **({"overlap": False} if not self.overlap else {})}
 
     @staticmethod
-    def from_stored(data: dict) -> "SearchOptions":
+    def from_stored(data: Mapping[str, Any]) -> "SearchOptions":
         """The inverse of stored(); a key a session stored before it existed takes its default."""
         choice = {f.name: data[f.name] for f in fields(ProposerChoice) if f.name in data and f.name != "kind"}
         return SearchOptions(ProposerChoice(kind=data.get("proposer", "tune"), **choice),

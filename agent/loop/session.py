@@ -12,9 +12,12 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphDrained
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import RunControl
 
 from ..evaluate.ahead import AheadEvaluator
 from ..evaluate.backend import EvaluationBackend, parallel
@@ -22,18 +25,21 @@ from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
 from ..proposers.base import Proposer, proposes_ahead
 from ..runtime.device_facts import DeviceFacts
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 from ..tracking.best_kernel import write_best
 from ..tracking.session_tracker import SessionTracker
 from .checkpoint_serde import RecordSaver
+from .context import LoopContext
 from .events import NodeFinished, SessionFinished
-from .graph import LoopContext, build_graph
+from .graph import build_graph
 from .legacy_names import register as register_legacy_names
 from .limits import Limits, Spent
 from .options import SearchOptions
 from .session_control import SessionControl
 from .state import STATE_TYPES, LoopState
 from .timeline import Timeline
+
+LoopGraph = CompiledStateGraph[LoopState, LoopContext, LoopState, LoopState]  # the loop's graph, compiled
 
 
 def step_size(search: SearchOptions, evaluator: EvaluationBackend, proposer: Proposer) -> int:
@@ -91,7 +97,7 @@ def session_dir(store: Path, session_id: str) -> Path:
     return Path(store) / "sessions" / session_id
 
 
-def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None):
+def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None) -> LoopGraph:
     """The loop's graph compiled over a session directory's SQLite checkpoint."""
     conn = conn or sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
     # LangGraph's saver keeps the checkpoint in WAL mode and commits after every node, five
@@ -104,7 +110,7 @@ def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None):
     return build_graph().compile(checkpointer=saver)
 
 
-def graph_config(session_id: str) -> dict:
+def graph_config(session_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": session_id}, "recursion_limit": 1_000_000}
 
 
@@ -123,7 +129,7 @@ def stored_session(store: Path, session_id: str) -> tuple["SessionInfo", LoopSta
     directory = session_dir(store, session_id)
     conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
     try:
-        return info, open_graph(directory, conn).get_state(graph_config(info.id)).values
+        return info, cast(LoopState, open_graph(directory, conn).get_state(graph_config(info.id)).values)
     finally:
         conn.close()  # not left to the GC: `bench` reads one per workload
 
@@ -161,7 +167,7 @@ class Session:
 
     @property
     def state(self) -> LoopState:
-        return self.graph.get_state(self.config).values
+        return cast(LoopState, self.graph.get_state(self.config).values)
 
     def has_checkpoint(self) -> bool:
         return bool(self.graph.get_state(self.config).next) or bool(self.state)
@@ -178,12 +184,12 @@ class Session:
         self.info.search = replace(self.info.search, budget=budget)
         self.info.save(self.dir)
 
-    def set_limits(self, **changes) -> None:
+    def set_limits(self, **changes: Optional[float]) -> None:
         """While paused or stopped (running: control.set_limits). A finished session whose
         limit is raised continues, as with set_budget."""
         snapshot = self.graph.get_state(self.config)
         limits = snapshot.values.get("limits", Limits()).merged(changes)
-        update = {"limits": limits}
+        update: dict[str, Any] = {"limits": limits}
         if snapshot.values and not snapshot.next:
             update["finished"] = None
             self.graph.update_state(self.config, update, as_node="reflect")
@@ -212,7 +218,7 @@ class Session:
         """run(), and however it stops, the way it ended: stopped (Ctrl-C, stop now, a
         model that cannot be used), failed (no GPU, reference.py raising, a dead worker
         pipe...) or what run() returned. Records nothing: end() does."""
-        from ..evaluate.evaluator import EvaluationAborted
+        from ..evaluate.worker_channel import EvaluationAborted
         from ..proposers.llm import ProposerUnavailable
         from ..proposers.model_client import ModelCallAborted
         try:
@@ -245,8 +251,8 @@ class Session:
                           profiler, self.dir / "attempts", early_reject=search.early_reject, batch=batch)
         snapshot = self.graph.get_state(self.config)
         fresh = not snapshot.values
-        inputs = {"iteration": 0, "budget": search.budget, "history": [],
-                  "limits": search.limits, "spent": Spent()} if fresh else None
+        inputs = LoopState(iteration=0, budget=search.budget, history=[],
+                           limits=search.limits, spent=Spent()) if fresh else None
         if not fresh and not snapshot.next:
             return self._finished(on_event)  # nothing left to do
         run_control = self.control.new_run()
@@ -257,7 +263,8 @@ class Session:
         finally:
             ctx.proposals_ahead.close()  # a step proposed ahead and not taken: never in the checkpoint
 
-    def _stream(self, inputs, ctx: LoopContext, run_control, on_event: Callable[[object], None]) -> str:
+    def _stream(self, inputs: Optional[LoopState], ctx: LoopContext, run_control: RunControl,
+                on_event: Callable[[object], None]) -> str:
         try:
             for mode, chunk in self.graph.stream(inputs, self.config, context=ctx, control=run_control,
                                                  stream_mode=["custom", "updates"]):
@@ -278,7 +285,7 @@ class Session:
             return "paused"
         return self._finished(on_event)
 
-    def _finished(self, on_event) -> str:
+    def _finished(self, on_event: Callable[[object], None]) -> str:
         best = self.state.get("best")
         on_event(SessionFinished(self.state.get("finished") or "finished", best.score_ms if best else None))
         return "finished"
@@ -303,7 +310,7 @@ class Session:
         """How the session ended, once end() has recorded it."""
         return self._ended
 
-    def save_best(self) -> Optional[dict]:
+    def save_best(self) -> Optional[dict[str, str]]:
         s = self.state
         best = s.get("best")
         if not best:

@@ -16,7 +16,7 @@ class SessionControl:
     def __init__(self) -> None:
         self._lock = threading.RLock()  # a SIGTERM handler may call request() while this thread holds it
         self._budget: Optional[int] = None
-        self._limits: Optional[dict] = None
+        self._limits: Optional[dict[str, Optional[float]]] = None
         self._run: Optional[RunControl] = None
         self._reason: Optional[str] = None
         # A plain flag, not a threading.Event: a SIGTERM handler sets it, and Event.set
@@ -44,12 +44,12 @@ class SessionControl:
         with self._lock:
             self._budget = budget
 
-    def set_limits(self, **changes) -> None:
+    def set_limits(self, **changes: Optional[float]) -> None:
         """time_s, tokens, cost_usd, patience: new values (0 removes one), applied at the next step."""
         with self._lock:
             self._limits = {**(self._limits or {}), **changes}
 
-    def take_limits(self) -> Optional[dict]:
+    def take_limits(self) -> Optional[dict[str, Optional[float]]]:
         with self._lock:
             limits, self._limits = self._limits, None
             return limits

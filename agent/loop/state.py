@@ -3,7 +3,7 @@ the budget, limits and spending, so a session survives a crash and resumes from 
 
 from __future__ import annotations
 
-from typing import Literal, Optional, TypedDict
+from typing import Any, Literal, Optional, TypedDict
 
 from ..evaluate.dispatch import CaseWinner, Dispatch
 from ..evaluate.records import Attempt, Best, CandidateSpec
@@ -33,6 +33,24 @@ class LoopState(TypedDict, total=False):
     dispatch: Optional[Dispatch]  # a variant per shape, built when the session ends
     libraries: dict[str, LibraryTime]  # performance case -> the fastest library there, timed in the plan
     result: Optional[SessionResult]  # what the user gets: the dispatch where it pays, else the best
+
+
+StateUpdate = dict[str, Any]  # what a node changes in the state (LangGraph merges it in)
+
+
+def attempt_in_flight(state: LoopState) -> Attempt:
+    """The attempt the propose node began: there for every node after it."""
+    attempt = state["attempt"]
+    assert attempt is not None, "no attempt in flight"
+    return attempt
+
+
+def candidate_in_flight(state: LoopState) -> CandidateSpec:
+    """The candidate of the attempt in flight, past the propose node (a proposal that failed
+    goes straight to reflect without one)."""
+    spec = state["pending"]
+    assert spec is not None, "no candidate in flight"
+    return spec
 
 
 # what the checkpointer may rebuild: today's records, and the names stored before the

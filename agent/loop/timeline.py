@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 FILE = "timeline.jsonl"
 FIELDS = ("node", "iteration", "case", "phase", "status", "compile_ms", "cached", "score_ms", "elapsed_ms",
@@ -39,7 +39,7 @@ class Timeline:
         self.file.close()
 
 
-def read_timeline(session_dir: Path) -> list[dict]:
+def read_timeline(session_dir: Path) -> list[dict[str, Any]]:
     path = session_dir / FILE
     if not path.is_file():
         return []

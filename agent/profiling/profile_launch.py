@@ -21,7 +21,8 @@ from ..runtime.parent_watch import exit_with_warpsmith
 from ..spec.candidate import Candidate
 from ..spec.inputs import array_jobs, generate_input
 from ..spec.launch import LaunchJob
-from ..spec.workload import ArrayParam, Case, ScalarParam, Workload, array_layouts, load_workload
+from ..spec.workload import load_workload
+from ..spec.workload_model import ArrayParam, Case, ScalarParam, Workload, array_layouts
 
 
 def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str]) -> list[str]:
@@ -41,7 +42,7 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
         for job in array_jobs(workload, case):
             buf = device.alloc(job.nbytes)
             if job.role == "input":
-                buf.upload(generate_input(job, case.name, 1))
+                buf.upload(generate_input(job, case.name, 1))  # type: ignore[arg-type]  # numpy's stubs give ndarray __buffer__ only from Python 3.12
             buffers[job.name] = buf
         if cand.program is not None:
             done.append(_run_program(device, module, workload, cand, case, buffers))
@@ -55,8 +56,10 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
     return done
 
 
-def _run_program(device, module, workload: Workload, cand: Candidate, case: Case, buffers: dict) -> str:
+def _run_program(device: native.Device, module: native.Module, workload: Workload, cand: Candidate, case: Case,
+                 buffers: dict[str, native.Buffer]) -> str:
     """Every step of the program once on `case`, over zeroed workspace; returns what ran."""
+    assert cand.program is not None  # called for programs only
     job = cand.program.resolve(cand.launch_env(case),
                                {p.name: p.arg(case) for p in workload.params if isinstance(p, ScalarParam)},
                                array_layouts(workload, case))

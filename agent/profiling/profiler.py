@@ -12,7 +12,7 @@ import csv
 import io
 import shutil
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 STALLS = ("long_scoreboard", "short_scoreboard", "barrier", "mio_throttle", "lg_throttle", "math_pipe_throttle",
           "wait", "not_selected", "membar", "tex_throttle", "drain", "imc_miss", "no_instruction", "dispatch_stall")
@@ -75,7 +75,7 @@ class KernelProfile:
         limits = {"registers": self.occupancy_limit_registers, "shared memory": self.occupancy_limit_shared,
                   "warps": self.occupancy_limit_warps, "blocks": self.occupancy_limit_blocks}
         known = {k: v for k, v in limits.items() if v > 0}
-        return min(known, key=known.get) if known else "unknown"
+        return min(known, key=known.__getitem__) if known else "unknown"
 
     def metrics(self) -> dict[str, float]:
         """The numbers, flat: every curated metric and each stall reason (for MLflow)."""
@@ -160,7 +160,7 @@ def parse_csv(text: str) -> list[KernelProfile]:
     col = {name: i for i, name in enumerate(header)}
     profiles = []
     for row in data:
-        get = lambda metric: _number(row[col[metric]]) if metric in col and col[metric] < len(row) else 0.0
+        get: Callable[[str], float] = lambda metric: _number(row[col[metric]]) if metric in col and col[metric] < len(row) else 0.0
         values = {key: get(metric) for key, metric in METRICS.items()}
         stalls = {s: get(STALL_METRIC.format(s)) for s in STALLS if STALL_METRIC.format(s) in col}
         name = row[col["Kernel Name"]] if "Kernel Name" in col else "?"

@@ -7,7 +7,7 @@ from typing import Callable, Optional, Protocol, runtime_checkable
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..runtime.device_facts import DeviceFacts
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 
 
 class ProposalError(RuntimeError):
@@ -38,7 +38,7 @@ class ProposalContext:
     stopping: Callable[[], bool] = lambda: False  # "stop now" asked: abandon a model call (SessionControl)
     hint: str = ""  # the optimisation idea this proposal should try (one per call of a batch)
     # Proposed already and not in the history yet (a step proposed ahead of the last one's
-    # results, agent/loop/graph.py): not to be proposed again.
+    # results, agent/loop/nodes/propose.py): not to be proposed again.
     in_flight: tuple[CandidateSpec, ...] = ()
 
 

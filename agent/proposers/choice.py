@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .base import Proposer
+
 
 @dataclass(frozen=True)
 class ProposerChoice:
@@ -21,7 +23,7 @@ class ProposerChoice:
     prices: str = ""  # --prices FILE ("" = the default price table)
 
 
-def make_proposer(choice: ProposerChoice):
+def make_proposer(choice: ProposerChoice) -> Proposer:
     """Raises ProposerUnavailable (no key, ...) or ValueError (a broken price table)
     before any session is created."""
     from .tune import TuneProposer

@@ -19,6 +19,8 @@ from typing import Optional, Union
 
 from ..evaluate.records import CandidateSpec
 
+DefinesKey = tuple[tuple[str, int], ...]  # a configuration's defines, sorted: hashable
+CompileKey = tuple[str, str, DefinesKey]  # (source tag, arch, defines)
 COMPILE_NOW = 2  # threads compiling the points proposed, beside the compile-ahead ones
 CLEAN_RECORD = 8  # compiles of a kernel, none refused, before its points are proposed ahead of NVRTC's verdict
 
@@ -28,11 +30,11 @@ def source_tag(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:8]
 
 
-def defines_key(defines: dict[str, int]) -> tuple:
+def defines_key(defines: dict[str, int]) -> DefinesKey:
     return tuple(sorted(defines.items()))
 
 
-def compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> tuple:
+def compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> CompileKey:
     """A configuration's key in CompilePool.compiles: (source tag, arch, every define)."""
     return source_tag(base.source), arch, defines_key({**base.defines, **defines})
 
@@ -52,7 +54,7 @@ class CompilePool:
         self.record: dict[str, Counter[bool]] = {}  # source tag -> NVRTC's verdicts so far (clean)
         self._record_lock = threading.Lock()
         # (source tag, arch, defines) -> NVRTC accepted it, or the compile under way
-        self.compiles: dict[tuple, Union[bool, Future]] = {}
+        self.compiles: dict[CompileKey, Union[bool, Future[bool]]] = {}
 
     def submit(self, base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> None:
         """Start compiling one configuration in the pool (a no-op when it is known or under way)."""
@@ -136,11 +138,11 @@ class CompilePool:
             known = self.compiles[key] = known.result()
         return bool(known)
 
-    def known(self, key: tuple) -> bool:
+    def known(self, key: CompileKey) -> bool:
         """Whether NVRTC's verdict on this key is in (a yes or a no, not a compile under way)."""
         return isinstance(self.compiles.get(key), bool)
 
-    def drop_guesses(self, tag: str, keep: set[tuple], proposed: set[tuple]) -> None:
+    def drop_guesses(self, tag: str, keep: set[CompileKey], proposed: set[DefinesKey]) -> None:
         """Cancel this kernel's queued guesses (not started) that are not in `keep` and whose
         defines are not among the points `proposed` and not yet evaluated (the evaluator joins
         those compiles): the pool works on what the next proposals look at first."""

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, Field
 
 from ..evaluate.records import CandidateSpec
 from .base import Proposal, ProposalContext, ProposalError
 from .model_client import ModelUnavailable, client_kwargs, invoke_abortable, structured_chat, unreachable_text
-from .pricing import Usage, load_prices, price_for
+from .pricing import PriceTable, Usage, load_prices, price_for
 from .prompt import SYSTEM, latest_findings, user_message
+from .web_research import WebGuidance
+
+if TYPE_CHECKING:
+    from .tune import TuneProposer
 
 # The ideas a batch's parallel calls try, one each: different directions from the same parent.
 HINTS = (
@@ -62,7 +66,7 @@ class LlmStep(BaseModel):
         "thread block cluster dimensions (Hopper), e.g. [\"2\", \"1\", \"1\"]; empty for none"))
     memset: str = Field(default="", description="a workspace buffer or output to zero (then leave the rest empty)")
 
-    def data(self) -> dict:
+    def data(self) -> dict[str, Any]:
         if self.memset:
             return {"memset": self.memset}
         cluster = {"cluster": self.cluster} if self.cluster else {}
@@ -92,7 +96,7 @@ class LlmCandidate(BaseModel):
         "a program of several launches (split-K, a reduction and its finish...); empty for one launch of "
         "entry/grid/block with the parameters in order"))
 
-    def program(self) -> Optional[dict]:
+    def program(self) -> Optional[dict[str, Any]]:
         if not self.steps:
             return None
         return {"workspace": [w.model_dump() for w in self.workspace], "steps": [s.data() for s in self.steps]}
@@ -103,14 +107,14 @@ class LlmProposer:
 
     def __init__(self, model: str = "gpt-5-mini", reasoning_effort: Optional[str] = "medium",
                  base_url: Optional[str] = None, max_retries: int = 3, timeout_s: float = 600.0,
-                 research: bool = False, web_search: bool = False, prices=None):
+                 research: bool = False, web_search: bool = False, prices: Optional[PriceTable] = None):
         try:
             kwargs = client_kwargs(model, reasoning_effort, base_url, max_retries, timeout_s)
         except ModelUnavailable as e:
             raise ProposerUnavailable(f"{e}; without either, use --proposer tune") from None
         self.model, self.research, self.base_url = model, research, base_url
         self.web_search = research and web_search
-        self.web = None  # WebGuidance, fetched once before the first proposal
+        self.web: Optional[WebGuidance] = None  # fetched once before the first proposal
         self._client_kwargs = {k: v for k, v in kwargs.items() if k in ("api_key", "base_url", "max_retries", "timeout")}
         self.chat = structured_chat(kwargs, LlmCandidate)
         self.calls = 0
@@ -151,7 +155,9 @@ class LlmProposer:
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         import openai
-        notes, sources, notice = "", (), ""
+        from langchain_core.messages import AIMessage
+        notes, notice = "", ""
+        sources: tuple[str, ...] = ()
         if self.calls == 0 and self.price is None:
             notice = f"no price known for model '{self.model}': its cost counts as $0 (add it to prices.toml)"
         if self.web_search and self.web is None:
@@ -186,17 +192,18 @@ class LlmProposer:
             raise ProposalError(f"the model call failed after retries: {type(e).__name__}: {e}") from None
         with self._lock:
             self.calls += 1
-            call = Usage.from_metadata(answer.usage_metadata) + self._pending  # with the web search before it
+            usage = answer.usage_metadata if isinstance(answer, AIMessage) else None  # what ChatOpenAI answers
+            call = Usage.from_metadata(usage) + self._pending  # with the web search before it
             self._pending = Usage()
         used, cost = call.total, self._charge(call)
         try:
             parsed = LlmCandidate.model_validate_json(answer.content if isinstance(answer.content, str) else "")
         except ValueError as e:
-            first = str(e).splitlines()[:3]
-            raise ProposalError(f"the model's answer was not a valid candidate: {' '.join(first)[:500]}. "
+            lines = str(e).splitlines()[:3]
+            raise ProposalError(f"the model's answer was not a valid candidate: {' '.join(lines)[:500]}. "
                                 "Answer with the JSON schema's fields only.", used, cost) from None
         first = next((step for step in parsed.steps if not step.memset), None)
-        launch = first or parsed  # a program's record shows its first launch as the candidate's own
+        launch: LlmStep | LlmCandidate = first or parsed  # a program's record shows its first launch as the candidate's own
         if not launch.grid or not launch.block:
             raise ProposalError("the model's answer has no launch: give grid and block (or steps with one launch)",
                                 used, cost)
@@ -217,16 +224,17 @@ class LlmProposer:
         """Search NVIDIA's documentation once; returns a notice line (what happened)."""
         import openai
 
-        from .web_research import WebGuidance, WebResearchUnavailable, question, search_nvidia_docs
+        from .web_research import WebResearchUnavailable, question, search_nvidia_docs
         w, f = ctx.workload, ctx.facts
         try:
             client, text = openai.OpenAI(**self._client_kwargs), question(w.description, f.arch or "sm_90", f.name or "GPU")
-            self.web = invoke_abortable(lambda: search_nvidia_docs(client, self.model, text), ctx.stopping)
+            web = invoke_abortable(lambda: search_nvidia_docs(client, self.model, text), ctx.stopping)
         except WebResearchUnavailable as e:
             self.web = WebGuidance("")  # asked once: not again this session
             return str(e)
-        self._pending = self.web.usage  # charged with the proposal's own call
-        return f"web search of NVIDIA documentation: {len(self.web.sources)} pages cited"
+        self.web = web
+        self._pending = web.usage  # charged with the proposal's own call
+        return f"web search of NVIDIA documentation: {len(web.sources)} pages cited"
 
 
 def _parent(ctx: ProposalContext) -> Optional[int]:
@@ -242,7 +250,7 @@ class HybridProposer:
 
     name = "llm"
 
-    def __init__(self, llm: LlmProposer, tuner, tune_steps: int = 3):
+    def __init__(self, llm: LlmProposer, tuner: TuneProposer, tune_steps: int = 3):
         self.llm, self.tuner, self.tune_steps = llm, tuner, tune_steps
 
     def propose(self, ctx: ProposalContext) -> Proposal:

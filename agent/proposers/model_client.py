@@ -16,10 +16,15 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
-from typing import Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import LanguageModelInput
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import Runnable
 
 OPENAI_URL = "https://api.openai.com/v1"
 POLL_S = 0.1  # how often a waiting caller looks at the stop flag
@@ -41,11 +46,11 @@ class ModelCallAborted(RuntimeError):
 
 
 def client_kwargs(model: str, reasoning_effort: Optional[str], base_url: Optional[str], max_retries: int = 3,
-                  timeout_s: float = 600.0, who: str = "the llm proposer") -> dict:
+                  timeout_s: float = 600.0, who: str = "the llm proposer") -> dict[str, Any]:
     key = os.environ.get("OPENAI_API_KEY")
     if not key and not base_url:
         raise ModelUnavailable(f"{who} needs OPENAI_API_KEY (or --base-url for a local OpenAI-compatible server)")
-    kwargs = dict(model=model, api_key=key or "not-needed", max_retries=max_retries, timeout=timeout_s)
+    kwargs: dict[str, Any] = dict(model=model, api_key=key or "not-needed", max_retries=max_retries, timeout=timeout_s)
     if base_url:
         kwargs["base_url"] = base_url
     if reasoning_effort:
@@ -53,7 +58,7 @@ def client_kwargs(model: str, reasoning_effort: Optional[str], base_url: Optiona
     return kwargs
 
 
-def structured_chat(kwargs: dict, answer: type[BaseModel]):
+def structured_chat(kwargs: dict[str, Any], answer: type[BaseModel]) -> Runnable[LanguageModelInput, BaseMessage]:
     """ChatOpenAI asked for `answer`'s JSON schema; the caller parses the content, so a
     malformed answer still reports its token usage."""
     from langchain_openai import ChatOpenAI
@@ -66,14 +71,15 @@ def invoke_abortable(call: Callable[[], T], stopping: Callable[[], bool], poll_s
     `stopping()` turns true first: then ModelCallAborted, within `poll_s`. The
     abandoned thread writes only into its own local box, never into the caller's
     state; its connection ends with the process (or when the server answers)."""
-    box: dict = {}
+    value: list[T] = []  # the call's own boxes: the caller reads them only once `done` is set
+    error: list[BaseException] = []
     done = threading.Event()  # set by the call's thread only: a signal handler never touches it
 
     def run() -> None:
         try:
-            box["value"] = call()
+            value.append(call())
         except BaseException as e:  # handed to the caller
-            box["error"] = e
+            error.append(e)
         finally:
             done.set()
 
@@ -82,9 +88,9 @@ def invoke_abortable(call: Callable[[], T], stopping: Callable[[], bool], poll_s
     while not done.wait(poll_s):
         if stopping():
             raise ModelCallAborted("stopped by the user while the model was answering")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if error:
+        raise error[0]
+    return value[0]
 
 
 def server_url(base_url: Optional[str]) -> str:
@@ -102,7 +108,7 @@ def without_credentials(url: str) -> str:
 
 def _reason(error: BaseException) -> str:
     """What the connection failure was, from the exception chain (openai wraps httpx)."""
-    seen = error
+    seen: Optional[BaseException] = error
     while seen is not None:
         if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
             return "connection refused"

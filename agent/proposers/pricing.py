@@ -23,7 +23,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Usage:
                      self.reasoning + o.reasoning)
 
     @staticmethod
-    def from_metadata(meta: Optional[dict]) -> "Usage":
+    def from_metadata(meta: Optional[Mapping[str, Any]]) -> "Usage":
         """LangChain's usage_metadata (input_tokens, output_tokens, *_token_details)."""
         meta = meta or {}
         return Usage(int(meta.get("input_tokens", 0)), int((meta.get("input_token_details") or {}).get("cache_read", 0)),

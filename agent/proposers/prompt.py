@@ -3,6 +3,9 @@ beside the baseline, the last failure verbatim and a compact history."""
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
+from ..evaluate.records import CandidateSpec, CaseProfile
 from .base import ProposalContext
 
 SYSTEM = """You write CUDA C++ kernels that are then compiled with NVRTC for one exact GPU \
@@ -37,11 +40,17 @@ HALF_TYPES = {"bfloat16": "bfloat16 is __nv_bfloat16 (<cuda_bf16.h>)", "float16"
               "float8_e5m2": "float8_e5m2 is __nv_fp8_e5m2 (<cuda_fp8.h>)"}
 
 
-def _fmt(ms) -> str:
+def _fmt(ms: Optional[float]) -> str:
     return "-" if ms is None else f"{ms:.4f} ms"
 
 
-def _profile_lines(title: str, profile) -> list[str]:
+def _program_lines(spec: CandidateSpec) -> list[str]:
+    """A program's workspace and steps, for the prompt; nothing for one launch."""
+    program = spec.to_candidate().program if spec.program else None
+    return ["It is a program:", *program.describe()] if program else []
+
+
+def _profile_lines(title: str, profile: Sequence[CaseProfile]) -> list[str]:
     if not profile:
         return []
     findings = list(dict.fromkeys(f for p in profile for f in p.findings))
@@ -82,12 +91,12 @@ def user_message(ctx: ProposalContext, max_detail: int = 6000, max_history: int 
         b = ctx.best
         parts += ["", f"# Best kernel so far: {b.spec.name} (score {_fmt(b.score_ms)}), entry {b.spec.entry}, "
                       f"grid {b.spec.grid}, block {b.spec.block}, shared {b.spec.shared}, defines {b.spec.defines}",
-                  *(["It is a program:", *b.spec.to_candidate().program.describe()] if b.spec.program else []),
+                  *_program_lines(b.spec),
                   "```cuda", b.spec.source.strip(), "```", "Per case (best vs baseline):"]
-        for c in b.cases:
-            if c.role == "performance":
-                floor = f", {c.pct_of_floor:.0%} of the speed-of-light floor" if c.pct_of_floor else ""
-                parts.append(f"- {c.case}: {_fmt(c.median_ms)} vs {_fmt(ctx.baseline.get(c.case))}{floor}")
+        for outcome in b.cases:
+            if outcome.role == "performance":
+                floor = f", {outcome.pct_of_floor:.0%} of the speed-of-light floor" if outcome.pct_of_floor else ""
+                parts.append(f"- {outcome.case}: {_fmt(outcome.median_ms)} vs {_fmt(ctx.baseline.get(outcome.case))}{floor}")
         parts += _profile_lines("Nsight Compute on the best kernel", b.profile)
     last = ctx.last
     if last is not None and last.profile and not last.new_best:

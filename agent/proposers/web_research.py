@@ -11,8 +11,12 @@ built-in knowledge base alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .pricing import Usage
+
+if TYPE_CHECKING:
+    import openai
 
 NVIDIA_DOMAINS = ["docs.nvidia.com", "developer.nvidia.com"]
 
@@ -39,7 +43,7 @@ def question(description: str, arch: str, gpu: str) -> str:
             f"Kernel to optimise: {description.strip()}")
 
 
-def search_nvidia_docs(client, model: str, text: str) -> WebGuidance:
+def search_nvidia_docs(client: openai.OpenAI, model: str, text: str) -> WebGuidance:
     """One Responses API call with web search limited to NVIDIA domains. `client` is an
     openai.OpenAI; raises WebResearchUnavailable on any refusal."""
     import openai

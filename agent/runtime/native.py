@@ -20,6 +20,7 @@ Program = _runner.Program  # a sequence of launches and memsets, run and timed a
 # The runner's types, for code that holds them (an open GPU, its buffers, a timing recipe).
 Device = _runner.Device
 Buffer = _runner.Buffer
+Module = _runner.Module  # a loaded CUBIN, whose functions are launched
 Function = _runner.Function
 Cublas = _runner.Cublas
 CompileResult = _runner.CompileResult

@@ -12,7 +12,7 @@ points ``environ`` at the copy), so ``os.environ``, ``getenv`` in this process (
 token loader, say) and children started without an explicit environment still get the
 real values; only what ``/proc`` shows is overwritten. Children that run written code
 get an explicit environment without secrets (``without_secrets``), and a Ray cluster
-warpsmith starts gets none either (agent/evaluate/ray_backend.py's init_ray).
+warpsmith starts gets none either (agent/evaluate/ray_cluster.py's init_ray).
 
 Not covered: a process of the same user with ptrace rights (Yama scope 0, or root) reads
 memory, not only /proc/<pid>/environ; and other processes started with the key (the

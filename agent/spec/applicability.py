@@ -3,7 +3,7 @@ limits, its workspace sizes within the runner's. A kernel that cannot is "not
 applicable" there, not broken: a split-K kernel's SPLITK * M * N workspace passes the
 limit on a case with a 4 GiB output, a TMA kernel needs rows of 16-byte multiples. The
 session's dispatch serves such a case with another variant; only a case no kernel can
-serve is an error (agent/spec/workload.py).
+serve is an error (agent/spec/workload_checks.py).
 
 Two kinds of problem are kept apart: a program that is malformed (names that do not
 resolve) is the candidate's mistake everywhere; a size-dependent one is a fact about one
@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .candidate import Candidate
-from .launch import LaunchJob
-from .workload import Case, Launch, ScalarParam, Workload, array_layouts, step_problem
+from .launch import Launch, LaunchJob
+from .workload_model import Case, ScalarParam, Workload, array_layouts, step_problem
 
 MIN_THREADS = 32  # the tuner's floor: a block of less than a warp wastes the SM
 

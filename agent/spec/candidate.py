@@ -10,7 +10,7 @@ from typing import Optional
 from ..runtime.compile_policy import define_options
 from .kernel_source import parse_knobs
 from .launch import LaunchRule, Program
-from .workload import Case, KernelSpec
+from .workload_model import Case, KernelSpec
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .exact_probe import exact_input
 from .half_float import is_narrow, round_to, to_float64, to_storage
-from .workload import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload
+from .workload_model import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 # 2: drawn in chunks of CHUNK elements, each from its own generator, in parallel threads.

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from .workload import Workload
+    from .workload_model import Workload
 
 # Split name -> the narrower tensor-core input type it works in.
 SPLITS = {"3xTF32": "TF32", "3xBF16": "BF16", "3xF16": "F16"}

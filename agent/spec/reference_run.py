@@ -32,7 +32,7 @@ from ..runtime.parent_watch import python_module, with_package_root
 from ..runtime.process_tree import become_subreaper, kill_descendants
 from ..runtime.secrets import without_secrets
 from .inputs import ArrayJob, ReferenceFailed, array_jobs, as_float64, generate_input, load_reference_function
-from .workload import FLOAT_DTYPES, Case, Workload
+from .workload_model import FLOAT_DTYPES, Case, Workload
 
 REFERENCE_TIMEOUT_S = 300.0  # per case; `--reference-timeout` on check, eval, run, resume and bench
 

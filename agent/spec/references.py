@@ -15,7 +15,7 @@ import numpy as np
 from ..runtime.cache_dir import cache_root
 from . import inputs
 from .reference_run import REFERENCE_TIMEOUT_S, run_reference
-from .workload import Case, Workload, name_problem
+from .workload_model import Case, Workload, name_problem
 
 
 def compute_reference(workload: Workload, case: Case, seed: int,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from .workload import SpecError, name_problem
+from .workload_model import SpecError, name_problem
 
 Shapes = tuple[tuple[str, dict[str, int]], ...]
 

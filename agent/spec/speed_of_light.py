@@ -31,7 +31,7 @@ from typing import Optional
 from ..runtime.cache_dir import cache_root
 from ..runtime.device_facts import DeviceFacts
 from .half_float import is_fp8, is_narrow
-from .workload import Case, Workload
+from .workload_model import Case, Workload
 
 # Leads from the vendor's datasheet (H200 SXM: 4.8 TB/s HBM3e, 67 TFLOP/s fp32),
 # used only until the GPU's own ceilings have been measured.

@@ -76,7 +76,7 @@ import numpy as np
 
 from .exact_probe import EXACT_RTOL
 from .half_float import is_narrow
-from .workload import FLOAT_DTYPES, Case, Workload
+from .workload_model import FLOAT_DTYPES, Case, Workload
 
 # Unit roundoff per dtype (half the gap between 1 and the next value).
 EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}

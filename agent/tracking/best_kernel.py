@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..evaluate.dispatch import Dispatch
 from ..evaluate.records import Best
@@ -13,12 +13,12 @@ from ..evaluate.session_result import SessionResult
 from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
 from ..spec.launch import LaunchJob
-from ..spec.workload import ScalarParam, Workload, array_layouts
+from ..spec.workload_model import ScalarParam, Workload, array_layouts
 from .dispatch_module import DISPATCH_FILE, dispatch_module, variant_file
 from .launch_module import MODULE_FILE, launch_module
 
 
-def launch_json(workload: Workload, best: Best) -> dict:
+def launch_json(workload: Workload, best: Best) -> dict[str, Any]:
     """Raises ValueError if the options are not ones the compiler would accept (a
     tampered session): kernel.py passes them to NVRTC on the user's machine."""
     cand = best.spec.to_candidate()
@@ -52,8 +52,8 @@ def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: d
              f"GPU: {facts.name or '?'} ({facts.arch or '?'}), cold L2, median of up to 100 launches.", "",
              "| case | starting kernel ms | best ms | baseline ms | speed-up vs start | speed-up vs baseline |",
              "|---|---|---|---|---|---|"]
-    fmt = lambda v: f"{v:.4f}" if v else "-"
-    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"
+    fmt: Callable[[Optional[float]], str] = lambda v: f"{v:.4f}" if v else "-"
+    ratio: Callable[[Optional[float], Optional[float]], str] = lambda a, b: f"{a / b:.2f}x" if a and b else "-"
     for c in best.cases:
         if c.role != "performance":
             continue

@@ -14,15 +14,18 @@ import ast
 import keyword
 import re
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..evaluate.records import Best
 from ..runtime.arch_target import asks_arch_specific
 from ..runtime.compile_policy import check_options, check_source, define_options
 from ..spec.candidate import Candidate
-from ..spec.expr import PYTHON_HELPERS
+from ..spec.expr import PYTHON_HELPERS, Expr
 from ..spec.launch import MemsetStep, Program, StepArg
-from ..spec.workload import ArrayParam, Workload
+from ..spec.workload_model import ArrayParam, ScalarParam, Workload
+
+Namer = Callable[[str], str]  # a name in the expression -> the Python that reads it
+Whole = Callable[[Expr, Namer], str]  # an expression -> Python for its (checked) integer value
 
 MODULE_FILE = "kernel.py"
 FIXED_HALF = Path(__file__).with_name("exported_module.py")
@@ -60,9 +63,9 @@ def launch_module(workload: Workload, best: Best) -> str:
     sizes = list(dict.fromkeys(name for case in workload.cases for name in case.sizes))
     knobs = cand.knob_values()
     rule = cand.launch
-    size = lambda n: f"s[{n!r}]"
-    value = lambda n: f"v[{n!r}]"
-    whole = lambda e, name: (repr(e.tree.value) if isinstance(e.tree, ast.Constant) and isinstance(e.tree.value, int)
+    size: Namer = lambda n: f"s[{n!r}]"
+    value: Namer = lambda n: f"v[{n!r}]"
+    whole: Whole = lambda e, name: (repr(e.tree.value) if isinstance(e.tree, ast.Constant) and isinstance(e.tree.value, int)
                              else f"_whole({e.python(name)}, {e.shown()!r})")
     needed = set().union(*(e.names() for p in arrays for e in p.shape), *(p.value.names() for p in scalars),
                          *((e.names() - set(knobs)) for e in (*rule.grid, *rule.block, rule.shared)))
@@ -133,7 +136,8 @@ def launch_module(workload: Workload, best: Best) -> str:
 _KINDS = {"i32": "int32", "i64": "int64", "f32": "float32", "f64": "float64"}
 
 
-def _program_half(program: Optional[Program], arrays: list[ArrayParam], scalars: list, whole, value) -> list[str]:
+def _program_half(program: Optional[Program], arrays: list[ArrayParam], scalars: list[ScalarParam], whole: Whole,
+                  value: Namer) -> list[str]:
     """PROGRAM, WORKSPACE, _workspace_sizes(s) and _program(s): a program's steps as data
     (entries as literals, arithmetic rebuilt from the checked trees); PROGRAM = False and
     no steps for a single launch."""
@@ -158,7 +162,7 @@ def _program_half(program: Optional[Program], arrays: list[ArrayParam], scalars:
             steps.append(f"        ('memset', {ref(step.target)}),")
             continue
         r = step.launch
-        dims = lambda d: "(" + ", ".join(whole(e, value) for e in d) + ")"
+        dims: Callable[[tuple[Expr, ...]], str] = lambda d: "(" + ", ".join(whole(e, value) for e in d) + ")"
         steps.append(f"        ('launch', {step.entry!r}, {dims(r.grid)}, {dims(r.block)}, {whole(r.shared, value)}, "
                      f"({''.join(arg(a) + ', ' for a in step.args)})),")
     return [
@@ -189,7 +193,7 @@ def _op_name(workload: str) -> str:
 def _op_schema(arrays: list[ArrayParam], op_sizes: tuple[str, ...]) -> str:
     """`(Tensor A, Tensor B) -> Tensor`: parameter names as the spec has them (a Python
     keyword gets a trailing _, so the op can be called by keyword)."""
-    name = lambda n: n + "_" if keyword.iskeyword(n) else n
+    name: Namer = lambda n: n + "_" if keyword.iskeyword(n) else n
     args = [f"Tensor {name(p.name)}" for p in arrays if p.role == "input"] + [f"int {name(n)}" for n in op_sizes]
     outputs = sum(p.role == "output" for p in arrays)
     return f"({', '.join(args)}) -> {'Tensor' if outputs == 1 else '(' + ', '.join(['Tensor'] * outputs) + ')'}"

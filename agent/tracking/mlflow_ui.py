@@ -15,7 +15,12 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Experiment
 
 from .store_location import EXPERIMENT_KIND, telemetry_off_by_default, tracking_uri
 from .store_schema import StoreUnreadable, open_client
@@ -31,7 +36,7 @@ class UiFailed(Exception):
     """The UI cannot be served; the message is one line saying what to do."""
 
 
-def _experiments(client) -> list:
+def _experiments(client: MlflowClient) -> list[Experiment]:
     """The store's experiments, MLflow's empty "Default" left out; each marked as
     model development where it carries no kind yet (stores from before the tag)."""
     exps = [e for e in client.search_experiments()
@@ -51,7 +56,7 @@ def _workload_name(target: str) -> str:
     return target
 
 
-def _page(client, base: str, target: Optional[str]) -> tuple[Optional[str], str]:
+def _page(client: MlflowClient, base: str, target: Optional[str]) -> tuple[Optional[str], str]:
     """(the URL to open, or None; what went wrong otherwise)."""
     exps = _experiments(client)
     if target:
@@ -67,7 +72,7 @@ def _page(client, base: str, target: Optional[str]) -> tuple[Optional[str], str]
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
+            return bool(r.status == 200)
     except OSError:
         return False
 
@@ -88,7 +93,7 @@ def _group_alive(pgid: int) -> bool:
         return True
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the server's process group (the mlflow CLI and its web and job
     workers), SIGKILL to whatever is left after STOP_TIMEOUT_S."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -112,7 +117,7 @@ class _Terminated(Exception):
     pass
 
 
-def _raise_terminated(signum, frame):
+def _raise_terminated(signum: int, frame: Optional[FrameType]) -> None:
     raise _Terminated()
 
 

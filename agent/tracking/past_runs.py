@@ -6,7 +6,12 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from .tracker import Tracker
 
 from .tracker import attempt_runs, session_runs
 
@@ -36,7 +41,7 @@ class PastAttempt:
     knobs: tuple[tuple[str, str], ...]  # (name, value), by name
 
 
-def past_runs(client, workload: Optional[str] = None) -> list[PastRun]:
+def past_runs(client: MlflowClient, workload: Optional[str] = None) -> list[PastRun]:
     """The sessions in the store (only `workload`'s if given), newest first."""
     return [PastRun(r.info.run_name, r.info.run_id, r.info.start_time / 1000,
                     r.data.tags.get("warpsmith.workload", "?"), r.data.params.get("proposer", "?"),
@@ -46,7 +51,7 @@ def past_runs(client, workload: Optional[str] = None) -> list[PastRun]:
             for r in session_runs(client, workload)]
 
 
-def past_attempts(client, run: PastRun) -> list[PastAttempt]:
+def past_attempts(client: MlflowClient, run: PastRun) -> list[PastAttempt]:
     """A session's attempts, in iteration order."""
     out = []
     for c in attempt_runs(client, run.run_id):
@@ -60,7 +65,7 @@ def past_attempts(client, run: PastRun) -> list[PastAttempt]:
 class RunsSource:
     """The past-runs screen's reads from a tracker's MLflow store (agent.tracking.Tracker)."""
 
-    def __init__(self, tracker):
+    def __init__(self, tracker: Tracker):
         self.client = tracker.client
 
     def runs(self) -> list[PastRun]:

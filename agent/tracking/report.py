@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Optional
+from typing import Any, Optional
 
 from ..evaluate.results import EvaluationResult, Status
 from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, case_floor, compute_ceiling
-from ..spec.workload import Workload
+from ..spec.workload_model import Workload
 
 
 def throughput(workload: Workload, case_name: str, median_ms: float) -> str:
@@ -67,7 +67,7 @@ def render_table(workload: Workload, result: EvaluationResult, baseline: Optiona
 
 def _floor_text(workload: Workload, case: str, median_ms: float, ceilings: Optional[Ceilings]) -> str:
     f = case_floor(workload, workload.case(case), ceilings, median_ms) if ceilings else None
-    if f is None:
+    if f is None or f.pct_of_floor is None:
         return "-"
     return f"{f.pct_of_floor * 100:.0f}% {f.bound[:3]}" + (" SUSPECT" if f.suspect else "")
 
@@ -82,8 +82,8 @@ def summary_line(result: EvaluationResult, baseline: Optional[EvaluationResult])
 
 
 def to_json(workload: Workload, result: EvaluationResult, baseline: Optional[EvaluationResult],
-            facts: DeviceFacts) -> dict:
-    def plain(r: Optional[EvaluationResult]):
+            facts: DeviceFacts) -> dict[str, Any]:
+    def plain(r: Optional[EvaluationResult]) -> Optional[dict[str, Any]]:
         if r is None:
             return None
         d = asdict(r)

@@ -35,7 +35,7 @@ class SessionTracker(Protocol):
         ...
 
     def log_plan(self, facts: DeviceFacts, baseline: dict[str, float], baseline_score: Optional[float],
-                 start: Optional[Best], result: EvaluationResult) -> None:
+                 start: Optional[Best], result: Optional[EvaluationResult]) -> None:
         ...
 
     def log_attempt(self, attempt: Attempt, spec: Optional[CandidateSpec], best: Optional[Best],
@@ -72,7 +72,7 @@ class NullTracker(SessionTracker):
         pass
 
     def log_plan(self, facts: DeviceFacts, baseline: dict[str, float], baseline_score: Optional[float],
-                 start: Optional[Best], result: EvaluationResult) -> None:
+                 start: Optional[Best], result: Optional[EvaluationResult]) -> None:
         pass
 
     def log_attempt(self, attempt: Attempt, spec: Optional[CandidateSpec], best: Optional[Best],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import MutableMapping
 
 TELEMETRY_VAR = "MLFLOW_DISABLE_TELEMETRY"
 # MLflow's experiment kind; "genai_development" opens on traces, this one on runs.
@@ -20,6 +21,6 @@ def tracking_uri(store: Path) -> str:
     return f"sqlite:///{store.resolve() / 'mlflow.db'}"
 
 
-def telemetry_off_by_default(env=os.environ) -> None:
+def telemetry_off_by_default(env: MutableMapping[str, str] = os.environ) -> None:
     """Before mlflow is imported or started: off, unless the user said otherwise."""
     env.setdefault(TELEMETRY_VAR, "true")

@@ -8,7 +8,10 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 from .store_location import telemetry_off_by_default, tracking_uri
 
@@ -21,7 +24,7 @@ class StoreUnreadable(Exception):
     """This mlflow cannot open the tracking store; the message is one line saying what to do."""
 
 
-def open_client(uri: str):
+def open_client(uri: str) -> MlflowClient:
     """An MlflowClient on `uri` (opening it checks the schema); raises StoreUnreadable."""
     telemetry_off_by_default()
     from alembic.util.exc import CommandError

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from ..evaluate.records import Attempt, Best, CandidateSpec
 from ..evaluate.results import EvaluationResult, Status
@@ -31,6 +31,12 @@ from ..runtime.device_facts import DeviceFacts
 from .session_tracker import SessionTracker
 from .store_location import EXPERIMENT_KIND, default_store, tracking_uri
 from .store_schema import open_client
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+T = TypeVar("T")  # what a logging call returns
 
 __all__ = ["Tracker", "default_store", "tracking_uri"]
 
@@ -44,7 +50,7 @@ class Tracker(SessionTracker):
         self.run_id: Optional[str] = None
         self.experiment_id: Optional[str] = None
         self.warnings = 0
-        self._queue: "queue.Queue" = queue.Queue()
+        self._queue: queue.Queue[tuple[str, Callable[..., object], tuple[Any, ...], dict[str, Any]]] = queue.Queue()
         self._stalled = False  # a flush timed out: the store stopped answering
         threading.Thread(target=self._drain, daemon=True, name="mlflow-logging").start()
 
@@ -56,7 +62,7 @@ class Tracker(SessionTracker):
             finally:
                 self._queue.task_done()
 
-    def _later(self, what: str, fn, *args, **kwargs) -> None:
+    def _later(self, what: str, fn: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         """Log in the background, in order; a failure is one warning line."""
         self._queue.put((what, fn, args, kwargs))
 
@@ -67,14 +73,17 @@ class Tracker(SessionTracker):
         if self._stalled:
             return
         done = threading.Event()
-        threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()
+        def wait() -> None:
+            self._queue.join()
+            done.set()
+        threading.Thread(target=wait, daemon=True).start()
         if not done.wait(timeout_s):
             self._stalled = True
             self.warnings += 1
             print(f"warpsmith: warning: MLflow logging still pending after {timeout_s:g} s; "
                   f"{self._queue.unfinished_tasks} records may be missing from the run", file=sys.stderr)
 
-    def _safe(self, what: str, fn, *args, **kwargs):
+    def _safe(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Optional[T]:
         try:
             return fn(*args, **kwargs)
         except Exception as e:  # tracking must never take the session down
@@ -87,11 +96,11 @@ class Tracker(SessionTracker):
         """The workload's experiment id, created with its artifacts in this store (MLflow's
         own default would be ./mlruns under whatever folder the process started in)."""
         exp = self.client.get_experiment_by_name(workload)
-        return exp.experiment_id if exp else self.client.create_experiment(
+        return str(exp.experiment_id) if exp else self.client.create_experiment(
             workload, artifact_location=(self.store / "artifacts" / workload).resolve().as_uri(), tags=EXPERIMENT_KIND)
 
     def start(self, workload: str, session_id: str, params: dict[str, Any]) -> Optional[str]:
-        def go():
+        def go() -> str:
             exp_id = self.experiment(workload)
             run = self.client.create_run(exp_id, run_name=session_id, tags={"warpsmith.session": session_id,
                                                                              "warpsmith.workload": workload})
@@ -128,7 +137,8 @@ class Tracker(SessionTracker):
             self._later("log_plan", self._write_plan, self.run_id, facts.to_dict(), baseline_score,
                         start.score_ms if start else None, validation)
 
-    def _write_plan(self, run: str, facts: dict, baseline_score, start_score, validation: str) -> None:
+    def _write_plan(self, run: str, facts: dict[str, Any], baseline_score: Optional[float], start_score: Optional[float],
+                    validation: str) -> None:
         from mlflow.entities import Metric, Param
         now = int(time.time() * 1000)
         self.client.log_dict(run, facts, "gpu.json")
@@ -185,7 +195,8 @@ class Tracker(SessionTracker):
                            **{f"knob.{k}": v for k, v in attempt.defines.items()}})
         self._later("log_attempt", self._write_attempt, self.run_id, attempt.iteration, series, own, params, files)
 
-    def _write_attempt(self, run: str, step: int, series: dict, own: dict, params: dict, files: dict) -> None:
+    def _write_attempt(self, run: str, step: int, series: dict[str, float], own: dict[str, float], params: dict[str, Any],
+                       files: dict[str, str]) -> None:
         from mlflow.entities import Metric, Param, RunTag
         now = int(time.time() * 1000)
         self.client.log_batch(run, metrics=[Metric(k, float(v), now, step) for k, v in series.items()])
@@ -237,7 +248,7 @@ class Tracker(SessionTracker):
                 self._later("log_best", self.client.log_text, self.run_id, text, f"best/{name}")
 
 
-def session_runs(client, workload: Optional[str] = None) -> list:
+def session_runs(client: MlflowClient, workload: Optional[str] = None) -> list[Run]:
     """The sessions' parent runs, newest first (attempts' child runs left out)."""
     exps = [e for e in client.search_experiments() if not workload or e.name == workload]
     if not exps:
@@ -249,10 +260,11 @@ def session_runs(client, workload: Optional[str] = None) -> list:
     return [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
 
 
-def attempt_runs(client, parent_run_id: str, page_size: int = 1000) -> list:
+def attempt_runs(client: MlflowClient, parent_run_id: str, page_size: int = 1000) -> list[Run]:
     """A session's child runs, one per attempt, in iteration order."""
     parent = client.get_run(parent_run_id)
-    runs, token = [], None
+    runs: list[Run] = []
+    token: Optional[str] = None
     while True:  # paged: a long session has more attempts than one page holds
         page = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
                                   max_results=page_size, page_token=token)

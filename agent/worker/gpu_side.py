@@ -12,14 +12,15 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..runtime import l2_flush, native
 from ..runtime.device_facts import DeviceFacts
 from ..runtime.parent_watch import exit_with_parent
-from .case_buffers import CaseBuffers, Integrity
+from .case_buffers import CaseBuffers
+from .case_verdicts import integrity_verdict, library_check
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
 from .fences import Fence, Region, regions
@@ -98,7 +99,7 @@ class GpuWorker:
         read = bufs.enqueue_integrity(tally)
         read_workspace = run.enqueue_overrun(tally) if run else None
         results = tally.read()
-        return _integrity_verdict(bufs, read(results)) or (read_workspace(results) if read_workspace else None)
+        return integrity_verdict(bufs, read(results)) or (read_workspace(results) if read_workspace else None)
 
     def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
         worst_abs = worst_rel = 0.0
@@ -233,7 +234,7 @@ class GpuWorker:
         results = tally.read()
         for bufs, read in reads:
             self.case = bufs.job.case
-            found = _integrity_verdict(bufs, read(results))
+            found = integrity_verdict(bufs, read(results))
             if found is not None:
                 send(CaseChecked(bufs.job.case, "integrity", found, 0.0))
             bufs.restore()
@@ -319,38 +320,6 @@ class GpuWorker:
         after = self.clocks.read()
         clocks = tuple(before) + tuple(after) if before and after else ()
         return CaseTimed(case, tuple(timing.samples_ms), timing.warmup_mean_ms, (time.perf_counter() - t0) * 1e3, clocks)
-
-
-def library_check(run: Callable[[], None], check: Callable[[], CaseCheck]) -> CaseCheck:
-    """One library call into the outputs, then its check. A library that cannot serve the
-    case says so with NotImplementedError (a PyTorch without the backend a baseline pins):
-    the case is not applicable to it, and not timed."""
-    try:
-        run()
-    except NotImplementedError as e:
-        return CaseCheck(Status.NOT_APPLICABLE, detail=f"the library cannot serve this case: {e}")
-    return check()
-
-
-def _integrity_verdict(bufs: CaseBuffers, found: Integrity) -> Optional[CaseCheck]:
-    """The first kind of trespass found, in the order a kernel's mistake makes them likely: a
-    guard band (the last partial tile), a moat (a stray pointer: re-armed once seen), a
-    reference, an input (both restored from the host before the next launch)."""
-    if found.moat:
-        bufs.rearm_moats()
-    if found.overruns:
-        return CaseCheck(Status.OUT_OF_BOUNDS, detail="writes outside the buffers of " + ", ".join(found.overruns)
-                         + ": check bounds on the last partial tile")
-    if found.moat:
-        return CaseCheck(Status.OUT_OF_BOUNDS, detail=f"case '{bufs.job.case}': writes megabytes away from every "
-                         "buffer (into the sentinel memory around them): a wrong pointer or index")
-    if found.references:
-        return CaseCheck(Status.REFERENCE_MODIFIED, detail=f"case '{bufs.job.case}': the reference of "
-                         + ", ".join(found.references) + " was overwritten: a kernel wrote far outside its buffers")
-    if found.inputs:
-        return CaseCheck(Status.INPUT_MODIFIED, detail=f"case '{bufs.job.case}': the kernel modified its inputs: "
-                         + ", ".join(found.inputs))
-    return None
 
 
 def _settings(t: TimingConfig) -> native.TimingSettings:

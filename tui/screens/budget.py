@@ -5,7 +5,7 @@ limit field means no limit."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 from textual import on
 from textual.app import ComposeResult
@@ -23,7 +23,7 @@ LIMIT_FIELDS = (("time", "time budget, seconds", "time_s", float), ("tokens", "t
 @dataclass(frozen=True)
 class BudgetChange:
     iterations: int
-    limits: dict = field(default_factory=dict)  # Limits field -> value (0: none); only the changed ones
+    limits: Mapping[str, Optional[float]] = field(default_factory=dict)  # Limits field -> value (0: none); only the changed ones
 
 
 class BudgetScreen(ModalScreen[Optional[BudgetChange]]):

@@ -3,6 +3,8 @@ and the user's answer. Nothing of the draft runs before a yes."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.syntax import Syntax
 from textual import on
 from textual.app import App, ComposeResult
@@ -10,12 +12,15 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Label, Static
 
+if TYPE_CHECKING:
+    from agent.spec.workload_model import Workload
+
 
 class ReviewScreen(Screen[bool]):
     CSS_PATH = "review.tcss"
     BINDINGS = [("y", "yes", "Trust and check"), ("n", "no", "Not now"), ("escape", "no", "Not now")]
 
-    def __init__(self, workload, question: str):
+    def __init__(self, workload: Workload, question: str):
         super().__init__()
         self.workload, self.question = workload, question
 
@@ -48,7 +53,7 @@ class ReviewScreen(Screen[bool]):
 class ReviewApp(App[bool]):
     """Just the review screen: `warpsmith new` / `review` in a terminal, without --yes."""
 
-    def __init__(self, workload, question: str):
+    def __init__(self, workload: Workload, question: str):
         super().__init__()
         self.workload, self.question = workload, question
 

@@ -20,7 +20,7 @@ def when(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
 
 
-class RunsScreen(Screen):
+class RunsScreen(Screen[None]):
     CSS_PATH = "runs.tcss"
     BINDINGS = [("escape", "app.pop_screen", "Back"), ("R", "resume", "Resume selected")]
 

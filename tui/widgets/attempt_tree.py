@@ -35,7 +35,7 @@ def tree_lines(v: RunView) -> tuple[TreeLine, ...]:
     return tuple(frontier + [TreeLine.of(a, "") for a in recent])
 
 
-class AttemptTree(DataTable):
+class AttemptTree(DataTable[str]):
     lines: reactive[tuple[TreeLine, ...]] = reactive((), repaint=False)
 
     def on_mount(self) -> None:

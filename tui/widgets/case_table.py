@@ -7,6 +7,7 @@ A finished case changes its own row's cells; the table is rebuilt only for anoth
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from textual.reactive import reactive
 from textual.widgets import DataTable
@@ -20,7 +21,7 @@ from ..run_view import CaseRow, RunView
 COLUMNS = ("case", "role", "status", "vs base", "floor", "tries", "max err", "cand ms", "best ms", "base ms")
 
 
-def _ms(x):
+def _ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
@@ -41,7 +42,7 @@ class CaseLine:
                             _ms(r.best_ms), _ms(r.baseline_ms)))
 
 
-class CaseTable(DataTable):
+class CaseTable(DataTable[str]):
     lines: reactive[tuple[CaseLine, ...]] = reactive((), repaint=False)
 
     def on_mount(self) -> None:

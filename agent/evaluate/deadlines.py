@@ -1,0 +1,36 @@
+"""How long the evaluator waits for the worker's next reply before it calls the kernel
+hung: set by the step the worker announced last and by how long that case took to
+validate (a timing step is many launches, each with a check behind it).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..worker.protocol import Started, Step, TimingConfig
+
+TORCH_COMPILE_S = 300.0  # torch.compile's first call per shape (Inductor, Triton autotuning)
+CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
+
+
+class Deadlines:
+    def __init__(self, timing: TimingConfig, kernel_timeout_s: float):
+        self.timing, self.kernel_timeout_s = timing, kernel_timeout_s
+        self.validate_s: dict[str, float] = {}  # last validation wall time per case
+        self.setup_s = 0.0  # extra allowance while a baseline compiles (torch.compile)
+
+    def validated(self, case: str, elapsed_ms: float) -> None:
+        """A case's validation took `elapsed_ms`: its timing step may take that per launch."""
+        self.validate_s[case] = elapsed_ms / 1e3
+
+    def after(self, step: Optional[Started]) -> float:
+        """Seconds to wait for the worker's next reply, given the step it announced last
+        (None: it is setting a case up, drawing inputs and uploading, and no kernel runs)."""
+        if step is None:
+            return CASE_SETUP_S
+        if step.phase == Step.TIME:
+            # At least 1 + 10 launches run however slow the kernel, each with a check behind it.
+            per_launch = self.validate_s.get(step.case, 0.0)
+            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 \
+                + (11 + self.timing.repetitions) * per_launch
+        return self.kernel_timeout_s + self.setup_s
