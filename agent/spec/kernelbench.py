@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .expr import Expr, ExprError
 from .reference_run import ChildDied, run_child
 from .workload import SpecError, Workload, load_workload, name_problem
 
@@ -50,7 +51,7 @@ class ProblemArray:
     name: str  # the kernel parameter's name
     role: str  # input | output
     dtype: str
-    dims: tuple[str | int, ...]  # size names, or literal extents
+    dims: tuple[str | int, ...]  # expressions of the sizes, or literal extents
     low: float = -1.0  # inputs: drawn uniformly from [low, high]
     high: float = 1.0
     state_key: str = ""  # the model's parameter or buffer this input stands for
@@ -58,13 +59,15 @@ class ProblemArray:
 
 @dataclass(frozen=True)
 class ProblemProbe:
-    """What the probe found: arrays in the kernel's order and sizes (the problem's own
-    values, in order of first appearance), the smaller sizes the Model ran at, its docstring."""
+    """What the probe found: arrays in the kernel's order and sizes (the problem's constants
+    that shape them, with its values, in order of first use), the smaller sizes the Model ran
+    at, what the workload does not keep of the problem (notes, one line each), its docstring."""
 
     arrays: tuple[ProblemArray, ...]
     sizes: dict[str, int]
     cases: tuple[dict[str, int], ...] = ()
     doc: str = ""
+    notes: tuple[str, ...] = ()
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "ProblemProbe":
@@ -72,7 +75,8 @@ class ProblemProbe:
         (the problem's own code ran in that process). Raises ImportRefused."""
         try:
             probe = ProblemProbe(tuple(ProblemArray(**{**a, "dims": tuple(a["dims"])}) for a in data["arrays"]),
-                                 dict(data["sizes"]), tuple(dict(c) for c in data["cases"]), str(data.get("doc", "")))
+                                 dict(data["sizes"]), tuple(dict(c) for c in data["cases"]), str(data.get("doc", "")),
+                                 tuple(str(n) for n in data.get("notes", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise ImportRefused(f"the problem's probe answered something malformed ({e})") from None
         problem = probe.problem()
@@ -88,7 +92,8 @@ class ProblemProbe:
         for a in self.arrays:
             if a.role not in ("input", "output") or a.dtype not in ITEMSIZE or not isinstance(a.state_key, str):
                 return f"array {a.name}"
-            if not all(d in self.sizes if isinstance(d, str) else type(d) is int and d >= 1 for d in a.dims):
+            if not all(_names_sizes(d, self.sizes) if isinstance(d, str) else type(d) is int and d >= 1
+                       for d in a.dims):
                 return f"dimensions of {a.name}: {a.dims}"
             if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (a.low, a.high)):
                 return f"range of {a.name}"
@@ -96,6 +101,14 @@ class ProblemProbe:
             if set(case) != set(self.sizes) or not all(type(v) is int and v >= 1 for v in case.values()):
                 return f"sizes {case}"
         return None
+
+
+def _names_sizes(dim: str, sizes: dict[str, int]) -> bool:
+    """A dimension's expression parses and names only sizes."""
+    try:
+        return Expr.parse(dim).names() <= set(sizes)
+    except ExprError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -205,10 +218,13 @@ def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Opt
                  + (f", with the model's parameters and buffers passed in as inputs "
                     f"({', '.join(f'{a.name} = {a.state_key}' for a in state)})" if state else "")
                  + f", into {', '.join(a.name for a in outputs)}. Every array is row-major and densely packed; "
-                 "the sizes follow the arrays as int arguments. The performance case is the problem's own "
-                 "sizes; the correctness cases are smaller sizes the Model also runs at (get_init_inputs()'s "
-                 "ints that equal a size take the case's value). Accumulate in the inputs' precision or wider; "
+                 "the sizes follow the arrays as int arguments. The sizes are the problem's module-level "
+                 "constants that shape the arrays; the performance case is the problem's own values, the "
+                 "correctness cases smaller values the Model also runs at (the problem file runs with the "
+                 "case's values in place of its constants). Accumulate in the inputs' precision or wider; "
                  "TF32 is not allowed.\n")
+    if probe.notes:
+        described += "\nWhat this workload does not keep of the problem:\n" + "".join(f"- {n}\n" for n in probe.notes)
     if probe.doc:
         described += "\n" + probe.doc.strip() + "\n"
     described += "\nThe problem:\n\n" + problem_text.rstrip() + "\n"
@@ -228,7 +244,8 @@ def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Opt
         dtype = "int32" if all(c[s] <= INT32_MAX for c in cases) else "int64"
         lines += ["[[params]]", f"name = {json.dumps(s)}", 'role = "scalar"', f'dtype = "{dtype}"',
                   f"value = {json.dumps(s)}", ""]
-    moved = " + ".join(f"{ITEMSIZE[a.dtype]} * {' * '.join(map(str, a.dims)) or 1}" for a in probe.arrays)
+    factor = lambda d: str(d) if isinstance(d, int) or d.isidentifier() else f"({d})"
+    moved = " + ".join(f"{ITEMSIZE[a.dtype]} * {' * '.join(map(factor, a.dims)) or 1}" for a in probe.arrays)
     lines += ["[tolerance]", "allow_tf32 = false", "",
               "[metrics]", f"bytes = {json.dumps(moved)}  # every array read or written once: the floor", "",
               "[baseline]", 'kind = "torch"', 'torch = "torch_baseline.py"', "", "[start]"]
@@ -253,7 +270,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 INPUTS = {inputs!r}  # forward's arguments, in order
 STATE = {state!r}  # kernel input -> the model's parameter or buffer
-SIZES = {sizes!r}  # the problem's own sizes
+SIZES = {sizes!r}  # the problem's constants that are sizes, with its own values
 
 
 def _helper():
@@ -263,9 +280,9 @@ def _helper():
     return module
 
 
-def _resizing(arrays_and_sizes):
-    """The problem's own sizes -> this case's: what get_init_inputs() is rewritten with."""
-    return {{SIZES[n]: arrays_and_sizes[n] for n in SIZES}}
+def _problem(helper, arrays_and_sizes):
+    """problem.py run with this case's sizes as its constants."""
+    return helper.load_problem(HERE / "problem.py", {{n: int(arrays_and_sizes[n]) for n in SIZES}})
 '''
 
 
@@ -285,7 +302,7 @@ def reference(**arrays_and_sizes):
         raise RuntimeError("this workload's reference runs its PyTorch problem: pip install torch") from None
     helper = _helper()
     torch.set_default_dtype(torch.float64)  # tensors the Model makes itself: float64 too (its own process)
-    model = helper.build(helper.load_problem(HERE / "problem.py"), _resizing(arrays_and_sizes), dtype=torch.float64)
+    model = helper.build(_problem(helper, arrays_and_sizes), dtype=torch.float64)
     helper.bind(model, {key: torch.from_numpy(arrays_and_sizes[name]) for name, key in STATE.items()})
     with torch.no_grad():
         outputs = helper.outputs_of(model(*(torch.from_numpy(arrays_and_sizes[n]) for n in INPUTS)))
@@ -307,7 +324,7 @@ def _model(arrays_and_sizes):
     if key not in _MODELS:
         helper = _helper()
         device = arrays_and_sizes[INPUTS[0]].device
-        model = helper.build(helper.load_problem(HERE / "problem.py"), _resizing(arrays_and_sizes), device=device)
+        model = helper.build(_problem(helper, arrays_and_sizes), device=device)
         helper.bind(model, {key: arrays_and_sizes[name] for name, key in STATE.items()})
         _MODELS[key] = model
     return _MODELS[key]
