@@ -207,6 +207,13 @@ def _sizes(sizes: dict[str, int]) -> str:
     return "{ " + ", ".join(f"{k} = {v}" for k, v in sizes.items()) + " }"
 
 
+def _longest(probe: ProblemProbe) -> str:
+    """The tolerance's reduction length: the longest size, or dimension where none is a size."""
+    if probe.sizes:
+        return f"max({', '.join(probe.sizes)})"
+    return str(max((d for a in probe.arrays for d in a.dims if isinstance(d, int)), default=1))
+
+
 def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Optional[StartKernel], stem: str) -> str:
     inputs = [a for a in probe.arrays if a.role == "input" and not a.state_key]
     state = [a for a in probe.arrays if a.state_key]
@@ -232,8 +239,7 @@ def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Opt
              "# reference.py runs its Model in float64 on the CPU, torch_baseline.py on the GPU.",
              "[workload]", f"name = {json.dumps(name)}", f"description = {_string(described)}",
              'reference = "reference.py"',
-             f"reduction = {json.dumps('max(' + ', '.join(sizes) + ')' if sizes else '1')}"
-             "  # the longest size: a conservative default tolerance", ""]
+             f"reduction = {json.dumps(_longest(probe))}  # the longest size: a conservative default tolerance", ""]
     for a in probe.arrays:
         lines += ["[[params]]", f"name = {json.dumps(a.name)}", f'role = "{a.role}"', f'dtype = "{a.dtype}"',
                   f"shape = {_dims(a.dims)}"]

@@ -99,11 +99,11 @@ def _traced(path: Path, module) -> Shapes:
     try:
         return shapes_at(path, {})
     except RunFailed as e:
+        if isinstance(e.error, NotTensors) and e.phase == "Model.forward":
+            raise ProblemRefused(f"{path.name}: forward returned {_what(e.error.value)}; it must return tensors") \
+                from None
         if isinstance(e.error, NotTensors):  # what get_inputs() made on the meta device: nothing allocated
             raise ProblemRefused(_not_tensors(path, e.error.value) or f"{path.name}: {e}") from None
-        if isinstance(e.error, TypeError) and e.phase == "Model.forward":
-            raise ProblemRefused(f"{path.name}: forward returned {str(e.error).split('; ')[0][len('it returned '):]}"
-                                 "; it must return tensors") from None
         raise ProblemRefused(f"{path.name}: {e}") from None
 
 

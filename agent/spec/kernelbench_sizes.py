@@ -32,6 +32,7 @@ Sizes = dict[str, int]
 
 MIN_SIZE = 16
 PRIMES = tuple(p for p in range(3, 1000) if all(p % d for d in range(2, int(p ** 0.5) + 1)))
+SWEEP = 24  # consecutive values each size takes from the smallest case: every remainder of a stride
 ATTEMPTS = 4  # rounds of fitting, each after fixing the sizes the last one could not write
 
 
@@ -55,10 +56,13 @@ def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list
     for name, v in constants.items():
         if v < 1:
             continue
+        failed = ""
         for x in _perturbed(v)[:2]:
             try:
                 after = shapes_at(path, {name: x})
-            except RunFailed:
+            except RunFailed as e:
+                if e.inputs is not None and e.inputs != base.inputs:  # it shapes an input, but cannot move
+                    failed = f"{name} stays {v}: the Model does not run when it alone changes ({e})"[:300]
                 continue
             moved = {k for k in set(before) | set(after.dims()) if before.get(k) != after.dims().get(k)}
             if not moved:
@@ -68,6 +72,8 @@ def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list
             elif any(k[0] == "input" for k in moved) or v >= MIN_SIZE:
                 names.append(name)
             break
+        else:
+            notes += [failed] if failed else []
     return names, notes
 
 
@@ -129,7 +135,7 @@ def _fit(path: Path, names: list[str], base_case: Sizes, problem: Sizes,
     fix: dict[str, str] = {}
     for n in names:
         b = base_case[n]
-        for x in dict.fromkeys([b, *range(b + 1, b + 8), 2 * b + 1, 3 * b + 2]):
+        for x in dict.fromkeys([*range(b, b + SWEEP), 2 * b + 1, 3 * b + 2, 4 * b + 3, 8 * b + 5]):
             try:
                 shapes = shapes_at(path, {**base_case, n: x})
             except RunFailed:

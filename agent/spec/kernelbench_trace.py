@@ -26,13 +26,15 @@ CPU_ELEMENTS = 1 << 24  # inputs and parameters together, for a forward the meta
 class RunFailed(Exception):
     """The problem raised in one phase of a run; `phase` says which."""
 
-    def __init__(self, phase: str, error: BaseException):
+    def __init__(self, phase: str, error: BaseException, inputs: Optional[tuple[Any, ...]] = None):
         super().__init__(f"{phase} raised {type(error).__name__}: {' '.join(str(error).split())[:300]}")
         self.phase, self.error = phase, error
+        self.inputs = inputs  # the inputs' (shape, dtype), where get_inputs() ran before the failure
 
 
 class NotTensors(TypeError):
-    """get_inputs() returned something other than a non-empty list of tensors (`value`)."""
+    """get_inputs() returned something other than a non-empty list of tensors, or forward
+    something other than tensors: `value`."""
 
     def __init__(self, value):
         super().__init__("it must return a non-empty list of tensors")
@@ -108,12 +110,12 @@ def shapes_at(path: Path, constants: dict[str, int], cpu_elements: int = CPU_ELE
             raise RunFailed("get_inputs()", e) from None
         if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
             raise RunFailed("get_inputs()", NotTensors(inputs))
+        described = tuple((tuple(x.shape), _dtype(x)) for x in inputs)
         try:
             model = module.Model(*module.get_init_inputs()).eval()
         except Exception as e:
-            raise RunFailed("Model(*get_init_inputs())", e) from None
+            raise RunFailed("Model(*get_init_inputs())", e, described) from None
     state = {k: (tuple(t.shape), _dtype(t)) for k, t in state_tensors(model).items()}
-    described = tuple((tuple(x.shape), _dtype(x)) for x in inputs)
     randint = tuple(bounds.get(id(x)) for x in inputs)
     try:
         with torch.no_grad():
@@ -122,10 +124,12 @@ def shapes_at(path: Path, constants: dict[str, int], cpu_elements: int = CPU_ELE
         elements = sum(x.numel() for x in inputs) + sum(t.numel() for t in state_tensors(model).values())
         if elements > cpu_elements:
             return Shapes(described, state, None, randint)
-        outs = real_run(path, constants).outputs
+        try:
+            outs = real_run(path, constants).outputs
+        except RunFailed as e:
+            raise RunFailed(e.phase, e.error, described) from None
     if not all(isinstance(t, torch.Tensor) for t in outs):
-        bad = next(t for t in outs if not isinstance(t, torch.Tensor))
-        raise RunFailed("Model.forward", TypeError(f"it returned {type(bad).__name__}; it must return tensors"))
+        raise RunFailed("Model.forward", NotTensors(next(t for t in outs if not isinstance(t, torch.Tensor))))
     return Shapes(described, state, tuple((tuple(t.shape), _dtype(t)) for t in outs), randint)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from .expr import Expr, ExprError
 
@@ -42,9 +42,15 @@ class Affine:
 def fit_one(size: str, points: Sequence[tuple[int, int]]) -> Optional[Affine]:
     """The smallest-divisor (a*x + b) // c through every (x, y), x the size's value; None
     when there are fewer than three distinct x or nothing fits."""
+    return next(candidates(size, points), None)
+
+
+def candidates(size: str, points: Sequence[tuple[int, int]]) -> Iterator[Affine]:
+    """Every (a*x + b) // c through the points, smallest c first (sparse points can admit
+    more than one: the caller checks them at points of its own)."""
     seen: dict[int, int] = {}
     if any(seen.setdefault(x, y) != y for x, y in points) or len(seen) < 3:
-        return None
+        return
     lo, hi = min(points), max(points)
     slope = (hi[1] - lo[1]) / (hi[0] - lo[0])
     for c in range(1, MAX_DIVISOR + 1):
@@ -55,9 +61,7 @@ def fit_one(size: str, points: Sequence[tuple[int, int]]) -> Optional[Affine]:
             low = max(c * y - a * x for x, y in points)
             high = min(c * y - a * x + c - 1 for x, y in points)
             if low <= high:
-                b = 0 if low <= 0 <= high else (low if abs(low) <= abs(high) else high)
-                return Affine(size, a, b, c)
-    return None
+                yield Affine(size, a, 0 if low <= 0 <= high else (low if abs(low) <= abs(high) else high), c)
 
 
 def _factor(size: str, points: Sequence[tuple[int, int]]) -> Optional[tuple[Affine, int]]:
@@ -79,6 +83,9 @@ def fit_dim(base: Mapping[str, int], value: int, sweeps: Mapping[str, Sequence[t
     if not moving:
         return str(value) if all(y == value for _, y in joint) else None
     forms: list[str] = []
+    if len(moving) == 1:
+        (s, pts), = moving.items()
+        forms += [f.text() for f in candidates(s, pts)]
     fits = {s: fit_one(s, pts) for s, pts in moving.items()}
     if all(f is not None for f in fits.values()):
         # a whole-step term's own offset goes to the one constant of the sum
