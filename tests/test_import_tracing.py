@@ -135,3 +135,39 @@ def test_one_size_with_structure_named_as_lost_passes_check(tmp_path, capsys):
     w = load_workload(tmp_path / "out")
     assert str(w.tolerance.reduction) == "max(N)" and "symmetric" in w.description
     assert main(["check", str(tmp_path / "out")]) == 0, capsys.readouterr().out
+
+
+HINGE = '''
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0)) * self.scale
+
+batch_size = 32768
+input_shape = (32768,)
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape), torch.randint(0, 2, (batch_size,)).float() * 2 - 1]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_constants_broadcasting_ties_together_move_as_one_size(tmp_path, capsys):
+    """(B, I) * (B,) runs only when I == B: input_shape follows batch_size (said so), both shrink in the
+    cases, the reference runs them equal; a 0-d parameter is an input of one element; the +-1 targets
+    are named as lost; check passes without touching the 4 GiB problem case."""
+    code, out, err = _import(tmp_path, HINGE, capsys)
+    assert code == 0, err
+    assert "not kept: input_shape moves with batch_size: the Model runs only when they are equal" in out
+    assert "not kept: targets: get_inputs() makes it of the values -1 and 1 only" in out
+    w = load_workload(tmp_path / "out")
+    shapes = {p.name: [str(e) for e in p.shape] for p in w.arrays}
+    assert shapes["predictions"] == ["batch_size", "batch_size"] and shapes["scale"] == ["1"]
+    assert main(["check", str(tmp_path / "out")]) == 0, capsys.readouterr().out

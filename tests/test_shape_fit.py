@@ -60,3 +60,11 @@ def test_a_fit_the_joint_points_contradict_is_refused():
     base = {"N": 5}
     sweeps = {"N": [(x, x) for x in range(5, 14)]}
     assert fit_dim(base, 5, sweeps, [({"N": 4096}, 4000)]) is None
+
+
+def test_a_multiple_of_a_floor():
+    """Pooling by 2 then upsampling by 2: 2 * (D // 2), which no (a*D + b) // c writes."""
+    f = lambda d: 2 * (d // 2)
+    sweep = [(x, f(x)) for x in range(5, 29)]
+    found = fit_dim({"D": 5}, f(5), {"D": sweep}, [({"D": 32}, 32)])
+    assert found is not None and all(Expr.parse(found).evaluate_int({"D": x}) == f(x) for x in range(2, 200))

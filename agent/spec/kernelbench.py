@@ -29,7 +29,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -68,6 +68,7 @@ class ProblemProbe:
     cases: tuple[dict[str, int], ...] = ()
     doc: str = ""
     notes: tuple[str, ...] = ()
+    tied: dict[str, str] = field(default_factory=dict)  # a constant of the problem -> the size it equals
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "ProblemProbe":
@@ -76,7 +77,7 @@ class ProblemProbe:
         try:
             probe = ProblemProbe(tuple(ProblemArray(**{**a, "dims": tuple(a["dims"])}) for a in data["arrays"]),
                                  dict(data["sizes"]), tuple(dict(c) for c in data["cases"]), str(data.get("doc", "")),
-                                 tuple(str(n) for n in data.get("notes", ())))
+                                 tuple(str(n) for n in data.get("notes", ())), dict(data.get("tied", {})))
         except (KeyError, TypeError, ValueError) as e:
             raise ImportRefused(f"the problem's probe answered something malformed ({e})") from None
         problem = probe.problem()
@@ -97,6 +98,8 @@ class ProblemProbe:
                 return f"dimensions of {a.name}: {a.dims}"
             if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (a.low, a.high)):
                 return f"range of {a.name}"
+        if not all(isinstance(f, str) and f.isidentifier() and lead in self.sizes for f, lead in self.tied.items()):
+            return f"ties {self.tied}"
         for case in (self.sizes, *self.cases):
             if set(case) != set(self.sizes) or not all(type(v) is int and v >= 1 for v in case.values()):
                 return f"sizes {case}"
@@ -277,6 +280,7 @@ HERE = Path(__file__).parent
 INPUTS = {inputs!r}  # forward's arguments, in order
 STATE = {state!r}  # kernel input -> the model's parameter or buffer
 SIZES = {sizes!r}  # the problem's constants that are sizes, with its own values
+TIED = {tied!r}  # a constant of the problem -> the size it equals
 
 
 def _helper():
@@ -288,13 +292,15 @@ def _helper():
 
 def _problem(helper, arrays_and_sizes):
     """problem.py run with this case's sizes as its constants."""
-    return helper.load_problem(HERE / "problem.py", {{n: int(arrays_and_sizes[n]) for n in SIZES}})
+    constants = {{n: int(arrays_and_sizes[n]) for n in SIZES}}
+    return helper.load_problem(HERE / "problem.py", {{**constants, **{{f: constants[n] for f, n in TIED.items()}}}})
 '''
 
 
 def _constants(probe: ProblemProbe) -> dict[str, Any]:
     return {"inputs": tuple(a.name for a in probe.arrays if a.role == "input" and not a.state_key),
-            "state": {a.name: a.state_key for a in probe.arrays if a.state_key}, "sizes": dict(probe.sizes)}
+            "state": {a.name: a.state_key for a in probe.arrays if a.state_key}, "sizes": dict(probe.sizes),
+            "tied": dict(probe.tied)}
 
 
 def reference_py(name: str, probe: ProblemProbe) -> str:

@@ -140,6 +140,9 @@ def bind(model, tensors):
     for key, tensor in tensors.items():
         owner, _, leaf = key.rpartition(".")
         module = model.get_submodule(owner)
+        own = module._parameters.get(leaf, module._buffers.get(leaf))
+        if own is not None and own.dim() == 0:  # a kernel input of one element stands for a 0-d tensor
+            tensor = tensor.reshape(())
         if leaf in module._parameters:
             module._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=False)
         else:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .kernelbench_model import load_problem, problem_constants
 from .kernelbench_sizes import plan_sizes
-from .kernelbench_trace import CPU_ELEMENTS, NotTensors, RunFailed, Shapes, model_state, real_run, shapes_at
+from .kernelbench_trace import CPU_ELEMENTS, NotTensors, RunFailed, Shapes, inputs_at, model_state, real_run, shapes_at
 
 DTYPES = ("float32", "float64", "int32", "int64")
 NEEDS_TORCH = "warpsmith import runs the problem with PyTorch, which is not installed: pip install torch"
@@ -142,6 +142,9 @@ def _structure(name: str, x) -> str:
             return lost.format("upper triangular")
         if not torch.triu(x, 1).any() and x.any():
             return lost.format("lower triangular")
+    values = torch.unique(x) if x.numel() <= 1 << 20 else x.new_zeros(3)
+    if x.numel() >= 4 and len(values) <= 2:
+        return lost.format(f"of the values {' and '.join(f'{v:g}' for v in values.tolist())} only")
     if x.shape[-1] >= 2 and bool((x >= 0).all()) and torch.allclose(x.double().sum(-1), torch.ones(1, dtype=torch.float64)):
         return lost.format("a probability distribution along its last dimension")
     return ""
@@ -190,11 +193,11 @@ def probe(path: Path) -> dict:
                  if k.isidentifier() and k.isascii() and k not in RESERVED and not keyword.iskeyword(k)}
     plan = plan_sizes(path, constants, base)
     at = plan.cases[0] if plan.cases else {}
-    traced = shapes_at(path, at) if plan.cases else base
+    traced = shapes_at(path, plan.constants(at)) if plan.cases else base
     if traced.outputs is None or _elements(traced) > CPU_ELEMENTS:
         raise ProblemRefused(f"{path.name}: the Model runs at no sizes smaller than its own ({_elements(traced)} "
                              "elements), too large for its reference on the CPU; " + "; ".join(plan.notes))
-    real = _call(path, "the Model on the CPU", lambda: real_run(path, at))
+    real = _call(path, "the Model on the CPU", lambda: real_run(path, plan.constants(at)))
     for i, (_, dtype) in enumerate(traced.outputs):
         _dtype(path, f"output {i}", dtype)
     # The parameters' ranges at the problem's own sizes where they are small (nn.Linear's bound
@@ -205,10 +208,14 @@ def probe(path: Path) -> dict:
     for s in plan.sizes:
         names.claim(s, s)
     arrays, notes = [], list(plan.notes)
-    dims = lambda kind, key, rank: [_dim(plan.dims[(kind, key, axis)]) for axis in range(rank)]
+    # a 0-dimensional parameter (nn.Parameter(torch.tensor(1.0))) is an array of one element
+    dims = lambda kind, key, rank: [_dim(plan.dims[(kind, key, axis)]) for axis in range(rank)] or [1]
+    # values (ranges, structure) from the largest correctness case: more of them than the smallest
+    sample = _call(path, "get_inputs()", lambda: inputs_at(path, plan.constants(plan.cases[-1]))) \
+        if len(plan.cases) > 1 else real.inputs
     for i, name in enumerate(_forward_names(module, len(base.inputs))):
         name = names.claim(name, f"x{i}")
-        x = real.inputs[i]
+        x = sample[i]
         low, high = base.bounds[i] if base.bounds[i] else _range(x)
         arrays.append({"name": name, "role": "input", "dtype": base.inputs[i][1],
                        "dims": dims("input", i, len(base.inputs[i][0])), "low": low, "high": high})
@@ -226,7 +233,7 @@ def probe(path: Path) -> dict:
     order = _first_use(arrays, plan.sizes)
     doc = inspect.getdoc(module.Model) or ""
     return {"arrays": arrays, "sizes": {s: plan.sizes[s] for s in order},
-            "cases": [{s: c[s] for s in order} for c in plan.cases], "notes": notes,
+            "cases": [{s: c[s] for s in order} for c in plan.cases], "notes": notes, "tied": plan.tied,
             "doc": doc if doc != inspect.getdoc(torch.nn.Module) else ""}
 
 

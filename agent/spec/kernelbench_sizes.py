@@ -5,7 +5,11 @@ from runs on the meta device (kernelbench_trace.py).
 A constant is a size when changing it changes some array's shape: any constant that
 shapes an input, and one of MIN_SIZE or more that shapes a parameter or an output
 (out_channels, hidden sizes), so kernel_size, stride or padding stay the problem's
-own. Equal values mean nothing: each constant is moved on its own. A size stays fixed
+own. Equal values mean nothing: each constant is moved on its own. A constant that
+shapes an input but stops the Model when it alone moves is tried together with each
+other constant of its value; where the Model runs when they move together, they are
+tied: one size, named after the first, the other following it (HingeLoss's
+`batch_size` and `input_shape`, which broadcasting makes equal). A size stays fixed
 (and is named in a note) where the Model does not run when it alone changes, where
 get_inputs() draws indices below it (CrossEntropyLoss's classes: the indices must
 stay in range), or where a dimension follows it in a way shape_fit cannot write.
@@ -33,7 +37,9 @@ Sizes = dict[str, int]
 MIN_SIZE = 16
 PRIMES = tuple(p for p in range(3, 1000) if all(p % d for d in range(2, int(p ** 0.5) + 1)))
 SWEEP = 24  # consecutive values each size takes from the smallest case: every remainder of a stride
-ATTEMPTS = 4  # rounds of fitting, each after fixing the sizes the last one could not write
+ALONE = "the Model does not run when it alone changes"
+UNWRITTEN = "the dimension"
+ATTEMPTS = 6  # rounds of fitting, each after fixing the sizes the last one could not write
 
 
 @dataclass(frozen=True)
@@ -42,22 +48,51 @@ class SizePlan:
     dims: dict[DimKey, str]  # every array dimension (not "rank") -> its expression
     cases: list[Sizes] = field(default_factory=list)  # smaller cases, smallest first
     notes: list[str] = field(default_factory=list)  # constants kept at their own value, and why
+    tied: dict[str, str] = field(default_factory=dict)  # constant -> the size it moves with
+
+    def constants(self, case: Sizes) -> Sizes:
+        """A case's values for the problem's constants: its sizes and the constants tied to them."""
+        return {**case, **{f: case[lead] for f, lead in self.tied.items() if lead in case}}
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The problem file and its ties: runs at a case's sizes."""
+
+    path: Path
+    tied: dict[str, str] = field(default_factory=dict)
+
+    def shapes(self, case: Sizes) -> Shapes:
+        return shapes_at(self.path, SizePlan({}, {}, tied=self.tied).constants(case))
+
+    def runs(self, case: Sizes) -> bool:
+        """The Model runs at `case` on the meta device and, small enough, for real on the CPU."""
+        try:
+            shapes = self.shapes(case)
+            if shapes.outputs is None or _count(shapes) > CPU_ELEMENTS:
+                return False
+            real_run(self.path, SizePlan({}, {}, tied=self.tied).constants(case))
+            return True
+        except Exception:  # the problem's code at other sizes: anything it raises means no
+            return False
 
 
 def _perturbed(v: int) -> list[int]:
     return [x for x in dict.fromkeys((v + 1, v - 1, 2 * v, v // 2)) if x >= 1 and x != v]
 
 
-def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list[str]]:
-    """The constants that shape arrays (candidates for sizes), and notes on those kept."""
+def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list[str], dict[str, str]]:
+    """The constants that shape arrays (candidates for sizes), notes on those kept, and ties
+    (constant -> the candidate it moves with)."""
     before = base.dims()
     names: list[str] = []
     notes: list[str] = []
+    tied: dict[str, str] = {}
     for name, v in constants.items():
-        if v < 1:
+        if v < 1 or name in tied:
             continue
         failed = ""
-        for x in _perturbed(v)[:2]:
+        for x in _perturbed(v):  # v +- 1 first; 2v and v // 2 keep a divisor (groups, heads)
             try:
                 after = shapes_at(path, {name: x})
             except RunFailed as e:
@@ -73,8 +108,46 @@ def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list
                 names.append(name)
             break
         else:
-            notes += [failed] if failed else []
-    return names, notes
+            partner = _partner(path, constants, name, tied) if failed else None
+            if partner is not None:
+                lead, follower = (name, partner) if list(constants).index(name) < list(constants).index(partner) \
+                    else (partner, name)
+                tied[follower] = lead
+                names = [n for n in names if n != follower] + ([lead] if lead not in names else [])
+                notes.append(f"{follower} moves with {lead}: the Model runs only when they are equal")
+            else:
+                notes += [failed] if failed else []
+    return [n for n in constants if n in names], notes, tied
+
+
+def _ties(runs: _Problem, alone: list[str], constants: Sizes, base: Sizes) -> dict[str, str]:
+    """Among sizes that cannot move alone, pairs of one value that the Model runs with when
+    they move together: follower -> lead (the first in file order)."""
+    ties: dict[str, str] = {}
+    for i, lead in enumerate(alone):
+        for other in alone[i + 1:]:
+            if lead in ties or other in ties or constants[lead] != constants[other] or base[lead] != base[other]:
+                continue
+            try:
+                runs.shapes({**base, lead: base[lead] + 1, other: base[lead] + 1})
+            except RunFailed:
+                continue
+            ties[other] = lead
+    return ties
+
+
+def _partner(path: Path, constants: Sizes, name: str, tied: dict[str, str]) -> Optional[str]:
+    """Another constant of the same value the Model runs with when both move, or None."""
+    v = constants[name]
+    for other, w in constants.items():
+        if other == name or w != v or other in tied:
+            continue
+        try:
+            shapes_at(path, {name: v + 1, other: v + 1})
+            return other
+        except RunFailed:
+            continue
+    return None
 
 
 def _ladder(values: Sizes) -> list[Sizes]:
@@ -105,18 +178,6 @@ def _elements(dims: dict[DimKey, str], case: Sizes) -> int:
     return sum(math.prod(shape) for shape in shapes.values())
 
 
-def _runs(path: Path, case: Sizes) -> bool:
-    """The Model runs at `case` on the meta device and, small enough, for real on the CPU."""
-    try:
-        shapes = shapes_at(path, case)
-        if shapes.outputs is None or _count(shapes) > CPU_ELEMENTS:
-            return False
-        real_run(path, case)
-        return True
-    except Exception:  # the problem's code at other sizes: anything it raises means no
-        return False
-
-
 def _count(shapes: Shapes) -> int:
     return sum(math.prod(shape) for shape, _ in (*shapes.inputs, *shapes.state.values(), *(shapes.outputs or ())))
 
@@ -126,10 +187,10 @@ def _meets(dims: dict[DimKey, str], shapes: Shapes, case: Sizes) -> bool:
     return all(seen[k] == Expr.parse(e).evaluate_int(case) for k, e in dims.items() if k in seen)
 
 
-def _fit(path: Path, names: list[str], base_case: Sizes, problem: Sizes,
+def _fit(runs: _Problem, names: list[str], base_case: Sizes, problem: Sizes,
          base: Shapes) -> tuple[dict[DimKey, str], dict[str, str]]:
     """Every dimension's expression, or the sizes to fix (with why) when some cannot be written."""
-    start = shapes_at(path, base_case)
+    start = runs.shapes(base_case)
     at_base = start.dims()
     sweeps: dict[DimKey, dict[str, list[tuple[int, int]]]] = {k: {n: [] for n in names} for k in at_base}
     fix: dict[str, str] = {}
@@ -137,7 +198,7 @@ def _fit(path: Path, names: list[str], base_case: Sizes, problem: Sizes,
         b = base_case[n]
         for x in dict.fromkeys([*range(b, b + SWEEP), 2 * b + 1, 3 * b + 2, 4 * b + 3, 8 * b + 5]):
             try:
-                shapes = shapes_at(path, {**base_case, n: x})
+                shapes = runs.shapes({**base_case, n: x})
             except RunFailed:
                 continue
             seen = shapes.dims()
@@ -149,11 +210,13 @@ def _fit(path: Path, names: list[str], base_case: Sizes, problem: Sizes,
                 break
             for k, v in seen.items():
                 sweeps[k][n].append((x, v))
+        if n not in fix and len(sweeps[next(iter(at_base))][n]) < 3:
+            fix[n] = ALONE
     joint: list[tuple[Sizes, Optional[Shapes]]] = [({n: base_case[n] + 2 for n in names}, None), (problem, base)]
     points = []
     for case, known in joint:
         try:
-            points.append((case, (known or shapes_at(path, case)).dims()))
+            points.append((case, (known or runs.shapes(case)).dims()))
         except RunFailed:
             continue
     dims: dict[DimKey, str] = {}
@@ -164,7 +227,7 @@ def _fit(path: Path, names: list[str], base_case: Sizes, problem: Sizes,
         if found is None:
             for n, pts in sweeps[k].items():
                 if len({y for _, y in pts}) > 1:
-                    fix.setdefault(n, f"the dimension {_named(k)} follows it in a way warpsmith cannot write")
+                    fix.setdefault(n, f"{UNWRITTEN} {_named(k)} follows it in a way warpsmith cannot write")
         else:
             dims[k] = found
     return dims, fix
@@ -177,35 +240,45 @@ def _named(key: DimKey) -> str:
 
 def plan_sizes(path: Path, constants: Sizes, base: Shapes) -> SizePlan:
     """The sizes, the dimensions as expressions of them, the smaller cases."""
-    names, notes = _movers(path, constants, base)
+    names, notes, tied = _movers(path, constants, base)
+    runs = _Problem(path, tied)
     for _ in range(ATTEMPTS):
         problem = {n: constants[n] for n in names}
         plain = {k: str(v) for k, v in base.dims().items() if k[2] != "rank"}
         if not names:
             return SizePlan({}, plain, [], notes)
-        tiny = next((c for c in _ladder(problem) if _runs(path, c)), None)
+        tiny = next((c for c in _ladder(problem) if runs.runs(c)), None)
         if tiny is None:
             notes += [f"{n} stays {constants[n]}: the Model runs at no smaller sizes" for n in names]
             return SizePlan({}, plain, [], notes)
-        dims, fix = _fit(path, names, tiny, problem, base)
+        dims, fix = _fit(runs, names, tiny, problem, base)
         if not fix:
             sizes = {n: constants[n] for n in names}
-            cases = [tiny] + _medium(path, dims, names, tiny, problem)
-            return SizePlan(sizes, dims, cases, notes)
-        notes += [f"{n} stays {constants[n]}: {why}" for n, why in fix.items()]
-        names = [n for n in names if n not in fix]
+            cases = [tiny] + _medium(runs, dims, names, tiny, problem)
+            return SizePlan(sizes, dims, cases, notes, {f: lead for f, lead in tied.items() if lead in sizes})
+        ties = _ties(runs, [n for n, why in fix.items() if why == ALONE], constants, tiny)
+        if ties:
+            tied.update(ties)
+            runs = _Problem(path, tied)
+            notes += [f"{f} moves with {lead}: the Model runs only when they are equal" for f, lead in ties.items()]
+            names = [n for n in names if n not in ties]
+            continue
+        # a size that breaks the arrays or cannot move alone first: the others' fits may hold without it
+        first = {n: why for n, why in fix.items() if not why.startswith(UNWRITTEN)} or fix
+        notes += [f"{n} stays {constants[n]}: {why}" for n, why in first.items()]
+        names = [n for n in names if n not in first]
     notes += [f"{n} stays {constants[n]}: its dimensions could not be written as expressions" for n in names]
     return SizePlan({}, {k: str(v) for k, v in base.dims().items() if k[2] != "rank"}, [], notes)
 
 
-def _medium(path: Path, dims: dict[DimKey, str], names: list[str], tiny: Sizes, problem: Sizes) -> list[Sizes]:
+def _medium(runs: _Problem, dims: dict[DimKey, str], names: list[str], tiny: Sizes, problem: Sizes) -> list[Sizes]:
     """A second correctness case, larger than the first and cheap enough on the CPU, where
     every expression holds."""
     for case in reversed(_ladder(problem)):  # the largest that is cheap: more blocks, more tails
         if case == tiny or any(case[n] < tiny[n] for n in names) or _elements(dims, case) > MAX_ELEMENTS:
             continue
         try:
-            if _meets(dims, shapes_at(path, case), case):
+            if _meets(dims, runs.shapes(case), case):
                 return [case]
         except RunFailed:
             continue

@@ -175,3 +175,10 @@ def model_state(path: Path, constants: dict[str, int]) -> dict[str, Any]:
         return {k: t.detach() for k, t in state_tensors(build(load_problem(path, constants))).items()}
     except Exception as e:
         raise RunFailed("Model(*get_init_inputs())", e) from None
+
+
+def inputs_at(path: Path, constants: dict[str, int]) -> list[Any]:
+    """get_inputs()'s tensors at `constants` on the CPU (small sizes: the caller's choice)."""
+    import torch
+    torch.manual_seed(0)
+    return list(load_problem(path, constants).get_inputs())

@@ -86,6 +86,9 @@ def fit_dim(base: Mapping[str, int], value: int, sweeps: Mapping[str, Sequence[t
     if len(moving) == 1:
         (s, pts), = moving.items()
         forms += [f.text() for f in candidates(s, pts)]
+        scaled = _factor(s, pts)  # a multiple of a floor: 2 * (D // 2) after pooling and upsampling
+        if scaled is not None and scaled[1] > 1:
+            forms.append(f"{scaled[1]} * ({scaled[0].text()})")
     fits = {s: fit_one(s, pts) for s, pts in moving.items()}
     if all(f is not None for f in fits.values()):
         # a whole-step term's own offset goes to the one constant of the sum
