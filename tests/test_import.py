@@ -66,13 +66,24 @@ def test_a_problem_that_never_answers_is_killed_at_the_limit(tmp_path, capsys):
     _nothing_left(tmp_path)
 
 
-@pytest.mark.skipif(HAS_TORCH, reason="PyTorch is installed: the problem would run")
-def test_without_pytorch_one_line_says_how_to_install_it(tmp_path, capsys):
+@pytest.fixture
+def without_torch(tmp_path, monkeypatch):
+    """A double for a machine without PyTorch: a stand-in `torch` package that fails to import
+    as a missing one does, first on the children's PYTHONPATH (the problem and the reference run
+    in child processes)."""
+    if HAS_TORCH:
+        stand_in = tmp_path / "without_torch" / "torch"
+        stand_in.mkdir(parents=True)
+        (stand_in / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+        monkeypatch.setenv("PYTHONPATH", str(stand_in.parent))
+
+
+def test_without_pytorch_one_line_says_how_to_install_it(tmp_path, capsys, without_torch):
     """A real problem without PyTorch installed: one line with the pip command."""
     code, err = _import(tmp_path, (KERNELBENCH / "matmul.py").read_text(), capsys=capsys)
     assert code == 2 and err.strip() == ("warpsmith: error: warpsmith import runs the problem with PyTorch, "
                                          "which is not installed: pip install torch")
-    _nothing_left(tmp_path)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_directory_that_holds_something_is_not_overwritten(tmp_path, capsys):
@@ -148,8 +159,7 @@ def test_without_a_kernel_the_workload_starts_from_scratch(tmp_path):
     assert tomllib.loads((d / "workload.toml").read_text())["start"] == {"from_scratch": True}
 
 
-@pytest.mark.skipif(HAS_TORCH, reason="PyTorch is installed: the reference would run")
-def test_check_without_pytorch_names_the_install(tmp_path, capsys):
+def test_check_without_pytorch_names_the_install(tmp_path, capsys, without_torch):
     """warpsmith check of an imported workload without PyTorch: spec and compile ok, the reference one line."""
     d = tmp_path / "w"
     d.mkdir()
