@@ -171,3 +171,42 @@ def test_constants_broadcasting_ties_together_move_as_one_size(tmp_path, capsys)
     shapes = {p.name: [str(e) for e in p.shape] for p in w.arrays}
     assert shapes["predictions"] == ["batch_size", "batch_size"] and shapes["scale"] == ["1"]
     assert main(["check", str(tmp_path / "out")]) == 0, capsys.readouterr().out
+
+
+DEPTHWISE = '''
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(in_channels, out_channels, kernel_size, groups=in_channels, bias=False)
+
+    def forward(self, x):
+        return self.conv(x)
+
+batch_size = 16
+in_channels = 128
+out_channels = 128
+kernel_size = 3
+height = 64
+width = 96
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
+'''
+
+
+def test_a_depthwise_convolutions_channels_move_together(tmp_path, capsys):
+    """groups=in_channels: out_channels must stay a multiple of in_channels, so neither moves alone;
+    together they do: one size, the cases shrink it, kernel_size stays 3."""
+    code, out, err = _import(tmp_path, DEPTHWISE, capsys)
+    assert code == 0, err
+    assert "not kept: out_channels moves with in_channels: the Model runs only when they are equal" in out
+    w = load_workload(tmp_path / "out")
+    shapes = {p.name: [str(e) for e in p.shape] for p in w.arrays}
+    assert shapes["conv_weight"] == ["in_channels", "1", "3", "3"]
+    assert shapes["out"] == ["batch_size", "in_channels", "height - 2", "width - 2"]
+    assert all(c.sizes["in_channels"] < 128 for c in w.cases[1:])

@@ -120,19 +120,22 @@ def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list
     return [n for n in constants if n in names], notes, tied
 
 
-def _ties(runs: _Problem, alone: list[str], constants: Sizes, base: Sizes) -> dict[str, str]:
-    """Among sizes that cannot move alone, pairs of one value that the Model runs with when
-    they move together: follower -> lead (the first in file order)."""
+def _ties(runs: _Problem, alone: list[str], names: list[str], constants: Sizes, base: Sizes) -> dict[str, str]:
+    """Each size that cannot move alone, paired with another of its value that the Model runs
+    with when both move (a depthwise convolution's in_channels and out_channels): follower ->
+    lead, the lead the first in file order."""
     ties: dict[str, str] = {}
-    for i, lead in enumerate(alone):
-        for other in alone[i + 1:]:
-            if lead in ties or other in ties or constants[lead] != constants[other] or base[lead] != base[other]:
+    for one in alone:
+        for other in names:
+            if one == other or {one, other} & (set(ties) | set(ties.values())) \
+                    or constants[one] != constants[other] or base[one] != base[other]:
                 continue
             try:
-                runs.shapes({**base, lead: base[lead] + 1, other: base[lead] + 1})
+                runs.shapes({**base, one: base[one] + 1, other: base[one] + 1})
             except RunFailed:
                 continue
-            ties[other] = lead
+            lead, follower = sorted((one, other), key=list(constants).index)
+            ties[follower] = lead
     return ties
 
 
@@ -256,7 +259,7 @@ def plan_sizes(path: Path, constants: Sizes, base: Shapes) -> SizePlan:
             sizes = {n: constants[n] for n in names}
             cases = [tiny] + _medium(runs, dims, names, tiny, problem)
             return SizePlan(sizes, dims, cases, notes, {f: lead for f, lead in tied.items() if lead in sizes})
-        ties = _ties(runs, [n for n, why in fix.items() if why == ALONE], constants, tiny)
+        ties = _ties(runs, [n for n, why in fix.items() if why == ALONE], names, constants, tiny)
         if ties:
             tied.update(ties)
             runs = _Problem(path, tied)
