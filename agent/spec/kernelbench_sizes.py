@@ -51,8 +51,12 @@ class SizePlan:
     tied: dict[str, str] = field(default_factory=dict)  # constant -> the size it moves with
 
     def constants(self, case: Sizes) -> Sizes:
-        """A case's values for the problem's constants: its sizes and the constants tied to them."""
-        return {**case, **{f: case[lead] for f, lead in self.tied.items() if lead in case}}
+        return _with_ties(case, self.tied)
+
+
+def _with_ties(case: Sizes, tied: dict[str, str]) -> Sizes:
+    """A case's values for the problem's constants: its sizes and the constants tied to them."""
+    return {**case, **{f: case[lead] for f, lead in tied.items() if lead in case}}
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class _Problem:
     tied: dict[str, str] = field(default_factory=dict)
 
     def shapes(self, case: Sizes) -> Shapes:
-        return shapes_at(self.path, SizePlan({}, {}, tied=self.tied).constants(case))
+        return shapes_at(self.path, _with_ties(case, self.tied))
 
     def runs(self, case: Sizes) -> bool:
         """The Model runs at `case` on the meta device and, small enough, for real on the CPU."""
@@ -71,7 +75,7 @@ class _Problem:
             shapes = self.shapes(case)
             if shapes.outputs is None or _count(shapes) > CPU_ELEMENTS:
                 return False
-            real_run(self.path, SizePlan({}, {}, tied=self.tied).constants(case))
+            real_run(self.path, _with_ties(case, self.tied))
             return True
         except Exception:  # the problem's code at other sizes: anything it raises means no
             return False
