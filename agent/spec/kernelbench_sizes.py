@@ -36,7 +36,9 @@ Sizes = dict[str, int]
 
 MIN_SIZE = 16
 PRIMES = tuple(p for p in range(3, 1000) if all(p % d for d in range(2, int(p ** 0.5) + 1)))
-SWEEP = 24  # consecutive values each size takes from the smallest case: every remainder of a stride
+# Each size moves from the smallest case through SWEEP consecutive values (every remainder of a
+# stride), multiples of its value there (which keep a divisor: GroupNorm's groups) and a few far off.
+SWEEP = 24
 ALONE = "the Model does not run when it alone changes"
 UNWRITTEN = "the dimension"
 ATTEMPTS = 6  # rounds of fitting, each after fixing the sizes the last one could not write
@@ -203,7 +205,7 @@ def _fit(runs: _Problem, names: list[str], base_case: Sizes, problem: Sizes,
     fix: dict[str, str] = {}
     for n in names:
         b = base_case[n]
-        for x in dict.fromkeys([*range(b, b + SWEEP), 2 * b + 1, 3 * b + 2, 4 * b + 3, 8 * b + 5]):
+        for x in dict.fromkeys([*range(b, b + SWEEP), 2 * b, 3 * b, 4 * b, 2 * b + 1, 3 * b + 2, 4 * b + 3, 8 * b + 5]):
             try:
                 shapes = runs.shapes({**base_case, n: x})
             except RunFailed:
