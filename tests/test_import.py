@@ -19,7 +19,7 @@ from workload_factory import ROOT
 
 from agent.cli.commands import main
 from agent.spec.kernelbench import ImportRefused, ProblemArray, ProblemProbe, StartKernel, write_workload
-from agent.spec.kernelbench_model import resized
+from agent.spec.kernelbench_model import load_problem, problem_constants
 from agent.spec.workload import load_workload
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -66,13 +66,24 @@ def test_a_problem_that_never_answers_is_killed_at_the_limit(tmp_path, capsys):
     _nothing_left(tmp_path)
 
 
-@pytest.mark.skipif(HAS_TORCH, reason="PyTorch is installed: the problem would run")
-def test_without_pytorch_one_line_says_how_to_install_it(tmp_path, capsys):
+@pytest.fixture
+def without_torch(tmp_path, monkeypatch):
+    """A double for a machine without PyTorch: a stand-in `torch` package that fails to import
+    as a missing one does, first on the children's PYTHONPATH (the problem and the reference run
+    in child processes)."""
+    if HAS_TORCH:
+        stand_in = tmp_path / "without_torch" / "torch"
+        stand_in.mkdir(parents=True)
+        (stand_in / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+        monkeypatch.setenv("PYTHONPATH", str(stand_in.parent))
+
+
+def test_without_pytorch_one_line_says_how_to_install_it(tmp_path, capsys, without_torch):
     """A real problem without PyTorch installed: one line with the pip command."""
     code, err = _import(tmp_path, (KERNELBENCH / "matmul.py").read_text(), capsys=capsys)
     assert code == 2 and err.strip() == ("warpsmith: error: warpsmith import runs the problem with PyTorch, "
                                          "which is not installed: pip install torch")
-    _nothing_left(tmp_path)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_directory_that_holds_something_is_not_overwritten(tmp_path, capsys):
@@ -148,8 +159,7 @@ def test_without_a_kernel_the_workload_starts_from_scratch(tmp_path):
     assert tomllib.loads((d / "workload.toml").read_text())["start"] == {"from_scratch": True}
 
 
-@pytest.mark.skipif(HAS_TORCH, reason="PyTorch is installed: the reference would run")
-def test_check_without_pytorch_names_the_install(tmp_path, capsys):
+def test_check_without_pytorch_names_the_install(tmp_path, capsys, without_torch):
     """warpsmith check of an imported workload without PyTorch: spec and compile ok, the reference one line."""
     d = tmp_path / "w"
     d.mkdir()
@@ -174,9 +184,38 @@ def test_a_malformed_probe_answer_is_refused(change):
         ProblemProbe.from_json(data)
 
 
-def test_init_inputs_take_the_cases_sizes():
-    """get_init_inputs()'s ints equal to a problem size become the case's, inside tuples and lists; bools stay."""
-    assert resized([4096, (64, 4096, 7), True, 1.5, "4096"], {4096: 5, 64: 3}) == [5, (3, 5, 7), True, 1.5, "4096"]
+CONSTANTS = """
+batch_size = 16
+height = width = 128
+D, H, W = (24, 32, 32)
+N = 8192 * 2
+input_shape = (4096,)
+kernel_size = (3, 5)
+bias_shape = (batch_size, 1)
+scale = 2.0
+twice = 1
+twice = 2
+
+
+def get_init_inputs():
+    return [batch_size, bias_shape, input_shape, kernel_size]
+"""
+
+
+def test_the_problems_constants_are_its_whole_number_assignments(tmp_path):
+    """Literal whole numbers at the top level, each name its own (chained, unpacked, folded, in a tuple);
+    a name assigned twice, a float or a computed tuple is no constant."""
+    assert problem_constants(CONSTANTS) == {"batch_size": 16, "height": 128, "width": 128, "D": 24, "H": 32, "W": 32,
+                                            "N": 16384, "input_shape": 4096, "kernel_size_0": 3, "kernel_size_1": 5}
+
+
+def test_a_case_runs_the_file_with_its_values_in_place_of_the_constants(tmp_path):
+    """What is computed from a constant follows it (bias_shape, get_init_inputs()); what is not a size stays."""
+    (tmp_path / "p.py").write_text(CONSTANTS)
+    module = load_problem(tmp_path / "p.py", {"batch_size": 3, "width": 7, "input_shape": 5, "N": 9})
+    assert (module.height, module.width, module.N, module.bias_shape) == (128, 7, 9, (3, 1))
+    assert module.get_init_inputs() == [3, (3, 1), (5,), (3, 5)]
+    assert load_problem(tmp_path / "p.py").get_init_inputs() == [16, (16, 1), (4096,), (3, 5)]
 
 
 # -- with PyTorch (the GPU machine has it) -------------------------------------------------
@@ -215,12 +254,15 @@ def test_layernorms_parameters_become_inputs(tmp_path):
 
 @needs_torch
 def test_a_model_tied_to_its_sizes_keeps_only_the_problem_case(tmp_path, capsys):
-    """A Model that reshapes with the module's constant cannot run at other sizes: no correctness case."""
+    """A Model that reshapes to numbers of its own cannot run at other sizes: no size, no correctness
+    case, said so; the tolerance still reads the longest dimension."""
     source = (KERNELBENCH / "softmax.py").read_text().replace("torch.softmax(x, dim=1)",
-                                                               "torch.softmax(x.view(batch_size, dim), dim=1)")
-    code, _ = _import(tmp_path, source, capsys=capsys)
+                                                               "torch.softmax(x.view(16, 16384), dim=1)")
+    code, _ = _import(tmp_path, source)
     assert code == 0
-    assert [c.name for c in load_workload(tmp_path / "out").cases] == ["problem"]
+    assert "not kept: dim stays 16384: the Model does not run when it alone changes" in capsys.readouterr().out
+    w = load_workload(tmp_path / "out")
+    assert [c.name for c in w.cases] == ["problem"] and str(w.tolerance.reduction) == "16384"
 
 
 @needs_torch

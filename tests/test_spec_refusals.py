@@ -185,6 +185,20 @@ def test_check_refuses_a_case_beyond_host_memory(tmp_path, capsys):
     assert "of host memory" in _one_line(capsys.readouterr().err) and not store.exists()
 
 
+def test_check_measures_memory_for_the_references_it_runs(tmp_path, capsys):
+    """A performance case no host here holds, whose reference check does not compute: a warning naming
+    its bytes, and check passes on the correctness case it did compute; run still refuses it."""
+    d = make_sgemm_workload(tmp_path / "w", kernels=("naive",))
+    _sub("sizes = { M = 256, N = 256, K = 256 }", "sizes = { M = 1000000, N = 1000000, K = 256 }")(d)
+    assert main(["check", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "ok    memory     largest case checked here, 'odd-97x83x61'" in out
+    assert "warn  memory     case 'square-256' needs" in out and "eval and run need a host with that much" in out
+    assert "ok    reference  case 'odd-97x83x61'" in out
+    assert main(["run", str(d), "--proposer", "tune", "--headless", "--store", str(tmp_path / "store")]) == 2
+    assert "of host memory" in _one_line(capsys.readouterr().err)
+
+
 # -- the reference -----------------------------------------------------------------------------
 
 def _reference(d: Path, body: str) -> None:
@@ -253,6 +267,15 @@ def test_a_byte_order_mark_is_not_a_syntax_error(tmp_path):
     toml = d / "workload.toml"
     toml.write_bytes(b"\xef\xbb\xbf" + toml.read_bytes())
     assert load_workload(d).name == "sgemm"
+
+
+def test_a_reference_with_a_byte_order_mark_runs(tmp_path):
+    """reference.py saved with a UTF-8 BOM computes the same case as without one."""
+    d = make_sgemm_workload(tmp_path / "w")
+    reference = d / "reference.py"
+    reference.write_bytes(b"\xef\xbb\xbf" + reference.read_bytes())
+    w = load_workload(d)
+    assert load_reference(ensure_reference(w, w.case("odd-97x83x61"), 1))["C"].shape == (97, 83)
 
 
 def test_nan_reference_is_refused_naming_output_case_count_and_index(tmp_path):

@@ -64,6 +64,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"  kernel arguments: {expected_arguments(probe)}")
     print(f"  sizes: {sizes_line(probe)}")
     print(f"  cases: {', '.join(f'{c.name} ({c.role})' for c in w.cases)}")
+    for note in probe.notes:
+        print(f"  not kept: {note}")
     print(f"  start: {'kernel ' + w.start if w.start else 'from scratch: the llm proposer writes the first kernel'}")
     print(f"next: warpsmith check {args.dir}")
     return 0

@@ -29,10 +29,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .expr import Expr, ExprError
 from .reference_run import ChildDied, run_child
 from .workload import SpecError, Workload, load_workload, name_problem
 
@@ -50,7 +51,7 @@ class ProblemArray:
     name: str  # the kernel parameter's name
     role: str  # input | output
     dtype: str
-    dims: tuple[str | int, ...]  # size names, or literal extents
+    dims: tuple[str | int, ...]  # expressions of the sizes, or literal extents
     low: float = -1.0  # inputs: drawn uniformly from [low, high]
     high: float = 1.0
     state_key: str = ""  # the model's parameter or buffer this input stands for
@@ -58,13 +59,16 @@ class ProblemArray:
 
 @dataclass(frozen=True)
 class ProblemProbe:
-    """What the probe found: arrays in the kernel's order and sizes (the problem's own
-    values, in order of first appearance), the smaller sizes the Model ran at, its docstring."""
+    """What the probe found: arrays in the kernel's order and sizes (the problem's constants
+    that shape them, with its values, in order of first use), the smaller sizes the Model ran
+    at, what the workload does not keep of the problem (notes, one line each), its docstring."""
 
     arrays: tuple[ProblemArray, ...]
     sizes: dict[str, int]
     cases: tuple[dict[str, int], ...] = ()
     doc: str = ""
+    notes: tuple[str, ...] = ()
+    tied: dict[str, str] = field(default_factory=dict)  # a constant of the problem -> the size it equals
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> "ProblemProbe":
@@ -72,7 +76,8 @@ class ProblemProbe:
         (the problem's own code ran in that process). Raises ImportRefused."""
         try:
             probe = ProblemProbe(tuple(ProblemArray(**{**a, "dims": tuple(a["dims"])}) for a in data["arrays"]),
-                                 dict(data["sizes"]), tuple(dict(c) for c in data["cases"]), str(data.get("doc", "")))
+                                 dict(data["sizes"]), tuple(dict(c) for c in data["cases"]), str(data.get("doc", "")),
+                                 tuple(str(n) for n in data.get("notes", ())), dict(data.get("tied", {})))
         except (KeyError, TypeError, ValueError) as e:
             raise ImportRefused(f"the problem's probe answered something malformed ({e})") from None
         problem = probe.problem()
@@ -88,14 +93,25 @@ class ProblemProbe:
         for a in self.arrays:
             if a.role not in ("input", "output") or a.dtype not in ITEMSIZE or not isinstance(a.state_key, str):
                 return f"array {a.name}"
-            if not all(d in self.sizes if isinstance(d, str) else type(d) is int and d >= 1 for d in a.dims):
+            if not all(_names_sizes(d, self.sizes) if isinstance(d, str) else type(d) is int and d >= 1
+                       for d in a.dims):
                 return f"dimensions of {a.name}: {a.dims}"
             if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (a.low, a.high)):
                 return f"range of {a.name}"
+        if not all(isinstance(f, str) and f.isidentifier() and lead in self.sizes for f, lead in self.tied.items()):
+            return f"ties {self.tied}"
         for case in (self.sizes, *self.cases):
             if set(case) != set(self.sizes) or not all(type(v) is int and v >= 1 for v in case.values()):
                 return f"sizes {case}"
         return None
+
+
+def _names_sizes(dim: str, sizes: dict[str, int]) -> bool:
+    """A dimension's expression parses and names only sizes."""
+    try:
+        return Expr.parse(dim).names() <= set(sizes)
+    except ExprError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,13 @@ def _sizes(sizes: dict[str, int]) -> str:
     return "{ " + ", ".join(f"{k} = {v}" for k, v in sizes.items()) + " }"
 
 
+def _longest(probe: ProblemProbe) -> str:
+    """The tolerance's reduction length: the longest size, or dimension where none is a size."""
+    if probe.sizes:
+        return f"max({', '.join(probe.sizes)})"
+    return str(max((d for a in probe.arrays for d in a.dims if isinstance(d, int)), default=1))
+
+
 def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Optional[StartKernel], stem: str) -> str:
     inputs = [a for a in probe.arrays if a.role == "input" and not a.state_key]
     state = [a for a in probe.arrays if a.state_key]
@@ -205,10 +228,13 @@ def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Opt
                  + (f", with the model's parameters and buffers passed in as inputs "
                     f"({', '.join(f'{a.name} = {a.state_key}' for a in state)})" if state else "")
                  + f", into {', '.join(a.name for a in outputs)}. Every array is row-major and densely packed; "
-                 "the sizes follow the arrays as int arguments. The performance case is the problem's own "
-                 "sizes; the correctness cases are smaller sizes the Model also runs at (get_init_inputs()'s "
-                 "ints that equal a size take the case's value). Accumulate in the inputs' precision or wider; "
+                 "the sizes follow the arrays as int arguments. The sizes are the problem's module-level "
+                 "constants that shape the arrays; the performance case is the problem's own values, the "
+                 "correctness cases smaller values the Model also runs at (the problem file runs with the "
+                 "case's values in place of its constants). Accumulate in the inputs' precision or wider; "
                  "TF32 is not allowed.\n")
+    if probe.notes:
+        described += "\nWhat this workload does not keep of the problem:\n" + "".join(f"- {n}\n" for n in probe.notes)
     if probe.doc:
         described += "\n" + probe.doc.strip() + "\n"
     described += "\nThe problem:\n\n" + problem_text.rstrip() + "\n"
@@ -216,8 +242,7 @@ def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Opt
              "# reference.py runs its Model in float64 on the CPU, torch_baseline.py on the GPU.",
              "[workload]", f"name = {json.dumps(name)}", f"description = {_string(described)}",
              'reference = "reference.py"',
-             f"reduction = {json.dumps('max(' + ', '.join(sizes) + ')' if sizes else '1')}"
-             "  # the longest size: a conservative default tolerance", ""]
+             f"reduction = {json.dumps(_longest(probe))}  # the longest size: a conservative default tolerance", ""]
     for a in probe.arrays:
         lines += ["[[params]]", f"name = {json.dumps(a.name)}", f'role = "{a.role}"', f'dtype = "{a.dtype}"',
                   f"shape = {_dims(a.dims)}"]
@@ -228,7 +253,8 @@ def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Opt
         dtype = "int32" if all(c[s] <= INT32_MAX for c in cases) else "int64"
         lines += ["[[params]]", f"name = {json.dumps(s)}", 'role = "scalar"', f'dtype = "{dtype}"',
                   f"value = {json.dumps(s)}", ""]
-    moved = " + ".join(f"{ITEMSIZE[a.dtype]} * {' * '.join(map(str, a.dims)) or 1}" for a in probe.arrays)
+    factor = lambda d: str(d) if isinstance(d, int) or d.isidentifier() else f"({d})"
+    moved = " + ".join(f"{ITEMSIZE[a.dtype]} * {' * '.join(map(factor, a.dims)) or 1}" for a in probe.arrays)
     lines += ["[tolerance]", "allow_tf32 = false", "",
               "[metrics]", f"bytes = {json.dumps(moved)}  # every array read or written once: the floor", "",
               "[baseline]", 'kind = "torch"', 'torch = "torch_baseline.py"', "", "[start]"]
@@ -253,7 +279,8 @@ from pathlib import Path
 HERE = Path(__file__).parent
 INPUTS = {inputs!r}  # forward's arguments, in order
 STATE = {state!r}  # kernel input -> the model's parameter or buffer
-SIZES = {sizes!r}  # the problem's own sizes
+SIZES = {sizes!r}  # the problem's constants that are sizes, with its own values
+TIED = {tied!r}  # a constant of the problem -> the size it equals
 
 
 def _helper():
@@ -263,15 +290,17 @@ def _helper():
     return module
 
 
-def _resizing(arrays_and_sizes):
-    """The problem's own sizes -> this case's: what get_init_inputs() is rewritten with."""
-    return {{SIZES[n]: arrays_and_sizes[n] for n in SIZES}}
+def _problem(helper, arrays_and_sizes):
+    """problem.py run with this case's sizes as its constants."""
+    constants = {{n: int(arrays_and_sizes[n]) for n in SIZES}}
+    return helper.load_problem(HERE / "problem.py", {{**constants, **{{f: constants[n] for f, n in TIED.items()}}}})
 '''
 
 
 def _constants(probe: ProblemProbe) -> dict[str, Any]:
     return {"inputs": tuple(a.name for a in probe.arrays if a.role == "input" and not a.state_key),
-            "state": {a.name: a.state_key for a in probe.arrays if a.state_key}, "sizes": dict(probe.sizes)}
+            "state": {a.name: a.state_key for a in probe.arrays if a.state_key}, "sizes": dict(probe.sizes),
+            "tied": dict(probe.tied)}
 
 
 def reference_py(name: str, probe: ProblemProbe) -> str:
@@ -285,7 +314,7 @@ def reference(**arrays_and_sizes):
         raise RuntimeError("this workload's reference runs its PyTorch problem: pip install torch") from None
     helper = _helper()
     torch.set_default_dtype(torch.float64)  # tensors the Model makes itself: float64 too (its own process)
-    model = helper.build(helper.load_problem(HERE / "problem.py"), _resizing(arrays_and_sizes), dtype=torch.float64)
+    model = helper.build(_problem(helper, arrays_and_sizes), dtype=torch.float64)
     helper.bind(model, {key: torch.from_numpy(arrays_and_sizes[name]) for name, key in STATE.items()})
     with torch.no_grad():
         outputs = helper.outputs_of(model(*(torch.from_numpy(arrays_and_sizes[n]) for n in INPUTS)))
@@ -307,7 +336,7 @@ def _model(arrays_and_sizes):
     if key not in _MODELS:
         helper = _helper()
         device = arrays_and_sizes[INPUTS[0]].device
-        model = helper.build(helper.load_problem(HERE / "problem.py"), _resizing(arrays_and_sizes), device=device)
+        model = helper.build(_problem(helper, arrays_and_sizes), device=device)
         helper.bind(model, {key: arrays_and_sizes[name] for name, key in STATE.items()})
         _MODELS[key] = model
     return _MODELS[key]

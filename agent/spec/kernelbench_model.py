@@ -1,47 +1,126 @@
-"""A KernelBench-style problem's Model for one case: built for the case's sizes, using
-given tensors as its parameters and buffers. `warpsmith import` copies this file into
-the workload (problem_model.py), where reference.py and torch_baseline.py use it; the
-import's own probe (kernelbench_probe.py) uses it too, so all three build the Model
-alike. It imports nothing of warpsmith (PyTorch inside the functions that need it).
+"""A KernelBench-style problem's Model for one case: the problem file run with the
+case's sizes as its module-level constants, its Model built from get_init_inputs(),
+using given tensors as its parameters and buffers. `warpsmith import` copies this
+file into the workload (problem_model.py), where reference.py and torch_baseline.py
+use it; the import's probe (kernelbench_probe.py) uses it too, so all three build
+the Model alike. It imports nothing of warpsmith (PyTorch inside the functions that
+need it).
 
-A case's sizes reach the Model through get_init_inputs(): every int in it (in nested
-lists and tuples too) equal to one of the problem's own sizes becomes the case's
-value of that size, e.g. nn.LayerNorm(4096) -> nn.LayerNorm(1365).
+A case's sizes reach the Model through the problem's own code: the constants are
+the file's top-level assignments of whole numbers (`batch_size = 16`, `N = 2048 * 2`,
+`D, H, W = (16, 32, 32)`, `input_shape = (32768,)`), and the file runs with the
+case's values written in their place, so everything computed from them
+(`bias_shape = (out_channels, 1, 1)`, get_init_inputs(), get_inputs()) follows.
 """
 
+import ast
 import importlib.util
 from pathlib import Path
 
+_FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+         ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a ** b if 0 <= b <= 64 else None}
 
-def load_problem(path):
-    """The problem file as a module (its top level runs: the user's code)."""
+
+def _whole(node):
+    """The whole number a literal expression (`8192 * 2`) makes, else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _whole(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.BinOp) and type(node.op) in _FOLD:
+        left, right = _whole(node.left), _whole(node.right)
+        if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and right == 0):
+            return None
+        return _FOLD[type(node.op)](left, right)
+    return None
+
+
+def _slots(statement):
+    """(constant name, the literal node holding its value) of one top-level statement."""
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
+        targets, value = [statement.target], statement.value
+    elif isinstance(statement, ast.Assign):
+        targets, value = statement.targets, statement.value
+    else:
+        return []
+    slots = []
+    for target in targets:
+        if isinstance(target, ast.Name) and _whole(value) is not None:
+            slots.append((target.id, value))
+        elif isinstance(target, ast.Name) and isinstance(value, ast.Tuple):
+            items = [e for e in value.elts if _whole(e) is not None]
+            if len(items) == len(value.elts) == 1:
+                slots.append((target.id, items[0]))
+            elif len(items) == len(value.elts):
+                slots += [(f"{target.id}_{i}", e) for i, e in enumerate(items)]
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            slots += [(t.id, v) for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name)
+                      and _whole(v) is not None]
+    return slots
+
+
+def _tree(source):
+    """The module's tree with chained assignments (`height = width = 128`) split, so each
+    name is a constant of its own."""
+    tree = ast.parse(source)
+    body = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) > 1:
+            body += [ast.copy_location(ast.Assign(targets=[t], value=ast.parse(ast.unparse(statement.value),
+                                                                               mode="eval").body), statement)
+                     for t in statement.targets]
+        else:
+            body.append(statement)
+    tree.body = body
+    return ast.fix_missing_locations(tree)
+
+
+def problem_constants(source):
+    """The problem's constants in file order: name -> value (the first assignment of a
+    name; a name assigned twice is no constant)."""
+    seen, twice = {}, set()
+    for statement in _tree(source).body:
+        for name, node in _slots(statement):
+            if name in seen:
+                twice.add(name)
+            seen.setdefault(name, _whole(node))
+    return {k: v for k, v in seen.items() if k not in twice and not k.startswith("_")}
+
+
+class _Replace(ast.NodeTransformer):
+    """Each literal node named in `values` (by identity) becomes that whole number."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def visit(self, node):
+        if id(node) in self.values:
+            return ast.copy_location(ast.Constant(self.values[id(node)]), node)
+        return super().visit(node)
+
+
+def load_problem(path, constants=None):
+    """The problem file as a module (its top level runs: the user's code), with
+    `constants` (name -> whole number) written in place of its own values."""
     path = Path(path)
+    tree = _tree(path.read_text(encoding="utf-8-sig"))
+    values = {id(node): constants[name] for statement in tree.body for name, node in _slots(statement)
+              if constants and name in constants}
+    tree = ast.fix_missing_locations(_Replace(values).visit(tree))
     spec = importlib.util.spec_from_file_location(f"kernelbench_problem_{abs(hash(str(path.resolve())))}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    exec(compile(tree, str(path), "exec"), module.__dict__)
     return module
 
 
-def resized(value, sizes):
-    """`value` with every int that is a key of `sizes` (problem value -> case value)
-    replaced, inside lists and tuples too."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return sizes.get(value, value)
-    if isinstance(value, (list, tuple)):
-        items = [resized(v, sizes) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    return value
-
-
-def build(problem, sizes, device="cpu", dtype=None):
-    """Model(*get_init_inputs()) for a case (sizes: problem value -> case value), on
-    `device`, in eval mode; the global CPU RNG is left as it was."""
+def build(problem, device="cpu", dtype=None):
+    """Model(*get_init_inputs()) of a loaded problem, on `device`, in eval mode; the
+    global CPU RNG is left as it was."""
     import torch
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = problem.Model(*resized(list(problem.get_init_inputs()), sizes))
+        model = problem.Model(*problem.get_init_inputs())
     model = model.to(device=device) if dtype is None else model.to(device=device, dtype=dtype)
     return model.eval()
 
@@ -61,6 +140,9 @@ def bind(model, tensors):
     for key, tensor in tensors.items():
         owner, _, leaf = key.rpartition(".")
         module = model.get_submodule(owner)
+        own = module._parameters.get(leaf, module._buffers.get(leaf))
+        if own is not None and own.dim() == 0:  # a kernel input of one element stands for a 0-d tensor
+            tensor = tensor.reshape(())
         if leaf in module._parameters:
             module._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=False)
         else:

@@ -1,8 +1,10 @@
 """The child of `warpsmith import`: loads a KernelBench-style problem (the user's code:
 class Model(nn.Module), get_inputs(), get_init_inputs()) and reports what its
 workload needs: the arrays (forward's inputs, the model's parameters and buffers, its
-outputs) with their dtypes, their dimensions as sizes, the ranges to draw inputs from,
-and smaller sizes the Model was seen to run at (the correctness cases).
+outputs) with their dtypes, their dimensions as expressions of the sizes, the ranges
+to draw inputs from, smaller sizes the Model was seen to run at (the correctness
+cases), and notes on what the workload does not keep (a constant held at its own
+value, structure get_inputs() built into an input).
 
 It runs in its own process under the parent's time limit, without secrets in its
 environment (reference_run.run_child), and answers one JSON line: {"ok": true,
@@ -10,10 +12,10 @@ environment (reference_run.run_child), and answers one JSON line: {"ok": true,
 the functions exist, inputs are tensors) come first, so a broken file is refused
 the same way with or without it.
 
-Sizes: every distinct input dimension of 2 or more is a size, named after the
-problem's module-level int constant of that value when there is one (M, batch_size),
-else n0, n1...; a dimension of 1 stays 1. Shapes are found on the meta device (no
-arithmetic), or on the CPU where an operator has no meta kernel.
+The problem runs at its own sizes on the meta device only (kernelbench_trace.py), so
+an input warpsmith cannot hold (a bool mask) is refused before anything is
+allocated; the sizes and expressions come from kernelbench_sizes.py; arithmetic runs
+on the CPU only at the smallest case.
 
     python -P -m agent.spec.kernelbench_probe < job.json
 """
@@ -24,15 +26,17 @@ import inspect
 import json
 import keyword
 import math
+import re
 import sys
 from pathlib import Path
 
-from .kernelbench_model import build, load_problem, outputs_of, state_tensors
+from .kernelbench_model import load_problem, problem_constants
+from .kernelbench_sizes import plan_sizes
+from .kernelbench_trace import CPU_ELEMENTS, NotTensors, RunFailed, Shapes, inputs_at, model_state, real_run, shapes_at
 
 DTYPES = ("float32", "float64", "int32", "int64")
 NEEDS_TORCH = "warpsmith import runs the problem with PyTorch, which is not installed: pip install torch"
 RESERVED = {"ceil_div", "round_up", "min", "max"}  # function names of the expression language
-SMALL = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
 
 
 class ProblemRefused(ValueError):
@@ -68,28 +72,45 @@ def _call(path: Path, what: str, fn):
         raise ProblemRefused(f"{path.name}: {what} raised {type(e).__name__}: {_one_line(e)}") from None
 
 
-def _inputs(path: Path, module) -> list:
+def _functions(path: Path, module) -> None:
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not callable(getattr(module, n, None))]
     if missing:
         raise ProblemRefused(f"{path.name} defines no {', '.join(missing)}: a KernelBench-style problem defines "
                              "class Model(nn.Module), get_inputs() and get_init_inputs()")
-    inputs = _call(path, "get_inputs()", module.get_inputs)
+
+
+def _not_tensors(path: Path, inputs) -> str:
+    """Why get_inputs()'s answer is no list of tensors, or ''."""
     if not isinstance(inputs, (list, tuple)) or not inputs:
-        raise ProblemRefused(f"{path.name}: get_inputs() returned {_what(inputs)}; it must return a non-empty "
-                             "list of tensors")
+        return f"{path.name}: get_inputs() returned {_what(inputs)}; it must return a non-empty list of tensors"
     torch = sys.modules.get("torch")  # the problem imported it, if it makes tensors at all
     for i, x in enumerate(inputs):
         if torch is None or not isinstance(x, torch.Tensor):
-            raise ProblemRefused(f"{path.name}: get_inputs() returned {_what(x)} at position {i}; every input must "
-                                 "be a torch.Tensor (put other arguments in get_init_inputs() or the Model)")
-    return list(inputs)
+            return (f"{path.name}: get_inputs() returned {_what(x)} at position {i}; every input must be a "
+                    "torch.Tensor (put other arguments in get_init_inputs() or the Model)")
+    return ""
 
 
-def _dtype(path: Path, what: str, t) -> str:
-    name = str(t.dtype).replace("torch.", "")
-    if name not in DTYPES:
-        raise ProblemRefused(f"{path.name}: {what} is {name}; warpsmith workloads hold {', '.join(DTYPES)}")
-    return name
+def _traced(path: Path, module) -> Shapes:
+    """The problem at its own sizes on the meta device: nothing allocated, so a problem
+    warpsmith cannot take is refused before it could fill the memory."""
+    if "torch" not in sys.modules:  # no tensors can come: get_inputs() runs as it is, to say what it returns
+        raise ProblemRefused(_not_tensors(path, _call(path, "get_inputs()", module.get_inputs)) or NEEDS_TORCH)
+    try:
+        return shapes_at(path, {})
+    except RunFailed as e:
+        if isinstance(e.error, NotTensors) and e.phase == "Model.forward":
+            raise ProblemRefused(f"{path.name}: forward returned {_what(e.error.value)}; it must return tensors") \
+                from None
+        if isinstance(e.error, NotTensors):  # what get_inputs() made on the meta device: nothing allocated
+            raise ProblemRefused(_not_tensors(path, e.error.value) or f"{path.name}: {e}") from None
+        raise ProblemRefused(f"{path.name}: {e}") from None
+
+
+def _dtype(path: Path, what: str, dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise ProblemRefused(f"{path.name}: {what} is {dtype}; warpsmith workloads hold {', '.join(DTYPES)}")
+    return dtype
 
 
 def _range(t) -> tuple[float, float]:
@@ -107,9 +128,31 @@ def _range(t) -> tuple[float, float]:
     return low, high
 
 
+def _structure(name: str, x) -> str:
+    """What get_inputs() built into an input that uniform draws lose, or ''."""
+    import torch
+    lost = f"{name}: get_inputs() makes it {{}}; the workload draws it uniformly, so that is lost"
+    if not x.is_floating_point():
+        values = set(torch.unique(x).tolist()) if x.numel() <= 1 << 20 else set()
+        return lost.format("of 0s and 1s (a mask)") if values == {0, 1} else ""
+    if x.dim() >= 2 and x.shape[-1] == x.shape[-2] >= 2:
+        if torch.equal(x, x.mT):
+            return lost.format("symmetric")
+        if not torch.tril(x, -1).any() and x.any():
+            return lost.format("upper triangular")
+        if not torch.triu(x, 1).any() and x.any():
+            return lost.format("lower triangular")
+    values = torch.unique(x) if x.numel() <= 1 << 20 else x.new_zeros(3)
+    if x.numel() >= 4 and len(values) <= 2:
+        return lost.format(f"of the values {' and '.join(f'{v:g}' for v in values.tolist())} only")
+    if x.shape[-1] >= 2 and bool((x >= 0).all()) and torch.allclose(x.double().sum(-1), torch.ones(1, dtype=torch.float64)):
+        return lost.format("a probability distribution along its last dimension")
+    return ""
+
+
 class _Names:
-    """Kernel parameter and size names: identifiers, unique, no Python keyword, no function
-    of the expression language."""
+    """Kernel parameter names: identifiers, unique, no Python keyword, no function of the
+    expression language."""
 
     def __init__(self):
         self.taken: set[str] = set()
@@ -134,98 +177,82 @@ def _forward_names(module, count: int) -> list[str]:
     return plain[:count] if len(plain) >= count else [f"x{i}" for i in range(count)]
 
 
-def _run(module, mapping: dict[int, int], shapes: list[tuple], dtypes: list, real_inputs=None):
-    """Output shapes and dtypes of the Model built for `mapping`, on inputs of `shapes`:
-    on the meta device, else on the CPU (with `real_inputs` where given)."""
-    import torch
-    try:
-        model = build(module, mapping, device="meta")
-        with torch.no_grad():
-            return model, outputs_of(model(*(torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes))))
-    except Exception:  # an operator without a meta kernel: the CPU does the arithmetic
-        model = build(module, mapping)
-        inputs = real_inputs or [torch.randn(s).to(d) if d.is_floating_point else torch.ones(s, dtype=d)
-                                 for s, d in zip(shapes, dtypes)]
-        with torch.no_grad():
-            return model, outputs_of(model(*inputs))
-
-
 def probe(path: Path) -> dict:
     module = _load(path)
-    inputs = _inputs(path, module)
+    _functions(path, module)
+    base = _traced(path, module)
     import torch
+    for i, (shape, dtype) in enumerate(base.inputs):
+        _dtype(path, f"get_inputs()[{i}]", dtype)
+        if not shape or 0 in shape:
+            raise ProblemRefused(f"{path.name}: get_inputs()[{i}] has shape {shape}; inputs need one dimension or "
+                                 "more, none of them 0")
+    for key, (_, dtype) in base.state.items():
+        _dtype(path, f"the model's {key}", dtype)
+    constants = {k: v for k, v in problem_constants(path.read_text(encoding="utf-8-sig")).items()
+                 if k.isidentifier() and k.isascii() and k not in RESERVED and not keyword.iskeyword(k)}
+    plan = plan_sizes(path, constants, base)
+    at = plan.cases[0] if plan.cases else {}
+    traced = shapes_at(path, plan.constants(at)) if plan.cases else base
+    if traced.outputs is None or _elements(traced) > CPU_ELEMENTS:
+        raise ProblemRefused(f"{path.name}: the Model runs at no sizes smaller than its own ({_elements(traced)} "
+                             "elements), too large for its reference on the CPU; " + "; ".join(plan.notes))
+    real = _call(path, "the Model on the CPU", lambda: real_run(path, plan.constants(at)))
+    for i, (_, dtype) in enumerate(traced.outputs):
+        _dtype(path, f"output {i}", dtype)
+    # The parameters' ranges at the problem's own sizes where they are small (nn.Linear's bound
+    # shrinks with its fan-in); else at the case's
+    own = real.state if not plan.cases or sum(math.prod(s) for s, _ in base.state.values()) > CPU_ELEMENTS \
+        else _call(path, "Model(*get_init_inputs()) on the CPU", lambda: model_state(path, {}))
     names = _Names()
-    constants: dict[int, str] = {}
-    for key, value in vars(module).items():  # definition order: the first name of a value wins
-        if type(value) is int and not key.startswith("_"):
-            constants.setdefault(value, key)
-    arrays, sizes = [], {}
-    by_value: dict[int, str] = {}
-    input_names = [names.claim(n, f"x{i}") for i, n in enumerate(_forward_names(module, len(inputs)))]
-    for i, (name, x) in enumerate(zip(input_names, inputs)):
-        if x.dim() == 0 or 0 in x.shape:
-            raise ProblemRefused(f"{path.name}: get_inputs()[{i}] has shape {tuple(x.shape)}; inputs need one "
-                                 "dimension or more, none of them 0")
-        for v in x.shape:
-            if v >= 2 and v not in by_value:
-                by_value[v] = sizes_name = names.claim(constants.get(v, ""), f"n{len(sizes)}")
-                sizes[sizes_name] = v
-    dims = lambda shape: [by_value.get(v, v) if v != 1 else 1 for v in shape]
-    for name, x in zip(input_names, inputs):
-        dtype = _dtype(path, f"input {name}", x)
-        low, high = _range(x)
-        arrays.append({"name": name, "role": "input", "dtype": dtype, "dims": dims(x.shape), "low": low, "high": high})
-    model = _call(path, "Model(*get_init_inputs())", lambda: build(module, {}))
-    for key, t in state_tensors(model).items():
-        name = names.claim(key.replace(".", "_"), f"p{len(arrays)}")
-        dtype = _dtype(path, f"the model's {key}", t)
-        low, high = _range(t.detach())
-        arrays.append({"name": name, "role": "input", "dtype": dtype, "dims": dims(t.shape), "low": low, "high": high,
+    for s in plan.sizes:
+        names.claim(s, s)
+    arrays, notes = [], list(plan.notes)
+    # a 0-dimensional parameter (nn.Parameter(torch.tensor(1.0))) is an array of one element
+    dims = lambda kind, key, rank: [_dim(plan.dims[(kind, key, axis)]) for axis in range(rank)] or [1]
+    # values (ranges, structure) from the largest correctness case: more of them than the smallest
+    sample = _call(path, "get_inputs()", lambda: inputs_at(path, plan.constants(plan.cases[-1]))) \
+        if len(plan.cases) > 1 else real.inputs
+    for i, name in enumerate(_forward_names(module, len(base.inputs))):
+        name = names.claim(name, f"x{i}")
+        x = sample[i]
+        low, high = base.bounds[i] if base.bounds[i] else _range(x)
+        arrays.append({"name": name, "role": "input", "dtype": base.inputs[i][1],
+                       "dims": dims("input", i, len(base.inputs[i][0])), "low": low, "high": high})
+        if _structure(name, x):
+            notes.append(_structure(name, x))
+    for key, (shape, dtype) in base.state.items():
+        low, high = _range(own[key])
+        arrays.append({"name": names.claim(key.replace(".", "_"), f"p{len(arrays)}"), "role": "input",
+                       "dtype": dtype, "dims": dims("state", key, len(shape)), "low": low, "high": high,
                        "state_key": key})
-    given = [tuple(x.shape) for x in inputs]
-    kinds = [x.dtype for x in inputs]
-    _, outs = _call(path, "Model.forward on get_inputs()", lambda: _run(module, {}, given, kinds, inputs))
-    for i, t in enumerate(outs):
-        if not isinstance(t, torch.Tensor):
-            raise ProblemRefused(f"{path.name}: forward returned {_what(t)}; it must return tensors")
+    outs = traced.outputs
+    for i, (shape, dtype) in enumerate(outs):
         name = names.claim("out" if len(outs) == 1 else f"out{i}", f"out{i}")
-        arrays.append({"name": name, "role": "output", "dtype": _dtype(path, f"output {i}", t), "dims": dims(t.shape)})
-    cases = [c for c in _smaller(sizes) if _runs_at(module, arrays, sizes, c)]
+        arrays.append({"name": name, "role": "output", "dtype": dtype, "dims": dims("output", i, len(shape))})
+    order = _first_use(arrays, plan.sizes)
     doc = inspect.getdoc(module.Model) or ""
-    return {"arrays": arrays, "sizes": sizes, "cases": cases, "doc": doc if doc != inspect.getdoc(torch.nn.Module) else ""}
+    return {"arrays": arrays, "sizes": {s: plan.sizes[s] for s in order},
+            "cases": [{s: c[s] for s in order} for c in plan.cases], "notes": notes, "tied": plan.tied,
+            "doc": doc if doc != inspect.getdoc(torch.nn.Module) else ""}
 
 
-def _smaller(sizes: dict[str, int]) -> list[dict[str, int]]:
-    """Two smaller sets of sizes, each keeping the sizes' order and distinct values (the
-    Model learns a case's sizes by value): small primes, and odd thirds."""
-    order = sorted(sizes, key=sizes.get)
-    out = []
-    for pick in (lambda v, prev: min(v, next(p for p in SMALL + (prev + 1,) if p > prev)),
-                 lambda v, prev: min(v, max(prev + 1, (v // 3) | 1))):
-        new, prev = {}, 0
-        for name in order:
-            new[name] = prev = pick(sizes[name], prev)
-        if new != sizes and new not in out:
-            out.append({n: new[n] for n in sizes})
-    return out
+def _dim(text):
+    return int(text) if isinstance(text, int) or text.lstrip("-").isdigit() else text
 
 
-def _runs_at(module, arrays: list[dict], sizes: dict[str, int], case: dict[str, int]) -> bool:
-    """The Model, built for `case`, takes inputs of the shapes the workload will give it and
-    returns outputs of the shapes the workload expects, with parameters shaped alike."""
-    import torch
-    mapping = {sizes[n]: case[n] for n in sizes}
-    shape = lambda a: tuple(case[d] if isinstance(d, str) else d for d in a["dims"])
-    inputs = [a for a in arrays if a["role"] == "input" and "state_key" not in a]
-    try:
-        model, outs = _run(module, mapping, [shape(a) for a in inputs],
-                           [getattr(torch, a["dtype"]) for a in inputs])
-    except Exception:
-        return False
-    state = state_tensors(model)
-    params_fit = all(tuple(state[a["state_key"]].shape) == shape(a) for a in arrays if "state_key" in a)
-    outputs = [a for a in arrays if a["role"] == "output"]
-    return params_fit and len(outs) == len(outputs) and all(tuple(t.shape) == shape(a) for t, a in zip(outs, outputs))
+def _elements(shapes: Shapes) -> int:
+    return sum(math.prod(s) for s, _ in (*shapes.inputs, *shapes.state.values(), *(shapes.outputs or ())))
+
+
+def _first_use(arrays: list, sizes: dict) -> list:
+    """The sizes in the order the arrays' dimensions first name them (the kernel's arguments)."""
+    order: list = []
+    for a in arrays:
+        for d in a["dims"]:
+            if isinstance(d, str):
+                order += [n for n in re.findall(r"[A-Za-z_]\w*", d) if n in sizes and n not in order]
+    return order + [n for n in sizes if n not in order]
 
 
 def main() -> int:

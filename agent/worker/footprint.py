@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..spec.workload import ARRAY_ITEMSIZE as ITEMSIZE
 from ..spec.workload import FLOAT_DTYPES, Case, SpecError, Workload
@@ -64,13 +64,15 @@ def _size(n: int) -> str:
 
 
 def check_memory(workload: Workload, gpu_bytes: Optional[int] = None, host_bytes: Optional[int] = None,
-                 host: bool = True) -> None:
-    """Raise SpecError (one line, naming the case) when a case cannot fit: on the host
-    (`host_bytes`, default MemAvailable) unless host=False, and on the GPU where its
-    memory `gpu_bytes` (DeviceFacts.total_memory) is known."""
+                 host: bool = True, only: Optional[Sequence[Case]] = None) -> None:
+    """Raise SpecError (one line, naming the case) when a case (of `only`, default every
+    case) cannot fit: on the host (`host_bytes`, default MemAvailable) unless host=False,
+    and on the GPU where its memory `gpu_bytes` (DeviceFacts.total_memory) is known."""
     toml = workload.directory / "workload.toml"
     host_bytes = host_available_bytes() if host and host_bytes is None else host_bytes
     for i, case in enumerate(workload.cases):
+        if only is not None and case not in only:
+            continue
         if host and host_bytes is not None:
             need, limit = case_footprint(workload, case, "host"), int(host_bytes * HOST_FRACTION)
             if need > limit:
