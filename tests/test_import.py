@@ -68,14 +68,22 @@ def test_a_problem_that_never_answers_is_killed_at_the_limit(tmp_path, capsys):
 
 @pytest.fixture
 def without_torch(tmp_path, monkeypatch):
-    """A double for a machine without PyTorch: a stand-in `torch` package that fails to import
-    as a missing one does, first on the children's PYTHONPATH (the problem and the reference run
-    in child processes)."""
+    """A double for a machine without PyTorch, in the children (the problem and the reference
+    run in child processes): a sitecustomize on their PYTHONPATH puts a finder first that
+    answers `import torch` as a missing package does. A stand-in `torch` package would not do:
+    the children's PYTHONPATH starts with warpsmith's own root, which for an installed
+    warpsmith is the site-packages that holds the real torch."""
     if HAS_TORCH:
-        stand_in = tmp_path / "without_torch" / "torch"
-        stand_in.mkdir(parents=True)
-        (stand_in / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
-        monkeypatch.setenv("PYTHONPATH", str(stand_in.parent))
+        stand_in = tmp_path / "without_torch"
+        stand_in.mkdir()
+        (stand_in / "sitecustomize.py").write_text(
+            "import sys\n\n\n"
+            "class NoTorch:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch' or name.startswith('torch.'):\n"
+            "            raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n\n\n"
+            "sys.meta_path.insert(0, NoTorch())\n")
+        monkeypatch.setenv("PYTHONPATH", str(stand_in))
 
 
 def test_without_pytorch_one_line_says_how_to_install_it(tmp_path, capsys, without_torch):

@@ -18,7 +18,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ..drafting.reference_check import cheap
+from ..spec.cpu_budget import cheap
 from ..spec.inputs import ReferenceFailed
 from ..spec.precision_policy import allowed_types
 from ..spec.reference_run import REFERENCE_TIMEOUT_S

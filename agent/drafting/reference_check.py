@@ -15,21 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.parent_watch import exit_with_warpsmith
+from ..spec.cpu_budget import cheap
 from ..spec.inputs import ReferenceFailed
 from ..spec.references import compute_reference
 from ..spec.tolerance import case_rtol, relative_error, same_nonfinite
 from ..spec.workload import load_workload
-from ..spec.workload_model import Case, Workload
 
-MAX_ELEMENTS = 4_000_000  # every array of a case together
-MAX_FLOPS = 4e9
 SEED = 7  # neither the evaluator's seed nor its fresh one
-
-
-def cheap(w: Workload, case: Case) -> bool:
-    elements = sum(int(np.prod(w.shape(p, case))) for p in w.arrays)
-    flops = w.flops.evaluate(case.sizes) if w.flops is not None else 0
-    return elements <= MAX_ELEMENTS and flops <= MAX_FLOPS
 
 
 def main(argv: list[str]) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..drafting.reference_check import MAX_ELEMENTS
+from .cpu_budget import MAX_ELEMENTS
 from .expr import Expr
 from .kernelbench_trace import CPU_ELEMENTS, DimKey, RunFailed, Shapes, real_run, shapes_at
 from .shape_fit import fit_dim

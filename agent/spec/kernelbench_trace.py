@@ -67,9 +67,9 @@ def _dtype(t) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
-def _randint_bounds(args, kwargs) -> Optional[tuple[int, int]]:
+def _randint_bounds(positional, kwargs) -> Optional[tuple[int, int]]:
     """torch.randint(high, size) or (low, high, size): the values it draws, [low, high - 1]."""
-    ints = [a for a in args if type(a) is int]
+    ints = [a for a in positional if type(a) is int]
     low = kwargs.get("low", ints[0] if len(ints) >= 2 else 0)
     high = kwargs.get("high", ints[1] if len(ints) >= 2 else ints[0] if ints else None)
     return None if high is None else (int(low), int(high) - 1)
@@ -82,10 +82,10 @@ def _calls_and_tensors(get_inputs):
     made = {}
 
     class Randint(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
+        def __torch_function__(self, func, types, positional=(), kwargs=None):
+            out = func(*positional, **(kwargs or {}))
             if func is torch.randint:
-                made[id(out)] = (out, _randint_bounds(args, kwargs or {}))
+                made[id(out)] = (out, _randint_bounds(positional, kwargs or {}))
             return out
 
     with Randint():
