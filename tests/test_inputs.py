@@ -1,5 +1,7 @@
 """Seeded inputs (never zero, reproducible) and the on-disk reference cache."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from workload_factory import make_sgemm_workload
@@ -7,6 +9,8 @@ from workload_factory import make_sgemm_workload
 from agent.spec.inputs import ArrayJob, generate_input, generate_inputs
 from agent.spec.references import compute_reference, ensure_reference, load_reference
 from agent.spec.workload import load_workload
+
+SOFTMAX = Path(__file__).resolve().parents[1] / "examples" / "softmax"
 
 
 def test_inputs_are_reproducible_and_differ_by_seed_and_case():
@@ -188,7 +192,7 @@ def test_a_stress_case_scales_float_inputs_by_a_power_of_two_and_leaves_indices_
     from agent.spec.half_float import to_float64
     from agent.spec.inputs import array_jobs
     from agent.spec.workload import Case
-    w = load_workload("examples/softmax")
+    w = load_workload(SOFTMAX)
     plain, stressed = Case("p", "correctness", {"rows": 7, "cols": 100}), \
         Case("s", "correctness", {"rows": 7, "cols": 100}, input_scale=128.0)
     (job,) = [j for j in array_jobs(w, stressed) if j.role == "input"]
@@ -216,7 +220,7 @@ def test_the_large_softmax_case_overflows_a_softmax_without_the_row_max():
     """The shipped stress case does what it is there for: exp without the max subtracted
     gives inf/NaN in float32 there, with it every value is within the fp32 tolerance."""
     from agent.spec.tolerance import case_rtol, relative_error
-    w = load_workload("examples/softmax")
+    w = load_workload(SOFTMAX)
     case = w.case("stress-large-7x1000")
     (x,) = generate_inputs(w, case, 1).values()
     ref = compute_reference(w, case, 1)["y"]
