@@ -60,10 +60,11 @@ def main(argv: list[str]) -> int:
           "hinted / plain time (below 1: the hint outlived the flush)")
     print("case | MiB | flush | plain ms | evict_last / plain | prefetch / plain")
     worst = 0.0
+    devices = [(flush, device, device.load_module(compiled.cubin))
+               for flush, device in (("harness", harness), ("memset", memset))]
     for rows, cols in ((2048, 2048), (4096, 2048), (4096, 3072), (32768, 2048)):
         mib = rows * cols * 4 / 2**20
-        for flush, device in (("harness", harness), ("memset", memset)):
-            module = device.load_module(compiled.cubin)
+        for flush, device, module in devices:
             x, y = device.alloc(rows * cols * 4), device.alloc(rows * 4)
             x.fill_u32(0x3F800000, 0, rows * cols * 4)
             call = [("ptr", x.ptr), ("ptr", y.ptr), ("i32", rows), ("i32", cols)]

@@ -86,18 +86,8 @@ ROUNDING_FACTOR = 2.0  # times u(output), for a final rounding to a narrower out
 
 
 def scale(reference: np.ndarray) -> float:
-    """The RMS of the reference's finite entries, without overflow: one infinity or NaN
-    would make it inf or NaN for the whole case, failing every honest output of an
-    ``allow_nonfinite`` workload, and one entry above 1.3e154 would square to inf, so
-    that any finite output passed. Scaled by the largest magnitude before squaring."""
-    ref = np.asarray(reference, dtype=np.float64)
-    finite = np.abs(ref[np.isfinite(ref)])
-    if not finite.size:
-        return 0.0
-    top = float(finite.max())
-    if top == 0.0:
-        return 0.0
-    return top * float(np.sqrt(np.mean(np.square(finite / top))))
+    """The RMS of the reference's finite entries (`scales` of the whole reference)."""
+    return float(scales(reference)[0])
 
 
 # Added to the denominator, so that an element whose reference and scale are both 0 (an
@@ -122,12 +112,15 @@ def row_length(shape: tuple[int, ...], per_row: bool) -> int:
 
 
 def scales(reference: np.ndarray, per_row: bool = False) -> np.ndarray:
-    """`scale` of each row (the last axis) with `per_row`, else of the whole reference:
-    float64, one per `row_length` elements, flat."""
+    """The RMS of the finite entries of each row (the last axis) with `per_row`, else of the
+    whole reference: float64, one per `row_length` elements, flat. Without overflow: one
+    infinity or NaN would make it inf or NaN, failing every honest output of an
+    ``allow_nonfinite`` workload, and one entry above 1.3e154 would square to inf, so that
+    any finite output passed. Each row is scaled by its largest magnitude before squaring."""
     ref = np.asarray(reference, dtype=np.float64)
-    if not per_row or ref.size == 0:
-        return np.array([scale(ref)])
-    rows = ref.reshape(-1, row_length(ref.shape, True))
+    if ref.size == 0:
+        return np.zeros(1)
+    rows = ref.reshape(-1, row_length(ref.shape, per_row))
     finite = np.isfinite(rows)
     magnitude = np.where(finite, np.abs(rows), 0.0)
     top = magnitude.max(axis=1)
