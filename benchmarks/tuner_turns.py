@@ -15,7 +15,6 @@ budget, and it runs without a GPU.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import sys
 import tempfile
@@ -59,8 +58,6 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp())
     shutil.copytree(ROOT / "examples" / "sgemm", tmp / "sgemm")
-    toml = tmp / "sgemm" / "workload.toml"
-    toml.write_text(re.sub(r"^exact_probe = true\n", "", toml.read_text(), flags=re.M))
     w = load_workload(tmp / "sgemm")
     ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=case_ms)
     info = SessionInfo("tuner-turns", str(w.directory),

@@ -172,9 +172,7 @@ def test_a_cublas_sgemm_baseline_on_half_operands_is_refused_in_one_line(tmp_pat
     d = tmp_path / "sgemm"
     shutil.copytree(EXAMPLE.parent / "sgemm", d)
     toml = d / "workload.toml"
-    # (without the exact probe, which is for float32 inputs and would refuse the spec first)
-    toml.write_text(toml.read_text().replace('dtype = "float32"', 'dtype = "bfloat16"', 1)
-                    .replace("exact_probe = true\n", ""))
+    toml.write_text(toml.read_text().replace('dtype = "float32"', 'dtype = "bfloat16"', 1))
     w = load_workload(d)
     with pytest.raises(SpecError) as e:
         w.check_evaluable()

@@ -164,8 +164,12 @@ def test_16_bit_workloads_are_floored_by_the_tensor_core_peak_not_fp32_fma():
     assert compute_ceiling(bf16, c) == (1070.5, "16-bit tensor core")
     assert not floor.suspect and floor.pct_of_floor == pytest.approx(2 * 4096 ** 3 / 1070.5e12 * 1e3 / 0.2739)
     sgemm = load_workload(ROOT / "examples" / "sgemm")
-    # fp32 keeps FFMA: the floor is what refuses a 16-bit split (bf16x3) that the fp32 rule passes at long K.
-    assert compute_ceiling(sgemm, c) == (60.5, "fp32")
-    assert case_floor(sgemm, sgemm.case("square-4096"), c, 2.0).suspect  # 68.7 TFLOP/s of fp32 is refused
+    # sgemm names the 3xTF32 split, which the machine-code policy allows and nothing narrower:
+    # three TF32 products per product, TF32 at half the 16-bit rate.
+    assert compute_ceiling(sgemm, c) == (pytest.approx(1070.5 / 6), "3xTF32 tensor core")
+    assert case_floor(sgemm, sgemm.case("square-4096"), c, 0.7).suspect  # 196 TFLOP/s is refused
     assert not case_floor(sgemm, sgemm.case("square-4096"), c, 2.5331).suspect  # tf32x3's 54.3 TFLOP/s (H200)
+    plain = replace(sgemm, tolerance=replace(sgemm.tolerance, splits=()))
+    assert compute_ceiling(plain, c) == (60.5, "fp32")  # no split named: the FFMA rate
+    assert case_floor(plain, plain.case("square-4096"), c, 2.0).suspect  # 68.7 TFLOP/s of fp32 is refused
     assert compute_ceiling(sgemm, replace(c, tensor_tflops=None)) == (60.5, "fp32")

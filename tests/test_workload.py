@@ -18,7 +18,7 @@ def test_example_sgemm_parses():
     assert [p.name for p in w.params] == ["A", "B", "C", "M", "N", "K"]
     roles = {c.name: c.role for c in w.cases}
     assert roles["odd-97x83x61"] == "correctness" and roles["square-4096"] == "performance"
-    odd = [c for c in w.cases if c.role == "correctness" and not c.exact]  # the exact probes have perf sizes
+    odd = [c for c in w.cases if c.role == "correctness"]
     assert all(len(set(c.sizes.values())) == 3 and c.sizes["M"] % 32 for c in odd)
     assert w.start == "naive" and set(w.kernels["tiled"].knobs()) == {"BM", "BN", "BK", "TM", "TN"}
     assert w.baseline.kind == "cublas_sgemm"
@@ -203,9 +203,8 @@ def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_pa
     own = load_workload(SGEMM)
     w = load_workload(SGEMM, shapes["sgemm"])
     assert [c.name for c in w.cases if c.timed] == ["decode-16x512x512"] and w.shapes == shapes["sgemm"]
-    assert "exact-probe-decode-16x512x512" in {c.name for c in w.cases} and w.digest != own.digest
-    assert {c.name for c in w.cases if not c.timed and not c.exact and not c.probe} == \
-        {c.name for c in own.cases if not c.timed and not c.exact and not c.probe}
+    assert w.digest != own.digest
+    assert {c.name for c in w.cases if not c.timed} == {c.name for c in own.cases if not c.timed}
     info = SessionInfo("s1", str(SGEMM), SearchOptions(), shapes=w.shapes)
     info.save(tmp_path)
     assert SessionInfo.load(tmp_path).shapes == w.shapes

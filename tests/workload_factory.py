@@ -38,9 +38,6 @@ def make_sgemm_workload(directory: Path, cases: str = SMALL_CASES, tolerance: st
     text = re.sub(rf"\[\[kernels\.(?!(?:{kept})\.)\w+\.steps\]\]\n(?:[^\[\n].*\n|\n)*", "", text)
     if not re.search(r'^tune = "(?:' + kept + ')"', text, re.M):  # the example's tuned kernel was left out
         text = re.sub(r'^tune = ".*\n', "", text, flags=re.M)
-    # The exact probe (one more case per performance case) only where a test asks for it:
-    # the tests count cases and script the worker's replies per case.
-    text = re.sub(r"^exact_probe = true\n", "", text, flags=re.M)
     text = text.replace("allow_tf32 = false", tolerance)
     (directory / "workload.toml").write_text(text)
     return directory

@@ -50,9 +50,8 @@ def add_reference_timeout(p: argparse.ArgumentParser) -> None:
 
 def checked_cases(workload: Workload, everything: bool = False) -> list[Case]:
     """The cases whose references are computed before any GPU work: correctness cases
-    and cheap performance cases (every case with everything=True). An exact probe has a
-    performance case's sizes: it counts as one."""
-    return [c for c in workload.cases if everything or not (c.timed or c.exact) or cheap(workload, c)]
+    and cheap performance cases (every case with everything=True)."""
+    return [c for c in workload.cases if everything or not c.timed or cheap(workload, c)]
 
 
 def preflight(workload: Workload, seeds: Iterable[int] = RUN_SEEDS, timeout_s: float = REFERENCE_TIMEOUT_S) -> None:
@@ -104,8 +103,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             say("skip", "reference", f"{len(w.cases) - i} more case(s), not tried after the first failure")
             break
         if not fits or case not in checked:
-            kind = "exact probe at a performance case's sizes" if case.exact else "performance case"
-            why = "does not fit" if not fits else f"{kind} above the CPU budget: eval and run compute it"
+            why = "does not fit" if not fits else "performance case above the CPU budget: eval and run compute it"
             say("skip", "reference", f"case '{case.name}': {why}")
             continue
         t0 = time.monotonic()

@@ -25,13 +25,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .exact_probe import exact_input
 from .half_float import is_narrow, round_to, to_float64, to_storage
 from .workload_model import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 # 2: drawn in chunks of CHUNK elements, each from its own generator, in parallel threads.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 # Elements per chunk: each has its own generator (keyed by its index), so the values do not
 # depend on how many threads draw them. sgemm's inputs for one seed (about a gigabyte) took
 # 7.2 s to draw in one thread on a 2-core machine; the worker draws them while the GPU waits
@@ -67,9 +66,6 @@ class ArrayJob:
     shape: tuple[int, ...]
     low: float
     high: float
-    constant: bool = False  # the accumulation probe's inputs (agent/spec/accumulation_probe.py)
-    exact: str = ""  # an exact probe's input (agent/spec/exact_probe.py): "wide" integers or "sign" (+-1, 0)
-    reduction: float = 1.0  # the case's reduction length, for an exact probe's density of non-zeros
     zeros: bool = False  # a signed_zeros case's float input
 
     @property
@@ -78,24 +74,17 @@ class ArrayJob:
 
 
 def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
-    first_input = next((p.name for p in workload.inputs), None)
-    reduction = workload.tolerance.reduction
-    length = float(reduction.evaluate(case.sizes)) if case.exact and reduction is not None else 1.0
     jobs = []
     for p in workload.arrays:
         stressed = p.role == "input" and p.dtype in FLOAT_DTYPES
         factor = case.input_scale if stressed else 1.0
         jobs.append(ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low * factor, p.high * factor,
-                             case.probe,
-                             ("wide" if p.name == first_input else "sign") if case.exact and p.role == "input" else "",
-                             length, stressed and case.signed_zeros))
+                             stressed and case.signed_zeros))
     return jobs
 
 
 def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     """Deterministic in (case, parameter, seed, GENERATOR_VERSION), whatever the threads."""
-    if job.constant:
-        return _constant_input(job)
     key = [GENERATOR_VERSION, seed, zlib.crc32(case_name.encode()), zlib.crc32(job.name.encode())]
     n = int(np.prod(job.shape, dtype=np.int64))
     starts = range(0, max(n, 1), CHUNK)
@@ -108,8 +97,6 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
 
 def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
     """`size` elements of the job's input, flat."""
-    if job.exact:
-        return exact_input(rng, (size,), job.exact == "wide", job.reduction)
     if is_narrow(job.dtype):
         return _half_input(rng, job, size)
     dtype = np.dtype(job.dtype)
@@ -140,23 +127,6 @@ def _signed_zeros(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     at = rng.random(x.size) < ZERO_FRACTION
     x[at] = np.where(rng.random(int(at.sum())) < 0.5, -0.0, 0.0)
     return x
-
-
-def _constant_input(job: ArrayJob) -> np.ndarray:
-    """Every element the value of the range nearest 1 (or -1), else the first non-zero of its
-    midpoint, high end, low end, in the job's dtype (exactly representable, so the reference
-    sees the same value). Near 1, squares and products of it stay near 1 too."""
-    candidates = np.array([min(max(1.0, job.low), job.high), min(max(-1.0, job.low), job.high),
-                           (job.low + job.high) / 2, job.high, job.low])
-    if is_narrow(job.dtype):
-        candidates = round_to(candidates, job.dtype)
-    elif np.dtype(job.dtype).kind == "f":
-        candidates = candidates.astype(job.dtype).astype(np.float64)
-    else:
-        candidates = np.trunc(candidates)
-    value = candidates[np.flatnonzero(candidates)[0]]
-    full = np.full(job.shape, value)
-    return to_storage(full, job.dtype) if is_narrow(job.dtype) else full.astype(job.dtype)
 
 
 def as_float64(array: np.ndarray, dtype: str) -> np.ndarray:

@@ -50,6 +50,8 @@ TENSOR_FMA_PER_SM_CLOCK = {(8, 0): 1024, (9, 0): 2048}
 # fp8 inputs go twice as fast on Hopper (1979 TFLOP/s dense on the H100 SXM); on GPUs
 # without fp8 tensor cores twice the 16-bit rate is still a bound nothing beats.
 FP8_OVER_16_BIT = 2
+# A split's products per product, over the 16-bit rate: TF32 runs at half of it.
+SPLIT_SLOWDOWN = {"3xTF32": 6, "3xBF16": 3, "3xF16": 3}
 
 
 @dataclass(frozen=True)
@@ -86,13 +88,13 @@ def tensor_peak_tflops(facts: DeviceFacts) -> Optional[float]:
 def compute_ceiling(workload: Workload, ceilings: Ceilings) -> tuple[float, str]:
     """The arithmetic rate a workload's floor is computed from (TFLOP/s) and its name.
 
-    float32 workloads keep the FFMA rate even though an error-compensated 3xTF32 kernel
-    on the tensor cores could in principle pass it (1070 / 2 / 3 = 178 TFLOP/s on the
-    H200): the fp32 tolerance (8 u sqrt(K)) also passes a split into 16-bit pieces at long
-    K (bf16x3, twice as fast, not fp32-accurate: emulated on the sgemm cases, it passes),
-    and this floor is what refuses such a kernel past the FFMA rate. The cost: a 3xTF32
-    kernel past ~58 TFLOP/s would be refused as below_floor, visibly, until the exact
-    probe (agent/spec/exact_probe.py) is joined by an audit of tensor-core operand types."""
+    A float32 workload's rate is the faster of the FFMA rate and each error-compensated
+    split it names (`splits = ["3xTF32"]`): three tensor-core products per product at the
+    rate of the split's type (TF32 at half the 16-bit rate: 1070 / 2 / 3 = 178 TFLOP/s on
+    the H200). Nothing faster is legitimate: the machine-code policy
+    (agent/spec/precision_policy.py) refuses tensor-core math in any other narrow type,
+    and a split with fewer products (plain TF32, two terms) misses the float32 tolerance
+    by an order of magnitude."""
     if ceilings.tensor_tflops:
         if any(is_fp8(a.dtype) for a in workload.inputs):
             return ceilings.tensor_tflops * FP8_OVER_16_BIT, "fp8 tensor core"
@@ -100,6 +102,11 @@ def compute_ceiling(workload: Workload, ceilings: Ceilings) -> tuple[float, str]
             return ceilings.tensor_tflops, "16-bit tensor core"
         if workload.tolerance.allow_tf32:
             return ceilings.tensor_tflops / 2, "TF32 tensor core"
+        split_rates = [(ceilings.tensor_tflops / SPLIT_SLOWDOWN[s], f"{s} tensor core")
+                       for s in workload.tolerance.splits]
+        fastest = max(split_rates, default=(0.0, ""))
+        if fastest[0] > ceilings.fp32_tflops:
+            return fastest
     return ceilings.fp32_tflops, "fp32"
 
 

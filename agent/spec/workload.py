@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from .accumulation_probe import probe_name, probe_sizes
-from .exact_probe import exact_probe_name, exact_probe_problem
 from .half_float import NARROW_FORMATS, is_fp8, is_narrow, round_to
 from .kernel_tables import parse_kernels
 from .precision_policy import SPLITS
@@ -70,11 +69,6 @@ def probe_cases(params: tuple[Param, ...], cases: tuple[Case, ...], tolerance: T
     if sizes is None or tolerance.reduction is None:
         return ()
     return (Case(probe_name(tolerance.reduction.text.strip()), "correctness", sizes, probe=True),)
-
-
-def exact_probe_cases(cases: tuple[Case, ...]) -> tuple[Case, ...]:
-    """One exact probe per performance case, at its sizes (agent/spec/exact_probe.py)."""
-    return tuple(Case(exact_probe_name(c.name), "correctness", dict(c.sizes), exact=True) for c in cases if c.timed)
 
 
 def load_workload(directory: Path | str, shapes: tuple[tuple[str, dict[str, int]], ...] = ()) -> Workload:
@@ -142,7 +136,7 @@ class _Parser(TomlReader):
             raise self.fail("start.tune", f"'{tune}' declares no knobs (// knob NAME: values): nothing to tune")
         baseline = self.parse_baseline(params)
         digest = hashlib.sha256(self.raw + b"\0" + reference.read_bytes()).hexdigest()[:16]
-        cases = cases + probe_cases(params, cases, tolerance) + (exact_probe_cases(cases) if tolerance.exact_probe else ())
+        cases = cases + probe_cases(params, cases, tolerance)
         w = Workload(name, self.dir, description.strip(), params, cases,
                      tolerance, baseline, flops, nbytes, kernels, start, reference, digest, status, tune)
         w = replace(w, not_applicable=check_against_cases(w, self.path))
@@ -268,12 +262,9 @@ class _Parser(TomlReader):
         fast_math = self.get(t, "allow_fast_math", "tolerance.", bool, False)
         reduction = top.get("reduction")
         probe = self.get(t, "probe", "tolerance.", bool, True)
-        exact = self.get(t, "exact_probe", "tolerance.", bool, False)
-        if exact:
-            problem = exact_probe_problem([p.dtype for p in params if isinstance(p, ArrayParam) and p.role == "input"],
-                                          allow, reduction is not None)
-            if problem:
-                raise self.fail("tolerance.exact_probe", problem)
+        if "exact_probe" in t:
+            raise self.fail("tolerance.exact_probe", "no longer exists: the machine-code policy refuses narrower "
+                                                     "tensor-core math than `splits` names; delete the line")
         splits = self.get(t, "splits", "tolerance.", list, [])
         unknown = [s for s in splits if s not in SPLITS]
         if unknown:
@@ -285,7 +276,7 @@ class _Parser(TomlReader):
                                                "(each row's own, along the last axis)")
         return Tolerance(None if rtol is None else float(rtol), allow,
                          self.expr(reduction, "workload.reduction") if reduction is not None else None, fast_math,
-                         accumulate, probe, exact, tuple(splits), scale == "row")
+                         accumulate, probe, tuple(splits), scale == "row")
 
     def parse_baseline(self, params: tuple[Param, ...]) -> Baseline:
         b = self.get(self.doc, "baseline", "", dict, {"kind": "none"})

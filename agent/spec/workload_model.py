@@ -85,8 +85,7 @@ class Case:
     name: str
     role: str
     sizes: dict[str, int]
-    probe: bool = False  # the precision policy's probe (agent/spec/accumulation_probe.py): constant inputs
-    exact: bool = False  # an exact probe (agent/spec/exact_probe.py): inputs an fp32-accurate kernel sums exactly
+    probe: bool = False  # the precision policy's probe (agent/spec/accumulation_probe.py): a 2^22-long reduction
     # A stress case's inputs (agent/spec/inputs.py), the float ones only (sizes and indices
     # keep their meaning): their range times `input_scale`, a power of two (large values
     # overflow a naive exp, tiny ones put a norm's epsilon in charge), and with
@@ -149,9 +148,6 @@ class Tolerance:
     # The accumulation probe (agent/spec/accumulation_probe.py), on unless the workload says
     # `probe = false`: where the reduction's size cannot grow (a head dimension of 64 or 128).
     probe: bool = True
-    # The exact probe (agent/spec/exact_probe.py), `exact_probe = true`: a correctness case
-    # at each performance case's sizes whose inputs every fp32-accurate kernel sums exactly.
-    exact_probe: bool = False
     # Error-compensated splits the kernels may use on the tensor cores (`splits = ["3xTF32"]`):
     # each lets the machine code use one narrower input type (agent/spec/precision_policy.py).
     splits: tuple[str, ...] = ()
