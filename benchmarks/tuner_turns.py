@@ -1,6 +1,6 @@
 """Which variant per shape does a tune session reach, given per-case times shaped like
 the H200's? Runs a real session (LangGraph graph, the tune proposer, early rejection,
-the dispatch at the end) on the sgemm example without its exact probes, where the
+the dispatch at the end) on the sgemm example, where the
 GPU is the tests' EvaluatorDouble (tests/evaluator_double.py): each case's time is a
 function of the kernel and its knobs, modelled on an H200 sgemm bench (tf32x3 at
 its bench times; tf32x3_splitk at the sweep's times per SPLITK on 128x4096x4096 and

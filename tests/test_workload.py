@@ -166,7 +166,7 @@ def test_a_kernel_that_cannot_serve_a_case_is_not_applicable_there(tmp_path):
     w = load_workload(d)
     pairs = {(k, c) for k, c, _ in w.not_applicable}
     assert ("splitk", "big-output") in pairs and ("splitk_warptile", "big-output") in pairs
-    assert all(c in ("big-output", "exact-probe-big-output") for _, c in pairs)
+    assert all(c == "big-output" for _, c in pairs)
     assert not any(k == "tf32x3" for k, _ in pairs)  # served by the kernels without that workspace
 
 
@@ -191,8 +191,7 @@ def test_a_kernel_that_serves_no_performance_case_is_an_error(tmp_path):
 
 
 def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_path):
-    """bench --shapes: the file's shapes become the performance cases (exact probes drawn for them,
-    another digest), and a session stores them so that resume loads the same cases."""
+    """bench --shapes: the file's shapes become the performance cases (another digest), and a session stores them so that resume loads the same cases."""
     from agent.loop.options import SearchOptions
     from agent.loop.session import SessionInfo
     from agent.spec.shapes import load_shapes

@@ -52,7 +52,7 @@ case and timed in full for nothing.
 
 Where it runs: before the validation (Evaluator.validate, told the best). A candidate the
 chunk rejects is never validated: it can never be accepted, so its validation (every
-case, the exact probes) would be GPU time spent on a verdict that changes nothing. The
+case, the probes) would be GPU time spent on a verdict that changes nothing. The
 chunk is judged like any timing (each timed launch's outputs against the reference, the
 guard bands and inputs after it, the sweep after the request), so a kernel wrong in it
 is wrong_answer, not rejected. A candidate it keeps is validated, then timed in full.

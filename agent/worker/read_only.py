@@ -3,9 +3,9 @@
 A case's inputs stay resident for the session, and checksums taken after a run alone
 cannot protect them: a kernel could keep its output in them between timed launches and
 put them back before the harness looks. sgemm's inputs, as drawn, have bits that are
-the same in every element (bit 30 of a float in [-1, 1) is always 0; an exact probe's
-twin has 16 or 24 such bits), room enough for a whole output; a kernel that stores C in
-A on one launch and copies it back on the next computes half of the time, while every
+the same in every element (bit 30 of a float in [-1, 1) is always 0), room enough for
+a whole output; a kernel that stores C in A on one launch and copies it back on the
+next computes half of the time, while every
 judged output is right and the inputs are intact whenever they are checked (emulated on
 the CPU). So the buffers of inputs and references are
 mapped through the virtual memory API and set read-only for the GPU once their data,
