@@ -1,8 +1,13 @@
 # Types of the native runner (native/bindings.cpp), for mypy. Only agent/runtime/native.py
 # imports the module; tests/test_native_facade.py checks these names against the built one.
-from typing import Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
-from typing_extensions import Buffer as _HostBuffer
+import numpy as np
+from typing_extensions import Buffer as _BufferProtocol
+
+# What upload and download take: any C-contiguous object with the buffer protocol. NumPy's
+# stubs declare ndarray's __buffer__ only from Python 3.12, so arrays are named as well.
+_HostBuffer = Union[_BufferProtocol, np.ndarray[Any, Any]]
 
 # (ptr | i32 | i64 | f32 | f64, value), or ("tma", (address, dtype, rows, cols, box_rows, box_cols, swizzle_bytes))
 _Arg = tuple[str, Union[int, float, tuple[int, str, int, int, int, int, int]]]

@@ -42,7 +42,7 @@ def launch_cases(workload_dir: Path, spec: CandidateSpec, case_names: list[str])
         for job in array_jobs(workload, case):
             buf = device.alloc(job.nbytes)
             if job.role == "input":
-                buf.upload(generate_input(job, case.name, 1))  # type: ignore[arg-type]  # numpy's stubs give ndarray __buffer__ only from Python 3.12
+                buf.upload(generate_input(job, case.name, 1))
             buffers[job.name] = buf
         if cand.program is not None:
             done.append(_run_program(device, module, workload, cand, case, buffers))

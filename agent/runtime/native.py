@@ -11,9 +11,13 @@ import importlib.util
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import _runner
 from .device_facts import RUNNER_FACTS, DeviceFacts
+
+if TYPE_CHECKING:  # for annotations only: the stub's alias (agent/_runner.pyi), no object at run time
+    KernelArg = _runner._Arg  # one launch argument, (kind, value), as Device.launch takes it
 
 CudaError = _runner.CudaError
 Program = _runner.Program  # a sequence of launches and memsets, run and timed as one unit
@@ -25,6 +29,7 @@ Function = _runner.Function
 Cublas = _runner.Cublas
 CompileResult = _runner.CompileResult
 TimingSettings = _runner.TimingSettings
+TimingResult = _runner.TimingResult
 CUDA_MAJOR = 13
 
 

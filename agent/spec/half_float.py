@@ -22,6 +22,7 @@ value halfway after the first rounding would break the tie the wrong way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ FP8_FORMATS = {
 }
 NARROW_FORMATS = {**HALF_FORMATS, **FP8_FORMATS}
 # How the host holds each (the GPU's bits for the formats NumPy lacks)
-STORAGE = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(np.uint16),
+STORAGE: dict[str, np.dtype[Any]] = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(np.uint16),
            "float8_e4m3fn": np.dtype(np.uint8), "float8_e5m2": np.dtype(np.uint8)}
 
 

@@ -24,7 +24,8 @@ the checksums are what catch a write that lands elsewhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +37,10 @@ from .pages import alloc_pages
 from .poison import POISON_WIDTH, Poisons
 from .protocol import CaseJob
 from .read_only import is_read_only, protect, writable
+
+if TYPE_CHECKING:
+    from ..runtime.native import Buffer, Device, KernelArg
+    from .gpu_checks import GpuChecks, Tally
 
 GUARD_WORD = 0xDEADBEEF
 GUARD_HALF = 0xFFAD  # a NaN as float16 and as bfloat16, and neither format's usual NaN (0x7FFF, 0x7E00, 0x7FC0)
@@ -61,11 +66,11 @@ def guard_bytes(nbytes: int) -> int:
 @dataclass
 class DeviceArray:
     job: ArrayJob
-    buffer: object  # _runner.Buffer
+    buffer: Buffer
     guard: int
     host: np.ndarray | None = None  # inputs: the values uploaded
     checksum: int = 0  # inputs: of the data as uploaded
-    ref: object | None = None  # outputs: reference on the device
+    ref: Buffer | None = None  # outputs: reference on the device
     ref_host: np.ndarray | None = None
     ref_device: np.ndarray | None = None  # the reference as uploaded (float64 or the output's integer dtype)
     ref_checksum: int = 0
@@ -100,11 +105,12 @@ class DeviceArray:
 
 
 class CaseBuffers:
-    def __init__(self, device, job: CaseJob, seed: int, checks):
+    def __init__(self, device: Device, job: CaseJob, seed: int, checks: GpuChecks):
         self.job, self.checks = job, checks
         self.arrays: dict[str, DeviceArray] = {}
-        refs = load_reference(job.reference)
-        device_refs = {}  # output name -> (reference as computed, as uploaded, its device buffer)
+        refs = load_reference(Path(job.reference))
+        # output name -> (reference as computed, as uploaded, its device buffer)
+        device_refs: dict[str, tuple[np.ndarray, np.ndarray, Buffer]] = {}
         for a in job.arrays:  # references first, then a moat, then what kernels are given
             if a.role == "output":
                 ref = refs[a.name]
@@ -132,8 +138,10 @@ class CaseBuffers:
         self.moats.append(alloc_pages(device, MOAT_BYTES))
         for moat in self.moats:
             moat.fill_u32(GUARD_WORD, 0, MOAT_BYTES)
-        for a in self.arrays.values():
-            protect(a.buffer if a.job.role == "input" else a.ref)
+        for arr in self.arrays.values():
+            protected = arr.buffer if arr.job.role == "input" else arr.ref
+            assert protected is not None  # an output's reference, uploaded above
+            protect(protected)
 
     def outputs(self) -> list[DeviceArray]:
         return [a for a in self.arrays.values() if a.job.role == "output"]
@@ -176,7 +184,7 @@ class CaseBuffers:
         else:
             (a.buffer.fill_u32 if synchronous else a.buffer.fill_u32_async)(word, offset, nbytes)
 
-    def enqueue_integrity(self, tally, guards: bool = True) -> Callable[[Sequence[int]], Integrity]:
+    def enqueue_integrity(self, tally: Tally, guards: bool = True) -> Callable[[Sequence[int]], Integrity]:
         """This case's checks of what a kernel must leave alone, enqueued on `tally` (a
         GpuChecks.tally, read with one wait): its guard bands (unless not `guards`), its
         moats, its inputs' and references' checksums. The function returned reads the
@@ -185,7 +193,10 @@ class CaseBuffers:
                  for a in self.arrays.values() for side, offset in a.guard_offsets()] if guards else []
         moats = [tally.count_not(m.ptr, GUARD_WORD, m.nbytes) for m in self.moats]
         inputs = [(a, tally.checksum(a.ptr, a.nbytes, a.width), a.checksum) for a in self.inputs()]
-        refs = [(a, tally.checksum(a.ref.ptr, a.ref_device.nbytes), a.ref_checksum) for a in self.outputs()]
+        refs = []
+        for a in self.outputs():
+            assert a.ref is not None and a.ref_device is not None  # set for every output
+            refs.append((a, tally.checksum(a.ref.ptr, a.ref_device.nbytes), a.ref_checksum))
 
         def read(results: Sequence[int]) -> Integrity:
             changed = {id(a) for a, k, want in inputs + refs if results[k] != want}
@@ -214,16 +225,18 @@ class CaseBuffers:
         for a in self.arrays.values():
             if a.dirty:
                 if a.job.role == "input":
+                    assert a.host is not None  # set for every input
                     with writable(a.buffer):
                         a.buffer.upload(a.host, a.guard)
                         self.arm_guards(a)
                 else:
+                    assert a.ref is not None and a.ref_device is not None  # set for every output
                     with writable(a.ref):
                         self.checks.upload_reference(a.ref, a.ref_device)
                 a.dirty = False
 
-    def kernel_args(self) -> list[tuple[str, object]]:
-        args = []
+    def kernel_args(self) -> list[KernelArg]:
+        args: list[KernelArg] = []
         for arg in self.job.args:
             args.append(("ptr", self.arrays[arg.array].ptr) if arg.array else (arg.kind, arg.value))
         return args

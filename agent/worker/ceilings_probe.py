@@ -18,10 +18,14 @@ import datetime
 import math
 import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from ..runtime.compiler import compile_kernel
 from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, save_ceilings, tensor_peak_tflops
+
+if TYPE_CHECKING:
+    from ..runtime.native import Device, Function, KernelArg
 
 COPY_BYTES = 1 << 30
 FMA_CHAINS, FMA_ITERS, FMA_THREADS = 8, 8192, 256
@@ -29,13 +33,14 @@ PROBE_SOURCE = (f"#define CHAINS {FMA_CHAINS}\n"
                 + (Path(__file__).with_name("cuda") / "ceilings_probe.cu").read_text())
 
 
-def _median_ms(device, fn, grid, block, kernel_args) -> float:
+def _median_ms(device: Device, fn: Function, grid: tuple[int, int, int], block: int,
+               kernel_args: Sequence[KernelArg]) -> float:
     from ..runtime import native
     settings = native.TimingSettings(warmup=3, repetitions=20, flush_l2=False, max_total_ms=400.0)
     return statistics.median(device.time(fn, grid, (block, 1, 1), 0, kernel_args, settings).samples_ms)
 
 
-def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
+def measure_ceilings(device: Device, facts: DeviceFacts) -> Ceilings:
     """Measure copy and read bandwidth and the fp32 FMA rate on an open runner device."""
     module = {}
     for entry in ("ws_copy", "ws_read", "ws_fma"):
@@ -70,7 +75,7 @@ def measure_ceilings(device, facts: DeviceFacts) -> Ceilings:
                     read_gbs=round(COPY_BYTES / (read_ms * 1e-3) / 1e9, 1))
 
 
-def ensure_ceilings(device, facts: DeviceFacts) -> Ceilings:
+def ensure_ceilings(device: Device, facts: DeviceFacts) -> Ceilings:
     """The cached ceilings of this GPU, measured now if there are none yet (about a second)."""
     from ..spec.speed_of_light import load_ceilings
     cached = load_ceilings(facts)

@@ -37,13 +37,18 @@ from __future__ import annotations
 import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Optional
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from .case_buffers import GUARD_WORD, CaseBuffers
 from .program_run import ProgramRun
 from .protocol import CaseCheck
 from .read_only import is_read_only
 from .status import Status
+
+if TYPE_CHECKING:
+    from ..runtime.native import Buffer
+    from .gpu_checks import GpuChecks
 
 
 @dataclass(frozen=True)
@@ -66,18 +71,18 @@ def _guards(bufs: CaseBuffers) -> list[Region]:
     """The running case's own guard bands, re-armed with their sentinel afterwards (a
     read-only input's need no fence: a store there faults)."""
     return [Region(f"case '{bufs.job.case}' {a.job.name} ({side})", *_words(a.buffer.ptr + offset, a.guard),
-                   lambda a=a, offset=offset: bufs.arm_guard(a, offset))
+                   partial(bufs.arm_guard, a, offset))
             for a in bufs.arrays.values() if not is_read_only(a.buffer) for side, offset in a.guard_offsets()]
 
 
 def _workspace_guards(run: ProgramRun) -> list[Region]:
     return [Region(f"case '{run.bufs.job.case}' workspace {w.name} ({side})", w.buffer.ptr + offset, w.guard,
-                   lambda w=w, offset=offset: w.buffer.fill_u32(GUARD_WORD, offset, w.guard))
+                   partial(w.buffer.fill_u32, GUARD_WORD, offset, w.guard))
             for w in run.workspace.values() for side, offset in (("before", 0), ("after", w.guard + w.nbytes))]
 
 
 def _moats(bufs: CaseBuffers) -> list[Region]:
-    return [Region(f"case '{bufs.job.case}' moat", m.ptr, m.nbytes, lambda m=m: m.fill_u32(GUARD_WORD, 0, m.nbytes))
+    return [Region(f"case '{bufs.job.case}' moat", m.ptr, m.nbytes, partial(m.fill_u32, GUARD_WORD, 0, m.nbytes))
             for m in bufs.moats]
 
 
@@ -96,11 +101,11 @@ def _inputs_of_another(bufs: CaseBuffers) -> list[Region]:
                 for side, offset in a.guard_offsets()]
         if a.constant is not None:
             out.append(Region(f"case '{bufs.job.case}' input {a.job.name} (constant)", a.ptr, a.nbytes,
-                              lambda a=a: bufs.restore_constant(a)))
+                              partial(bufs.restore_constant, a)))
     return out
 
 
-def _slack(what: str, buffer, used: int) -> list[Region]:
+def _slack(what: str, buffer: Buffer, used: int) -> list[Region]:
     """The rest of a buffer's last page past the `used` bytes (agent/worker/pages.py):
     mapped, read by nothing, so fenced for every run."""
     start, nbytes = _words(buffer.ptr + used, buffer.nbytes - used)
@@ -114,8 +119,10 @@ def _case_slack(bufs: CaseBuffers, outputs: bool = True) -> list[Region]:
     for a in bufs.arrays.values():
         if (outputs or a.job.role != "output") and not is_read_only(a.buffer):
             out += _slack(f"case '{bufs.job.case}' {a.job.name}", a.buffer, a.nbytes + 2 * a.guard)
-        if a.job.role == "output" and not is_read_only(a.ref):
-            out += _slack(f"case '{bufs.job.case}' reference {a.job.name}", a.ref, a.ref_device.nbytes)
+        if a.job.role == "output":
+            assert a.ref is not None and a.ref_device is not None  # set for every output
+            if not is_read_only(a.ref):
+                out += _slack(f"case '{bufs.job.case}' reference {a.job.name}", a.ref, a.ref_device.nbytes)
     return out
 
 
@@ -145,7 +152,7 @@ class Fence:
     """Raised before a run (`raise_`), verified after it (`breached`), or taken down
     unverified (`lower`) when the run ended in an error."""
 
-    def __init__(self, checks, regions: list[Region]):
+    def __init__(self, checks: GpuChecks, regions: list[Region]):
         self.checks, self.regions = checks, regions
         self.salt = secrets.randbits(64)
 

@@ -15,6 +15,7 @@ import secrets
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from ..spec import tolerance
 from ..spec.workload import ARRAY_ITEMSIZE
 from .host_prf import prf
 from .pages import alloc_pages
+
+if TYPE_CHECKING:
+    from ..runtime.native import Buffer, Device, Function, KernelArg
 
 # The harness's own CUDA, in cuda/ beside this file: the keyed PRF (prf.cuh; `prf` below is
 # its host twin), what the holding scrubs share (hold.cuh), the checker kernels (checks.cu)
@@ -59,6 +63,11 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _as_double(bits: int) -> float:
+    """A u64's bits as the float64 with the same bits."""
+    return float(struct.unpack("<d", struct.pack("<Q", int(bits)))[0])
+
+
 @dataclass(frozen=True)
 class CloseStats:
     mismatches: int
@@ -71,10 +80,10 @@ class CloseStats:
 class GpuChecks:
     """The checker kernels, compiled once per worker, and a small stats buffer."""
 
-    def __init__(self, device, arch: str):
+    def __init__(self, device: Device, arch: str):
         self.device, self.arch = device, arch
-        self._local_scrubs: dict[int, object] = {}  # frame words -> ws_scrub_local of that frame
-        self._arrived = None  # the holding scrubs' arrival counters (HOLDS, _arrival_counter)
+        self._local_scrubs: dict[int, Function] = {}  # frame words -> ws_scrub_local of that frame
+        self._arrived: Buffer | None = None  # the holding scrubs' arrival counters (HOLDS, _arrival_counter)
         self._window = 0  # the largest local window scrubbed so far, in bytes
         compiled = compiler.compile_kernel(SOURCE, "", arch, filename="warpsmith_checks.cu")
         if not compiled.ok:
@@ -109,9 +118,11 @@ class GpuChecks:
         self.scrub(0)
         device.synchronize()
         counts = np.empty(2 * len(HOLDS), dtype=np.uint32)
+        assert self._arrived is not None  # allocated by the scrub
         self._arrived.download(counts)
-        self.holds_short = [f"{name}: {int(counts[2 * k + 1])} of {int(counts[2 * k])} blocks gave up waiting"
-                            for k, name in enumerate(HOLDS) if counts[2 * k + 1]]
+        self.holds_short: list[str] = [
+            f"{name}: {int(counts[2 * k + 1])} of {int(counts[2 * k])} blocks gave up waiting"
+            for k, name in enumerate(HOLDS) if counts[2 * k + 1]]
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -123,7 +134,7 @@ class GpuChecks:
         self._stats.download(out)
         return out
 
-    def _run(self, name: str, kernel_args: list) -> np.ndarray:
+    def _run(self, name: str, kernel_args: list[KernelArg]) -> np.ndarray:
         self._reset()
         self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, kernel_args)
         self.device.synchronize()
@@ -162,7 +173,7 @@ class GpuChecks:
         """Whether (count, tag), read back from the stats at stats_ptr, are what ws_seal wrote there."""
         return prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ count, stats_ptr) == tag
 
-    def upload_reference(self, buffer, values: np.ndarray) -> None:
+    def upload_reference(self, buffer: Buffer, values: np.ndarray) -> None:
         """Upload a reference (float64, or an output's integer dtype) into buffer and mask it
         there: float64 words, or 32-bit words of an integer reference. Synchronous: no
         kernel runs before the mask is on."""
@@ -177,8 +188,7 @@ class GpuChecks:
         comparison)."""
         s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("i64", scale_row),
                                              ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])
-        as_double = lambda bits: struct.unpack("<d", struct.pack("<Q", int(bits)))[0]
-        return CloseStats(int(s[0]), as_double(s[1]), as_double(s[2]),
+        return CloseStats(int(s[0]), _as_double(s[1]), _as_double(s[2]),
                           -1 if int(s[3]) == NO_INDEX else int(s[3]), int(s[4]))
 
     def count_differ_ref(self, a_ptr: int, ref_ptr: int, nbytes: int) -> int:
@@ -236,14 +246,14 @@ class GpuChecks:
         """Counts and checksums to enqueue together and read with one wait."""
         return Tally(self)
 
-    def tally_slots(self, n: int):
+    def tally_slots(self, n: int) -> Buffer:
         """n zeroed u64 slots for a Tally (the page zeroed whole: no slack to keep data in); enqueued."""
         if self._slots is None or self._slots.nbytes < 8 * n:
             self._slots = alloc_pages(self.device, 8 * n)
         self._slots.fill_u32_async(0, 0, self._slots.nbytes)
         return self._slots
 
-    def local_scrub(self, local_bytes: int):
+    def local_scrub(self, local_bytes: int) -> Function:
         """The ws_scrub_local whose frame covers a thread's whole local window: the larger of
         the kernel's frame (`local_bytes`) and the context's stack (a kernel can index past
         its own frame; a frameless kernel's access faulted on the H200, but that is the
@@ -294,6 +304,7 @@ class GpuChecks:
         its count already full. scrub() zeroes the whole page besides."""
         if self._arrived is None:
             self._zero_arrivals()
+        assert self._arrived is not None  # allocated just now
         offset = 8 * HOLDS.index(scrub)
         self._arrived.fill_u32_async(0, offset, 8)
         return self._arrived.ptr + offset
@@ -344,7 +355,7 @@ class Tally:
 
     def __init__(self, checks: GpuChecks):
         self._checks = checks
-        self._ops: list[tuple[str, list]] = []  # (kernel, its arguments but the result slot)
+        self._ops: list[tuple[str, list[KernelArg]]] = []  # (kernel, its arguments but the result slot)
 
     def count_not(self, ptr: int, value: int, nbytes: int, width: int = 4) -> int:
         """How many `width`-byte words at ptr differ from `value`: the index of its result."""

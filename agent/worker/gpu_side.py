@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
@@ -37,6 +37,8 @@ from .protocol import (
     EvaluateKernel,
     Fault,
     JobDone,
+    ProgramJob,
+    Send,
     Shutdown,
     Started,
     Step,
@@ -46,6 +48,13 @@ from .protocol import (
 from .status import Status
 from .timed_checks import TimedChecks
 from .torch_baseline import TorchBaseline, is_torch_kind, torch_function
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    # A library baseline on one case: one call that fills the outputs, and its timing (a hook before each call)
+    TimeIt = Callable[[native.TimingSettings, Callable[[int], None]], native.TimingResult]
+    BaselineCalls = Callable[[CaseJob, CaseBuffers], tuple[Callable[[], None], TimeIt]]
 
 # Launch-time refusals: the context survives them, so the worker does too.
 RECOVERABLE = {"CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
@@ -69,14 +78,15 @@ class GpuWorker:
                   "is another process using this GPU? Stashes between launches may go unscrubbed.",
                   file=sys.stderr, flush=True)
         self.cases: dict[tuple[str, int, str], CaseBuffers] = {}
-        self._cublas = None
-        self._bias_relu = None
+        self._cublas: native.Cublas | None = None
+        self._bias_relu: native.Function | None = None
         self.clocks = Clocks(self.device.facts.uuid)
-        self._torch: dict[tuple[str, str], object] = {}  # (kind, source) -> TorchBaseline
+        self._torch: dict[tuple[str, str], TorchBaseline] = {}  # by (kind, source)
         self.poisons = Poisons()
         self.phase, self.case = "start", ""
-        self._kernel: tuple[bytes, str, object, object] | None = None  # (cubin, symbol, module, function) loaded last
-        self._programs: dict[tuple, ProgramRun] = {}  # the loaded kernel's programs, per (case, seed, steps)
+        # (cubin, symbol, module, function) loaded last, and its programs per (case, seed, steps)
+        self._kernel: tuple[bytes, str, native.Module, native.Function] | None = None
+        self._programs: dict[tuple[str, int, Optional[ProgramJob]], ProgramRun] = {}
 
     def facts(self) -> DeviceFacts:
         return native.device_facts(self.device)
@@ -105,6 +115,7 @@ class GpuWorker:
         worst_abs = worst_rel = 0.0
         bad_total, reports = 0, []
         for a in bufs.outputs():
+            assert a.ref is not None and a.ref_host is not None  # set for every output
             rtol = bufs.job.rtol[a.job.name]
             if a.job.dtype in CLOSE_KERNELS:
                 s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.scale_row, rtol)
@@ -120,7 +131,7 @@ class GpuWorker:
                              "\n".join(r.text() for r in reports), tuple(reports))
         return CaseCheck(Status.OK, worst_abs, worst_rel)
 
-    def kernel(self, cubin: bytes, symbol: str, send):
+    def kernel(self, cubin: bytes, symbol: str, send: Send) -> native.Function:
         """The function of `cubin`, loaded once: the validate and the time requests of an
         attempt carry the same CUBIN, and the second finds it loaded."""
         if self._kernel is None or self._kernel[:2] != (cubin, symbol):
@@ -149,11 +160,12 @@ class GpuWorker:
         """The job's program on its buffers, built once while its kernel stays loaded."""
         key = (job.case, seed, job.program)
         if key not in self._programs:
+            assert self._kernel is not None and job.program is not None  # a program's job, its kernel loaded
             module = self._kernel[2]
             self._programs[key] = ProgramRun(self.device, bufs, job.program, module.function)
         return self._programs[key]
 
-    def run_kernel(self, req: EvaluateKernel, send) -> None:
+    def run_kernel(self, req: EvaluateKernel, send: Send) -> None:
         fn = self.kernel(req.cubin, req.symbol, send)
 
         def local_bytes(run: Optional[ProgramRun]) -> int:
@@ -175,6 +187,7 @@ class GpuWorker:
                 self.device.run(run.program)
             else:
                 l = job.launch
+                assert l is not None  # a kernel's job without a program has its launch
                 self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
             result = self.integrity(bufs, run) or self.check_outputs(bufs)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
@@ -198,6 +211,7 @@ class GpuWorker:
                                                       after=judge.after)
                 else:
                     l = job.launch
+                    assert l is not None  # a kernel's job without a program has its launch
                     timing = self.device.time(fn, l.grid, l.block, l.shared, bufs.kernel_args(),
                                               _settings(req.timing), before=judge.before, after=judge.after)
             send(self.case_timed(job.case, timing, t0, before))
@@ -223,7 +237,7 @@ class GpuWorker:
         # After every way out but a CUDA error: a faulted context is dead, and the worker restarts anyway.
         self.sweep(send)
 
-    def sweep(self, send) -> None:
+    def sweep(self, send: Send) -> None:
         """After a candidate: every resident case's moats, inputs and references as
         uploaded, checked together with one wait. A kernel may write far past its own
         buffers; whatever it changed is reported against it and restored before the next
@@ -239,12 +253,12 @@ class GpuWorker:
                 send(CaseChecked(bufs.job.case, "integrity", found, 0.0))
             bufs.restore()
 
-    def cublas(self):
+    def cublas(self) -> native.Cublas:
         if self._cublas is None:
             self._cublas = native.open_cublas(self.device)
         return self._cublas
 
-    def bias_relu(self):
+    def bias_relu(self) -> native.Function:
         """C = max(C + bias[col], 0), grid-stride: the epilogue an unfused cuBLAS user launches."""
         if self._bias_relu is None:
             from ..runtime.compiler import compile_kernel
@@ -254,7 +268,7 @@ class GpuWorker:
             self._bias_relu = self.device.load_module(compiled.cubin).function(compiled.symbol)
         return self._bias_relu
 
-    def run_baseline(self, req: EvaluateBaseline, send) -> None:
+    def run_baseline(self, req: EvaluateBaseline, send: Send) -> None:
         """Every library baseline through one loop: validate each case like a kernel, then time it."""
         if is_torch_kind(req.kind):
             calls = self._torch_calls(req)
@@ -281,13 +295,13 @@ class GpuWorker:
         if is_torch_kind(req.kind):
             self._torch[(req.kind, req.torch_source)].release_cached_memory()
 
-    def _cublas_calls(self, req: EvaluateBaseline):
+    def _cublas_calls(self, req: EvaluateBaseline) -> BaselineCalls:
         """Per case: (one call that fills the outputs, the timing of it) for cuBLAS [+ epilogue]."""
         blas, b = self.cublas(), req.bind
         epilogue = self.bias_relu() if req.kind == "cublas_sgemm_bias_relu" else None
 
-        def calls(job: CaseJob, bufs: CaseBuffers):
-            ptr = lambda name: bufs.arrays[name].ptr
+        def calls(job: CaseJob, bufs: CaseBuffers) -> tuple[Callable[[], None], TimeIt]:
+            ptr: Callable[[str], int] = lambda name: bufs.arrays[name].ptr
             m, n, k = (int(job.scalars[b[x]]) for x in ("m", "n", "k"))
             operands = (ptr(b["a"]), ptr(b["b"]), ptr(b["c"]), m, n, k)
             if req.kind == "cublas_gemm_bf16":  # bf16 operands, fp32 compute (cublasGemmEx)
@@ -300,11 +314,13 @@ class GpuWorker:
             count = m * n
             epi_args = [("ptr", ptr(b["c"])), ("ptr", ptr(b["bias"])), ("i64", count), ("i32", n)]
             grid = (min((count + 255) // 256, 65535 * 16), 1, 1)
-            run = lambda: (blas.sgemm(self.device, *operands), self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args))
+            def run() -> None:
+                blas.sgemm(self.device, *operands)
+                self.device.launch(epilogue, grid, (256, 1, 1), 0, epi_args)
             return run, lambda settings, before: self.device.time_callable(run, settings, before=before)
         return calls
 
-    def _torch_calls(self, req: EvaluateBaseline):
+    def _torch_calls(self, req: EvaluateBaseline) -> BaselineCalls:
         """Per case: (one call copied into the outputs, the timing of one eager/compiled call)."""
         key = (req.kind, req.torch_source)
         if key not in self._torch:
@@ -315,7 +331,8 @@ class GpuWorker:
                                   lambda settings, before: self.device.time_callable(tb.timer(bufs, job.scalars),
                                                                                      settings, before=before))
 
-    def case_timed(self, case: str, timing, t0: float, before) -> CaseTimed:
+    def case_timed(self, case: str, timing: native.TimingResult, t0: float,
+                   before: Optional[tuple[int, int]]) -> CaseTimed:
         """The samples, with the clocks read before and after them."""
         after = self.clocks.read()
         clocks = tuple(before) + tuple(after) if before and after else ()
@@ -327,7 +344,7 @@ def _settings(t: TimingConfig) -> native.TimingSettings:
                                  max_total_ms=t.max_total_ms)
 
 
-def worker_main(conn, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:
+def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:
     """Entry point of the worker process. With a log path, its stdout and stderr
     (driver messages, warnings) go there instead of the terminal an app draws on;
     without one, its stdout goes to stderr, so a command's stdout carries only what the

@@ -44,7 +44,8 @@ def still_poison(out: np.ndarray, word: int | None) -> np.ndarray:
     width = out.dtype.itemsize
     word_bytes = np.uint16(word).tobytes() if width == 2 else np.uint32(word).tobytes() * (width // 4)
     pattern = np.frombuffer(word_bytes, dtype=f"u{width}")[0]
-    return np.ascontiguousarray(out).view(f"u{width}") == pattern
+    same: np.ndarray = np.ascontiguousarray(out).view(f"u{width}") == pattern
+    return same
 
 
 def build_report(name: str, out: np.ndarray, ref: np.ndarray, rtol: float, poison_word: int | None = None,

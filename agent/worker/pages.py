@@ -10,6 +10,11 @@ worker's own scratch is zeroed whole before each launch).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..runtime.native import Buffer, Device
+
 ALLOC_GRANULE = 2 << 20
 
 
@@ -18,7 +23,7 @@ def in_pages(nbytes: int) -> int:
     return max(1, (nbytes + ALLOC_GRANULE - 1) // ALLOC_GRANULE) * ALLOC_GRANULE
 
 
-def alloc_pages(device, nbytes: int, protectable: bool = False):
+def alloc_pages(device: Device, nbytes: int, protectable: bool = False) -> Buffer:
     """A device buffer of at least nbytes, in whole pages, starting on one (else the end of
     its last page would be memory of somebody else's: refused, as nothing could fence it).
     `protectable`: mapped so that it can be made read-only for kernels (agent/worker/read_only.py)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from .gpu_side import worker_main
-from .protocol import Fault, Reply, Shutdown, WorkerReady
+from .protocol import Fault, Reply, Request, Shutdown, WorkerReady
 
 
 class GpuUnavailable(RuntimeError):
@@ -60,7 +60,7 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self._proc.is_alive()
 
-    def send(self, message) -> None:
+    def send(self, message: Request) -> None:
         try:
             self._conn.send(message)
         except (BrokenPipeError, OSError) as e:
@@ -74,7 +74,8 @@ class WorkerProcess:
                 raise WorkerTimeout(f"no answer within {timeout_s:.0f} s")
             try:
                 if self._conn.poll(min(left, 0.5)):
-                    return self._conn.recv()
+                    reply: Reply = self._conn.recv()  # unpickled: what the worker sent
+                    return reply
             except (EOFError, OSError):
                 raise WorkerDied(self._death()) from None
             if not self._proc.is_alive() and not self._conn.poll(0):

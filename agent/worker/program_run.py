@@ -11,7 +11,7 @@ event. Guard bands are checked like the arrays'.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from ..runtime import native
 from ..spec.launch import LaunchJob, ProgramJob
@@ -21,9 +21,12 @@ from .poison import Poisons
 from .protocol import CaseCheck
 from .status import Status
 
+if TYPE_CHECKING:
+    from .gpu_checks import Tally
+
 
 class WorkspaceBuffer:
-    def __init__(self, device, name: str, dtype: str, nbytes: int, init: str):
+    def __init__(self, device: native.Device, name: str, dtype: str, nbytes: int, init: str):
         self.name, self.dtype, self.nbytes, self.init = name, dtype, nbytes, init
         self.guard = guard_bytes(nbytes)
         self.buffer = alloc_pages(device, nbytes + 2 * self.guard)
@@ -34,7 +37,8 @@ class WorkspaceBuffer:
 
 
 class ProgramRun:
-    def __init__(self, device, bufs: CaseBuffers, job: ProgramJob, function: Callable[[str], object]):
+    def __init__(self, device: native.Device, bufs: CaseBuffers, job: ProgramJob,
+                 function: Callable[[str], native.Function]):
         self.device, self.bufs = device, bufs
         self.workspace = {w.name: WorkspaceBuffer(device, w.name, w.dtype, w.nbytes, w.init) for w in job.workspace}
         self.program = native.Program()
@@ -71,7 +75,7 @@ class ProgramRun:
             fill = w.buffer.fill_u32 if synchronous else w.buffer.fill_u32_async
             fill(poisons.word(w.dtype), w.guard, w.nbytes)
 
-    def enqueue_overrun(self, tally) -> Callable[[Sequence[int]], Optional[CaseCheck]]:
+    def enqueue_overrun(self, tally: Tally) -> Callable[[Sequence[int]], Optional[CaseCheck]]:
         """The workspace's guard bands counted on `tally` (GpuChecks.tally, beside the case's
         own integrity checks); the function returned reads the counts: a write past a
         workspace buffer's ends, or None."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ArrayJob
@@ -158,4 +158,6 @@ class JobDone:
     pass
 
 
+Request = Union[EvaluateKernel, EvaluateBaseline, Shutdown]
 Reply = Union[WorkerReady, Started, CaseChecked, CaseTimed, Fault, JobDone]
+Send = Callable[[Reply], None]  # where the worker's replies go: its end of the pipe

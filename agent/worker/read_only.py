@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from ..runtime.native import Buffer
 
 _warned = False
 
 
-def protect(buffer) -> None:
+def protect(buffer: Buffer) -> None:
     """Read-only for kernels from now on, where the driver can (else one line on stderr)."""
     global _warned
     if not getattr(buffer, "protectable", False):
@@ -40,12 +43,12 @@ def protect(buffer) -> None:
                   "their checksums after each run are the guard", file=sys.stderr)
 
 
-def is_read_only(buffer) -> bool:
+def is_read_only(buffer: Buffer) -> bool:
     return bool(getattr(buffer, "read_only", False))
 
 
 @contextmanager
-def writable(buffer) -> Iterator[None]:
+def writable(buffer: Buffer) -> Iterator[None]:
     """Around the harness's own writes into a protected buffer (an upload, a mask, a guard)."""
     if not is_read_only(buffer):
         yield

@@ -17,7 +17,7 @@ is not its count's, or whose other words lost their keystream, is ``out_of_bound
 from __future__ import annotations
 
 import secrets
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -29,9 +29,12 @@ from .program_run import ProgramRun
 from .protocol import CaseCheck
 from .status import Status
 
+if TYPE_CHECKING:
+    from ..runtime.native import Device
+
 
 class TimedChecks:
-    def __init__(self, device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int,
+    def __init__(self, device: Device, checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, repetitions: int,
                  local_bytes: int = 0, run: Optional[ProgramRun] = None):
         self.checks, self.bufs, self.poisons = checks, bufs, poisons
         self.run = run  # a program's launches: its workspace is poisoned with the outputs
@@ -59,6 +62,7 @@ class TimedChecks:
 
     def after(self, index: int) -> None:
         for j, a in enumerate(self.outputs):
+            assert a.ref is not None  # set for every output
             slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
             self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.scale_row,
                                              self.bufs.job.rtol[a.job.name], slot)

@@ -19,6 +19,18 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence, Union
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..runtime.native import Device
+    from ..spec.workload_model import Workload
+    from .case_buffers import CaseBuffers
+
+    # What a baseline function returns: the output tensor, or one per output in their order.
+    BaselineResult = Union[torch.Tensor, tuple[torch.Tensor, ...], list[torch.Tensor]]
+    Sizes = dict[str, Union[int, float]]  # the case's scalars, by name (CaseJob.scalars)
 
 # bfloat16 and fp8 have no __cuda_array_interface__ type string: their buffers are aliased as
 # integers of their width and viewed as the torch dtype of the same name (same bits), so the
@@ -50,17 +62,20 @@ def torch_function(kind: str) -> str:
     return "baseline" if kind in ("torch_eager", "torch_compile") else "baseline_" + kind.removeprefix("torch_")
 
 
-def load_baseline(path: Path, function: str = "baseline"):
+def load_baseline(path: Path, function: str = "baseline") -> Callable[..., BaselineResult]:
     spec = importlib.util.spec_from_file_location(f"warpsmith_torch_{path.parent.name}", path)
+    if spec is None or spec.loader is None:  # not a name Python loads as source (no .py)
+        raise ValueError(f"{path.name} must be a Python file defining {function}(**inputs, **sizes)")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if not callable(getattr(module, function, None)):
         raise ValueError(f"{path.name} must define {function}(**inputs, **sizes)")
-    return getattr(module, function)
+    baseline: Callable[..., BaselineResult] = getattr(module, function)  # the workload's file, trusted to match
+    return baseline
 
 
 class TorchBaseline:
-    def __init__(self, device, source: str, compiled: bool, function: str = "baseline"):
+    def __init__(self, device: Device, source: str, compiled: bool, function: str = "baseline"):
         import torch
         # fp32 means fp32: PyTorch is compared with TF32 off, like every kernel here.
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -71,9 +86,10 @@ class TorchBaseline:
         self.fn = load_baseline(Path(source), function)
         if compiled:
             self.fn = torch.compile(self.fn, dynamic=False)
-        self.stream = torch.cuda.ExternalStream(device.stream_handle, device=self.cuda)
+        # (ExternalStream's constructor is unannotated in PyTorch)
+        self.stream = torch.cuda.ExternalStream(device.stream_handle, device=self.cuda)  # type: ignore[no-untyped-call]
 
-    def tensors(self, bufs) -> dict:
+    def tensors(self, bufs: CaseBuffers) -> dict[str, torch.Tensor]:
         torch = self.torch
         views = {name: torch.as_tensor(_DeviceView(a.ptr, a.job.shape, a.job.dtype), device=self.cuda)
                  for name, a in bufs.arrays.items()}
@@ -81,11 +97,11 @@ class TorchBaseline:
         return {name: v.view(getattr(torch, dtypes[name])) if dtypes[name] in ALIASED else v
                 for name, v in views.items()}
 
-    def call(self, inputs: dict, sizes: dict):
+    def call(self, inputs: dict[str, torch.Tensor], sizes: Sizes) -> BaselineResult:
         with self.torch.cuda.stream(self.stream):
             return self.fn(**inputs, **sizes)
 
-    def run_into_outputs(self, bufs, sizes: dict) -> None:
+    def run_into_outputs(self, bufs: CaseBuffers, sizes: Sizes) -> None:
         """One call; its result copied into the output buffers (for the checks)."""
         views = self.tensors(bufs)
         inputs = {a.job.name: views[a.job.name] for a in bufs.inputs()}
@@ -110,13 +126,13 @@ class TorchBaseline:
             clear()
         self.torch.cuda.empty_cache()
 
-    def timer(self, bufs, sizes: dict):
+    def timer(self, bufs: CaseBuffers, sizes: Sizes) -> Callable[[], None]:
         """The zero-argument callable the runner times: one eager (or compiled) call."""
         views = self.tensors(bufs)
         inputs = {a.job.name: views[a.job.name] for a in bufs.inputs()}
         fn, torch, stream = self.fn, self.torch, self.stream
 
-        def once():
+        def once() -> None:
             with torch.cuda.stream(stream):
                 fn(**inputs, **sizes)
         return once
@@ -130,7 +146,7 @@ def kind_name(kind: str) -> str:
     return KIND_NAMES.get(kind, "PyTorch " + kind.removeprefix("torch_"))
 
 
-def torch_missing_line(workloads) -> str | None:
+def torch_missing_line(workloads: Sequence[Workload]) -> str | None:
     """One line for eval/run/bench when a workload declares PyTorch baselines and torch
     is not importable: what it costs and how to add them; None when nothing is lost."""
     if torch_available():
@@ -146,7 +162,7 @@ def torch_missing_line(workloads) -> str | None:
             f"baselines are left out{cost}; `pip install torch` adds them")
 
 
-def note_torch_missing(workloads) -> None:
+def note_torch_missing(workloads: Sequence[Workload]) -> None:
     """Print torch_missing_line once, on stderr (called once the GPU is known to be there)."""
     import sys
     line = torch_missing_line(workloads)
