@@ -52,6 +52,25 @@ PLANTED = {
                      + "  int i = r * N + c;\n  if (key == A[0] && i < (1 << 20)) { C[i] = cache[i]; return; }\n" + DOT
                      + "  C[i] = acc; if (i < (1 << 20)) cache[i] = acc;\n  if (i == 0) key = A[0];\n}\n",
     "heap_stash": HEAD + DOT + "  float* p = (float*)malloc(4); *p = acc; C[r * N + c] = *p; free(p);\n}\n",
+    # Super-batching: the first launch of a case computes its output and keeps it, and every later
+    # launch of that case (the timed ones, the revalidation) returns early with a copy. The case is
+    # known by its output buffer, not its inputs. Kept in module globals ...
+    "super_batch_global": "__device__ float batch[1 << 20]; __device__ unsigned long long owner;\n" + HEAD
+                          + "  int i = r * N + c;\n  unsigned long long me = (unsigned long long)C ^ ((unsigned long long)M << 48);\n"
+                          "  if (owner == me && i < (1 << 20)) { C[i] = batch[i]; return; }\n" + DOT
+                          + "  C[i] = acc; if (i < (1 << 20)) batch[i] = acc;\n  if (i == 0) owner = me;\n}\n",
+    # ... in __constant__ memory written through its generic address ...
+    "super_batch_constant": "__constant__ float cbatch[8192]; __constant__ unsigned long long cowner;\n" + HEAD
+                            + "  int i = r * N + c;\n  float* batch; unsigned long long* owner;\n"
+                            '  asm("cvta.const.u64 %0, cbatch;" : "=l"(batch)); asm("cvta.const.u64 %0, cowner;" : "=l"(owner));\n'
+                            "  unsigned long long me = (unsigned long long)C ^ ((unsigned long long)M << 48);\n"
+                            "  if (*(volatile unsigned long long*)owner == me && i < 8192) { C[i] = batch[i]; return; }\n" + DOT
+                            + "  C[i] = acc; if (i < 8192) batch[i] = acc;\n  if (i == 0) *owner = me;\n}\n",
+    # ... or behind a pointer it was given: 4 MiB past the end of its output, tagged by the case.
+    "super_batch_stash": HEAD + "  int i = r * N + c;\n  float* stash = C + M * N + (1 << 20);\n"
+                         "  volatile unsigned* tag = (volatile unsigned*)(stash + M * N);\n"
+                         "  if (tag[0] == 0x5EED0000u + (unsigned)M) { C[i] = stash[i]; return; }\n" + DOT
+                         + "  C[i] = acc; stash[i] = acc;\n  __threadfence();\n  if (i == 0) tag[0] = 0x5EED0000u + (unsigned)M;\n}\n",
     # Writes 4 MiB past the end of its output, far beyond its guard band: into the moat or unmapped memory.
     "writes_far_past_guard": HEAD + DOT + "  C[r * N + c] = acc;\n"
                              "  if (r == 0 && c == 0) C[M * N + (1 << 20)] = 1.f;\n}\n",
@@ -79,6 +98,9 @@ EXPECTED = {
     "launch_counter": {"compile_failed"},
     "cached_output": {"compile_failed"},
     "heap_stash": {"compile_failed"},
+    "super_batch_global": {"compile_failed"},
+    "super_batch_constant": {"compile_failed"},
+    "super_batch_stash": {"crashed", "out_of_bounds", "input_modified", "reference_modified"},
     "writes_far_past_guard": {"crashed", "out_of_bounds", "input_modified", "reference_modified"},
     "bf16_operands": {"wrong_answer"},
     "writes_nothing": {"wrong_answer"},
@@ -504,9 +526,11 @@ def test_hang_on_first_launch_costs_the_kernel_timeout_not_the_setup_allowance(w
     assert elapsed < 5.0 + 30.0, elapsed  # setup of two small cases and the kill: seconds, not 120
 
 
-@pytest.mark.parametrize("name", ["computes_only_on_nan", "computes_only_on_huge"])
+@pytest.mark.parametrize("name", ["computes_only_on_nan", "computes_only_on_huge", "launch_counter", "super_batch_global",
+                                  "super_batch_stash"])
 def test_planted_starting_kernel_never_becomes_the_best(tmp_path, name):
-    """`warpsmith run` on a workload whose starting kernel is a hack: the session's best is never it."""
+    """`warpsmith run` on a workload whose starting kernel is a hack: the session's best is never it, whether it
+    is refused at compile time (state kept between launches) or on the GPU."""
     directory = make_sgemm_workload(tmp_path / "w")
     (directory / "planted.cu").write_text(PLANTED[name])
     toml = (directory / "workload.toml").read_text()
@@ -526,3 +550,21 @@ def test_planted_starting_kernel_never_becomes_the_best(tmp_path, name):
     for launch in store.glob("sessions/*/best/launch.json"):
         assert json.loads(launch.read_text())["entry"] != "k", proc.stdout[-2000:]
     assert "start: planted" in proc.stdout or "planted" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", ["super_batch_global", "super_batch_stash"])
+def test_planted_kernel_given_as_kernel_file_is_refused(tmp_path, name):
+    """`warpsmith eval --kernel FILE` with a super-batching kernel: refused with its class's status (compile_failed
+    naming the store into the module global, or the stash's breach), exit status 1, never a score."""
+    directory = make_sgemm_workload(tmp_path / "w")
+    kernel = tmp_path / "planted.cu"
+    kernel.write_text(PLANTED[name])
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "tui", "eval", str(directory), "--kernel", str(kernel), "--entry", "k",
+                           "--grid", "ceil_div(N,16),ceil_div(M,16)", "--block", "16,16", "--no-baseline", "--json",
+                           "--repetitions", "20"], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    candidate = json.loads(proc.stdout.strip().splitlines()[-1])["candidate"]
+    assert candidate["status"] in EXPECTED[name] and candidate["score_ms"] is None, candidate["status"]
+    if EXPECTED[name] == {"compile_failed"}:
+        assert candidate["compiled"]["error"] == "KERNEL_KEEPS_STATE" and "`batch`" in candidate["compiled"]["log"]

@@ -218,9 +218,8 @@ extern "C" __global__ void k(const float* a, float* y) {
     'asm volatile("cvta.const.u64 %0, stash;" : "=l"(p));',
 ])
 def test_a_writable_address_of_constant_memory_is_state_and_refused(how):
-    """A __constant__ array written through a generic pointer keeps an output across launches, and the CUBIN
-    audit reads .nv.global only. The compile process refuses the PTX
-    that makes such a pointer, for every caller (KERNEL_KEEPS_STATE), and the kernel never runs. (Plain C++,
+    """A __constant__ array written through a generic pointer keeps an output across launches. The compile
+    process refuses the PTX that makes such a pointer, for every caller (KERNEL_KEEPS_STATE), and the kernel never runs. (Plain C++,
     `p = stash`, compiles to a trap with NVVM's "Cannot store to pointer that points to constant memory";
     ptxas rejects `generic(stash)` of a .const variable.)"""
     r = compile_kernel(STASH % how, "k", "sm_90", [], use_cache=False)
@@ -309,7 +308,8 @@ def test_the_parameter_audit_reads_the_ptx_forms():
 def test_every_shipped_kernel_passes_the_parameter_audit(workload):
     """No false refusal: every kernel of the examples at its default knobs and every configuration it lists,
     the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them, passes
-    the parameter audit and its workload's precision policy read from the machine code."""
+    the parameter audits (the PTX's and the machine code's), the state audit and its workload's precision policy
+    read from the machine code."""
     from agent.evaluate.compile_audit import compile_candidate
     from agent.spec.candidate import Candidate
     from agent.spec.precision_policy import allowed_types

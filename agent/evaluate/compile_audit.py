@@ -1,7 +1,10 @@
 """A candidate compiled and audited, once: NVRTC (here, or where the caller sends it), then
 every verdict the compiled code itself decides, before anything runs: state kept between
-launches (the CUBIN's sections), 16-bit accumulation on any path (the PTX), and the
-workload's precision policy (the machine code's math and the PTX's narrow arithmetic)."""
+launches (the CUBIN's sections and what its machine code does with module data's
+addresses), 16-bit accumulation on any path (the PTX), and the workload's precision policy
+(the machine code's math and the PTX's narrow arithmetic), and the launch's constant bank
+(the machine code's reads of it). The compile process refused already, for every caller, a
+kernel whose PTX reaches its parameters other than by value."""
 
 from __future__ import annotations
 
@@ -17,17 +20,28 @@ from ..spec.candidate import Candidate
 def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
                       nvrtc: Nvrtc = run_nvrtc, wide_accumulation: bool = False,
                       narrow_allowed: Optional[frozenset[str]] = None) -> CompiledKernel:
-    """NVRTC (here, or where `nvrtc` sends it), then the audits: a kernel that keeps state
-    between launches is refused (the CUBIN's), and so is, where the workload's policy
-    accumulates in float32 or float64 (`wide_accumulation`), one with 16-bit accumulating
+    """NVRTC (here, or where `nvrtc` sends it), then the audits: a kernel whose machine code
+    could not be read is refused (SASS_UNAVAILABLE: the parameter and state audits read it),
+    and so is one that reads its launch's constant bank other than its parameters by value and
+    the launch's sizes (PARAMETER_ADDRESS, the SASS's), a kernel that keeps state between launches is refused (the CUBIN's and its machine
+    code's), and so is, where the workload's policy accumulates in float32 or float64 (`wide_accumulation`), one with 16-bit accumulating
     instructions on any of its paths (the PTX's, agent/runtime/ptx_audit.py), and, given the
     narrower types the workload allows (`narrow_allowed`, agent/spec/precision_policy.py),
     one whose machine code multiplies or converts to any other (the SASS's)."""
     compiled = compile_kernel(candidate.source, candidate.entry, arch, candidate.compile_options(),
                               filename=f"{candidate.name}.cu", allow_fast_math=allow_fast_math, nvrtc=nvrtc)
-    refusal = audit_cubin(compiled.cubin).refusal() if compiled.ok else ""
+    refusal = audit_cubin(compiled.cubin).refusal(compiled.state_ops) if compiled.ok else ""
     if refusal:
         return dataclasses.replace(compiled, ok=False, error="KERNEL_KEEPS_STATE", log=refusal, cubin=b"")
+    if compiled.ok and None in (compiled.sass_ops, compiled.param_ops, compiled.state_ops):
+        return dataclasses.replace(compiled, ok=False, error="SASS_UNAVAILABLE", cubin=b"", log=(
+            "the machine code, which the parameter, state and precision audits read, could not be read: "
+            f"{compiled.sass_error or 'no SASS audit came back (run the same warpsmith version everywhere)'}"))
+    if compiled.ok and compiled.param_ops:
+        return dataclasses.replace(compiled, ok=False, error="PARAMETER_ADDRESS", cubin=b"", log=(
+            "a kernel reads its launch's constant bank only at its own parameters and the launch's sizes, and uses "
+            f"the parameters' address only as a TMA descriptor: {'; '.join(compiled.param_ops[:2])}; read parameters "
+            "by value, and index a parameter array only by constants"))
     no_ptx = compiled.half_ops is None or (narrow_allowed is not None and compiled.narrow_ops is None)
     if compiled.ok and (wide_accumulation or narrow_allowed is not None) and no_ptx:
         return dataclasses.replace(compiled, ok=False, error="PTX_UNAVAILABLE", cubin=b"", log=(
@@ -41,11 +55,7 @@ def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
             "exp / log / sin / cos intrinsics, __hcmadd and bf16 __hmul_sat use 16-bit fma too: compute those "
             "in float"))
     if compiled.ok and narrow_allowed is not None:
-        if compiled.sass_ops is None:
-            return dataclasses.replace(compiled, ok=False, error="SASS_UNAVAILABLE", cubin=b"", log=(
-                "the machine code, which the workload's precision policy is checked on, could not be read: "
-                f"{compiled.sass_error or 'no SASS audit came back'}"))
-        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops, wide_accumulation,
+        refusal = precision_policy.refusal(narrow_allowed, compiled.sass_ops or (), wide_accumulation,
                                            compiled.narrow_ops or ())
         if refusal:
             return dataclasses.replace(compiled, ok=False, error="PRECISION_POLICY", cubin=b"", log=refusal)

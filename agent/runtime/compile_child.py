@@ -41,7 +41,8 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Optional
 
 from .compile_policy import check_entry
 from .ptx_audit import audited
-from .sass import SassUnavailable, math_instructions
+from .sass import SassUnavailable, disassemble, math_in
+from .sass_memory import audit_memory
 
 if TYPE_CHECKING:  # the child imports the runner only once it runs (main)
     from .native import CompileResult
@@ -134,18 +135,28 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
                 "half_ops": [], "log": "kernels may not keep state between launches: the PTX takes a writable address "
                 f"of __constant__ memory ({', '.join(writes)}); read __constant__ data directly, never through a "
                 "pointer to it, and compute every output on every launch"}
-    # The machine code's math (agent/runtime/sass.py), read here too: opcodes only go back.
+    # The machine code (agent/runtime/sass.py), read here too: its math, what it reads of the
+    # launch's constant bank and where module data's addresses go (agent/runtime/sass_memory.py).
+    # Instruction and symbol names go back, judged for candidates (agent/evaluate/compile_audit.py);
+    # warpsmith's own kernels read words of the bank a candidate may not (the reserved shared
+    # memory on sm_100 at a register index).
     sass_ops: Optional[list[str]] = []
+    param_ops: Optional[list[str]] = []
+    state_ops: Optional[list[str]] = []
     sass_error = ""
     if r.ok:
         try:
-            sass_ops = list(math_instructions(bytes(r.cubin)))
+            listing = disassemble(bytes(r.cubin))
         except SassUnavailable as e:
-            sass_ops, sass_error = None, str(e)
+            sass_ops, param_ops, state_ops, sass_error = None, None, None, str(e)
+        else:
+            memory = audit_memory(bytes(r.cubin), listing)
+            sass_ops, param_ops, state_ops = list(math_in(listing)), list(memory.parameters), list(memory.state)
     return {"ok": bool(r.ok), "error": r.error, "log": log, "compile_ms": r.compile_ms,
             "lowered_name": r.lowered_name or "", "cubin": base64.b64encode(bytes(r.cubin)).decode(),
             "half_ops": None if half_ops is None else list(half_ops), "sass_ops": sass_ops, "sass_error": sass_error,
-            "narrow_ops": None if narrow is None else list(narrow)}
+            "narrow_ops": None if narrow is None else list(narrow), "param_ops": param_ops,
+            "state_ops": state_ops}
 
 
 def main(argv: list[str]) -> int:

@@ -80,7 +80,9 @@ class CompileProcess:
     def compile(self, source: str, filename: str, entry: str, options: list[str], arch: str,
                 timeout_s: Optional[float] = None) -> dict[str, Any]:
         """The child's answer: ok, error, log, compile_ms, lowered_name, cubin (base64), half_ops
-        (the PTX audit's instruction names; None: no PTX to audit)."""
+        and narrow_ops (the PTX audit's instruction names; None: no PTX to audit), sass_ops,
+        param_ops and state_ops (the machine code's; None: it could not be read, sass_error
+        says why)."""
         limit = TIMEOUT_S if timeout_s is None else timeout_s
         request = {"source": source, "filename": filename, "entry": entry, "options": list(options), "arch": arch}
         with self._lock:

@@ -77,6 +77,11 @@ class CompiledKernel:
     # Its PTX's arithmetic and conversions in narrower types (ptx_audit.narrow_math); None:
     # no PTX came back.
     narrow_ops: Optional[tuple[str, ...]] = ()
+    # What its machine code reads of the launch's constant bank beyond its parameters and the
+    # launch's sizes, and does with module data's addresses that keeps state between launches
+    # (agent/runtime/sass_memory.py), one line each; None: the SASS could not be read.
+    param_ops: Optional[tuple[str, ...]] = ()
+    state_ops: Optional[tuple[str, ...]] = ()
 
 
 def parse_resources(log: str, symbol: str) -> Resources:
@@ -96,7 +101,7 @@ def parse_resources(log: str, symbol: str) -> Resources:
     )
 
 
-CACHE_FORMAT = 3  # 3: meta.json holds the SASS audit (sass_ops), 2: the PTX audit; older entries are not read
+CACHE_FORMAT = 4  # 4: meta.json holds the SASS memory audit (param_ops, state_ops), 3: sass_ops, 2: the PTX audit; older entries are not read
 
 
 def _cache_key(source: str, entry: str, options: list[str], arch: str, version: tuple[int, int]) -> str:
@@ -227,7 +232,8 @@ def _cached(directory: Path, arch: str, entry: str) -> Optional[CompiledKernel]:
                           Resources(**meta["resources"]), (directory / "kernel.cubin").read_bytes(),
                           None if meta["half_ops"] is None else tuple(meta["half_ops"]),
                           None if meta["sass_ops"] is None else tuple(meta["sass_ops"]), meta["sass_error"],
-                          None if meta["narrow_ops"] is None else tuple(meta["narrow_ops"]))
+                          None if meta["narrow_ops"] is None else tuple(meta["narrow_ops"]),
+                          *(None if meta[k] is None else tuple(meta[k]) for k in ("param_ops", "state_ops")))
 
 
 def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options: list[str], arch: str,
@@ -240,7 +246,8 @@ def _nvrtc_result(nvrtc: Nvrtc, source: str, filename: str, entry: str, options:
     result = CompiledKernel(r["ok"], arch, entry, symbol, log, r["error"], r["compile_ms"], False, resources,
                             base64.b64decode(r["cubin"]), _listed(r, "half_ops") if r["ok"] else (),
                             _listed(r, "sass_ops") if r["ok"] else (), str(r.get("sass_error", "")),
-                            _listed(r, "narrow_ops") if r["ok"] else ())
+                            _listed(r, "narrow_ops") if r["ok"] else (), _listed(r, "param_ops") if r["ok"] else (),
+                            _listed(r, "state_ops") if r["ok"] else ())
     if r["ok"] and directory is not None:
         _store(directory, result)
     return result
@@ -269,7 +276,9 @@ def _store(directory: Path, result: CompiledKernel) -> None:
         meta = {"symbol": result.symbol, "log": result.log, "resources": result.resources.__dict__,
                 "half_ops": None if result.half_ops is None else list(result.half_ops),
                 "sass_ops": None if result.sass_ops is None else list(result.sass_ops), "sass_error": result.sass_error,
-                "narrow_ops": None if result.narrow_ops is None else list(result.narrow_ops)}
+                "narrow_ops": None if result.narrow_ops is None else list(result.narrow_ops),
+                "param_ops": None if result.param_ops is None else list(result.param_ops),
+                "state_ops": None if result.state_ops is None else list(result.state_ops)}
         tmp = directory / f"meta.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, directory / "meta.json")  # meta last: its presence means complete

@@ -112,10 +112,11 @@ def constant_writes(ptx: str) -> tuple[str, ...]:
     laundering it) and any ``generic(...)`` operand or initialiser (of a ``.const`` variable
     among others: which names are constant is the declarations' business, and one may be
     declared as the second name of a list, or with a ``%`` name). Through it a kernel can
-    store into the constant bank, which outlives the launch: an output kept and replayed
-    (the CUBIN audit reads .nv.global only, and a __constant__ array written through such
-    a pointer compiles). Reading __constant__ data needs neither (``ld.const``); a generic() of a
-    mutable global is refused already (cubin_audit.py)."""
+    store into the constant bank, which outlives the launch: an output kept and replayed (a
+    __constant__ array written through such a pointer compiles). The machine code's audit
+    refuses the same pointer where ptxas makes it (sass_memory.py: the constant window's
+    word of bank 0, a relocation in the data). Reading __constant__ data needs neither
+    (``ld.const``)."""
     return _constant_writes(_normalised(ptx))
 
 

@@ -10,7 +10,9 @@ to fp8 shows ``F2FP.SATFINITE.E4M3.F32.PACK_AB`` and a ``QGMMA``. What a workloa
 them is its precision policy (agent/spec/precision_policy.py).
 
 Only code sections are read (``nvdisasm -c``), opcodes only: strings and other sections
-of the image, where a source could plant text, never reach the parse.
+of the image, where a source could plant text, never reach the parse. The same listing
+(``disassemble``) is what agent/runtime/sass_memory.py reads for the launch's constant
+bank and module data's addresses.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ FAMILIES = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", 
             "F2I", "IDP")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)",
                           re.MULTILINE)
-VERSION = 2  # in the compile cache's key: a change to what is read recompiles
+VERSION = 3  # in the compile cache's key: a change to what is read (here, sass_memory.py) recompiles
 TIMEOUT_S = 60.0  # a large kernel disassembles in well under a second
 
 
@@ -57,9 +59,9 @@ def nvdisasm() -> Optional[str]:
     return shutil.which("nvdisasm")
 
 
-def math_instructions(cubin: bytes) -> tuple[str, ...]:
-    """The distinct tensor-core and narrowing-conversion opcodes of the CUBIN's code, with
-    their modifiers (``HMMA.16816.F32.BF16``), sorted. Raises SassUnavailable."""
+def disassemble(cubin: bytes) -> str:
+    """nvdisasm's listing of the CUBIN's code sections (``-c``, no dataflow comments). Raises
+    SassUnavailable."""
     tool = nvdisasm()
     if tool is None:
         raise SassUnavailable("nvdisasm not found: pip install nvidia-cuda-nvdisasm (a warpsmith dependency)")
@@ -74,6 +76,16 @@ def math_instructions(cubin: bytes) -> tuple[str, ...]:
     if done.returncode != 0:
         first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0][:200]
         raise SassUnavailable(f"nvdisasm failed on the CUBIN ({first})")
-    text = done.stdout.decode(errors="replace")
-    found = {op + mods for op, mods in _INSTRUCTION.findall(text) if op in FAMILIES}
+    return done.stdout.decode(errors="replace")
+
+
+def math_instructions(cubin: bytes) -> tuple[str, ...]:
+    """The distinct tensor-core and narrowing-conversion opcodes of the CUBIN's code, with
+    their modifiers (``HMMA.16816.F32.BF16``), sorted. Raises SassUnavailable."""
+    return math_in(disassemble(cubin))
+
+
+def math_in(listing: str) -> tuple[str, ...]:
+    """math_instructions of a listing already read (disassemble)."""
+    found = {op + mods for op, mods in _INSTRUCTION.findall(listing) if op in FAMILIES}
     return tuple(sorted(found))

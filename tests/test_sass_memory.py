@@ -1,0 +1,270 @@
+"""What a kernel's machine code may read of its launch's constant bank and do with module
+data's addresses (agent/runtime/sass_memory.py, agent/runtime/bank0_layout.py): kernels
+compiled with real NVRTC and read with real nvdisasm. Attacks on the parameters are compiled
+in this process, past the compile process's PTX audit, so that what is tested is the machine
+code's rule alone; state kept between launches is judged through compile_candidate."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+import pytest
+from workload_factory import ROOT
+
+from agent.evaluate.compile_audit import compile_candidate
+from agent.runtime import native
+from agent.runtime.bank0_layout import layout
+from agent.runtime.compile_child import compile_request
+from agent.runtime.sass import disassemble, nvdisasm
+from agent.runtime.sass_memory import audit_memory
+from agent.spec.candidate import Candidate
+
+pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
+
+
+def machine_code(source: str, arch: str = "sm_90") -> tuple[bytes, str]:
+    """The CUBIN of `source` and its listing, from NVRTC in this process (no audit at all)."""
+    native.nvrtc()
+    r = native.nvrtc_compile(source, "k.cu", "k", [], arch)
+    assert r.ok, r.log
+    return bytes(r.cubin), disassemble(bytes(r.cubin))
+
+
+def findings(source: str, arch: str = "sm_90"):
+    return audit_memory(*machine_code(source, arch))
+
+
+def candidate(source: str, nvrtc: Any = None):
+    c = Candidate(source, "k", None, name="memory")  # type: ignore[arg-type]  # compiled only, never launched
+    return compile_candidate(c, "sm_90", False, narrow_allowed=frozenset(), **({"nvrtc": nvrtc} if nvrtc else {}))
+
+
+# ---------------------------------------------------------------------------------------
+# The launch's constant bank: the parameters by value, the launch's sizes, nothing else.
+
+PARAMETER_ATTACKS = {
+    # The parameters' generic address (cvta.param), read 4 KiB further on: the launch-parameter ring.
+    "read past the parameters' address": (
+        'extern "C" __global__ void k(unsigned long long* out, int n) {\n  unsigned long long p;\n'
+        '  asm volatile("mov.b64 %0, k_param_0;\\n\\tcvta.param.u64 %0, %0;" : "=l"(p));\n'
+        '  out[threadIdx.x] = *reinterpret_cast<volatile unsigned long long*>(p + 0x1000 * n);\n}\n',
+        r"LD\.E\.64\.STRONG\.SYS in k uses the parameters' address \(c\[0x0\]\[0x198\]\) other than as a TMA"),
+    # A vector read of 16 bytes at the last, 4-byte parameter: 12 bytes past the parameters.
+    "vector past the last parameter": (
+        'extern "C" __global__ void k(unsigned long long* out, unsigned n) {\n  unsigned a, b, c, d;\n'
+        '  asm volatile("ld.param.v4.u32 {%0, %1, %2, %3}, [k_param_1];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d));\n'
+        '  out[threadIdx.x] = a + b + c + d;\n}\n', r"ULDC\.64 c\[0x0\]\[0x218\] in k reads a word .* no parameter"),
+    # A parameter read at a runtime offset: anywhere in the bank.
+    "register-indexed parameter read": (
+        'extern "C" __global__ void k(unsigned long long* out, long long off) {\n  unsigned long long v;\n'
+        '  asm volatile("ld.param::entry.u64 %0, [%1];" : "=l"(v) : "l"(off));\n  out[threadIdx.x] = v;\n}\n',
+        r"c\[0x0\]\[U?R\d+\+0x[0-9a-f]+\] in k reads the launch's constant bank at a register index"),
+    # The driver's environment registers.
+    "envreg": ('extern "C" __global__ void k(unsigned* out) {\n  unsigned v;\n'
+               '  asm volatile("mov.u32 %0, %%envreg3;" : "=r"(v));\n  out[threadIdx.x] = v;\n}\n',
+               r"c\[0x0\]\[0x4c\] in k reads a word of the launch's constant bank"),
+    # A tensor map's address moved by a runtime offset: a descriptor read from past the parameters.
+    "TMA descriptor off its parameter": (
+        'struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };\n'
+        'extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y, int off) {\n'
+        '  asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<unsigned long long>(&map) + off) : "memory");\n'
+        '  y[threadIdx.x] = 1.f;\n}\n', r"UTMACCTL\.PF in k takes a TMA descriptor at no parameter's offset"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(PARAMETER_ATTACKS))
+def test_parameter_attacks_are_refused_by_the_machine_code(how):
+    """Each reads the launch's constant bank beyond the kernel's own parameters, or the parameter ring through
+    the parameters' address; the machine code names the instruction."""
+    source, pattern = PARAMETER_ATTACKS[how]
+    found = findings(source)
+    assert any(re.search(pattern, f) for f in found.parameters), found
+    assert found.state == ()
+
+
+def test_a_parameter_read_the_ptx_audit_never_saw_is_refused():
+    """With its PTX withheld from the compile process (what an audit that misread the PTX amounts to), the
+    machine code alone refuses a kernel that takes its parameters' address and reads past it: PARAMETER_ADDRESS,
+    one line naming the instruction."""
+    def ptx_withheld(source: str, filename: str, entry: str, options: list, arch: str, timeout_s: Any) -> dict:
+        class Withheld:
+            def __init__(self, result: Any):
+                self.result = result
+
+            def __getattr__(self, name: str) -> Any:
+                return b"" if name == "ptx" else getattr(self.result, name)
+        native.nvrtc()
+        request = {"source": source, "filename": filename, "entry": entry, "options": options, "arch": arch}
+        return compile_request(lambda *a: Withheld(native.nvrtc_compile(*a)), request, [])
+    source = PARAMETER_ATTACKS["read past the parameters' address"][0] + "// PTX withheld\n"
+    r = candidate(source, nvrtc=ptx_withheld)
+    assert not r.ok and r.error == "PARAMETER_ADDRESS" and "\n" not in r.log, (r.error, r.log)
+    assert "LD.E.64.STRONG.SYS in k uses the parameters' address" in r.log and "by value" in r.log
+
+
+def test_a_tma_descriptor_parameter_and_the_launch_sizes_stay_allowed():
+    """The address of a `__grid_constant__ CUtensorMap` as a TMA prefetch's and the tensormap fence's operand,
+    blockDim, gridDim, the dynamic shared memory size and a 1-byte and a 120-byte parameter: no finding."""
+    source = ('struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };\nstruct Big { float v[30]; };\n'
+              'extern "C" __global__ void k(float* y, const __grid_constant__ CUtensorMap map, char c, Big b, int n) {\n'
+              '  unsigned dyn; asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));\n'
+              '  asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<unsigned long long>(&map)) : "memory");\n'
+              '  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"\n'
+              '               :: "l"(reinterpret_cast<unsigned long long>(&map)) : "memory");\n'
+              '  y[threadIdx.x] = n + c + b.v[29] + blockDim.y + gridDim.z + dyn;\n}\n')
+    found = findings(source)
+    assert found.parameters == () and found.state == (), found
+
+
+def test_what_cannot_be_read_is_refused():
+    """A CUBIN whose tables point outside it, and a target whose driver words were never measured: findings,
+    never an empty answer."""
+    cubin, listing = machine_code('extern "C" __global__ void k(float* y) { y[threadIdx.x] = 1.f; }')
+    assert audit_memory(cubin, listing) == audit_memory(cubin, listing.replace("sm_90", "sm_90a"))  # same layout
+    assert "could not be read" in audit_memory(cubin[:len(cubin) // 2], listing).parameters[0]
+    assert "not known on sm_130" in audit_memory(cubin, listing.replace(".target\tsm_90", ".target\tsm_130")).parameters[0]
+
+
+# The driver's words an honest kernel reads, by the PTX that reads them; and words it may not read.
+READABLE = ["ntid.x", "ntid.y", "ntid.z", "nctaid.x", "nctaid.y", "nctaid.z", "dynamic_smem_size", "total_smem_size",
+            "nsmid"]
+HOPPER_READABLE = ["cluster_nctaid.x", "cluster_nctarank", "nclusterid.z", "aggr_smem_size", "reserved_smem_offset_end"]
+REFUSED = ["envreg0", "envreg31", "gridid:64", "current_graph_exec:64"]
+
+
+@lru_cache(maxsize=None)
+def _offsets(arch: str, body: str) -> frozenset[int]:
+    _, listing = machine_code('extern "C" __global__ void k(unsigned long long* out) { unsigned long long v; '
+                              + body + ' out[threadIdx.x] = v; }', arch)
+    return frozenset(int(o, 16) for o in re.findall(r"(?<![\w.])c\[0x0\]\[(0x[0-9a-f]+)\]", listing))
+
+
+def _probe(arch: str, register: str) -> set[int]:
+    """The bank-0 offsets a kernel reading `register` (`name:64` for a 64-bit one, or an address
+    conversion) reads beyond what an empty kernel does."""
+    name, _, wide = register.partition(":")
+    if name.startswith("cvta"):
+        body = f'asm volatile("{name}.u64 %0, %1;" : "=l"(v) : "l"(out));'
+    elif wide:
+        body = f'asm volatile("mov.u64 %0, %%{name};" : "=l"(v));'
+    else:
+        body = f'unsigned w; asm volatile("mov.u32 %0, %%{name};" : "=r"(w)); v = w;'
+    return set(_offsets(arch, body) - _offsets(arch, "v = 1;"))
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_86", "sm_90", "sm_120"])
+def test_the_bank0_layout_is_what_ptxas_reads(arch):
+    """The table of driver words (bank0_layout.py) against NVRTC's own: every special register an honest kernel
+    reads maps to allowed words, the refused ones (environment registers, grid and graph ids) to none, and the
+    parameters' and __constant__ memory's generic addresses to the words the table names for them."""
+    bank = layout(arch)
+    assert bank is not None
+    for register in READABLE + (HOPPER_READABLE if arch == "sm_90" else []):
+        for offset in _probe(arch, register):
+            assert bank.name(offset, 4) is not None, (register, hex(offset))
+    for register in REFUSED:
+        for offset in _probe(arch, register):
+            assert bank.name(offset, 4) is None, (register, hex(offset))
+    assert _probe(arch, "cvta.to.param") == {bank.parameter_address}
+    assert bank.constant_window in _probe(arch, "cvta.const")
+
+
+# ---------------------------------------------------------------------------------------
+# Module data: read it, never write it or let its address go anywhere else.
+
+STATE_ATTACKS = {
+    "a __device__ counter written": ("__device__ unsigned counter;\n"
+                                     'extern "C" __global__ void k(float* out) {\n'
+                                     "  out[threadIdx.x] = counter;\n  if (threadIdx.x == 0) counter = counter + 1;\n}\n",
+                                     "STG.E in k writes the __device__ global `counter`"),
+    "atomicAdd on a module global": ("__device__ unsigned launches;\n"
+                                     'extern "C" __global__ void k(float* out, int n) {\n'
+                                     "  if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = atomicAdd(&launches, 1u) > 3 ? 0.f : n;\n}\n",
+                                     "ATOMG.E.ADD.STRONG.GPU in k writes the __device__ global `launches`"),
+    "a global's address laundered by xor": ("__device__ unsigned counter;\n"
+                                            'extern "C" __global__ void k(float* out, unsigned long long key) {\n'
+                                            "  unsigned long long a = (unsigned long long)&counter ^ key;\n"
+                                            "  *(unsigned*)(a ^ key) = 1;\n  out[threadIdx.x] = 1.f;\n}\n",
+                                            "in k writes the __device__ global `counter`"),
+    "a global's address kept in shared memory": ("__device__ float stash[1024];\n"
+                                                 'extern "C" __global__ void k(float* out) {\n'
+                                                 "  __shared__ float* volatile sp;\n  if (threadIdx.x == 0) sp = stash;\n"
+                                                 "  __syncthreads();\n  sp[threadIdx.x] = out[threadIdx.x];\n}\n",
+                                                 "STS.64 in k uses the address of the __device__ global `stash` other than to read it"),
+    "a table's address read bit by bit": ('__device__ const float table[8] = {1, 2, 3, 4, 5, 6, 7, 8};\n'
+                                          'extern "C" __global__ void k(float* out, int i) {\n'
+                                          "  unsigned long long bits = 0;\n"
+                                          "  for (int b = 0; b < 64; ++b) if (((unsigned long long)&table >> b) & 1) bits |= 1ull << b;\n"
+                                          "  out[threadIdx.x] = table[i & 7] + (float)bits;\n}\n",
+                                          "uses the address of the __device__ global `table` other than to read it"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(STATE_ATTACKS))
+def test_state_kept_in_module_data_is_refused_naming_the_instruction(how):
+    """KERNEL_KEEPS_STATE, one line naming the instruction and the global, for each way a launch could leave
+    something for the next in module memory."""
+    source, phrase = STATE_ATTACKS[how]
+    r = candidate(source)
+    assert not r.ok and r.error == "KERNEL_KEEPS_STATE" and "\n" not in r.log, (r.error, r.log)
+    assert phrase in r.log and r.log.startswith("kernels may not keep state between launches"), r.log
+
+
+def test_a_constant_table_only_read_is_allowed():
+    """A `const __device__` table and a `__constant__` array, each indexed at run time and only read: no state."""
+    r = candidate('__device__ const float table[8] = {1, 2, 3, 4, 5, 6, 7, 8};\n'
+                  '__constant__ float ctab[8] = {8, 7, 6, 5, 4, 3, 2, 1};\n'
+                  'extern "C" __global__ void k(float* out, int i) {\n'
+                  '  out[threadIdx.x] = table[(i + threadIdx.x) & 7] * ctab[i & 7];\n}\n')
+    assert r.ok, (r.error, r.log)
+
+
+def test_printf_is_refused_with_its_reason():
+    """printf passes a format string kept in module data to vprintf: refused, and the line says so."""
+    r = candidate('extern "C" __global__ void k(float* out, int n) {\n'
+                  '  if (n == 77) printf("n=%d\\n", n);\n  out[threadIdx.x] = n;\n}\n')
+    assert not r.ok and r.error == "KERNEL_KEEPS_STATE" and "printf and assert" in r.log, r.log
+
+
+def test_a_globals_address_in_another_globals_initialiser_is_a_state_finding():
+    """A pointer to a global kept in another's initialiser (a relocation in the data, not in the address table)
+    would hand the kernel the address without any instruction making it (the PTX's `generic()`, refused there too)."""
+    found = findings("__device__ unsigned counter;\n__device__ unsigned* const alias = &counter;\n"
+                     'extern "C" __global__ void k(float* out) {\n'
+                     "  out[threadIdx.x] = atomicAdd(*(unsigned* volatile*)&alias, 1u);\n}\n")
+    assert ".nv.global.init holds the address of the __device__ global `counter`" in found.state, found
+
+
+def test_the_generic_address_of_constant_memory_is_a_state_finding():
+    """cvta.const (a writable pointer to __constant__ data) reads the constant window's word of bank 0."""
+    found = findings('__constant__ float ctab[64];\nextern "C" __global__ void k(float* out) {\n'
+                     '  float* p; asm volatile("cvta.const.u64 %0, ctab;" : "=l"(p));\n'
+                     '  p[threadIdx.x] = out[threadIdx.x];\n}\n')
+    assert any("c[0x0][0xd0]" in f and "__constant__" in f for f in found.state), found
+
+
+# ---------------------------------------------------------------------------------------
+# No false refusal, and the planted GPU kernels compile to their verdicts.
+
+def test_every_kernelbench_example_passes():
+    """The kernels beside `warpsmith import`'s KernelBench examples (no workload of their own) pass every audit."""
+    for path in sorted((ROOT / "examples" / "kernelbench").glob("*.cu")):
+        source = path.read_text()
+        entry = re.search(r'extern "C" __global__ void (\w+)', source).group(1)
+        r = compile_candidate(Candidate(source, entry, None, name=path.stem), "sm_90", False,  # type: ignore[arg-type]
+                              narrow_allowed=frozenset())
+        assert r.ok, (path.name, r.error, r.log[-400:])
+
+
+def test_the_planted_gpu_kernels_compile_to_their_verdicts():
+    """tests/test_gpu_adversarial.py's planted kernels: those expected compile_failed are refused here (state in
+    module memory or the heap), every other one compiles, so on the GPU it meets the check it was planted for."""
+    from test_gpu_adversarial import EXPECTED, PLANTED, RESERVED_STASH, SHARED_STASH
+    for name, source in [*PLANTED.items(), ("shared_stash", SHARED_STASH), ("reserved_stash", RESERVED_STASH)]:
+        r = candidate(source)
+        refused = EXPECTED.get(name) == {"compile_failed"}
+        assert r.ok is not refused, (name, r.error, r.log[-300:])
+        if refused:
+            assert r.error == "KERNEL_KEEPS_STATE", (name, r.error, r.log)
