@@ -20,14 +20,20 @@ from ..spec.candidate import Candidate
 def compile_candidate(candidate: Candidate, arch: str, allow_fast_math: bool,
                       nvrtc: Nvrtc = run_nvrtc, wide_accumulation: bool = False,
                       narrow_allowed: Optional[frozenset[str]] = None) -> CompiledKernel:
-    """NVRTC (here, or where `nvrtc` sends it), then the audits: a kernel whose machine code
-    could not be read is refused (SASS_UNAVAILABLE: the parameter and state audits read it),
-    and so is one that reads its launch's constant bank other than its parameters by value and
-    the launch's sizes (PARAMETER_ADDRESS, the SASS's), a kernel that keeps state between launches is refused (the CUBIN's and its machine
-    code's), and so is, where the workload's policy accumulates in float32 or float64 (`wide_accumulation`), one with 16-bit accumulating
-    instructions on any of its paths (the PTX's, agent/runtime/ptx_audit.py), and, given the
-    narrower types the workload allows (`narrow_allowed`, agent/spec/precision_policy.py),
-    one whose machine code multiplies or converts to any other (the SASS's)."""
+    """NVRTC (here, or where `nvrtc` sends it), then the audits, each a refusal:
+
+    - KERNEL_KEEPS_STATE: state kept between launches (the CUBIN's sections, and what its
+      machine code does with module data's addresses);
+    - SASS_UNAVAILABLE: machine code that could not be read (the next audits read it);
+    - PARAMETER_ADDRESS: reads of the launch's constant bank other than its parameters by
+      value and the launch's sizes, or the parameters' address used other than as a TMA
+      descriptor (the SASS's);
+    - HALF_ACCUMULATION: where the workload's policy accumulates in float32 or float64
+      (`wide_accumulation`), 16-bit accumulating instructions on any path (the PTX's,
+      agent/runtime/ptx_audit.py);
+    - PRECISION_POLICY: given the narrower types the workload allows (`narrow_allowed`,
+      agent/spec/precision_policy.py), machine code that multiplies or converts to any other.
+    """
     compiled = compile_kernel(candidate.source, candidate.entry, arch, candidate.compile_options(),
                               filename=f"{candidate.name}.cu", allow_fast_math=allow_fast_math, nvrtc=nvrtc)
     refusal = audit_cubin(compiled.cubin).refusal(compiled.state_ops) if compiled.ok else ""
