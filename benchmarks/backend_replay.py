@@ -17,12 +17,12 @@ two pairs gave Ray 0.7% faster and 14.5% slower). A replay holds the path fixed.
 The sequence is each GPU-reaching attempt of a recorded `tune` session (a kernel of the
 workload and its knob values: another proposer's edited source is not in the records):
 its kernel, knob values, and the best score (and each performance case's fastest median)
-the graph had at its validate node, which is what the early-rejection screen compares
+the graph had when it evaluated it, which is what the early-rejection screen compares
 with (an attempt with no samples kept, e.g. one wrong at validation, gets the step
-before's). Each attempt is an attempt's two halves as the loop runs them: validate (the
-screen first), then, when it passed, benchmark. The backends take turns in ABBA order
+before's). Each attempt is run as the loop runs it, one job (run_attempt: the screen,
+the validation, then, when it passed, the timing). The backends take turns in ABBA order
 (local, ray, ray, local, ... `--rounds` each), each opened fresh, its GPU side started by
-one untimed validation and every kernel compiled (the compile cache), so that evaluation
+one untimed evaluation and every kernel compiled (the compile cache), so that evaluation
 is timed, not NVRTC.
 
 The session's NVRTC still runs meanwhile: a tune session keeps a compile process per
@@ -159,24 +159,22 @@ class CompileLoad:
 def run_pass(backend_name: str, workload, candidates: list, steps: list[Step], ray_gpus: int, load: int = 0) -> Pass:
     """Every attempt of the sequence through a fresh backend, one after another, with
     `load` compiles going meanwhile (CompileLoad)."""
+    from agent.evaluate.attempt import AttemptJob
     from agent.evaluate.backend_choice import open_backend
-    from agent.evaluate.evaluator import DEFAULT_SEED
     from agent.evaluate.options import EvaluationOptions
     options = EvaluationOptions(backend=backend_name, ray_gpus=ray_gpus if backend_name == "ray" else 0)
     out = Pass(backend_name)
     with tempfile.TemporaryDirectory() as logs:
         backend = open_backend(workload, options, Path(logs))
         try:
-            backend.validate(candidates[0], DEFAULT_SEED)  # starts the GPU side: untimed
+            backend.evaluate(candidates[0], time_cases=False, revalidate=False)  # starts the GPU side: untimed
             with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # the compile cache (warm after the first pass)
                 list(pool.map(backend.compile, candidates))
             with CompileLoad(candidates, load, backend.facts.arch) as compiling:
                 for candidate, step in zip(candidates, steps):
                     t0 = time.perf_counter()
-                    r = backend.validate(candidate, DEFAULT_SEED, best_ms=step.best_ms, case_best_ms=step.case_best_ms)
-                    if r.ok:
-                        r = backend.benchmark(candidate, DEFAULT_SEED, best_ms=step.best_ms,
-                                              case_best_ms=step.case_best_ms)
+                    r = backend.run_attempt(AttemptJob(candidate, best_ms=step.best_ms,
+                                                       case_best_ms=step.case_best_ms)).verdict
                     out.seconds.append(time.perf_counter() - t0)
                     out.verdicts.append(str(r.status))
             out.compiles = compiling.compiles

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
     sys.path.insert(0, str(ROOT))
 
+from agent.evaluate.attempt import AttemptResult  # noqa: E402
 from agent.evaluate.results import CaseResult, EvaluationResult  # noqa: E402
 from agent.evaluate.stats import TimingStats  # noqa: E402
 from agent.loop import events  # noqa: E402
@@ -45,12 +46,12 @@ class InstantEvaluator:
     timing = TimingConfig()
 
     def __init__(self, workload):
-        self.workload, self.on_event, self.seconds = workload, None, 0.0
+        self.workload, self.seconds = workload, 0.0
 
     def compile(self, candidate):
         return CompiledKernel(True, "sm_90", candidate.entry, candidate.entry, "", "", 0.0, True)
 
-    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True, validate=True):
+    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True, validate=True, on_event=None):
         t0 = time.perf_counter()
         d = candidate.knob_values()
         score = 1.0 + sum(d.values()) / 1000  # distinct per configuration
@@ -62,11 +63,9 @@ class InstantEvaluator:
         self.seconds += time.perf_counter() - t0
         return r
 
-    def validate(self, candidate, seed=1, best_ms=None, case_best_ms=None):
-        return self.evaluate(candidate, seed, time_cases=False)
-
-    def benchmark(self, candidate, seed=1, best_ms=None, case_best_ms=None):
-        return self.evaluate(candidate, seed)
+    def run_attempt(self, job, on_event=None):
+        return AttemptResult(self.evaluate(job.candidate, job.seed, time_cases=False),
+                             self.evaluate(job.candidate, job.seed))
 
     def evaluate_many(self, candidates, seed=1):
         return [self.evaluate(c, seed) for c in candidates]
@@ -74,7 +73,7 @@ class InstantEvaluator:
     def baseline_kinds(self):
         return []
 
-    def baseline(self, seed=1, kind=None):
+    def baseline(self, seed=1, kind=None, on_event=None):
         return None
 
     def abort(self):

@@ -302,7 +302,7 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
     compiles = [r for r in records if r["event"] == "CompileFinished"]
     if compiles:
         hits = sum(bool(r.get("cached")) for r in compiles)
-        print(f"compile node: {hits} of {len(compiles)} from the cache (compiled ahead); the others compiled "
+        print(f"attempts' compiles: {hits} of {len(compiles)} from the cache (compiled ahead); the others compiled "
               f"{sum(r.get('compile_ms', 0) for r in compiles if not r.get('cached')) / 1000:.1f} s while the GPU waited")
     worker: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -329,32 +329,33 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
 
 def evaluator_share(records: list[dict]) -> None:
     """How busy the evaluator was with the attempts (the timeline's EvaluatorRan events:
-    each half's start and length, wherever it ran, ahead of the graph or not), what of
-    that was the worker's cases, and what the Ray hop added per attempt. Re-timings and
-    baselines are not attempts: the GPU side was busier than this says, never idler."""
+    each attempt's validation and timing, their start and length, wherever they ran, ahead
+    of the graph or not), what of that was the worker's cases, and what the Ray hop added
+    per attempt. Re-timings and baselines are not attempts: the GPU side was busier than
+    this says, never idler."""
     runs = [r for r in records if r["event"] == "EvaluatorRan" and r.get("began_s") and r.get("evaluator_ms")]
     if not runs:
         return
     spans = sorted((r["began_s"], r["began_s"] + r["evaluator_ms"] / 1000) for r in runs)
     busy, end = 0.0, spans[0][0]
-    for a, b in spans:  # the union: halves of attempts on several GPUs may overlap
+    for a, b in spans:  # the union: attempts on several GPUs may overlap
         busy += max(0.0, b - max(a, end))
         end = max(end, b)
     window = max(1e-9, end - spans[0][0])
     iterations = {r["iteration"] for r in runs}
-    # The attempt's own halves only: reflect's fresh-seed validation and re-timings, and
+    # The attempt's own cases only: reflect's fresh-seed validation and re-timings, and
     # conclude's, stream case events under the attempt's iteration too.
     cases, node = 0.0, ""
     for r in records:
         if r["event"] == "NodeStarted":
             node = r["node"]
-        elif r["event"] == "CaseFinished" and node in ("validate", "benchmark") and r.get("elapsed_ms") is not None \
+        elif r["event"] == "CaseFinished" and node == "evaluate" and r.get("elapsed_ms") is not None \
                 and r.get("iteration") in iterations:
             cases += r["elapsed_ms"]
     evaluator = sum(r["evaluator_ms"] for r in runs)
     line = (f"evaluator: busy with attempts {busy:.1f} s of the {window:.1f} s from the first to the last ({busy / window:.0%}); "
             f"per attempt {evaluator / len(iterations):.0f} ms, of which the worker's cases {cases / len(iterations):.0f} ms")
-    # Ray: a call per half on one GPU, one per attempt on several (attempt(): its first half carries the call)
+    # Ray: one call per attempt, its wait on the validation's record
     called = {r["iteration"] for r in runs if r.get("call_ms")}
     if called:
         hop = sum(r.get("call_ms", 0.0) - r["evaluator_ms"] for r in runs if r["iteration"] in called)

@@ -17,6 +17,7 @@ import os
 import threading
 from pathlib import Path
 
+from agent.evaluate.attempt import AttemptJob, AttemptResult, ignore
 from agent.evaluate.results import CaseResult, EvaluationResult, Status
 from agent.evaluate.stats import TimingStats
 from agent.runtime.compiler import compile_kernel
@@ -99,8 +100,7 @@ class EvaluatorDouble:
         self.die_at = die_at
         self.aborted = False
         self.calls: list[tuple[str, int, bool]] = []
-        self.rejected: list[str] = []  # candidates benchmark() rejected early
-        self.on_event = lambda event: None
+        self.rejected: list[str] = []  # candidates the scripted screen rejected early
         self.timing = TimingConfig()
         self.facts = FACTS
         self.ceilings = Ceilings(4000.0, 50.0, "EvaluatorDouble's made-up ceilings")
@@ -116,7 +116,7 @@ class EvaluatorDouble:
         self.aborted = True
 
     def evaluate(self, candidate, seed: int = 1, revalidate: bool = True, time_cases: bool = True,
-                 validate: bool = True) -> EvaluationResult:
+                 validate: bool = True, on_event=ignore) -> EvaluationResult:
         self.calls.append((candidate.name, seed, time_cases))
         import time
         began = time.time()
@@ -156,12 +156,12 @@ class EvaluatorDouble:
             r = CaseResult(c.case if hasattr(c, "case") else c.name, c.role, status,
                            check=CaseCheck(status, 1e-7, 1e-7, 0 if status == Status.OK else 3,
                                            "" if status == Status.OK else "output C: 3 wrong\npattern: only rows >= 64 wrong"))
-            self.on_event(CaseChecked(r.case, "validate", r.check, 0.0))  # as the real worker streams them
+            on_event(CaseChecked(r.case, "validate", r.check, 0.0))  # as the real worker streams them
             if status == Status.OK and c.timed and time_cases:
                 ms = score * self.case_factor(candidate.knob_values(), r.case)
                 samples = [ms] * 9 + [ms * 1.01]
                 r.timing, r.samples_ms = TimingStats.of(samples), tuple(samples)
-                self.on_event(CaseTimed(r.case, tuple(samples), ms, 0.0))
+                on_event(CaseTimed(r.case, tuple(samples), ms, 0.0))
             cases.append(r)
         result = EvaluationResult(candidate.name, status, compiled, cases, seed=seed,
                                   detail="" if status == Status.OK else f"case '{cases[0].case}': {cases[0].check.detail}")
@@ -175,24 +175,28 @@ class EvaluatorDouble:
     def evaluate_many(self, candidates, seed: int = 1) -> list[EvaluationResult]:
         return [self.evaluate(c, seed) for c in candidates]
 
-    def validate(self, candidate, seed: int = 1, best_ms: float | None = None, case_best_ms=None) -> EvaluationResult:
-        """Told the best, the scripted timing screened first by the real early-rejection
-        rule, as the local evaluator does: a rejected candidate is never validated."""
-        if best_ms is not None:
-            timed = self._screened(candidate, seed, best_ms, case_best_ms)
+    def run_attempt(self, job: AttemptJob, on_event=ignore) -> AttemptResult:
+        """The attempt as the local evaluator runs it, scripted: its compile outcome streamed
+        first; told the best, the scripted timing screened first by the real early-rejection
+        rule (a rejected candidate is never validated); then a validation (one evaluate()
+        call, nothing timed) and, when it passed, the timing (a second call, screened again
+        when told the best, as a kernel that slowed down would be)."""
+        compiled = job.compiled if job.compiled is not None else self.compile(job.candidate)
+        on_event(compiled)
+        if job.best_ms is not None:
+            timed = self._screened(job.candidate, job.seed, job.best_ms, job.case_best_ms, on_event)
             if timed.status == Status.REJECTED_EARLY:
                 timed.cases = [c for c in timed.cases if c.role == "performance"]
-                return timed
-        return self.evaluate(candidate, seed, revalidate=False, time_cases=False)
+                return AttemptResult(timed)
+        validated = self.evaluate(job.candidate, job.seed, revalidate=False, time_cases=False, on_event=on_event)
+        if not validated.ok:
+            return AttemptResult(validated)
+        timed = self._screened(job.candidate, job.seed, job.best_ms, job.case_best_ms, on_event) \
+            if job.best_ms is not None else self.evaluate(job.candidate, job.seed, on_event=on_event)
+        return AttemptResult(validated, timed)
 
-    def benchmark(self, candidate, seed: int = 1, best_ms: float | None = None,
-                  case_best_ms=None) -> EvaluationResult:
-        """The scripted timing, judged by the real early-rejection rule when told the best."""
-        return self._screened(candidate, seed, best_ms, case_best_ms) if best_ms is not None \
-            else self.evaluate(candidate, seed)
-
-    def _screened(self, candidate, seed: int, best_ms: float, case_best_ms) -> EvaluationResult:
-        result = self.evaluate(candidate, seed)
+    def _screened(self, candidate, seed: int, best_ms: float, case_best_ms, on_event) -> EvaluationResult:
+        result = self.evaluate(candidate, seed, on_event=on_event)
         if result.ok:
             from agent.evaluate.early_reject import screen
             verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms,
@@ -207,7 +211,7 @@ class EvaluatorDouble:
     def baseline_kinds(self):
         return ["cublas_sgemm", "torch_eager"]
 
-    def baseline(self, seed: int = 1, kind: str | None = None):
+    def baseline(self, seed: int = 1, kind: str | None = None, on_event=ignore):
         """cuBLAS at 0.5 ms per case; the PyTorch stand-in at 0.6 ms."""
         ms = 0.6 if kind == "torch_eager" else 0.5
         cases = [CaseResult(c.name, c.role, Status.OK, check=CaseCheck(Status.OK),

@@ -85,9 +85,9 @@ def test_cache_hit_returns_the_same_cubin():
 
 
 def test_one_configuration_is_one_cache_entry_whatever_the_order_of_its_knobs():
-    """The tuner compiles a point ahead from one dict, the loop's compile node the proposal
+    """The tuner compiles a point ahead from one dict, an attempt's compile the proposal
     built from another: the same knob values must give the same options and cache key.
-    On the H200 they did not (insertion order), and the compile node ran NVRTC again."""
+    On the H200 they did not (insertion order), and the attempt's compile ran NVRTC again."""
     import uuid
 
     from agent.spec.candidate import Candidate

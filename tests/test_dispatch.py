@@ -43,7 +43,7 @@ class PerCaseEvaluatorDouble:
         self.workload, self.times, self.fresh_fail, self.fail = workload, times, set(fresh_fail), set(fail)
         self.calls: list[tuple[str, int]] = []
 
-    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True, validate=True):
+    def evaluate(self, candidate, seed=1, revalidate=True, time_cases=True, validate=True, on_event=None):
         self.calls.append((candidate.name, seed))
         bad = candidate.name in self.fail or (seed != 1 and candidate.name in self.fresh_fail)
         status = Status.WRONG_ANSWER if bad else Status.OK

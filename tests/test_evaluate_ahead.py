@@ -1,8 +1,9 @@
-"""Evaluation ahead of the loop (agent/evaluate/ahead.py): a step's candidates run on the
+"""Evaluation ahead of the loop (agent/evaluate/ahead.py): a step's attempts run on the
 GPU stand-in back to back while the graph reflects, logs and proposes. What is proven
 here: the same attempts as without it; the overlap itself (by the order of events, never
-by the clock); every candidate evaluated once, across a pause too; the budget's end and
-"stop now" leave nothing running. An EvaluatorDouble stands in for the GPU."""
+by the clock); every candidate evaluated once, across a pause too; a job is taken by its
+key, never for another candidate; the budget's end and "stop now" leave nothing running.
+An EvaluatorDouble stands in for the GPU."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from test_evaluator_protocol import FACTS, naive
 from test_loop import open_session, workload  # noqa: F401  (the fixture)
 
 from agent.evaluate import worker_channel
-from agent.evaluate.ahead import AheadEvaluator
+from agent.evaluate.ahead import AttemptScheduler
+from agent.evaluate.attempt import AttemptJob
 from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.worker_channel import EvaluationAborted
 from agent.loop import events
@@ -26,22 +28,24 @@ WAIT_S = 120.0  # what a test waits for an event before it fails; never a race o
 
 
 class RecordingDouble(EvaluatorDouble):
-    """The double, recording each validate() and benchmark() call: (which, candidate, thread)."""
+    """The double, recording each attempt it runs (whether it came compiled, the candidate, the thread)."""
 
     def __init__(self, workload, **kwargs):
         super().__init__(workload, **kwargs)
         self.log: list[tuple[str, str, str]] = []
-        self.validated = threading.Condition()
+        self.began = threading.Condition()
 
-    def validate(self, candidate, seed=1, best_ms=None, case_best_ms=None):
-        with self.validated:
-            self.log.append(("validate", candidate.name, threading.current_thread().name))
-            self.validated.notify_all()
-        return super().validate(candidate, seed, best_ms, case_best_ms)
+    def run_attempt(self, job, on_event=lambda e: None):
+        with self.began:
+            self.log.append(("compiled" if job.compiled else "attempt", job.candidate.name,
+                             threading.current_thread().name))
+            self.began.notify_all()
+        return super().run_attempt(job, on_event)
 
-    def benchmark(self, candidate, seed=1, best_ms=None, case_best_ms=None):
-        self.log.append(("benchmark", candidate.name, threading.current_thread().name))
-        return super().benchmark(candidate, seed, best_ms, case_best_ms)
+
+def attempts(double) -> list[str]:
+    """The candidates the double ran attempts of, in order."""
+    return [name for _, name, _ in double.log]
 
 
 def _records(history):
@@ -74,8 +78,9 @@ def test_the_same_attempts_with_and_without_overlap(tmp_path, workload):  # noqa
 
 def test_the_gpu_runs_the_next_candidate_while_the_graph_reflects(tmp_path, workload):  # noqa: F811
     """The order of events proves the overlap: attempt 1's reflect node waits until the second candidate of its
-    step has begun its validation on the GPU stand-in, from the evaluate-ahead thread. Without evaluation ahead
-    that validation only begins after reflect, and the test fails after WAIT_S instead of passing."""
+    step has begun its attempt on the GPU stand-in, from the evaluate-ahead thread, compiled before the GPU was
+    taken. Without evaluation ahead that attempt only begins after reflect, and the test fails after WAIT_S
+    instead of passing."""
     double = RecordingDouble(workload)
     s = open_session(tmp_path, workload, 6, evaluator=double, batch=3)
     step, names, seen_ahead = [], {}, []
@@ -86,22 +91,22 @@ def test_the_gpu_runs_the_next_candidate_while_the_graph_reflects(tmp_path, work
         if isinstance(e, events.CandidateProposed):
             names[e.iteration] = e.name
         if isinstance(e, events.NodeStarted) and e.node == "reflect" and step and e.iteration == step[0]:
-            with double.validated:
-                seen_ahead.append(double.validated.wait_for(
-                    lambda: any(k == "validate" and n != names[step[0]] and t == "evaluate-ahead"
+            with double.began:
+                seen_ahead.append(double.began.wait_for(
+                    lambda: any(k == "compiled" and n != names[step[0]] and t == "evaluate-ahead"
                                 for k, n, t in double.log), WAIT_S))
 
     assert s.end(s.run(on_event)) == "finished"
     assert seen_ahead == [True]
     history = s.state["history"]
-    assert [n for k, n, _ in double.log if k == "validate"] == [a.name for a in history]  # each once, in order
+    assert attempts(double) == [a.name for a in history]  # each once, in order
     s.close()
 
 
 def test_each_candidate_is_evaluated_once_across_a_pause(tmp_path, workload):  # noqa: F811
-    """A pause after the first attempt of a step of three: the attempts not begun are dropped from the GPU's queue and
+    """A pause after the first attempt of a step of three: the jobs not begun are dropped from the GPU's queue and
     stay in the checkpoint's; on resume the one that ran ahead (if any did) is used, not evaluated again. Each
-    candidate: one validate() and one benchmark(), whatever the GPU had begun when the pause came."""
+    candidate: one attempt, whatever the GPU had begun when the pause came."""
     double = RecordingDouble(workload)
     s = open_session(tmp_path, workload, 6, evaluator=double, batch=3, early_reject=False)
 
@@ -117,8 +122,7 @@ def test_each_candidate_is_evaluated_once_across_a_pause(tmp_path, workload):  #
     assert s.end(s.run()) == "finished"
     history = s.state["history"]
     assert len(history) == 6
-    for a in history:
-        assert [k for k, n, _ in double.log if n == a.name] == ["validate", "benchmark"], a.name
+    assert sorted(attempts(double)) == sorted(a.name for a in history)
     s.close()
 
 
@@ -129,8 +133,7 @@ def test_the_budget_end_leaves_no_candidate_evaluated_past_it(tmp_path, workload
     assert s.end(s.run()) == "finished"
     names = {a.name for a in s.state["history"]}
     assert len(names) == 4
-    evaluated = {n for k, n, _ in double.log if k == "validate"} - {"naive"}
-    assert evaluated == names
+    assert set(attempts(double)) == names and len(attempts(double)) == 4
     s.close()
 
 
@@ -150,8 +153,8 @@ def test_stop_now_kills_the_attempt_in_flight_and_drops_the_rest(tmp_path, workl
     except EvaluationAborted:
         ended = "stopped"
     assert ended == "stopped"
-    begun = [n for k, n, _ in double.log if k == "validate" and n != "naive"]
-    assert len(begun) == 2 and double.log[-1][:2] == ("validate", begun[1])  # nothing started after the abort
+    begun = attempts(double)
+    assert len(begun) == 2 and double.log[-1][1] == begun[1]  # nothing started after the abort
     assert s.state["iteration"] in (0, 1)  # where the step began: before attempt 2, or before 1 if its reflect was cut
     gate.release()
     s.control.clear()  # as a resume starts afresh
@@ -161,18 +164,36 @@ def test_stop_now_kills_the_attempt_in_flight_and_drops_the_rest(tmp_path, workl
 
 
 def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  # noqa: F811
-    """A backend error in the ahead thread (here an abort) reaches the caller of validate(), not a log."""
+    """A backend error in the ahead thread (here an abort) reaches the caller that takes the job's result, not a log."""
     gate = Gate(free=0)
     double = EvaluatorDouble(workload, gate=gate)
-    ahead = AheadEvaluator(double)
+    ahead = AttemptScheduler(double)
     from agent.spec.candidate import Candidate
-    candidate = Candidate.from_spec(workload.start_kernel)
-    ahead.submit([candidate], None)
+    job = AttemptJob(Candidate.from_spec(workload.start_kernel), key=1)
+    ahead.submit([job])
     assert gate.held.wait(WAIT_S)
     ahead.abort()
     with pytest.raises(EvaluationAborted):
-        ahead.validate(candidate)
+        ahead.run_attempt(job)
     ahead.close()
+
+
+def test_a_job_is_taken_by_its_key_and_never_for_another_candidate(workload):  # noqa: F811
+    """Attempt 1 asked for with another candidate than the job filed under key 1 (its step proposed again): the
+    job run ahead is stale, and the attempt asked for runs afresh; the key's job is gone after it."""
+    from agent.spec.candidate import Candidate
+    double = RecordingDouble(workload)
+    ahead = AttemptScheduler(double)
+    tiled = workload.kernels["tiled"]
+    first, second = (Candidate.from_spec(tiled, {"BM": bm}) for bm in (64, 128))
+    ahead.submit([AttemptJob(first, key=1)])
+    with double.began:
+        assert double.began.wait_for(lambda: double.log, WAIT_S)
+    r = ahead.run_attempt(AttemptJob(second, key=1))
+    assert r.validated.candidate == second.name and r.timed.ok
+    assert ahead.run_attempt(AttemptJob(first, key=1)).validated.candidate == first.name  # run again: nothing filed
+    ahead.close()
+    assert attempts(double) == [first.name, second.name, first.name]
 
 
 def test_a_compiled_kernel_of_the_step_goes_before_one_still_compiling(workload):  # noqa: F811
@@ -183,20 +204,20 @@ def test_a_compiled_kernel_of_the_step_goes_before_one_still_compiling(workload)
 
     from agent.spec.candidate import Candidate
     double = RecordingDouble(workload)
-    ahead = AheadEvaluator(double)
+    ahead = AttemptScheduler(double)
     assert ahead.facts.arch  # what the plan reads first: the arch the cache is keyed on
     tiled = workload.kernels["tiled"]
     fresh = dataclasses.replace(Candidate.from_spec(tiled, {"BM": 64}), name="fresh",
                                 source=Candidate.from_spec(tiled).source + "\n// not compiled yet\n")
     compiled = dataclasses.replace(Candidate.from_spec(tiled, {"BM": 128}), name="compiled")
     assert double.compile(compiled).ok
-    ahead.submit([fresh, compiled], None)
-    with double.validated:  # the ahead thread's first pick (the graph asking first would run it itself)
-        assert double.validated.wait_for(lambda: double.log, WAIT_S)
-    assert ahead.validate(fresh).ok and ahead.benchmark(fresh).ok
-    assert ahead.validate(compiled).ok and ahead.benchmark(compiled).ok
+    jobs = [AttemptJob(fresh, key=1), AttemptJob(compiled, key=2)]
+    ahead.submit(jobs)
+    with double.began:  # the ahead thread's first pick (the graph asking first would run it itself)
+        assert double.began.wait_for(lambda: double.log, WAIT_S)
+    assert ahead.run_attempt(jobs[0]).timed.ok and ahead.run_attempt(jobs[1]).timed.ok
     ahead.close()
-    assert [name for kind, name, _ in double.log if kind == "validate"] == ["compiled", "fresh"]
+    assert attempts(double) == ["compiled", "fresh"]
 
 
 def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # noqa: F811
@@ -219,7 +240,7 @@ def test_the_next_step_is_proposed_while_this_one_runs(tmp_path, workload):  # n
     ahead = [e.text for e in seen if isinstance(e, events.Notice) and "proposed ahead" in e.text]
     assert ahead and all(t.startswith("next step of ") for t in ahead)
     assert len(history) == 12 and len({tuple(sorted(a.defines.items())) for a in history}) == 12
-    assert [n for k, n, _ in double.log if k == "validate"] == [a.name for a in history]
+    assert attempts(double) == [a.name for a in history]
     s.close()
     off = open_session(tmp_path / "off", workload, 12, session_id="off", batch=4, early_reject=False, overlap=False)
     seen = []
@@ -250,8 +271,8 @@ class SlowStartingWorkerDouble:
 
 
 def test_a_dead_worker_is_restarted_once_when_the_graph_and_the_ahead_thread_both_need_it(workload, monkeypatch):
-    """compile() runs outside the ahead lock (host work) but reads facts, so worker(): after a
-    crash, the ahead thread's next attempt and the graph's compile node both find the worker
+    """compile() runs outside the scheduler's lock (host work) but reads facts, so worker(): after a
+    crash, the ahead thread's next job and the graph's own compile both find the worker
     dead. One worker must start, not two with one orphaned (a CUDA context and every case's
     buffers held until the session ends)."""
     monkeypatch.setattr(worker_channel, "WorkerProcess", SlowStartingWorkerDouble)
@@ -260,7 +281,7 @@ def test_a_dead_worker_is_restarted_once_when_the_graph_and_the_ahead_thread_bot
     dead.alive = False
     ev._worker = dead
     SlowStartingWorkerDouble.started = []
-    ahead = AheadEvaluator(ev)
+    ahead = AttemptScheduler(ev)
     go = threading.Barrier(2)
 
     def ahead_thread():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from workload_factory import make_sgemm_workload
 
+from agent.evaluate.attempt import AttemptJob
 from agent.evaluate.evaluator import Evaluator
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.candidate import Candidate
@@ -19,7 +20,6 @@ from agent.spec.speed_of_light import Ceilings
 from agent.spec.workload import load_workload
 from agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
 from agent.worker.protocol import (
-    ATTEMPT,
     CaseCheck,
     CaseChecked,
     CaseTimed,
@@ -262,43 +262,41 @@ def _split(run):
 
 
 def test_an_attempt_validates_once_then_times_on_the_same_worker(workload):
-    """validate() then benchmark(): two requests to one worker, the second without a validation step;
-    the result keeps the first request's checks and gets the second's samples."""
+    """run_attempt(): the kernel compiled once, then two requests to one worker, the second without a validation
+    step; the timed result keeps the first request's checks and gets the second's samples; the compile outcome,
+    then every reply, streamed to the job's sink in order."""
     first, second = _split(full_run())
     ev = DoubleEvaluator(workload, first + second)
-    assert ev.validate(naive(workload)).status == "ok"
-    r = ev.benchmark(naive(workload))
+    compiles, real = [], ev.compile
+    ev.compile = lambda c: compiles.append(c.name) or real(c)
+    seen = []
+    r = ev.run_attempt(AttemptJob(naive(workload)), seen.append)
     sent = ev.doubles[0].sent
     assert [req.steps for req in sent] == [(Step.VALIDATE,), (Step.TIME, Step.REVALIDATE)]
-    assert r.status == "ok" and r.score_ms == pytest.approx(1.0)
-    assert r.case("odd-97x83x61").check == OK and r.case("square-256").recheck == OK
-    assert len(ev.doubles) == 1
+    assert r.validated.status == "ok" and r.validated.score_ms is None
+    assert r.timed.status == "ok" and r.timed.score_ms == pytest.approx(1.0) and r.verdict is r.timed
+    assert r.timed.case("odd-97x83x61").check == OK and r.timed.case("square-256").recheck == OK
+    assert len(ev.doubles) == 1 and compiles == ["naive"]
+    assert seen[0] is r.compiled and seen[1:] == first + second
 
 
-def test_benchmark_of_another_kernel_or_after_a_restart_runs_the_whole_recipe(workload):
-    """No shortcut unless it is the very request validated last, on the worker that validated it."""
-    first, _ = _split(full_run())
-    ev = DoubleEvaluator(workload, first + full_run())
-    ev.validate(naive(workload))
-    eights = LaunchRule((Expr.parse("ceil_div(N, 8)"), Expr.parse("ceil_div(M, 8)"), Expr.parse(1)),
-                        (Expr.parse(8), Expr.parse(8), Expr.parse(1)))
-    other = Candidate(workload.kernels["naive"].source(), "sgemm_naive", eights, name="other")  # same CUBIN, other launch
-    assert ev.benchmark(other).status == "ok"
-    assert ev.doubles[0].sent[1].steps == ATTEMPT
-    ev = DoubleEvaluator(workload, first, full_run())
-    ev.validate(naive(workload))
-    ev._worker.kill()  # the worker died between the two halves (a resumed session starts a new one too)
-    assert ev.benchmark(naive(workload)).status == "ok"
-    assert ev.doubles[1].sent[0].steps == ATTEMPT
+def test_a_job_that_comes_compiled_is_not_compiled_again(workload):
+    """A job carrying its compiled kernel (the scheduler's, the Ray driver's) is run with it: no second compile or audit."""
+    first, second = _split(full_run())
+    ev = DoubleEvaluator(workload, first + second)
+    compiled = ev.compile(naive(workload))
+    ev.compile = lambda c: pytest.fail("compiled again")
+    r = ev.run_attempt(AttemptJob(naive(workload), compiled=compiled))
+    assert r.timed.ok and r.compiled is compiled
 
 
-def test_failed_validation_is_not_continued(workload):
-    """A validation that failed leaves nothing for benchmark() to continue."""
+def test_a_failed_validation_ends_the_attempt(workload):
+    """A validation that failed is the attempt's verdict: nothing is timed."""
     ev = DoubleEvaluator(workload, [Started("odd-97x83x61", "validate"),
-                                    CaseChecked("odd-97x83x61", "validate", WRONG, 1.0), JobDone()] + full_run())
-    assert ev.validate(naive(workload)).status == "wrong_answer"
-    ev.benchmark(naive(workload))
-    assert ev.doubles[0].sent[1].steps == ATTEMPT
+                                    CaseChecked("odd-97x83x61", "validate", WRONG, 1.0), JobDone()])
+    r = ev.run_attempt(AttemptJob(naive(workload)))
+    assert r.validated.status == "wrong_answer" and r.timed is None and r.verdict is r.validated
+    assert len(ev.doubles[0].sent) == 1
 
 
 def test_time_only_sends_one_timing_step_and_scores_the_performance_cases(workload):
@@ -329,11 +327,13 @@ def _screen(samples, timed=None):
 
 
 def test_told_the_best_a_clearly_slower_candidate_is_rejected_before_any_validation(workload):
-    """validate(best_ms=...) sends the screen first: one TIME step of SCREEN_LAUNCHES launches; clearly
+    """An attempt told the best sends the screen first: one TIME step of SCREEN_LAUNCHES launches; clearly
     slower, it is rejected_early with the performance case alone in the result, and no validation is sent."""
     from agent.evaluate.early_reject import SCREEN_LAUNCHES
     ev = DoubleEvaluator(workload, _screen((2.0,) * 10))
-    r = ev.validate(naive(workload), best_ms=1.0)
+    attempt = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0))
+    r = attempt.validated
+    assert attempt.timed is None
     sent = ev.doubles[0].sent
     assert [req.steps for req in sent] == [(Step.TIME,)] and sent[0].timing.repetitions == SCREEN_LAUNCHES
     assert r.status == "rejected_early" and r.score_ms is None and "before validation" in r.detail
@@ -343,11 +343,12 @@ def test_told_the_best_a_clearly_slower_candidate_is_rejected_before_any_validat
 
 
 def test_a_candidate_the_screen_keeps_is_validated_then_timed_without_a_second_screen(workload):
-    """Near the best: validated on every case, then benchmark() times it in full straight away."""
+    """Near the best: validated on every case, then timed in full straight away."""
     first, second = _split(full_run())
     ev = DoubleEvaluator(workload, _screen((1.0,) * 10) + first + second)
-    assert ev.validate(naive(workload), best_ms=1.0).status == "ok"
-    r = ev.benchmark(naive(workload), best_ms=1.0)
+    attempt = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0))
+    assert attempt.validated.status == "ok"
+    r = attempt.timed
     assert [req.steps for req in ev.doubles[0].sent] == [(Step.TIME,), (Step.VALIDATE,), (Step.TIME, Step.REVALIDATE)]
     assert r.status == "ok" and r.score_ms == pytest.approx(1.0) and r.case("odd-97x83x61").check == OK
     assert r.screen_ms == {"square-256": (1.0,) * 10}  # the screen that kept it, for the safety replay
@@ -366,13 +367,15 @@ def _time_then_revalidate(run):
     (1.05, None, True),  # the case never won yet: a dispatch could take it there
 ])
 def test_only_a_contender_is_revalidated_after_its_timing(workload, median, case_best, revalidated):
-    """Given both bests, benchmark() times first and revalidates only a candidate that could be chosen; another
+    """Given both bests, an attempt times first and revalidates only a candidate that could be chosen; another
     stays ok, its detail saying it was not revalidated."""
     first, _ = _split(full_run())
     timing, recheck = _time_then_revalidate(full_run(samples=(median,) * 3))
     ev = DoubleEvaluator(workload, _screen((1.0,) * 10) + first + timing + recheck)
-    assert ev.validate(naive(workload), best_ms=1.0).status == "ok"
-    r = ev.benchmark(naive(workload), best_ms=1.0, case_best_ms={"square-256": case_best} if case_best else {})
+    attempt = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0,
+                                        case_best_ms={"square-256": case_best} if case_best else {}))
+    assert attempt.validated.status == "ok"
+    r = attempt.timed
     steps = [req.steps for req in ev.doubles[0].sent]
     assert steps == [(Step.TIME,), (Step.VALIDATE,), (Step.TIME,)] + ([(Step.REVALIDATE,)] if revalidated else [])
     assert r.status == "ok" and r.score_ms == pytest.approx(median)
@@ -384,15 +387,14 @@ def test_a_contender_wrong_on_revalidation_is_unstable(workload):
     first, _ = _split(full_run())
     timing, recheck = _time_then_revalidate(full_run(samples=(0.9,) * 3, recheck=(WRONG, OK)))
     ev = DoubleEvaluator(workload, _screen((1.0,) * 10) + first + timing + recheck)
-    ev.validate(naive(workload), best_ms=1.0)
-    r = ev.benchmark(naive(workload), best_ms=1.0, case_best_ms={"square-256": 1.0})
+    r = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0, case_best_ms={"square-256": 1.0})).verdict
     assert r.status == "unstable" and "wrong after it" in r.detail and r.score_ms is None
 
 
 def test_a_wrong_timed_launch_in_the_screen_is_a_wrong_answer_not_a_rejection(workload):
     """The screen checks every timed launch: wrong outputs there are the attempt's verdict, even when slower."""
     ev = DoubleEvaluator(workload, _screen((2.0,) * 10, timed=WRONG))
-    r = ev.validate(naive(workload), best_ms=1.0)
+    r = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0)).verdict
     assert r.status == "wrong_answer" and "5 wrong" in r.detail and r.score_ms is None
     assert len(ev.doubles[0].sent) == 1
 
@@ -401,7 +403,7 @@ def test_a_crash_in_the_screen_is_crashed(workload):
     """A kernel that faults in its first timed launches: crashed, the worker restarted for the next call."""
     fault = Fault("square-256", "time", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access", fatal=True)
     ev = DoubleEvaluator(workload, [Started("square-256", "time"), fault])
-    r = ev.validate(naive(workload), best_ms=1.0)
+    r = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0)).verdict
     assert r.status == "crashed" and "CUDA_ERROR_ILLEGAL_ADDRESS" in r.detail
 
 

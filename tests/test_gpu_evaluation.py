@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from workload_factory import make_sgemm_workload
 
+from agent.evaluate.attempt import AttemptJob
 from agent.evaluate.evaluator import Evaluator
 from agent.evaluate.options import EvaluationOptions
 from agent.spec.candidate import Candidate
@@ -81,17 +82,14 @@ def test_naive_kernel_passes_and_is_timed(evaluator, workload):
 
 
 def test_an_attempt_loads_the_kernel_once_and_validates_each_case_once(evaluator, workload):
-    """validate() then benchmark(), as the loop runs an attempt: one module load, one validation
-    per case before timing, a revalidation after it, and the same verdict as evaluate()."""
+    """run_attempt(), as the loop runs an attempt: one module load, one validation per case
+    before timing, a revalidation after it, and the same verdict as evaluate()."""
     from agent.worker.protocol import CaseChecked, Started
     seen = []
-    evaluator.on_event = seen.append
-    try:
-        c = Candidate.from_spec(workload.kernels["tiled"], {"BM": 64, "BN": 64, "TM": 4, "TN": 4})
-        assert evaluator.validate(c).status == "ok"
-        r = evaluator.benchmark(c)
-    finally:
-        evaluator.on_event = lambda event: None
+    c = Candidate.from_spec(workload.kernels["tiled"], {"BM": 64, "BN": 64, "TM": 4, "TN": 4})
+    attempt = evaluator.run_attempt(AttemptJob(c), seen.append)
+    assert attempt.validated.status == "ok", attempt.validated.detail
+    r = attempt.timed
     assert r.status == "ok" and r.score_ms > 0, r.detail
     assert [e.phase for e in seen if isinstance(e, Started)].count("load") == 1
     checks = [(e.case, e.phase) for e in seen if isinstance(e, CaseChecked)]
@@ -129,9 +127,9 @@ def test_validation_catches(evaluator, name, status, hint):
     ("out_of_bounds", "out_of_bounds", "C (after)"),
 ])
 def test_a_wrong_kernel_screened_first_gets_the_status_validation_would_give(evaluator, name, status, hint):
-    """validate() told the best screens first; a kernel wrong in the screen's timed launches is a wrong answer
+    """An attempt told the best screens first; a kernel wrong in the screen's timed launches is a wrong answer
     (not "unstable": it was never correct), one writing out of bounds is out_of_bounds, as validation says."""
-    r = evaluator.validate(bad(name), best_ms=1e9)
+    r = evaluator.run_attempt(AttemptJob(bad(name), best_ms=1e9)).verdict
     assert r.status == status, r.detail
     assert hint in r.detail, r.detail
     assert r.score_ms is None
@@ -200,41 +198,38 @@ def test_gpu_check_agrees_with_numpy(evaluator):
 
 
 def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workload):
-    """benchmark() told a best 10x faster than the naive kernel: rejected_early after SCREEN_LAUNCHES launches per
+    """An attempt told a best 10x faster than the naive kernel: rejected_early after SCREEN_LAUNCHES launches per
     performance case, partial samples kept, no score, no revalidation; told a best 10x slower: timed in full."""
     from agent.evaluate.early_reject import SCREEN_LAUNCHES
     from agent.evaluate.results import Status
     full = evaluator.evaluate(naive(workload))
     assert full.ok, full.detail
-    assert evaluator.validate(naive(workload)).ok
-    r = evaluator.benchmark(naive(workload), best_ms=full.score_ms / 10)
+    rejected = evaluator.run_attempt(AttemptJob(naive(workload), best_ms=full.score_ms / 10))
+    r = rejected.verdict
     assert r.status == Status.REJECTED_EARLY and r.score_ms is None and "rejected early" in r.detail
+    assert rejected.timed is None
     perf = r.case("square-256")
     assert len(perf.samples_ms) == SCREEN_LAUNCHES and perf.timing.n == SCREEN_LAUNCHES and perf.recheck is None
-    assert evaluator.validate(naive(workload)).ok
-    kept = evaluator.benchmark(naive(workload), best_ms=full.score_ms * 10)
+    kept = evaluator.run_attempt(AttemptJob(naive(workload), best_ms=full.score_ms * 10)).timed
     assert kept.ok and len(kept.case("square-256").samples_ms) == 50 and kept.case("square-256").recheck.status == "ok"
 
 
-def test_validate_told_the_best_screens_first_and_never_validates_a_rejected_candidate(evaluator, workload):
-    """validate() told a best 10x faster: rejected_early from the first chunk alone, no case validated; told a
-    best 10x slower: screened, every case validated, and benchmark() then times it in full without a second chunk."""
+def test_an_attempt_told_the_best_screens_first_and_never_validates_a_rejected_candidate(evaluator, workload):
+    """An attempt told a best 10x faster: rejected_early from the first chunk alone, no case validated; told a
+    best 10x slower: screened, every case validated, then timed in full without a second chunk."""
     from agent.evaluate.early_reject import SCREEN_LAUNCHES
     from agent.evaluate.results import Status
     from agent.worker.protocol import CaseChecked
     full = evaluator.evaluate(naive(workload))
     assert full.ok, full.detail
     seen = []
-    evaluator.on_event = seen.append
-    try:
-        r = evaluator.validate(naive(workload), best_ms=full.score_ms / 10)
-        assert r.status == Status.REJECTED_EARLY and "before validation" in r.detail, r.detail
-        assert [c.case for c in r.cases] == ["square-256"] and len(r.case("square-256").samples_ms) == SCREEN_LAUNCHES
-        assert not [e for e in seen if isinstance(e, CaseChecked) and e.phase == "validate"]
-        assert evaluator.validate(naive(workload), best_ms=full.score_ms * 10).ok
-        kept = evaluator.benchmark(naive(workload), best_ms=full.score_ms * 10)
-    finally:
-        evaluator.on_event = lambda event: None
+    r = evaluator.run_attempt(AttemptJob(naive(workload), best_ms=full.score_ms / 10), seen.append).validated
+    assert r.status == Status.REJECTED_EARLY and "before validation" in r.detail, r.detail
+    assert [c.case for c in r.cases] == ["square-256"] and len(r.case("square-256").samples_ms) == SCREEN_LAUNCHES
+    assert not [e for e in seen if isinstance(e, CaseChecked) and e.phase == "validate"]
+    attempt = evaluator.run_attempt(AttemptJob(naive(workload), best_ms=full.score_ms * 10), seen.append)
+    assert attempt.validated.ok
+    kept = attempt.timed
     assert kept.ok and len(kept.case("square-256").samples_ms) == 50, kept.detail
     assert sorted(e.case for e in seen if isinstance(e, CaseChecked) and e.phase == "validate") \
         == sorted(c.name for c in workload.cases)
@@ -265,7 +260,7 @@ def test_an_infinite_reference_entry_passes_the_same_infinity_only(tmp_path):
 def test_a_kernel_is_judged_on_the_cases_it_serves(tmp_path):
     """A kernel whose launch cannot serve one performance case is ok on the others: that case is
     not_applicable (never run), the kernel has no score, its medians are timed, the screen and the
-    attempt's two halves treat it the same way."""
+    attempt's validation and timing treat it the same way."""
     from workload_factory import SMALL_CASES
     cases = SMALL_CASES + '[[cases]]\nname = "square-512"\nrole = "performance"\nsizes = { M = 512, N = 512, K = 512 }\n'
     w = load_workload(make_sgemm_workload(tmp_path / "w", cases=cases))
@@ -280,7 +275,7 @@ def test_a_kernel_is_judged_on_the_cases_it_serves(tmp_path):
         full = ev.evaluate(naive(w))
         assert full.ok and full.score_ms is not None
         winners = {c.case: c.timing.median_ms for c in full.cases if c.timing}
-        v = ev.validate(cand, best_ms=full.score_ms, case_best_ms=winners)
-        b = ev.benchmark(cand, best_ms=full.score_ms, case_best_ms=winners)
+        attempt = ev.run_attempt(AttemptJob(cand, best_ms=full.score_ms, case_best_ms=winners))
+        v, b = attempt.validated, attempt.verdict
         assert v.status in ("ok", "rejected_early") and b.status in ("ok", "rejected_early"), (v.detail, b.detail)
         assert b.case("square-512").status == "not_applicable"

@@ -73,10 +73,12 @@ def test_write_past_the_workspace_is_out_of_bounds(evaluator, workload):
 
 
 def test_an_attempt_on_a_program_loads_once(evaluator, workload):
-    """validate() then benchmark() on a program, as the loop runs it: the same verdict as evaluate()."""
+    """run_attempt() on a program, as the loop runs it: the same verdict as evaluate()."""
+    from agent.evaluate.attempt import AttemptJob
     c = Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 8})
-    assert evaluator.validate(c).status == "ok"
-    r = evaluator.benchmark(c)
+    attempt = evaluator.run_attempt(AttemptJob(c))
+    assert attempt.validated.status == "ok", attempt.validated.detail
+    r = attempt.timed
     assert r.status == "ok" and r.case("square-256").recheck.status == "ok", r.detail
 
 

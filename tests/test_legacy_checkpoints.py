@@ -1,11 +1,14 @@
-"""Sessions stored before agent/ was re-housed into subpackages (their checkpoints name
-`agent.loop_state.Best`, `agent.limits.Spent`...) still load and resume."""
+"""Sessions stored by earlier versions still load and resume: those stored before agent/ was
+re-housed into subpackages (their checkpoints name `agent.loop_state.Best`,
+`agent.limits.Spent`...), and those paused inside an attempt when compile, validate and
+benchmark were nodes of the graph."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
@@ -14,6 +17,7 @@ from agent.loop.session import Session, SessionInfo, session_dir
 from agent.proposers.tune import TuneProposer
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
+from agent.tracking.session_tracker import NullTracker
 from agent.tracking.tracker import Tracker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
@@ -46,3 +50,32 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     after = session.state
     assert [a.iteration for a in after["history"]] == [1, 2, 3]
     assert after["best"].score_ms <= 1.375
+
+
+PAUSED = Path(__file__).parent / "fixtures" / "sessions-paused-mid-attempt"
+
+
+@pytest.mark.parametrize("node", ["compile", "validate", "benchmark"])
+def test_a_session_paused_before_a_node_of_the_old_attempt_chain_resumes(tmp_path, node):
+    """Stores written when compile, validate and benchmark were nodes of their own, each paused inside
+    attempt 2 with `node` next (one checkpoint file, a session each): the attempt is evaluated whole and the
+    session goes on to its budget of 3."""
+    workload = load_workload(make_sgemm_workload(tmp_path / "w"))
+    after = {"compile": "propose", "validate": "compile", "benchmark": "validate"}[node]
+    session_id = f"paused-after-{after}"
+    directory = session_dir(tmp_path / "store", session_id)
+    directory.mkdir(parents=True)
+    shutil.copy(PAUSED / "checkpoint.sqlite", directory / "checkpoint.sqlite")
+    shutil.copy(PAUSED / f"{session_id}.json", directory / "session.json")
+    info = SessionInfo.load(directory)
+    info.workload = str(workload.directory)
+    session = Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(info.search.proposer.seed),
+                      NullTracker())
+    before = session.state
+    assert before["iteration"] == 1 and before["attempt"].iteration == 2
+    in_flight = before["pending"].name
+    assert session.end(session.run()) == "finished"
+    history = session.state["history"]
+    assert [a.iteration for a in history] == [1, 2, 3]
+    assert history[1].name == in_flight and history[1].status == Status.OK and history[1].score_ms is not None
+    session.close()

@@ -13,7 +13,7 @@ RAW = """\
 process 7:"python3 -m tui run examples/sgemm";thread (11);<module> (tui/cli.py:60);Session.run (agent/loop/session.py:229) 30
 process 7:"python3 -m tui run examples/sgemm";thread (11): MainThread;Session.run (agent/loop/session.py:229);\
 Timeline.__call__ (agent/loop/timeline.py:32) 20
-process 7:"python3 -m tui run examples/sgemm";thread (12): evaluate-ahead;AheadEvaluator._work (agent/evaluate/ahead.py:149);\
+process 7:"python3 -m tui run examples/sgemm";thread (12): evaluate-ahead;AttemptScheduler._work (agent/evaluate/ahead.py:149);\
 recv (multiprocessing/connection.py:250) 70
 process 9:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6)";thread (9): MainThread;\
 serve (agent/worker/gpu_side.py:10) 5
@@ -43,7 +43,7 @@ def test_threads_are_summed_under_their_name_busiest_first_with_our_frames_only(
     # a command line with '"' and ';' in it is one process frame, and its thread is thread 14
     assert "14 python3 -c print('\"');f(\"a;b\")  thread 14" in summarise(profile, rate=10.0, threads=5, top=5)
     ahead = out[out.index(heads[0]) + 1:out.index(heads[1])]
-    assert any("AheadEvaluator._work" in line and "7.00 s" in line for line in ahead)
+    assert any("AttemptScheduler._work" in line and "7.00 s" in line for line in ahead)
     assert not any("multiprocessing" in line for line in ahead)  # library frames are not listed
     main_thread = out[out.index(heads[1]) + 1:out.index(heads[2])]
     assert any("Session.run" in line and "5.00 s" in line for line in main_thread)

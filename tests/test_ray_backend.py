@@ -15,6 +15,7 @@ from evaluator_double import EvaluatorDouble, FileGate, double_factory
 from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
+from agent.evaluate.attempt import AttemptJob
 from agent.evaluate.results import Status
 from agent.loop import events
 from agent.loop.options import SearchOptions
@@ -163,28 +164,34 @@ def test_a_candidate_that_does_not_compile_never_reaches_a_gpu_actor(ray, tmp_pa
     broken = dataclasses.replace(tiled(workload, BM=64), source="extern \"C\" __global__ void sgemm( {")
     with ray_backend(workload, gpus=1) as backend:
         (result,) = backend.evaluate_many([broken])
-        validated, halves = backend.validate(broken), backend.attempt(broken)  # an attempt's first half, a whole one
+        attempts = [backend.run_attempt(AttemptJob(broken, any_gpu=any_gpu)) for any_gpu in (False, True)]
         served = list(backend.dispatch.served)
     assert result.status == Status.COMPILE_FAILED and result.gpu == "" and "error" in result.detail
     local = EvaluatorDouble(workload).evaluate(broken)
     assert local.status == Status.COMPILE_FAILED and local.detail == result.detail
-    assert validated.status == halves.validated.status == Status.COMPILE_FAILED and halves.benchmarked is None
-    assert validated.detail == halves.validated.detail == local.detail and served == [0]
+    assert all(a.validated.status == Status.COMPILE_FAILED and a.timed is None for a in attempts)
+    assert all(a.validated.detail == local.detail for a in attempts) and served == [0]
 
 
 def test_an_attempts_kernel_is_compiled_here_before_its_actor_is_called(ray, workload, monkeypatch):
-    """validate, attempt and evaluate compile in this process first (joining a compile ahead
-    still in flight), so the actor finds the CUBIN in the cache and never runs NVRTC itself
-    while its GPU waits."""
+    """An attempt and evaluate compile in this process first (joining a compile ahead still in
+    flight), so the actor never runs NVRTC itself while its GPU waits; the whole attempt is one call,
+    its compile outcome streamed first, then the actor's replies; a job that comes compiled is not
+    compiled again."""
+    from agent.runtime.compiler import CompiledKernel
     with ray_backend(workload, gpus=1) as backend:
         order: list[str] = []
         compile_, call = backend.compile, backend._call
         monkeypatch.setattr(backend, "compile", lambda c: order.append("compile") or compile_(c))
         monkeypatch.setattr(backend, "_call", lambda *a, **k: order.append("call") or call(*a, **k))
-        assert backend.validate(tiled(workload, BM=64)).ok and backend.benchmark(tiled(workload, BM=64)).ok
-        assert order == ["compile", "call", "call"]  # benchmark continues on the actor that validated it
+        seen: list[object] = []
+        attempt = backend.run_attempt(AttemptJob(tiled(workload, BM=64)), seen.append)
+        assert attempt.timed.ok and order == ["compile", "call"]
+        assert isinstance(seen[0], CompiledKernel) and seen[1:] and not any(isinstance(e, CompiledKernel) for e in seen[1:])
         order.clear()
-        assert backend.attempt(tiled(workload, BM=128)).benchmarked.ok and order == ["compile", "call"]
+        compiled = compile_(tiled(workload, BM=128))
+        assert backend.run_attempt(AttemptJob(tiled(workload, BM=128), compiled=compiled)).timed.ok
+        assert order == ["call"]
 
 
 def test_a_dying_gpu_actor_costs_one_attempt_and_the_session_goes_on(ray, tmp_path, workload):
@@ -419,28 +426,28 @@ def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     b = RayBackend.__new__(RayBackend)  # the dispatch alone: no cluster, two stand-in actors
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
     b.dispatch = ActorDispatch(2)
-    b.on_event = lambda e: None
     outcomes: list[str] = []
 
     def call(method, anywhere):
         try:
-            b._call("c", method, (None, 1, None, None), anywhere=anywhere)
+            b._call("c", method, (None, 1), anywhere=anywhere)
             outcomes.append(f"{method} ran")
         except EvaluationAborted:
             outcomes.append(f"{method} aborted")
-    threads = [threading.Thread(target=call, args=("attempt", True)) for _ in range(2)]
+    threads = [threading.Thread(target=call, args=("run_attempt", True)) for _ in range(2)]
     for t in threads:
         t.start()
     _until(lambda: len(b.dispatch.busy) == 2)
-    threads += [threading.Thread(target=call, args=("attempt", True)), threading.Thread(target=call, args=("validate", False))]
+    threads += [threading.Thread(target=call, args=("run_attempt", True)),
+                threading.Thread(target=call, args=("evaluate", False))]
     for t in threads[2:]:
         t.start()
     _until(lambda: b.dispatch.acquiring == 2)
     b.abort()
     for t in threads:
         t.join(60)
-    assert started == ["attempt", "attempt"]
-    assert sorted(outcomes) == ["attempt aborted"] * 3 + ["validate aborted"]
+    assert started == ["run_attempt", "run_attempt"]
+    assert sorted(outcomes) == ["evaluate aborted"] + ["run_attempt aborted"] * 3
     assert not b.dispatch.aborted  # calls were there to take the stop: the next one after it runs
 
 
@@ -456,7 +463,6 @@ def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
     b = RayBackend.__new__(RayBackend)
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
     b.dispatch = ActorDispatch(2)
-    b.on_event = lambda e: None
     compiling, compiled = threading.Event(), threading.Event()
 
     def compile_(candidate):  # NVRTC in flight until the test lets it end
@@ -472,19 +478,18 @@ def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
             outcomes.append("ran")
         except EvaluationAborted:
             outcomes.append("aborted")
-    first = threading.Thread(target=attempt, args=(lambda: b._call("c", "attempt", (None, 1, None, None),
-                                                                   anywhere=True),))
+    first = threading.Thread(target=attempt, args=(lambda: b._call("c", "run_attempt", (None,), anywhere=True),))
     first.start()
     _until(lambda: len(b.dispatch.busy) == 1)
     candidate = Candidate("extern \"C\" __global__ void k() {}", "k", None, name="c")  # type: ignore[arg-type]
-    second = threading.Thread(target=attempt, args=(lambda: b.attempt(candidate),))
+    second = threading.Thread(target=attempt, args=(lambda: b.run_attempt(AttemptJob(candidate, any_gpu=True)),))
     second.start()
     assert compiling.wait(60)
     b.abort()
     compiled.set()
     for t in (first, second):
         t.join(60)
-    assert started == ["attempt"] and sorted(outcomes) == ["aborted", "aborted"]
+    assert started == ["run_attempt"] and sorted(outcomes) == ["aborted", "aborted"]
 
 
 def test_the_tuners_steps_on_several_gpus_are_two_per_gpu_and_the_models_stay_as_asked():
@@ -494,9 +499,6 @@ def test_the_tuners_steps_on_several_gpus_are_two_per_gpu_and_the_models_stay_as
 
     class ThreeGpus:  # a ParallelBackend's shape, no Ray
         lanes = 3
-
-        def attempt(self, *a, **k):
-            raise AssertionError("not called")
 
     class Model:  # a proposer that does not propose ahead, as the llm proposer
         proposes_ahead = False

@@ -13,7 +13,7 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.ahead import AheadEvaluator
+from agent.evaluate.ahead import AttemptScheduler
 from agent.evaluate.backend import EvaluationBackend
 from agent.evaluate.evaluator import Evaluator
 from agent.spec.workload import load_workload
@@ -50,10 +50,10 @@ def workload(tmp_path):
 
 
 def test_evaluators_implement_the_backend(workload):
-    """The local Evaluator, the EvaluatorDouble and the evaluation ahead each implement every EvaluationBackend member, same parameters."""
+    """The local Evaluator, the EvaluatorDouble and the scheduler of attempts ahead each implement every EvaluationBackend member, same parameters."""
     assert EvaluationBackend in Evaluator.__mro__  # named as its base: mypy checks it when it checks evaluator.py
     for cls, instance in ((Evaluator, Evaluator(workload)), (EvaluatorDouble, EvaluatorDouble(workload)),
-                          (AheadEvaluator, AheadEvaluator(EvaluatorDouble(workload)))):
+                          (AttemptScheduler, AttemptScheduler(EvaluatorDouble(workload)))):
         assert mismatches(EvaluationBackend, cls, instance) == [], cls.__name__
 
 
@@ -74,6 +74,6 @@ def test_the_check_sees_a_departure():
             raise NotImplementedError
 
     found = mismatches(EvaluationBackend, Partial, Partial())
-    assert {f.split(":")[0] for f in found} == {"timing", "on_event", "facts", "ceilings", "evaluate", "evaluate_many",
-                                                "baseline", "baseline_kinds", "abort", "close", "validate",
-                                                "benchmark", "compile"}, found
+    assert {f.split(":")[0] for f in found} == {"timing", "facts", "ceilings", "evaluate", "evaluate_many",
+                                                "baseline", "baseline_kinds", "abort", "close", "run_attempt",
+                                                "compile"}, found

@@ -34,12 +34,12 @@ def test_a_session_writes_when_each_node_ran_and_nothing_of_the_kernels(tmp_path
     assert all(b["t"] >= a["t"] for a, b in zip(records, records[1:]))
     started = [(r["node"], r.get("iteration")) for r in records if r["event"] == "NodeStarted"]
     assert started[0] == ("plan", 0)
-    assert {("compile", i) for i in (1, 2, 3)} <= set(started)
-    assert sum(r["event"] == "NodeFinished" and r["node"] == "benchmark" for r in records) >= 1
+    assert {("evaluate", i) for i in (1, 2, 3)} <= set(started)
+    assert sum(r["event"] == "NodeFinished" and r["node"] == "evaluate" for r in records) >= 1
     cases = [r for r in records if r["event"] == "CaseFinished"]
     assert cases and all("elapsed_ms" in r for r in cases)  # the worker's time per case (search_speed.py sums it)
-    ran = [r for r in records if r["event"] == "EvaluatorRan"]  # each half's span (search_speed.py's evaluator share)
-    assert {r["phase"] for r in ran} == {"validate", "benchmark"}
+    ran = [r for r in records if r["event"] == "EvaluatorRan"]  # each phase's span (search_speed.py's evaluator share)
+    assert {r["phase"] for r in ran} == {"validate", "time"}
     assert all(r["began_s"] <= r["t"] and r["evaluator_ms"] >= 0 and "call_ms" not in r for r in ran)
     compiles = [r for r in records if r["event"] == "CompileFinished"]
     assert compiles and all(isinstance(r["cached"], bool) and "compile_ms" in r for r in compiles)
@@ -62,24 +62,23 @@ def _search_speed():
         sys.path.remove(benchmarks)
 
 
-def test_search_speeds_evaluator_share_counts_overlapping_halves_once_and_the_ray_hop(capsys):
-    """benchmarks/search_speed.py's account of the GPU side: the union of the halves' spans
+def test_search_speeds_evaluator_share_counts_overlapping_phases_once_and_the_ray_hop(capsys):
+    """benchmarks/search_speed.py's account of the GPU side: the union of the phases' spans
     over the window from the first to the last, the worker's cases per attempt, and what the
     Ray calls took over the evaluator's own time."""
     evaluator_share = _search_speed().evaluator_share
-    records = [  # attempt 1 on one GPU: two calls; attempt 2 overlaps it (another GPU): one call for both halves
+    records = [  # one Ray call per attempt, its wait on the validation's record; attempt 2 overlaps 1 (another GPU)
         {"event": "EvaluatorRan", "iteration": 1, "phase": "validate", "began_s": 100.0, "evaluator_ms": 200.0,
-         "call_ms": 210.0},
-        {"event": "EvaluatorRan", "iteration": 1, "phase": "benchmark", "began_s": 100.3, "evaluator_ms": 700.0,
-         "call_ms": 704.0},
+         "call_ms": 914.0},
+        {"event": "EvaluatorRan", "iteration": 1, "phase": "time", "began_s": 100.3, "evaluator_ms": 700.0},
         {"event": "EvaluatorRan", "iteration": 2, "phase": "validate", "began_s": 100.5, "evaluator_ms": 1000.0,
          "call_ms": 1500.0},
-        {"event": "EvaluatorRan", "iteration": 2, "phase": "benchmark", "began_s": 101.5, "evaluator_ms": 400.0},
-        {"event": "NodeStarted", "node": "validate", "iteration": 1},
+        {"event": "EvaluatorRan", "iteration": 2, "phase": "time", "began_s": 101.5, "evaluator_ms": 400.0},
+        {"event": "NodeStarted", "node": "evaluate", "iteration": 1},
         {"event": "CaseFinished", "iteration": 1, "elapsed_ms": 500.0},
         {"event": "NodeStarted", "node": "reflect", "iteration": 1},
         {"event": "CaseFinished", "iteration": 1, "elapsed_ms": 800.0},  # a re-timing: not the attempt's own
-        {"event": "NodeStarted", "node": "benchmark", "iteration": 2},
+        {"event": "NodeStarted", "node": "evaluate", "iteration": 2},
         {"event": "CaseFinished", "iteration": 2, "elapsed_ms": 900.0},
         {"event": "CaseFinished", "iteration": 0, "elapsed_ms": 5000.0},  # the plan's: not an attempt's
     ]
@@ -88,7 +87,7 @@ def test_search_speeds_evaluator_share_counts_overlapping_halves_once_and_the_ra
     # spans [100, 100.2], [100.3, 101.0], [100.5, 101.5], [101.5, 101.9]: busy 1.8 s of 1.9 s
     assert "busy with attempts 1.8 s of the 1.9 s from the first to the last (95%)" in out
     assert "per attempt 1150 ms, of which the worker's cases 700 ms" in out
-    # (210 + 704 - 900) for attempt 1, (1500 - 1400) for attempt 2: 57 ms per attempt
+    # (914 - 900) for attempt 1, (1500 - 1400) for attempt 2: 57 ms per attempt
     assert "the Ray hop 57.0 ms per attempt over the evaluator's own" in out
 
 

@@ -22,8 +22,6 @@ class ActorDispatch:
         self.preferred = 0  # the session's own calls go to this actor (the next one once it died)
         self.waiting = 0  # the session's calls waiting for their actor: attempts leave it to them
         self.served = [0] * count  # calls each actor was given
-        self.pinned = [0] * count  # the session's calls waiting for this very actor (benchmark after validate)
-        self.validated_on: Optional[int] = None  # benchmark() continues validate()'s attempt there
         self.aborts = 0  # abort() calls so far: a call waiting for an actor when one came never starts
         self.aborted = False  # an abort() that found no call: the next one raises
         self.acquiring = 0  # calls waiting in acquire (or compiling before it: begin)
@@ -48,29 +46,25 @@ class ActorDispatch:
         with self.free:
             self.acquiring -= 1
 
-    def acquire(self, only: Optional[int], anywhere: bool, since: Optional[int] = None) -> int:
-        """A free actor: `only` that one; `anywhere` (an attempt ahead) any but the
-        preferred one first, the least used of them first, and none that a call of the
-        session waits for; else (the session's own call) the preferred one, waited for.
+    def acquire(self, anywhere: bool, since: Optional[int] = None) -> int:
+        """A free actor: `anywhere` (an attempt ahead) any but the preferred one first, the
+        least used of them first, and not the preferred one while a call of the session
+        waits for it; else (the session's own call) the preferred one, waited for.
         `since`: the abort count when the call began (begin), else now."""
         with self.free:
             self.stop_between_calls()
             aborts = self.aborts if since is None else since
             self.acquiring += 1
-            if only is not None:
-                self.pinned[only] += 1
-            elif not anywhere:
+            if not anywhere:
                 self.waiting += 1
             try:
                 while True:
                     if self.aborts != aborts:  # "stop now" while this call waited: it never starts
                         raise EvaluationAborted("stopped by the user")
                     free = [i for i in range(self.count) if i not in self.busy]
-                    if only is not None:
-                        free = [i for i in free if i == only]
-                    elif anywhere:  # the least used first: a thin queue still spreads over the GPUs
+                    if anywhere:  # the least used first: a thin queue still spreads over the GPUs
                         free = sorted(free, key=lambda i: (i == self.preferred, self.served[i]))
-                        free = [i for i in free if not self.pinned[i] and not (self.waiting and i == self.preferred)]
+                        free = [i for i in free if not (self.waiting and i == self.preferred)]
                     else:
                         free = [i for i in free if i == self.preferred]
                     if free:
@@ -80,9 +74,7 @@ class ActorDispatch:
                     self.free.wait()
             finally:
                 self.acquiring -= 1
-                if only is not None:
-                    self.pinned[only] -= 1
-                elif not anywhere:
+                if not anywhere:
                     self.waiting -= 1
                 if not anywhere:
                     self.free.notify_all()  # the actor it waited for may be an attempt's again

@@ -1,25 +1,30 @@
 """What the loop, the session, the proposers and the CLI ask of an evaluator: the
 local one (agent/evaluate/evaluator.py, a GPU worker process), a test double
-(tests/evaluator_double.py), one actor per GPU (agent/evaluate/ray_backend.py).
-Everything above evaluate/ names this, never a concrete evaluator."""
+(tests/evaluator_double.py), one actor per GPU (agent/evaluate/ray_backend.py), and the
+scheduler that runs a step's attempts ahead of the graph (agent/evaluate/ahead.py).
+Everything above evaluate/ names this, never a concrete evaluator.
+
+A call that reaches the GPU streams its progress to the sink passed with it (the compile
+outcome, then the worker's replies), from the thread that made the call or, for an
+attempt run ahead, replayed in order when its result is taken; a backend keeps no sink
+of its own for the callers to swap.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Protocol
+from typing import Optional, Protocol
 
 from ..runtime.compiler import CompiledKernel
 from ..runtime.device_facts import DeviceFacts
 from ..spec.candidate import Candidate
 from ..spec.speed_of_light import Ceilings
 from ..worker.protocol import TimingConfig
+from .attempt import DEFAULT_SEED, AttemptJob, AttemptResult, EventSink, ignore
 from .results import EvaluationResult
 
 
 class EvaluationBackend(Protocol):
     timing: TimingConfig
-    # Called with each reply of the GPU side as it arrives (CaseChecked, CaseTimed...), for live progress.
-    on_event: Callable[[object], None]
 
     @property
     def facts(self) -> DeviceFacts:
@@ -35,28 +40,21 @@ class EvaluationBackend(Protocol):
         """NVRTC and the CUBIN audit (host work, through the compile cache); safe from any thread."""
         ...
 
-    def evaluate(self, candidate: Candidate, seed: int = 1, revalidate: bool = True,
-                 time_cases: bool = True, validate: bool = True) -> EvaluationResult:
-        """Compile, validate, time and validate again; failures are statuses, not exceptions.
+    def run_attempt(self, job: AttemptJob, on_event: EventSink = ignore) -> AttemptResult:
+        """The loop's attempt, candidate to verdict (agent/evaluate/attempt.py): compile and
+        audit once, the early-rejection screen when the job carries the best, validate,
+        then time, revalidate and gate when the validation passed. Failures are statuses,
+        not exceptions."""
+        ...
+
+    def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
+                 time_cases: bool = True, validate: bool = True, on_event: EventSink = ignore) -> EvaluationResult:
+        """The whole recipe in one request, outside any attempt (the starting kernel, a
+        challenge's re-timings and fresh-seed validation, the dispatch, `eval`, `bench`).
         `validate=False`: time the performance cases only (a kernel validated already)."""
         ...
 
-    def validate(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,
-                 case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
-        """An attempt's first half: compile and validate every case, nothing timed. Given
-        the best score so far, the early-rejection screen may come first: a candidate it
-        rejects is ``rejected_early`` and never validated (it can never be accepted)."""
-        ...
-
-    def benchmark(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,
-                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
-        """An attempt's second half: time and validate again. Given the best score so far
-        (and each performance case's fastest median, the dispatch's winners), a candidate
-        clearly slower than it (and than every case's winner) stops after a first chunk
-        of launches, as ``rejected_early`` (agent/evaluate/early_reject.py)."""
-        ...
-
-    def evaluate_many(self, candidates: list[Candidate], seed: int = 1) -> list[EvaluationResult]:
+    def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """evaluate() for each, results in the candidates' order: one after another on one
         GPU, spread over the free GPUs on Ray."""
         ...
@@ -65,7 +63,8 @@ class EvaluationBackend(Protocol):
         """The library baselines this workload has and this machine can run."""
         ...
 
-    def baseline(self, seed: int = 1, kind: Optional[str] = None) -> Optional[EvaluationResult]:
+    def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None,
+                 on_event: EventSink = ignore) -> Optional[EvaluationResult]:
         """A library on the same cases, timed the same way; None if there is none to run."""
         ...
 
@@ -78,35 +77,18 @@ class EvaluationBackend(Protocol):
         ...
 
 
-@dataclass
-class AttemptHalves:
-    """An attempt run whole on one GPU (ParallelBackend.attempt): its two results, and the
-    replies each half streamed, kept apart from any other attempt's (several run at once,
-    so they cannot go through the backend's one on_event)."""
-
-    validated: EvaluationResult
-    benchmarked: Optional[EvaluationResult] = None  # None: the validation did not pass
-    validate_events: list[object] = field(default_factory=list)
-    benchmark_events: list[object] = field(default_factory=list)
-
-
 class ParallelBackend(EvaluationBackend, Protocol):
-    """A backend with several GPUs (Ray, one actor each): `lanes` attempts at once, each
-    run by attempt() on a free GPU other than the one the session's own calls (re-timings,
-    fresh-seed validations, baselines) stay on."""
+    """A backend with several GPUs (Ray, one actor each): `lanes` attempts at once, from as
+    many threads; a job marked `any_gpu` runs on a free GPU other than the one the
+    session's own calls (re-timings, fresh-seed validations, baselines) stay on."""
 
     @property
     def lanes(self) -> int:
         """How many attempts may run at once: one per GPU."""
         ...
 
-    def attempt(self, candidate: Candidate, seed: int = 1, best_ms: Optional[float] = None,
-                case_best_ms: Optional[Mapping[str, float]] = None) -> AttemptHalves:
-        """validate(), then benchmark() when it passed, on one GPU, safe from any thread."""
-        ...
-
 
 def parallel(backend: EvaluationBackend) -> Optional[ParallelBackend]:
     """The backend as a ParallelBackend when it has more than one GPU to run attempts on."""
     lanes = getattr(backend, "lanes", 1)
-    return backend if isinstance(lanes, int) and lanes > 1 and hasattr(backend, "attempt") else None  # type: ignore[return-value]
+    return backend if isinstance(lanes, int) and lanes > 1 else None  # type: ignore[return-value]

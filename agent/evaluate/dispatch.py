@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..spec.applicability import case_problem
 from ..spec.workload_model import Case, Workload
+from .attempt import EventSink, ignore
 from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .records import CandidateSpec
@@ -126,10 +127,10 @@ def _key(spec: CandidateSpec) -> str:
 
 
 def build_dispatch(evaluator: EvaluationBackend, workload: Workload, winners: dict[str, CaseWinner],
-                   best: Optional[CandidateSpec]) -> Optional[Dispatch]:
+                   best: Optional[CandidateSpec], on_event: EventSink = ignore) -> Optional[Dispatch]:
     """The dispatch of `winners`, judged against `best` (None: no single variant serves every
     performance case); None when every case's winner is `best`, or when some case is left
-    with no variant that passed."""
+    with no variant that passed. The evaluations stream their progress to `on_event`."""
     variants = [best] if best is not None else []
     for w in winners.values():
         if _key(w.spec) not in {_key(v) for v in variants}:
@@ -143,7 +144,7 @@ def build_dispatch(evaluator: EvaluationBackend, workload: Workload, winners: di
         for i, v in enumerate(variants):
             if i in dropped:
                 continue
-            r = evaluator.evaluate(v.to_candidate())
+            r = evaluator.evaluate(v.to_candidate(), on_event=on_event)
             if not r.ok:
                 if i == 0 and best is not None:
                     return None  # the best itself failed again: no honest comparison this session
@@ -154,7 +155,8 @@ def build_dispatch(evaluator: EvaluationBackend, workload: Workload, winners: di
                     times[i][result.case].append(result.timing.median_ms)
     for i, v in enumerate(variants):
         if i not in dropped and not (i == 0 and best is not None):
-            fresh = evaluator.evaluate(v.to_candidate(), seed=FRESH_SEED, time_cases=False, revalidate=False)
+            fresh = evaluator.evaluate(v.to_candidate(), seed=FRESH_SEED, time_cases=False, revalidate=False,
+                                       on_event=on_event)
             if not fresh.ok:
                 dropped[i] = f"{v.name}: {fresh.status} on fresh inputs (seed {FRESH_SEED})"
     medians = [{c: statistics.median(t) for c, t in per.items() if t and i not in dropped}

@@ -10,15 +10,15 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..runtime.compiler import CompiledKernel
 from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings
 from ..spec.workload_model import Workload
 from .backend import EvaluationBackend
 from .evaluator import Evaluator
 from .options import EvaluationOptions
-from .results import EvaluationResult
 
-ACTOR_CALLS = frozenset({"evaluate", "validate", "benchmark", "baseline", "attempt"})  # what an actor runs for the backend
+ACTOR_CALLS = frozenset({"evaluate", "baseline", "run_attempt"})  # what an actor runs for the backend
 
 # (workload, options, worker log) -> the evaluator an actor holds; a module-level function, so Ray can ship it
 EvaluatorFactory = Callable[[Workload, EvaluationOptions, Optional[Path]], Any]
@@ -37,8 +37,6 @@ class GpuActor:
                  worker_log: Optional[Path]):
         self.index = index
         self.evaluator: EvaluationBackend = factory(workload, options, worker_log)
-        self._events: list[object] = []
-        self.evaluator.on_event = lambda event: self._events.append(event)
         self._busy = False
 
     def facts(self) -> DeviceFacts:
@@ -57,24 +55,20 @@ class GpuActor:
         facts = self.evaluator.facts
         return " ".join(p for p in (f"actor {self.index}:", facts.name, facts.uuid) if p)
 
-    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
-        """evaluator.NAME(*arguments), with the replies it streamed on the way (sent back
-        with the result: the backend passes them on) and this GPU's label. "attempt" is
-        validate, then benchmark when it passed: two results, each with its replies."""
+    def call(self, name: str, arguments: tuple[Any, ...]) -> tuple[Any, list[object], str]:
+        """evaluator.NAME(*arguments): its result, the replies it streamed on the way (sent
+        back with the result: the backend passes them on to the caller's sink) and this
+        GPU's label. The compile outcome is not among them: the driver compiled the kernel
+        and streamed that itself, and a CUBIN need not travel back."""
         if name not in ACTOR_CALLS:
             raise ValueError(f"GpuActor: no call '{name}'")
-        self._events, self._busy = [], True
+        events: list[object] = []
+        self._busy = True
         try:
-            if name != "attempt":
-                return (getattr(self.evaluator, name)(*arguments),), (self._events,), self.label()
-            candidate, seed, best_ms, case_best_ms = arguments
-            validated = self.evaluator.validate(candidate, seed, best_ms=best_ms, case_best_ms=case_best_ms)
-            validate_events, self._events = self._events, []
-            benchmarked = self.evaluator.benchmark(candidate, seed, best_ms=best_ms, case_best_ms=case_best_ms) \
-                if validated.ok else None
-            return (validated, benchmarked), (validate_events, self._events), self.label()
+            result = getattr(self.evaluator, name)(*arguments, on_event=events.append)
         finally:
             self._busy = False
+        return result, [e for e in events if not isinstance(e, CompiledKernel)], self.label()
 
     def abort(self) -> None:
         """Kill the call in flight, if any (an idle actor keeps no flag for a later call).

@@ -1,33 +1,35 @@
 """Evaluation over Ray (`--backend ray`): one actor per GPU, each holding a local
 Evaluator and so its own GPU worker process, on this machine or a cluster
-(`--ray-address`). NVRTC runs as Ray tasks on CPU workers; the compile policy and
-the CUBIN cache stay in this process (agent/runtime/compiler.py), and a kernel is
-compiled here before an actor is called with it, so the actor finds its CUBIN in the
-cache on this machine.
+(`--ray-address`). NVRTC runs as Ray tasks on CPU workers; the compile policy, the
+CUBIN cache and the audits stay in this process (agent/runtime/compiler.py), and a
+kernel is compiled here before an actor is called with it: an attempt's job carries
+the compiled kernel to its actor, and evaluate()'s actor finds the CUBIN in the cache on
+this machine.
 
 A session on Ray behaves as a local one. The session's own calls (a sequential
 session's attempts, the re-timings of a challenge, fresh-seed validations, baselines)
 all go to one actor, the preferred one, waiting for it when it is busy, so what they
-compare was timed on one GPU. Attempts evaluated ahead (agent/evaluate/ahead.py) run
-whole (validate, then benchmark) on any free actor through attempt(), several at once,
-one per GPU (`lanes`); they take the preferred actor last, and never while a call of
-the session waits for it. evaluate_many() spreads a batch over every free actor the
-same way. An attempt's result names the GPU it ran on. An actor that dies costs the
-call in flight (``crashed``); Ray restarts it with a fresh worker, and the session's
-calls move to the next GPU. Which actor takes which call: agent/evaluate/actor_dispatch.py.
+compare was timed on one GPU. Attempts run ahead (agent/evaluate/ahead.py: jobs marked
+`any_gpu`) run whole, one call each, on any free actor, several at once, one per GPU
+(`lanes`); they take the preferred actor last, and never while a call of the session
+waits for it. evaluate_many() spreads a batch over every free actor the same way. An
+attempt's result names the GPU it ran on. An actor that dies costs the call in flight
+(``crashed``); Ray restarts it with a fresh worker, and the session's calls move to the
+next GPU. Which actor takes which call: agent/evaluate/actor_dispatch.py.
 
 Ray is an optional extra: ``pip install 'warpsmith[ray]'``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Optional
 
 from ..runtime.compiler import CompiledKernel, run_nvrtc
 from ..runtime.device_facts import DeviceFacts
@@ -37,9 +39,9 @@ from ..spec.speed_of_light import Ceilings
 from ..spec.workload_model import Workload
 from ..worker.process import GpuUnavailable
 from .actor_dispatch import ActorDispatch
-from .backend import AttemptHalves, ParallelBackend
+from .attempt import DEFAULT_SEED, AttemptJob, AttemptResult, EventSink, ignore
+from .backend import ParallelBackend
 from .compile_audit import compile_candidate
-from .evaluator import DEFAULT_SEED
 from .options import EvaluationOptions
 from .ray_actor import EvaluatorFactory, GpuActor, local_evaluator
 from .ray_cluster import anchored, init_ray, priority_warning, ray_module
@@ -57,13 +59,11 @@ def _nvrtc_task(source: str, filename: str, entry: str, options: list[str], arch
 
 class RayBackend(ParallelBackend):
     def __init__(self, workload: Workload, options: EvaluationOptions = EvaluationOptions(),
-                 on_event: Optional[Callable[[object], None]] = None, log_dir: Optional[Path] = None,
-                 factory: EvaluatorFactory = local_evaluator):
+                 log_dir: Optional[Path] = None, factory: EvaluatorFactory = local_evaluator):
         workload.check_evaluable()
         ray = ray_module()
         self._ray, self.workload = ray, workload
         self.timing = options.timing
-        self.on_event = on_event or (lambda event: None)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             init_ray(ray, options.ray_address)
@@ -129,22 +129,47 @@ class RayBackend(ParallelBackend):
     def lanes(self) -> int:
         return len(self._actors)
 
+    def run_attempt(self, job: AttemptJob, on_event: EventSink = ignore) -> AttemptResult:
+        """The whole attempt in one call on one actor (the local evaluator's run_attempt
+        runs it there), the kernel compiled here first and shipped with the job: the
+        actor compiles nothing and audits nothing again. On the session's GPU, or on any
+        free one for a job marked `any_gpu` (a scheduler's lane). Safe from any thread:
+        the replies come back with the result and go to this call's sink."""
+        compiled, since = self._compile_first(job.candidate, job.compiled)
+        on_event(compiled)
+        if not compiled.ok:
+            return AttemptResult(self._compile_failed(job.candidate.name, job.seed, compiled))
+        arguments = (dataclasses.replace(job, compiled=compiled),)
+        _, result, replies, label = self._call(job.candidate.name, "run_attempt", arguments, job.any_gpu, since)
+        for event in replies:
+            on_event(event)
+        attempt = result if isinstance(result, AttemptResult) else AttemptResult(result)  # a dead actor: crashed
+        for r in (attempt.validated, attempt.timed):
+            if r is not None and label:
+                r.gpu = label
+        return attempt
+
     def evaluate(self, candidate: Candidate, seed: int = DEFAULT_SEED, revalidate: bool = True,
-                 time_cases: bool = True, validate: bool = True) -> EvaluationResult:
-        return self._evaluate(candidate, seed, revalidate, time_cases, validate, anywhere=False)
+                 time_cases: bool = True, validate: bool = True, on_event: EventSink = ignore) -> EvaluationResult:
+        return self._evaluate(candidate, seed, on_event, (revalidate, time_cases, validate), anywhere=False)
 
-    def _evaluate(self, candidate: Candidate, seed: int, revalidate: bool = True, time_cases: bool = True,
-                  validate: bool = True, anywhere: bool = False) -> EvaluationResult:
-        failed, since = self._compile_first(candidate, seed)
-        if failed is not None:
-            self.on_event(failed.compiled)
-            return failed
-        return self._single(candidate.name, "evaluate", (candidate, seed, revalidate, time_cases, validate),
-                            anywhere=anywhere, since=since)[1]
+    def _evaluate(self, candidate: Candidate, seed: int, on_event: EventSink,
+                  flags: tuple[bool, bool, bool] = (True, True, True), anywhere: bool = False) -> EvaluationResult:
+        """evaluate() on an actor (`anywhere`: any free one), the kernel compiled here first
+        (flags: revalidate, time_cases, validate)."""
+        compiled, since = self._compile_first(candidate)
+        on_event(compiled)
+        if not compiled.ok:
+            return self._compile_failed(candidate.name, seed, compiled)
+        result: EvaluationResult = self._single(candidate.name, "evaluate", (candidate, seed, *flags), on_event,
+                                                anywhere, since)
+        return result
 
-    def _compile_first(self, candidate: Candidate, seed: int) -> tuple[Optional[EvaluationResult], int]:
+    def _compile_first(self, candidate: Candidate,
+                       compiled: Optional[CompiledKernel] = None) -> tuple[CompiledKernel, int]:
         """The CUBIN compiled here before an actor is called (on a CPU worker, through this
-        process's cache and single flight): the actor then finds it in the cache. Without
+        process's cache and single flight; `compiled`, a job's own, if it comes compiled):
+        an attempt's actor gets it with the job, evaluate()'s finds it in the cache. Without
         this, an actor sent a candidate whose compile ahead was still in flight ran NVRTC
         again itself, in its own process, while its GPU waited. A failure is the result,
         as the local evaluator says it, without a GPU's time (failures are not cached).
@@ -154,95 +179,61 @@ class RayBackend(ParallelBackend):
         before any actor runs it, whatever the other actors are doing."""
         since = self.dispatch.begin()
         try:
-            compiled = self.compile(candidate)
+            return (compiled if compiled is not None else self.compile(candidate)), since
         finally:
             self.dispatch.end_work()
-        if compiled.ok:
-            return None, since
-        return EvaluationResult(candidate.name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
-                                wall_ms={"compile": compiled.compile_ms}), since
+
+    @staticmethod
+    def _compile_failed(name: str, seed: int, compiled: CompiledKernel) -> EvaluationResult:
+        return EvaluationResult(name, Status.COMPILE_FAILED, compiled, detail=compiled.log, seed=seed,
+                                wall_ms={"compile": compiled.compile_ms})
 
     def evaluate_many(self, candidates: list[Candidate], seed: int = DEFAULT_SEED) -> list[EvaluationResult]:
         """Every candidate compiled on a CPU worker, then evaluated on the first free GPU."""
         with ThreadPoolExecutor(len(self._actors)) as pool:
-            return list(pool.map(lambda c: self._evaluate(c, seed, anywhere=True), candidates))
+            return list(pool.map(lambda c: self._evaluate(c, seed, ignore, anywhere=True), candidates))
 
-    def validate(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
-                 case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
-        """On the preferred actor; with `best_ms`, the local evaluator's screen first (it runs there)."""
-        failed, since = self._compile_first(candidate, seed)
-        if failed is not None:
-            self.on_event(failed.compiled)
-            return failed
-        bests = dict(case_best_ms) if case_best_ms is not None else None
-        index, result = self._single(candidate.name, "validate", (candidate, seed, best_ms, bests), since=since)
-        self.dispatch.validated_on = index
+    def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None,
+                 on_event: EventSink = ignore) -> Optional[EvaluationResult]:
+        result: Optional[EvaluationResult] = self._single(kind or "baseline", "baseline", (seed, kind), on_event)
         return result
 
-    def benchmark(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
-                  case_best_ms: Optional[Mapping[str, float]] = None) -> EvaluationResult:
-        """On the actor that validated it, whose worker still has the kernel loaded; with
-        `best_ms`, the same early rejection as the local evaluator (it runs there)."""
-        only, self.dispatch.validated_on = self.dispatch.validated_on, None
-        bests = dict(case_best_ms) if case_best_ms is not None else None
-        return self._single(candidate.name, "benchmark", (candidate, seed, best_ms, bests), only=only)[1]
-
-    def attempt(self, candidate: Candidate, seed: int = DEFAULT_SEED, best_ms: Optional[float] = None,
-                case_best_ms: Optional[Mapping[str, float]] = None) -> AttemptHalves:
-        """validate and benchmark in one call on a free actor (from any thread: the replies
-        come back with the results, not through on_event)."""
-        failed, since = self._compile_first(candidate, seed)
-        if failed is not None:
-            return AttemptHalves(failed, None, [failed.compiled])
-        bests = dict(case_best_ms) if case_best_ms is not None else None
-        _, results, replies, label = self._call(candidate.name, "attempt", (candidate, seed, best_ms, bests),
-                                                anywhere=True, since=since)
-        validated = _given(results[0])
-        benchmarked = results[1] if len(results) > 1 else None
-        for result in (validated, benchmarked):
-            if result is not None and label:
-                result.gpu = label
-        return AttemptHalves(validated, benchmarked, replies[0], replies[1] if len(replies) > 1 else [])
-
-    def baseline(self, seed: int = DEFAULT_SEED, kind: Optional[str] = None) -> Optional[EvaluationResult]:
-        return self._single(kind or "baseline", "baseline", (seed, kind))[1]
-
     # -- calls on the actors -------------------------------------------------------------------
-    def _single(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
-                anywhere: bool = False, since: Optional[int] = None) -> tuple[int, EvaluationResult]:
-        """One result, its replies passed on to on_event, named with its GPU."""
-        index, results, replies, label = self._call(name, method, arguments, only, anywhere, since)
-        for event in replies[0]:
-            self.on_event(event)
-        result = results[0]
+    def _single(self, name: str, method: str, arguments: tuple[Any, ...], on_event: EventSink,
+                anywhere: bool = False, since: Optional[int] = None) -> Any:
+        """One result, its replies passed on to `on_event`, named with its GPU."""
+        _, result, replies, label = self._call(name, method, arguments, anywhere, since)
+        for event in replies:
+            on_event(event)
         if result is not None and label:
             result.gpu = label
-        return index, result  # type: ignore[return-value]  # None only from baseline(), which may have none
+        return result  # None only from baseline(), which may have none
 
-    def _call(self, name: str, method: str, arguments: tuple[Any, ...], only: Optional[int] = None,
-              anywhere: bool = False, since: Optional[int] = None,
-              ) -> tuple[int, tuple[Optional[EvaluationResult], ...], tuple[list[object], ...], str]:
-        """Run `method` on an actor (ActorDispatch.acquire says which): its results, each half's replies
+    def _call(self, name: str, method: str, arguments: tuple[Any, ...], anywhere: bool = False,
+              since: Optional[int] = None) -> tuple[int, Any, list[object], str]:
+        """Run `method` on an actor (ActorDispatch.acquire says which): its result, the replies
         and the GPU's label. An actor that dies makes the result ``crashed``; the session's
         calls move to the next GPU while Ray restarts it."""
-        index = self.dispatch.acquire(only, anywhere, since)
+        index = self.dispatch.acquire(anywhere, since)
         died = False
         try:
             try:
                 t_call = time.perf_counter()
-                results, replies, label = self._get(self._actors[index].call.remote(method, arguments))
-                if results[0] is not None:  # the driver's wait against the evaluator's own "total": Ray's share
-                    results[0].wall_ms["call"] = (time.perf_counter() - t_call) * 1e3
+                result, replies, label = self._get(self._actors[index].call.remote(method, arguments))
+                first = result.validated if isinstance(result, AttemptResult) else result
+                if first is not None:  # the driver's wait against the evaluator's own "total": Ray's share
+                    first.wall_ms["call"] = (time.perf_counter() - t_call) * 1e3
             except self._ray.exceptions.RayActorError as e:
                 died = True
                 self.dispatch.died(index)
-                seed = arguments[1] if method != "baseline" else arguments[0]
+                seed = arguments[0].seed if method == "run_attempt" else arguments[1] if method != "baseline" \
+                    else arguments[0]
                 crashed = EvaluationResult(
                     name, Status.CRASHED, None, seed=seed, gpu=self._labels[index],
                     detail=f"{self._labels[index]} died ({type(e).__name__}); Ray restarts it, the session goes on")
-                return index, (crashed,), ([],), ""
+                return index, crashed, [], ""
             self._labels[index] = label
-            return index, results, replies, label
+            return index, result, replies, label
         finally:
             if died:  # out of the pool until its restart answers (_revive releases it)
                 self.dispatch.hold_reviving(index)
@@ -317,8 +308,3 @@ class RayBackend(ParallelBackend):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _given(result: Optional[EvaluationResult]) -> EvaluationResult:
-    """evaluate, validate and benchmark always answer with a result (baseline may not)."""
-    assert result is not None
-    return result

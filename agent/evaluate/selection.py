@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..spec.candidate import Candidate
+from .attempt import EventSink, ignore
 from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .results import EvaluationResult, Progress, Status
@@ -39,7 +40,9 @@ class Verdict:
 
 
 def challenge(evaluator: EvaluationBackend, challenger: Candidate, score_ms: float, best: Optional[Candidate],
-              best_score_ms: Optional[float]) -> Verdict:
+              best_score_ms: Optional[float], on_event: EventSink = ignore) -> Verdict:
+    """Whether `challenger` (timed at `score_ms`) replaces the best, by the rules above; the
+    re-timings and the fresh-seed validation stream their progress to `on_event`."""
     if best is not None and best_score_ms is not None:
         ratio = score_ms / best_score_ms
         if ratio >= 1.0:
@@ -47,15 +50,15 @@ def challenge(evaluator: EvaluationBackend, challenger: Candidate, score_ms: flo
         if ratio >= CLEAR_WIN:
             mine, theirs = [], []
             for _ in range(ROUNDS):  # timing only: both passed validation already
-                theirs.append(evaluator.evaluate(best, revalidate=False, validate=False).score_ms)
-                mine.append(evaluator.evaluate(challenger, revalidate=False, validate=False).score_ms)
+                theirs.append(evaluator.evaluate(best, revalidate=False, validate=False, on_event=on_event).score_ms)
+                mine.append(evaluator.evaluate(challenger, revalidate=False, validate=False, on_event=on_event).score_ms)
             mine_ms, theirs_ms = [s for s in mine if s is not None], [s for s in theirs if s is not None]
             if len(mine_ms) < ROUNDS or len(theirs_ms) < ROUNDS:
                 return Verdict(False, "re-timing failed")
             m, t = statistics.median(mine_ms), statistics.median(theirs_ms)
             if m >= CONFIRM * t:
                 return Verdict(False, f"within noise on re-timing ({m:.4f} vs {t:.4f} ms)")
-    fresh = evaluator.evaluate(challenger, seed=FRESH_SEED, time_cases=False, revalidate=False)
+    fresh = evaluator.evaluate(challenger, seed=FRESH_SEED, time_cases=False, revalidate=False, on_event=on_event)
     if not fresh.ok:
         return Verdict(False, f"failed on fresh inputs (seed {FRESH_SEED})", fresh.status,
                        f"passed on seed 1 but not on fresh inputs (seed {FRESH_SEED}): {fresh_detail(fresh)}")

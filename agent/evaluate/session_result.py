@@ -14,6 +14,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from .attempt import EventSink, ignore
 from .backend import EvaluationBackend
 from .dispatch import Dispatch
 from .records import Best
@@ -29,12 +30,12 @@ class LibraryTime(BaseModel):
     median_ms: float
 
 
-def fastest_libraries(evaluator: EvaluationBackend) -> dict[str, LibraryTime]:
+def fastest_libraries(evaluator: EvaluationBackend, on_event: EventSink = ignore) -> dict[str, LibraryTime]:
     """Every library the workload has and this machine runs, timed once on every
-    performance case; per case the fastest that passed."""
+    performance case (their progress streamed to `on_event`); per case the fastest that passed."""
     fastest: dict[str, LibraryTime] = {}
     for kind in evaluator.baseline_kinds():
-        r = evaluator.baseline(kind=kind)
+        r = evaluator.baseline(kind=kind, on_event=on_event)
         if r is None or not r.ok:
             continue
         for c in r.cases:

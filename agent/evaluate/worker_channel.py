@@ -1,14 +1,14 @@
 """The evaluator's line to one GPU's worker process: started on first use, restarted
 after a crash or a hang (the candidate is then ``crashed`` / ``timeout``), killed on
 abort; each request sent, and the replies folded into the attempt's result within the
-deadlines (agent/evaluate/deadlines.py).
+deadlines (agent/evaluate/deadlines.py), each passed on to the sink of the call that sent it.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from ..runtime.device_facts import DeviceFacts
 from ..spec.speed_of_light import Ceilings, load_ceilings
@@ -24,6 +24,7 @@ from ..worker.protocol import (
     Started,
     TimingConfig,
 )
+from .attempt import EventSink
 from .deadlines import Deadlines
 from .reply_folding import fold_check, fold_timed, mark
 from .results import EvaluationResult, Status
@@ -34,11 +35,9 @@ class EvaluationAborted(RuntimeError):
 
 
 class WorkerChannel:
-    def __init__(self, ordinal: int, timing: TimingConfig, kernel_timeout_s: float,
-                 on_event: Optional[Callable[[object], None]] = None, worker_log: Optional[Path] = None):
+    def __init__(self, ordinal: int, timing: TimingConfig, kernel_timeout_s: float, worker_log: Optional[Path] = None):
         self.ordinal = ordinal
         self.worker_log = worker_log
-        self.on_event = on_event or (lambda event: None)
         self._worker: Optional[WorkerProcess] = None
         # The GPU's facts, from the first worker's hello: a restarted worker opens the same
         # GPU. Read per case for every candidate (case_requests.device_problem), so not through
@@ -47,10 +46,10 @@ class WorkerChannel:
         self.restarts = 0
         self._aborted = False
         self.deadlines = Deadlines(timing, kernel_timeout_s)
-        # worker() runs outside AheadEvaluator's lock (the first facts read, a request): after
-        # a crash the ahead thread and the graph's compile node may both find the worker dead,
-        # and each would start one (the other orphaned, holding a CUDA context and every
-        # case's buffers).
+        # worker() runs outside the scheduler's lock (agent/evaluate/ahead.py: the first facts
+        # read, a compile's arch): after a crash the ahead thread and the graph's thread may both
+        # find the worker dead, and each would start one (the other orphaned, holding a CUDA
+        # context and every case's buffers).
         self._restart = threading.Lock()
 
     def worker(self) -> WorkerProcess:
@@ -94,8 +93,8 @@ class WorkerChannel:
         facts = self._worker.ready.facts
         return " ".join(p for p in (f"{self.ordinal}:", facts.name, facts.uuid) if p)
 
-    def _run(self, request: EvaluateKernel | EvaluateBaseline, result: EvaluationResult) -> None:
-        """Send one request and fold the worker's replies into `result`."""
+    def _run(self, request: EvaluateKernel | EvaluateBaseline, result: EvaluationResult, on_event: EventSink) -> None:
+        """Send one request and fold the worker's replies into `result`, each passed to `on_event` as it arrives."""
         if self._aborted:  # "stop now" arrived between two evaluations
             self._aborted = False
             raise EvaluationAborted("stopped by the user")
@@ -121,7 +120,7 @@ class WorkerChannel:
                     "the worker was killed while setting the case up"
                 mark(result, case, Status.TIMEOUT, f"case '{case}' ({phase}): no answer within {deadline:.0f} s; {what}")
                 return
-            self.on_event(reply)
+            on_event(reply)
             if isinstance(reply, JobDone):
                 return
             if isinstance(reply, Started):

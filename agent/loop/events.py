@@ -47,10 +47,12 @@ class CandidateProposed:
 
 @dataclass(frozen=True)
 class EvaluatorRan:
-    """An attempt's half (phase validate / benchmark) as the evaluator ran it, perhaps ahead
-    of the graph: when it began (epoch s) and how long it took; through Ray, how long the
-    session waited for the call too. benchmarks/search_speed.py reads them from the
-    timeline: how busy the GPU side was, and what the Ray hop cost."""
+    """An attempt's validation (phase validate: with the screen and compile before it, or
+    the verdict that came instead) or its timing (phase time: with the revalidation and
+    the gate) as the evaluator ran it, perhaps ahead of the graph: when it began (epoch s)
+    and how long it took; through Ray, how long the session waited for the attempt's call
+    too (on the validation's). benchmarks/search_speed.py reads them from the timeline:
+    how busy the GPU side was, and what the Ray hop cost."""
 
     iteration: int
     phase: str

@@ -16,10 +16,9 @@ from typing import Any, Callable, Optional, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphDrained
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import RunControl
 
-from ..evaluate.ahead import AheadEvaluator
+from ..evaluate.ahead import AttemptScheduler
 from ..evaluate.backend import EvaluationBackend, parallel
 from ..evaluate.results import Status
 from ..profiling.nsight import Nsight
@@ -31,15 +30,14 @@ from ..tracking.session_tracker import SessionTracker
 from .checkpoint_serde import RecordSaver
 from .context import LoopContext
 from .events import NodeFinished, SessionFinished
-from .graph import build_graph
+from .graph import LoopGraph, build_graph
 from .legacy_names import register as register_legacy_names
+from .legacy_nodes import continue_attempt
 from .limits import Limits, Spent
 from .options import SearchOptions
 from .session_control import SessionControl
 from .state import STATE_TYPES, LoopState
 from .timeline import Timeline
-
-LoopGraph = CompiledStateGraph[LoopState, LoopContext, LoopState, LoopState]  # the loop's graph, compiled
 
 
 def step_size(search: SearchOptions, evaluator: EvaluationBackend, proposer: Proposer) -> int:
@@ -160,9 +158,10 @@ class Session:
         self._conn = sqlite3.connect(str(directory / "checkpoint.sqlite"), check_same_thread=False)
         self.graph = open_graph(directory, self._conn)
         self.config = graph_config(info.id)
+        continue_attempt(self.graph, self.config)  # a session paused inside an attempt of the graph before
         self._ended: Optional[str] = None
         # A step of several candidates is evaluated ahead of the graph (agent/evaluate/ahead.py).
-        self._ahead: Optional[AheadEvaluator] = None
+        self._ahead: Optional[AttemptScheduler] = None
         self._end_lock = threading.Lock()  # the app's thread and the CLI may both try to end it
 
     @property
@@ -246,7 +245,7 @@ class Session:
         profiler = Nsight(self.workload.directory, self.dir / "profiles") if search.nsight else None
         batch = step_size(search, self.evaluator, self.proposer)
         if batch > 1 and search.overlap and self._ahead is None:
-            self._ahead = AheadEvaluator(self.evaluator)
+            self._ahead = AttemptScheduler(self.evaluator)
         ctx = LoopContext(self.workload, self._ahead or self.evaluator, self.proposer, self.control, self.tracker,
                           profiler, self.dir / "attempts", early_reject=search.early_reject, batch=batch)
         snapshot = self.graph.get_state(self.config)
@@ -274,7 +273,7 @@ class Session:
                     for node in chunk:
                         on_event(NodeFinished(node))
         except GraphDrained as e:
-            if self._ahead is not None:  # the step's attempts not begun wait in the checkpoint's queue
+            if self._ahead is not None:  # the step's jobs not begun wait in the checkpoint's queue
                 self._ahead.cancel()
             self.control.clear()
             if e.reason != "pause":

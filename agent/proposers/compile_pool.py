@@ -40,7 +40,7 @@ def compile_key(base: CandidateSpec, defines: dict[str, int], arch: str) -> Comp
 
 
 def compile_config(base: CandidateSpec, defines: dict[str, int], arch: str, allow_fast_math: bool) -> bool:
-    """NVRTC on a configuration (the CUBIN lands in the cache the compile node reads)."""
+    """NVRTC on a configuration (the CUBIN lands in the cache an attempt's compile reads)."""
     from ..runtime.compiler import compile_kernel
     cand = base.model_copy(update={"defines": {**base.defines, **defines}}).to_candidate()
     return compile_kernel(cand.source, cand.entry, arch, cand.compile_options(), allow_fast_math=allow_fast_math).ok

@@ -5,7 +5,7 @@ Each proposal is a point of a seeded local search over one kernel's knobs
 is agent/proposers/kernel_turns.py's. Configurations that cannot launch (more than 1024
 threads, fewer than a warp) or do not compile (a kernel's `#error` guards against illegal
 or spilling knob combinations; NVRTC needs no GPU, and the CUBIN it caches is what the
-compile node then uses) are skipped without spending the budget. One exception, for speed:
+attempt's compile then uses) are skipped without spending the budget. One exception, for speed:
 a kernel with a clean record (CLEAN_RECORD compiles, none refused) has its points proposed
 while their compiles are under way (the evaluator joins them), so its first refused point,
 if it has one, is a compile_failed attempt; from then on its proposals wait for NVRTC's

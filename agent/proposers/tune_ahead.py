@@ -94,7 +94,7 @@ class CompileAhead:
         pool's depth on a small machine). The step's own kernels (`stepped`) keep their
         deeper queue (refill, and the proposals' own). With only the kernel being proposed
         compiled ahead, the first step of another kernel's turn waits on NVRTC: on one H100 (sgemm
-        square-4096, batch 4) the GPU sat idle 18.8 s of 61 s while the compile node waited,
+        square-4096, batch 4) the GPU sat idle 18.8 s of 61 s while attempts' compiles waited,
         most of it at other kernels' turns (splitk_warptile, tf32x3_splitk, splitk)."""
         arch = ctx.facts.arch or None
         if arch is None or not self.pool.ahead or self.kernel:

@@ -201,8 +201,8 @@ ALLOWED_OPTIONS = ("-DNAME", "-DNAME=VALUE", "-maxrregcount=N", "--maxrregcount=
 def define_options(defines: dict[str, int]) -> list[str]:
     """-DNAME=VALUE per knob, in name order: the same configuration gives the same options,
     hence the same compile-cache key, however its dict was built. (In insertion order, the
-    tuner's compile-ahead and the loop's compile node keyed one configuration twice, and
-    on the H200 the compile node ran NVRTC for half a second per attempt while the GPU waited.)"""
+    tuner's compile-ahead and an attempt's own compile keyed one configuration twice, and
+    on the H200 the attempt's compile ran NVRTC for half a second while the GPU waited.)"""
     return [f"-D{k}={v}" for k, v in sorted(defines.items())]
 
 

@@ -40,6 +40,8 @@ class Progress(StrEnum):
     """Where an attempt or a case is before it has a verdict; the graph routes on these."""
 
     PENDING = "pending"  # proposed, or a case not run yet
+    # Where an attempt stood between the compile, validate and benchmark nodes of the graph
+    # before evaluate ran it whole: read back from sessions stored then (agent/loop/legacy_nodes.py).
     COMPILED = "compiled"
     VALIDATED = "validated"
 

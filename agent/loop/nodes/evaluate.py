@@ -1,87 +1,69 @@
-"""The nodes that put an attempt on the GPU: compile, validate, benchmark (told the bests,
-so a clearly slower candidate stops early) and, with --use-nsight, profile.
+"""The nodes that put an attempt on the GPU: evaluate (the attempt whole, from candidate to
+verdict, told the bests so that a clearly slower candidate stops early) and, with
+--use-nsight, profile.
 """
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from ...evaluate.results import Progress, Status
+from ...evaluate.attempt import AttemptResult
+from ...evaluate.results import Status
 from ...profiling.profiler import ProfilerUnavailable
 from ...spec.expr import ExprError
 from .. import events
 from ..archive import archive_samples
 from ..context import LoopContext
 from ..state import LoopState, StateUpdate, attempt_in_flight, candidate_in_flight
-from .outcomes import bests, outcomes
-from .streaming import ran, stream_cases
+from .outcomes import attempt_job, bests, outcomes
+from .streaming import case_events, ran
 
 
-def compile_node(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
-    attempt, spec = attempt_in_flight(state), candidate_in_flight(state)
-    runtime.stream_writer(events.NodeStarted("compile", attempt.iteration))
+def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
+    """The attempt in flight as one job (agent/evaluate/attempt.py): compiled and audited,
+    screened against the bests, validated, then timed, revalidated and gated. It streams
+    the compile outcome and each case as the GPU side reports them (for a job run ahead of
+    the graph, when its result is taken), and leaves the verdict in the attempt's record;
+    reflect decides what becomes of it."""
+    ctx = runtime.context
+    attempt = attempt_in_flight(state)
+    runtime.stream_writer(events.NodeStarted("evaluate", attempt.iteration))
     try:
-        candidate = spec.to_candidate()
+        candidate = candidate_in_flight(state).to_candidate()
     except (ExprError, ValueError) as e:
         return {"attempt": attempt.model_copy(update={"status": Status.LAUNCH_INVALID, "detail": f"launch rule: {e}"})}
-    compiled = runtime.context.evaluator.compile(candidate)
-    runtime.stream_writer(events.CompileFinished(attempt.iteration, compiled.ok, compiled.compile_ms,
-                                                 compiled.resources.text(), compiled.log, compiled.cached))
-    if not compiled.ok:
-        return {"attempt": attempt.model_copy(update={"status": Status.COMPILE_FAILED, "detail": compiled.log})}
-    return {"attempt": attempt.model_copy(update={"status": Progress.COMPILED})}
+    r = ctx.evaluator.run_attempt(attempt_job(ctx, state, candidate, attempt.iteration),
+                                  case_events(runtime, attempt.iteration, compiles=True))
+    ran(runtime, attempt.iteration, "validate", r.validated)
+    if r.timed is not None:
+        ran(runtime, attempt.iteration, "time", r.timed)
+    return {"attempt": attempt.model_copy(update=_verdict(state, runtime, r))}
 
 
-def validate(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
-    attempt = attempt_in_flight(state)
-    runtime.stream_writer(events.NodeStarted("validate", attempt.iteration))
-    stream_cases(runtime, attempt.iteration)
-    ctx = runtime.context
-    best_ms, case_best = bests(state)
-    # Told the best, the evaluator screens first: a clearly slower candidate is rejected
-    # early without a validation (agent/evaluate/evaluator.py, validate()).
-    r = ctx.evaluator.validate(candidate_in_flight(state).to_candidate(), best_ms=best_ms if ctx.early_reject else None,
-                               case_best_ms=case_best)
-    ran(runtime, attempt.iteration, "validate", r)
-    if r.status == Status.REJECTED_EARLY:
-        if ctx.archive is not None:
-            archive_samples(ctx.archive, attempt.iteration, r, best_ms, case_best)
-        return {"attempt": attempt.model_copy(update={"status": r.status, "detail": r.detail, "gpu": r.gpu,
-                                                      "cases": outcomes(r, ctx.workload, ctx.evaluator.ceilings)})}
-    status = Progress.VALIDATED if r.ok else r.status
-    cases = outcomes(r, ctx.workload, None)  # untimed: no floor to compare with
-    return {"attempt": attempt.model_copy(update={"status": status, "detail": r.detail, "cases": cases, "gpu": r.gpu})}
-
-
-def benchmark(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
-    attempt = attempt_in_flight(state)
-    runtime.stream_writer(events.NodeStarted("benchmark", attempt.iteration))
-    stream_cases(runtime, attempt.iteration)
-    ctx = runtime.context
-    ev = ctx.evaluator
-    best_ms, case_best = bests(state)
-    # Continues what validate() began, on the same worker (which screened it already, told
-    # the best); a backend that did not screen it may still stop one early that could be
-    # neither the best nor a case's winner.
-    r = ev.benchmark(candidate_in_flight(state).to_candidate(), best_ms=best_ms if ctx.early_reject else None,
-                     case_best_ms=case_best)
-    ran(runtime, attempt.iteration, "benchmark", r)
+def _verdict(state: LoopState, runtime: Runtime[LoopContext], r: AttemptResult) -> StateUpdate:
+    """What the attempt's record takes from its result: status, detail, score, each case's
+    outcome (against its speed-of-light floor once timed) and the GPU it ran on."""
+    ctx, iteration = runtime.context, attempt_in_flight(state).iteration
+    result = r.verdict
+    measured = r.timed is not None or result.status == Status.REJECTED_EARLY  # samples to keep, floors to compare with
+    if not measured:  # a verdict before or in the validation
+        return {"status": result.status, "detail": result.detail, "gpu": result.gpu,
+                "cases": outcomes(result, ctx.workload, None)}
     if ctx.archive is not None:
-        archive_samples(ctx.archive, attempt.iteration, r, best_ms, case_best)
-    cases = outcomes(r, ctx.workload, ev.ceilings)
-    detail = r.detail
+        archive_samples(ctx.archive, iteration, result, *bests(state))
+    cases = outcomes(result, ctx.workload, ctx.evaluator.ceilings)
+    detail = result.detail
     suspects = [f"{c.case} at {c.pct_of_floor:.0%} of its floor" for c in cases if c.suspect]
-    if suspects:  # reflect's fresh-seed revalidation still decides; the flag stays on the record
+    if suspects and r.timed is not None:  # reflect's fresh-seed revalidation still decides; the flag stays on the record
         detail = (detail + "\n" if detail else "") + "SUSPECT, faster than physically possible: " + ", ".join(suspects)
-    return {"attempt": attempt.model_copy(update={"status": r.status, "detail": detail, "score_ms": r.score_ms,
-                                                  "cases": cases, "gpu": r.gpu})}
+    return {"status": result.status, "detail": detail, "score_ms": result.score_ms, "cases": cases, "gpu": result.gpu}
 
 
 def profile(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     """--use-nsight: Nsight Compute on each performance case of a candidate that passed.
     A profiler that cannot run says so once and the session goes on without it."""
     ctx, attempt = runtime.context, attempt_in_flight(state)
-    assert ctx.profiler is not None  # routed here only with a profiler (graph._after_benchmark)
+    assert ctx.profiler is not None  # routed here only with a profiler (graph._after_evaluate)
     runtime.stream_writer(events.NodeStarted("profile", attempt.iteration))
     cases = [c.name for c in ctx.workload.cases if c.timed]
     try:

@@ -1,16 +1,20 @@
 """What the checkpoint keeps of an evaluation's cases (each case's status, median and place
-against its speed-of-light floor), and the bests a candidate is compared with.
+against its speed-of-light floor), the bests a candidate is compared with, and the job an
+attempt is evaluated as.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from ...evaluate.attempt import AttemptJob
 from ...evaluate.dispatch import CaseWinner
 from ...evaluate.records import Best, CaseOutcome
 from ...evaluate.results import EvaluationResult
+from ...spec.candidate import Candidate
 from ...spec.speed_of_light import Ceilings, case_floor
 from ...spec.workload_model import Workload
+from ..context import LoopContext
 from ..state import LoopState
 
 
@@ -44,3 +48,10 @@ def bests_of(best: Optional[Best], winners: Mapping[str, CaseWinner]) -> tuple[O
     """bests() of a best and the per-case winners."""
     case_best = {case: w.median_ms for case, w in winners.items()} or None
     return (best.score_ms if best else None), case_best
+
+
+def attempt_job(ctx: LoopContext, state: LoopState, candidate: Candidate, iteration: int) -> AttemptJob:
+    """Attempt `iteration`'s job, whether the evaluate node runs it or a step submits it
+    ahead: told the bests unless --no-early-reject."""
+    best_ms, case_best = bests(state)
+    return AttemptJob(candidate, best_ms=best_ms if ctx.early_reject else None, case_best_ms=case_best, key=iteration)

@@ -21,7 +21,7 @@ from .. import events
 from ..context import LoopContext
 from ..state import LoopState, StateUpdate
 from .outcomes import medians, outcomes
-from .streaming import stream_cases
+from .streaming import case_events
 
 
 def plan(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
@@ -30,7 +30,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     ev, w = ctx.evaluator, ctx.workload
     facts = ev.facts
     check_memory(w, gpu_bytes=facts.total_memory or None, host=False)  # every case fits this GPU, or one line
-    stream_cases(runtime, 0)
+    on_event = case_events(runtime, 0)
     # The fresh seed's references, computed while the baseline and the starting kernel run:
     # the first new best's check on fresh inputs then does not wait for them.
     prefetch_references(w, FRESH_SEED, getattr(ev, "reference_timeout_s", REFERENCE_TIMEOUT_S))  # --reference-timeout
@@ -38,7 +38,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     prepare(ctx.proposer, ProposalContext(w, facts, 1, state.get("mode", "optimise"), state.get("history", []),
                                           None, None, {}, lambda: ctx.control.stopping_now))
     # Every library, timed once: per case the fastest is what the session is measured against.
-    libraries = fastest_libraries(ev)
+    libraries = fastest_libraries(ev, on_event)
     baseline = {case: lib.median_ms for case, lib in libraries.items()}
     timed = [c.name for c in w.cases if c.timed]
     baseline_score = geomean([baseline[c] for c in timed]) if timed and all(c in baseline for c in timed) else None
@@ -49,7 +49,7 @@ def plan(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     start, r = None, None
     if w.start_kernel is not None:  # else from scratch: the proposer writes the first kernel
         spec = CandidateSpec.from_candidate(Candidate.from_spec(w.start_kernel), "start", "the workload's starting kernel")
-        r = ev.evaluate(spec.to_candidate())
+        r = ev.evaluate(spec.to_candidate(), on_event=on_event)
         # A starting kernel that does not apply to every performance case has no score to be
         # the best with; the cases it serves still seed the dispatch's winners.
         start = Best(spec=spec, score_ms=r.score_ms, cases=outcomes(r, w, ceilings), iteration=0) \

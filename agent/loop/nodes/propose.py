@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from langgraph.runtime import Runtime
 
-from ...evaluate.ahead import AheadEvaluator
+from ...evaluate.ahead import AttemptScheduler
 from ...evaluate.records import Attempt, CandidateSpec
 from ...evaluate.results import Progress, Status
 from ...proposers.base import Proposal, ProposalContext, ProposalError, SearchExhausted, propose_step, proposes_ahead
@@ -20,12 +20,12 @@ from .. import events
 from ..context import LoopContext
 from ..state import LoopState, StateUpdate
 from .budget import apply_budget, stop_reason_after
-from .outcomes import bests
+from .outcomes import attempt_job
 
 
 def program_lines(spec: CandidateSpec) -> tuple[str, ...]:
     """A program's lines for the app; nothing for one launch or a malformed program (the
-    compile node reports that one)."""
+    evaluate node reports that one)."""
     try:
         program = spec.to_candidate().program if spec.program else None
     except ValueError:
@@ -72,8 +72,8 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
             return {**update, "pending": None, "attempt": attempt, "attempt_started": started}
         proposal, update["queued"] = batch[0], [p.spec for p in batch[1:]]
         if len(batch) > 1:
-            if isinstance(ctx.evaluator, AheadEvaluator):
-                _submit_ahead(ctx.evaluator, state, batch, budget - iteration + 1, ctx.early_reject)
+            if isinstance(ctx.evaluator, AttemptScheduler):
+                _submit_ahead(ctx, state, batch, iteration, budget)
             runtime.stream_writer(events.Notice(f"step of {len(batch)} candidates: attempts {iteration}-"
                                                 f"{iteration + len(batch) - 1}"))
     spec = proposal.spec
@@ -89,7 +89,7 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
 
 
 def _looks_ahead(ctx: LoopContext) -> bool:
-    return ctx.batch > 1 and isinstance(ctx.evaluator, AheadEvaluator) and proposes_ahead(ctx.proposer)
+    return ctx.batch > 1 and isinstance(ctx.evaluator, AttemptScheduler) and proposes_ahead(ctx.proposer)
 
 
 def _take_ahead(runtime: Runtime[LoopContext], state: LoopState, batch: list[Proposal], first: int,
@@ -100,23 +100,22 @@ def _take_ahead(runtime: Runtime[LoopContext], state: LoopState, batch: list[Pro
     if not batch:
         return []
     ctx = runtime.context
-    assert isinstance(ctx.evaluator, AheadEvaluator)
-    _submit_ahead(ctx.evaluator, state, batch, budget - first + 1, ctx.early_reject)
+    _submit_ahead(ctx, state, batch, first, budget)
     runtime.stream_writer(events.Notice(f"next step of {len(batch)} candidates proposed ahead: attempts {first}-"
                                         f"{first + len(batch) - 1}"))
     return [p.spec for p in batch]
 
 
-def _submit_ahead(evaluator: AheadEvaluator, state: LoopState, batch: list[Proposal], room: int,
-                  early_reject: bool) -> None:
-    """The step's candidates, as many as the budget has room for, to the GPU ahead of the
-    graph (agent/evaluate/ahead.py); one whose launch rule does not parse is left to the
-    compile node, which reports it."""
-    candidates = []
-    for p in batch[:max(0, room)]:
+def _submit_ahead(ctx: LoopContext, state: LoopState, batch: list[Proposal], first: int, budget: int) -> None:
+    """The step's candidates, attempts `first` on, as many as the budget has room for, to the
+    GPU ahead of the graph (agent/evaluate/ahead.py) as jobs filed under their attempts'
+    numbers; one whose launch rule does not parse is left to the evaluate node, which
+    reports it."""
+    assert isinstance(ctx.evaluator, AttemptScheduler)
+    jobs = []
+    for i, p in enumerate(batch[:max(0, budget - first + 1)]):
         try:
-            candidates.append(p.spec.to_candidate())
+            jobs.append(attempt_job(ctx, state, p.spec.to_candidate(), first + i))
         except (ExprError, ValueError):
             continue
-    best_ms, case_best = bests(state)
-    evaluator.submit(candidates, best_ms if early_reject else None, case_best)
+    ctx.evaluator.submit(jobs)

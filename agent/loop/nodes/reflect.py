@@ -9,7 +9,7 @@ from typing import Optional
 
 from langgraph.runtime import Runtime
 
-from ...evaluate.ahead import AheadEvaluator
+from ...evaluate.ahead import AttemptScheduler
 from ...evaluate.dispatch import update_winners
 from ...evaluate.records import Best
 from ...evaluate.results import Status
@@ -21,6 +21,7 @@ from ..limits import Spent
 from ..state import LoopState, StateUpdate, attempt_in_flight, candidate_in_flight
 from .budget import apply_budget, stop_reason_after
 from .outcomes import bests_of, medians
+from .streaming import case_events
 
 
 def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
@@ -32,8 +33,8 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     score = attempt.score_ms
     if attempt.status == Status.OK and score is not None:
         spec = candidate_in_flight(state)
-        verdict = challenge(ctx.evaluator, spec.to_candidate(), score,
-                            best.spec.to_candidate() if best else None, best.score_ms if best else None)
+        verdict = challenge(ctx.evaluator, spec.to_candidate(), score, best.spec.to_candidate() if best else None,
+                            best.score_ms if best else None, case_events(runtime, attempt.iteration))
         if verdict.accepted:
             attempt = attempt.model_copy(update={"new_best": True})
             best = Best(spec=spec, score_ms=score, cases=attempt.cases,
@@ -48,7 +49,7 @@ def reflect(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     if attempt.status == Status.OK:  # per-case winners, for the dispatch (a kernel serving some cases only too)
         update["winners"] = update_winners(state.get("winners", {}), attempt.iteration, candidate_in_flight(state),
                                            medians(attempt.cases))
-    if isinstance(ctx.evaluator, AheadEvaluator) and ctx.early_reject and ("best" in update or "winners" in update):
+    if isinstance(ctx.evaluator, AttemptScheduler) and ctx.early_reject and ("best" in update or "winners" in update):
         ctx.evaluator.update_bests(*bests_of(update.get("best", state.get("best")),
                                               update.get("winners", state.get("winners", {}))))  # the step's attempts not begun yet
     runtime.stream_writer(events.AttemptFinished(attempt.iteration, attempt.name, attempt.status, attempt.score_ms,

@@ -1,20 +1,25 @@
-"""The worker's per-case replies and each evaluator call, streamed to the front end as
-typed events while a node waits on the GPU.
+"""The GPU side's progress, streamed to the front end as the loop's typed events while a
+node waits on it: each call to the evaluator is given a sink made here (the evaluator
+keeps none of its own).
 """
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from ...evaluate.attempt import EventSink
 from ...evaluate.results import EvaluationResult, Status
 from ...evaluate.stats import TimingStats
+from ...runtime.compiler import CompiledKernel
 from ...worker.protocol import CaseChecked, CaseTimed
 from .. import events
 from ..context import LoopContext
 
 
-def stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
-    """Forward the worker's per-case replies as they arrive."""
+def case_events(runtime: Runtime[LoopContext], iteration: int, compiles: bool = False) -> EventSink:
+    """A sink that forwards the worker's per-case replies as they arrive, under `iteration`;
+    with `compiles`, the compile outcome too (an attempt's: evaluations outside one, such as
+    a challenge's re-timings, compile kernels the session has seen already)."""
     write = runtime.stream_writer
 
     def on_event(reply: object) -> None:
@@ -24,7 +29,10 @@ def stream_cases(runtime: Runtime[LoopContext], iteration: int) -> None:
         elif isinstance(reply, CaseTimed):
             write(events.CaseFinished(iteration, reply.case, "time", Status.OK, None, TimingStats.of(reply.samples_ms).median_ms,
                                       elapsed_ms=reply.elapsed_ms))
-    runtime.context.evaluator.on_event = on_event
+        elif isinstance(reply, CompiledKernel) and compiles:
+            write(events.CompileFinished(iteration, reply.ok, reply.compile_ms, reply.resources.text(), reply.log,
+                                         reply.cached))
+    return on_event
 
 
 def ran(runtime: Runtime[LoopContext], iteration: int, phase: str, r: EvaluationResult) -> None:
