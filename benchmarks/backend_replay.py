@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
     sys.path.insert(0, str(ROOT))
 
-from agent.proposers.tune_target import kernel_of  # noqa: E402
+from agent.evaluate.records import legacy_identity  # noqa: E402
 from agent.worker.status import Status  # noqa: E402
 
 BAR = 0.10  # Ray's time per attempt at most 10% above the local one's
@@ -103,7 +103,7 @@ def read_records(records: Path) -> list[Step]:
         before = steps[-1] if steps else None  # no samples kept: the bests of the step before
         best_ms = samples.get("best_ms", before.best_ms if before else None)
         case_best = samples.get("case_best_ms", before.case_best_ms if before else None)
-        steps.append(Step(kernel_of(attempt["name"]), dict(attempt.get("defines") or {}), best_ms, case_best,
+        steps.append(Step(legacy_identity(attempt)["kernel"], dict(attempt.get("defines") or {}), best_ms, case_best,
                           attempt["status"]))
     return steps
 

@@ -31,7 +31,6 @@ from agent.loop.options import SearchOptions  # noqa: E402
 from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
 from agent.proposers.choice import ProposerChoice  # noqa: E402
 from agent.proposers.tune import TuneProposer  # noqa: E402
-from agent.proposers.tune_target import kernel_of  # noqa: E402
 from agent.spec.workload import load_workload  # noqa: E402
 from agent.tracking.session_tracker import NullTracker  # noqa: E402
 
@@ -68,7 +67,7 @@ def main(argv: list[str]) -> int:
     s.close()
     turns: dict[str, int] = {}
     for a in history:
-        turns[kernel_of(a.name)] = turns.get(kernel_of(a.name), 0) + 1
+        turns[a.kernel] = turns.get(a.kernel, 0) + 1
     print(f"{len(history)} attempts, batch {args.batch}; attempts per kernel: "
           + ", ".join(f"{k} {n}" for k, n in sorted(turns.items(), key=lambda kv: -kv[1])))
     if dispatch is None:
@@ -76,7 +75,7 @@ def main(argv: list[str]) -> int:
         return 0
     for e in dispatch.entries:
         v = dispatch.variants[e.variant]
-        print(f"{e.case}: {kernel_of(v.name)} SPLITK={v.defines.get('SPLITK', '-')} {e.median_ms:.4f} ms (model)")
+        print(f"{e.case}: {v.kernel} SPLITK={v.defines.get('SPLITK', '-')} {e.median_ms:.4f} ms (model)")
     return 0
 
 

@@ -13,7 +13,6 @@ from agent.evaluate.records import Attempt
 from agent.proposers import compile_pool
 from agent.proposers.base import ProposalContext, SearchExhausted
 from agent.proposers.tune import TuneProposer
-from agent.proposers.tune_target import kernel_of
 from agent.runtime.device_facts import DeviceFacts
 from agent.spec.workload import load_workload
 
@@ -138,7 +137,7 @@ def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
                               baseline)
         spec = tuner.propose(ctx).spec
-        kernels.append(kernel_of(spec.name))
+        kernels.append(spec.kernel)
         split = spec.name.startswith("splitk")
         long_k = 0.3 if split and spec.defines.get("SPLITK") == 64 else 1.0  # split-K pays on long-K only
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
@@ -186,7 +185,7 @@ def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
         ctx = ProposalContext(w, DeviceFacts(), i, "optimise", list(history), best, history[-1] if history else None,
                               baseline)
         spec = tuner.propose(ctx).spec
-        kernels.append(kernel_of(spec.name))
+        kernels.append(spec.kernel)
         history.append(Attempt(iteration=i, name=spec.name, proposer="tune", status="ok", score_ms=1.0,
                                defines=spec.defines, new_best=(i == 1 or i == 10),
                                cases=[CaseOutcome(case="square-1024", role="performance", status="ok", median_ms=1.0),
@@ -248,7 +247,7 @@ def test_batches_give_every_tunable_kernel_a_turn():
                                    score_ms=1.0, defines=p.spec.defines, new_best=p.spec.name.startswith("tf32x3@"),
                                    cases=[CaseOutcome(case=c, role="performance", status="ok", median_ms=1.0)
                                           for c in perf]))
-    tried = {kernel_of(a.name) for a in history}
+    tried = {a.kernel for a in history}
     assert tried >= {n for n, k in w.kernels.items() if k.knobs()}, tried
 
 
@@ -267,7 +266,7 @@ def test_once_stalled_another_kernels_turn_fills_the_whole_step(tmp_path):
     for step in range(8):
         ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best, None, baseline)
         batch = tuner.propose_batch(ctx, 4)
-        steps.append([kernel_of(p.spec.name) for p in batch])
+        steps.append([p.spec.kernel for p in batch])
         for p in batch:
             history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                    score_ms=1.0, defines=p.spec.defines,
@@ -319,7 +318,7 @@ def test_known_verdicts_take_no_compile_ahead_slot():
     neighbours = list(neighbours_of(defaults, knobs))
     for n in neighbours[:-2]:  # all but two already judged, some refused
         tuner.pool.compiles[(source_tag(base.source), "sm_90", _key({**base.defines, **n}))] = len(submitted) % 2 == 0
-    tuner.compile_ahead.queue(ctx, base, knobs, f"{base.name}@{source_tag(base.source)}[", [defaults], {}, set(), "sm_90")
+    tuner.compile_ahead.queue(ctx, base, knobs, [defaults], {}, set(), "sm_90")
     assert sorted(map(_key, submitted)) == sorted(map(_key, neighbours[-2:]))
 
 
@@ -760,14 +759,14 @@ def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
             ctx = ProposalContext(w, DeviceFacts(), len(history) + 1, "optimise", list(history), best,
                                   history[-1] if history else None)
             for p in tuner.propose_batch(ctx, batch):
-                ms = score(kernel_of(p.spec.name), p.spec.defines)
+                ms = score(p.spec.kernel, p.spec.defines)
                 cases = [CaseOutcome(case=c, role="performance", status="ok", median_ms=ms) for c in perf]
                 new_best = best is None or ms < best.score_ms
                 history.append(Attempt(iteration=len(history) + 1, name=p.spec.name, proposer="tune", status="ok",
                                        score_ms=ms, defines=p.spec.defines, new_best=new_best, cases=cases))
                 if new_best:
                     best = Best(spec=p.spec, score_ms=ms, cases=cases, iteration=len(history))
-    return [kernel_of(a.name) for a in history]
+    return [a.kernel for a in history]
 
 
 def test_a_kernel_not_tried_yet_gets_its_turn_after_the_main_kernels_own_three():
@@ -805,7 +804,7 @@ def test_a_used_up_main_kernel_is_not_searched_again_on_every_proposal(monkeypat
     real = TuneProposer._propose
 
     def spy(self, ctx, kernel=None, focus=None):
-        searched.append(kernel or kernel_of(self.base(ctx)[0].name))
+        searched.append(kernel or self.base(ctx)[0].kernel)
         return real(self, ctx, kernel, focus)
     monkeypatch.setattr(TuneProposer, "_propose", spy)
     kernels = _session_on(w, lambda k, d: speed[k] + sum(d.values()) / 1e4, steps=30)
@@ -835,16 +834,20 @@ def test_before_any_best_the_tuner_aims_where_its_first_proposal_will():
     assert TuneProposer(0, ahead=0).base(ctx(dataclasses.replace(sgemm, tune="")))[0].name.startswith(most)
 
 
-def _tf32x3_attempts(w, n: int, status: str = "ok", **defines) -> list[Attempt]:
-    from agent.evaluate.records import CandidateSpec, CaseOutcome
-    from agent.proposers.tune_target import config_prefix
+def _identity(w, kernel: str) -> dict[str, str]:
+    """A tuned configuration's identity fields: the names above are for people and not read."""
+    from agent.proposers.compile_pool import source_tag
     from agent.spec.candidate import Candidate
-    prefix = config_prefix(CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tf32x3"]), "tune"))
+    return {"kernel": kernel, "tag": source_tag(Candidate.from_spec(w.kernels[kernel]).source)}
+
+
+def _tf32x3_attempts(w, n: int, status: str = "ok", **defines) -> list[Attempt]:
+    from agent.evaluate.records import CaseOutcome
     perf = [c.name for c in w.cases if c.role == "performance"]
     out = []
     for i in range(n):
         d = {**{k: kn.default for k, kn in w.kernels["tf32x3"].knobs().items()}, "GROUP": (1, 8, 16)[i % 3], **defines}
-        out.append(Attempt(iteration=i + 1, name=f"{prefix}{i}{status}]", proposer="tune",
+        out.append(Attempt(iteration=i + 1, name=f"tf32x3 {i} {status}", **_identity(w, "tf32x3"), proposer="tune",
                            status=status, score_ms=1.0 if status == "ok" else None, defines=d,
                            cases=[CaseOutcome(case=c, role="performance", status=status, median_ms=1.0)
                                   for c in perf] if status == "ok" else []))
@@ -909,9 +912,7 @@ def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_t
     one (its defaults, SPLITK=32), then splitk_warptile, fastest on 128x4096x4096, took the turns, and the listed
     SPLITK=4 settings for that case never came. Each listed setting of another kernel gets a turn of its own, after
     which the usual rule (fastest on the focus case, least tried) holds."""
-    from agent.evaluate.records import CandidateSpec, CaseOutcome
-    from agent.proposers.tune_target import config_prefix
-    from agent.spec.candidate import Candidate
+    from agent.evaluate.records import CaseOutcome
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
 
@@ -926,8 +927,8 @@ def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_t
     def turn(kernel: str, focus_ms: float, **defines) -> Attempt:
         spec = w.kernels[kernel]
         d = {**{k: kn.default for k, kn in spec.knobs().items()}, **defines}
-        prefix = config_prefix(CandidateSpec.from_candidate(Candidate.from_spec(spec), "tune"))
-        return Attempt(iteration=len(history) + 1, name=f"{prefix}{len(history)}]", proposer="tune", status="ok",
+        return Attempt(iteration=len(history) + 1, name=f"{kernel} {len(history)}", **_identity(w, kernel),
+                       proposer="tune", status="ok",
                        score_ms=2.0, defines=d,
                        cases=[CaseOutcome(case=c, role="performance", status="ok",
                                           median_ms=focus_ms if c == "128x4096x4096" else 3.0) for c in perf])
@@ -982,7 +983,7 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
         ctx = ProposalContext(w, facts, len(history) + 1, "optimise", list(history), best, None, baseline)
         done = _wait_for_compiles(tuner)
         batch = tuner.propose_batch(ctx, 4)
-        kernels = {kernel_of(p.spec.name) for p in batch}
+        kernels = {p.spec.kernel for p in batch}
         if kernels == {"splitk"}:
             splitk_steps += 1
             missing = [p.spec.name for p in batch if (source_tag(p.spec.source), "sm_90", _key(p.spec.defines)) not in done]
@@ -997,3 +998,24 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
     queued = [k for k, f in tuner.pool.compiles.items() if k[0] == splitk and not isinstance(f, bool) and not f.done()]
     assert len(queued) <= OTHERS_AHEAD  # another kernel's guesses are a few, not a second full queue
     _wait_for_compiles(tuner)
+
+
+def test_the_tuner_knows_its_attempts_by_their_identity_fields_not_their_names():
+    """kernel and tag are fields: a configuration named anything counts as tf32x3's when its fields say so, and a
+    name in the tuner's form with other fields does not. Only a record without the fields (stored before they
+    existed) is read from its name."""
+    from agent.evaluate.records import CandidateSpec
+    from agent.proposers.tune_target import attempts_on, tune_base
+    w = load_workload(SGEMM)
+    ctx = lambda history=(): ProposalContext(w, DeviceFacts(), 9, "optimise", list(history), None, None)
+    c = ctx()
+    base, _ = tune_base(c, "tf32x3", "tune")
+    proposal = TuneProposer(0, ahead=0, kernel="tf32x3").propose(c).spec
+    assert (proposal.kernel, proposal.tag) == (base.kernel, base.tag) == ("tf32x3", _identity(w, "tf32x3")["tag"])
+    ours = Attempt(iteration=1, name="renamed", **_identity(w, "tf32x3"), proposer="tune", status="ok")
+    other = Attempt(iteration=2, name=proposal.name, kernel="tiled", tag=base.tag, proposer="tune", status="ok")
+    assert attempts_on(ctx([ours, other]), base, "tune") == [ours]
+    stored = {"iteration": 3, "name": "tf32x3@1a2b3c4d[BM=128]", "proposer": "tune", "status": "ok"}
+    assert (Attempt.model_validate(stored).kernel, Attempt.model_validate(stored).tag) == ("tf32x3", "1a2b3c4d")
+    spec = CandidateSpec(name="llm-3", source="", entry="k", grid=["1"], block=["1"])
+    assert (spec.kernel, spec.tag) == ("llm-3", "")

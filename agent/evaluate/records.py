@@ -6,12 +6,22 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..spec.candidate import Candidate
 from ..spec.expr import Expr
 from ..spec.launch import LaunchRule, Program, xyz
 from ..worker.status import Progress, Status
+
+
+def legacy_identity(data: Any) -> Any:
+    """A record written before kernel and tag were fields names them only in its name
+    ("kernel@tag[K=V,...]", the tuner's form; any other name is its own kernel): read once
+    from there, where the record is loaded. New records carry both fields."""
+    if isinstance(data, dict) and "kernel" not in data and isinstance(data.get("name"), str):
+        kernel, _, rest = data["name"].partition("@")
+        data = {**data, "kernel": kernel, "tag": rest.partition("[")[0]}
+    return data
 
 
 class CandidateSpec(BaseModel):
@@ -22,7 +32,7 @@ class CandidateSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True)  # a record: the checkpoint stores it once (agent/loop/checkpoint_serde.py)
 
-    name: str
+    name: str  # for people: the kernel, tag and knob values ("tf32x3@1a2b3c4d[BM=128]"), never parsed
     source: str
     entry: str
     grid: list[str] = Field(min_length=1, max_length=3)
@@ -37,6 +47,13 @@ class CandidateSpec(BaseModel):
     program: Optional[dict[str, Any]] = None
     parent: Optional[int] = None  # the attempt (iteration; 0 = the starting kernel) this one was derived from
     focus: Optional[str] = None  # the performance case it was searched for (None: the geomean of them all)
+    # Its identity: the kernel it is a configuration of (its own name for a kernel nothing
+    # configures) and, for a tuned configuration, the hash of that kernel's source (the
+    # tuner's attempts on one kernel share both; agent/proposers/tune_target.py).
+    kernel: str = ""
+    tag: str = ""
+
+    _legacy = model_validator(mode="before")(legacy_identity)
 
     def to_candidate(self) -> Candidate:
         """Raises ExprError (a ValueError) if the launch arithmetic is not whitelisted or the program is malformed."""
@@ -50,7 +67,7 @@ class CandidateSpec(BaseModel):
     @staticmethod
     def from_candidate(c: Candidate, proposer: str, rationale: str = "") -> "CandidateSpec":
         r = c.launch
-        return CandidateSpec(name=c.name, source=c.source, entry=c.entry, grid=[str(e) for e in r.grid],
+        return CandidateSpec(name=c.name, kernel=c.name, source=c.source, entry=c.entry, grid=[str(e) for e in r.grid],
                              block=[str(e) for e in r.block], shared=str(r.shared), options=list(c.options),
                              defines=dict(c.defines), rationale=rationale, proposer=proposer,
                              program=c.program.to_data() if c.program else None)
@@ -104,6 +121,10 @@ class Attempt(BaseModel):
     parent: Optional[int] = None  # the attempt it was derived from (0 = the starting kernel), when known
     gpu: str = ""  # the GPU it was validated and timed on (EvaluationResult.gpu), when known
     focus: Optional[str] = None  # the performance case it was searched for (CandidateSpec.focus)
+    kernel: str = ""  # CandidateSpec.kernel
+    tag: str = ""  # CandidateSpec.tag
+
+    _legacy = model_validator(mode="before")(legacy_identity)
 
     @property
     def suspect(self) -> bool:

@@ -21,7 +21,6 @@ import math
 from typing import Optional
 
 from .base import ProposalContext
-from .tune_target import kernel_of
 
 MAIN_TURNS = 3  # proposals for the kernel being improved before each other tunable kernel gets one
 # The kernel being improved, this many attempts in a row without a new best: stalled, and
@@ -64,8 +63,8 @@ class KernelTurns:
         # Turns are counted with the proposals still in flight: with a step proposed ahead, a
         # kernel whose first turn had not finished got a second before any other had one
         # (sgemm on the H200: tiled twice in 20 attempts, the split-K kernels never).
-        turns = [kernel_of(a.name) for a in mine] + \
-            [kernel_of(s.name) for s in ctx.in_flight if s.proposer == self.proposer]
+        turns = [a.kernel for a in mine] + \
+            [s.kernel for s in ctx.in_flight if s.proposer == self.proposer]
         counts = {n: turns.count(n) for n in others}
         other_turns = sum(counts.values())
         if not others:
@@ -93,7 +92,7 @@ class KernelTurns:
             # case), then the fewest turns, then the workload's order.
             return min(untried, key=lambda n: (n in self.no_first_turn, counts[n] > 0,
                                                not ctx.workload.kernels[n].configs, counts[n])), focus
-        on_focus = {n: min((c.median_ms for a in mine if kernel_of(a.name) == n and a.status == "ok"
+        on_focus = {n: min((c.median_ms for a in mine if a.kernel == n and a.status == "ok"
                             for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}
         if other_turns % 3 == 2 or min(on_focus.values()) == math.inf:
             return min(others, key=lambda n: counts[n]), focus
@@ -107,13 +106,13 @@ class KernelTurns:
         dispatch gives that case the variant that wins it."""
         if not self.stalled(ctx, main):
             return None
-        turns = sum(kernel_of(a.name) == main for a in ctx.history if a.proposer == self.proposer) + \
-            sum(kernel_of(s.name) == main for s in ctx.in_flight if s.proposer == self.proposer)
+        turns = sum(a.kernel == main for a in ctx.history if a.proposer == self.proposer) + \
+            sum(s.kernel == main for s in ctx.in_flight if s.proposer == self.proposer)
         return focus_case(ctx) if turns % 2 else None
 
     def stalled(self, ctx: ProposalContext, main: str) -> bool:
         """The kernel being improved, `main`, has had STALL attempts in a row without a new best."""
-        runs = [a for a in ctx.history if a.proposer == self.proposer and kernel_of(a.name) == main]
+        runs = [a for a in ctx.history if a.proposer == self.proposer and a.kernel == main]
         return len(runs) >= STALL and not any(a.new_best for a in runs[-STALL:])
 
 

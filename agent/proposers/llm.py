@@ -150,7 +150,8 @@ class LlmProposer:
         lost_tokens, lost_cost = sum(e.tokens for e in failed), sum(e.cost_usd for e in failed)
         good[0] = dataclasses.replace(good[0], tokens=good[0].tokens + lost_tokens, cost_usd=good[0].cost_usd + lost_cost)
         # Renamed in order: the queue gives them consecutive iterations whichever calls failed.
-        return [dataclasses.replace(p, spec=p.spec.model_copy(update={"name": f"llm-{ctx.iteration + i}"}))
+        return [dataclasses.replace(p, spec=p.spec.model_copy(update={"name": f"llm-{ctx.iteration + i}",
+                                                                      "kernel": f"llm-{ctx.iteration + i}"}))
                 for i, p in enumerate(good)]
 
     def propose(self, ctx: ProposalContext) -> Proposal:
@@ -207,7 +208,7 @@ class LlmProposer:
         if not launch.grid or not launch.block:
             raise ProposalError("the model's answer has no launch: give grid and block (or steps with one launch)",
                                 used, cost)
-        spec = CandidateSpec(name=f"llm-{ctx.iteration}", source=parsed.source, entry=launch.entry,
+        spec = CandidateSpec(name=f"llm-{ctx.iteration}", kernel=f"llm-{ctx.iteration}", source=parsed.source, entry=launch.entry,
                              grid=launch.grid, block=launch.block, shared=launch.shared, options=parsed.options,
                              rationale=parsed.rationale, proposer=self.name, program=parsed.program(),
                              parent=_parent(ctx))

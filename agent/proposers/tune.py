@@ -51,7 +51,7 @@ from .knob_search import (
 )
 from .launch_filter import LaunchFilter
 from .tune_ahead import CompileAhead
-from .tune_target import attempts_on, config_prefix, in_flight_keys, kernel_of, tune_base
+from .tune_target import attempts_on, config_name, config_prefix, in_flight_keys, tune_base
 
 
 class TuneProposer:
@@ -73,9 +73,9 @@ class TuneProposer:
         self.turns = KernelTurns(self.name)
         # the other kernel the last proposal went to because the main kernel's space was used up
         self._fallback: Optional[str] = None
-        # the main kernel (its name prefix) whose space is used up: not searched again on every
+        # the main kernel (its kernel and tag) whose space is used up: not searched again on every
         # proposal (that cost ~100 ms each in a simulated sgemm session), until the best changes
-        self._used_up: Optional[tuple[str, SearchExhausted]] = None
+        self._used_up: Optional[tuple[tuple[str, str], SearchExhausted]] = None
 
     def base(self, ctx: ProposalContext, kernel: Optional[str] = None) -> tuple[CandidateSpec, dict[str, Knob]]:
         """What to tune (tune_base): `kernel`, else the one this tuner was given, else its choice."""
@@ -89,11 +89,10 @@ class TuneProposer:
         if arch is None or not self.ahead or ctx.history:
             return
         base, knobs = self.base(ctx)
-        prefix = config_prefix(base)
         free = {n: k for n, k in knobs.items() if n not in base.defines}
         defaults = {n: k.default for n, k in free.items()}
         first = [defaults] + [point for point, _ in listed_points(ctx.workload, base, free)]
-        self.compile_ahead.queue(ctx, base, knobs, prefix, [defaults], {}, set(), arch, first=first)
+        self.compile_ahead.queue(ctx, base, knobs, [defaults], {}, set(), arch, first=first)
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         self._fallback = None
@@ -105,14 +104,14 @@ class TuneProposer:
                 self.turns.exhausted.add(other[0])
             except ProposalError:  # unreachable this time (a sampled space): back to the main one
                 self.turns.no_first_turn.add(other[0])
-        main = config_prefix(self.base(ctx)[0])
-        if self._used_up is not None and self._used_up[0] == main:
+        main = self.base(ctx)[0]
+        if self._used_up is not None and self._used_up[0] == (main.kernel, main.tag):
             return self._after_main(ctx, self._used_up[1])
         try:
             return self._propose(ctx, None, self._main_focus(ctx))
         except SearchExhausted as used_up:
             if not in_flight_keys(ctx, main):  # else a point counted as tried may yet be dropped untried
-                self._used_up = (main, used_up)
+                self._used_up = ((main.kernel, main.tag), used_up)
             return self._after_main(ctx, used_up)
         except ProposalError as none_found:  # a sampled space found nothing this time: another's turn
             return self._after_main(ctx, none_found)
@@ -122,10 +121,10 @@ class TuneProposer:
         shipped kernels with knobs take the turn, the least tried first, until theirs are used
         up too (a model's kernel being the best, or a kernel named on the command line, ends
         the search here)."""
-        main = kernel_of(self.base(ctx)[0].name)
+        main = self.base(ctx)[0].kernel
         if self.kernel or main not in ctx.workload.kernels:
             raise used_up
-        mine = [kernel_of(a.name) for a in ctx.history if a.proposer == self.name]
+        mine = [a.kernel for a in ctx.history if a.proposer == self.name]
         others = sorted((n for n, k in ctx.workload.kernels.items() if n != main and k.knobs() and n not in self.turns.exhausted),
                         key=mine.count)
         focus = focus_case(ctx)
@@ -153,13 +152,13 @@ class TuneProposer:
         other = self._other_turn(ctx)  # what propose() decides too: it reads the same history
         first = self.propose(ctx)
         if n <= 1:
-            self.compile_ahead.others(ctx, {kernel_of(first.spec.name)}, self.turns.exhausted)
+            self.compile_ahead.others(ctx, {first.spec.kernel}, self.turns.exhausted)
             return [first]
         # Once the main kernel has stalled, another kernel's turn is the whole step's: with one
         # turn per step, a batch of four gave the others a quarter of the attempts whatever
         # the stall. Before that, the step's other members are the main kernel's neighbours.
         # With the main kernel's space used up, the step is the kernel that took its place.
-        first_kernel = kernel_of(first.spec.name)
+        first_kernel = first.spec.kernel
         if self._fallback is not None and first_kernel == self._fallback:
             kernel, focus = self._fallback, focus_case(ctx)
         elif other is not None and first_kernel == other[0] and self._stalled(ctx):
@@ -171,7 +170,7 @@ class TuneProposer:
         except ProposalError:  # nothing beside the first: a batch of one
             batch = [first]
         self.compile_ahead.refill(ctx, batch, kernel, focus)
-        self.compile_ahead.others(ctx, {kernel_of(p.spec.name) for p in batch}, self.turns.exhausted)
+        self.compile_ahead.others(ctx, {p.spec.kernel for p in batch}, self.turns.exhausted)
         # After the first (propose()'s choice: another kernel's turn, say, which the budget's
         # last step must not drop), members compiled already first: the GPU takes a step's
         # attempts in its order, and works on those while NVRTC finishes the others.
@@ -185,8 +184,8 @@ class TuneProposer:
                       focus: Optional[str] = None) -> list[Proposal]:
         base, knobs = self.base(ctx, kernel)
         prefix = config_prefix(base)
-        mine = attempts_on(ctx, prefix, self.name)
-        tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, prefix) | {defines_key(taken)}
+        mine = attempts_on(ctx, base, self.name)
+        tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, base) | {defines_key(taken)}
         scores = point_scores(mine, focus)
         free = {k: kn for k, kn in knobs.items() if k not in base.defines}
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}:batch")
@@ -240,7 +239,7 @@ class TuneProposer:
             label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
             why = rationale_of(choice, scores, listed) + " (batch)" \
                 + (f" (searched for case {focus})" if focus else "")
-            spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
+            spec = base.model_copy(update={"name": config_name(base, label), "defines": {**base.defines, **choice},
                                            "proposer": self.name, "rationale": why,
                                            "parent": parent_of(choice, scores, mine, ctx), "focus": focus})
             out.append(Proposal(spec))
@@ -249,8 +248,8 @@ class TuneProposer:
     def _propose(self, ctx: ProposalContext, kernel: Optional[str] = None, focus: Optional[str] = None) -> Proposal:
         base, knobs = self.base(ctx, kernel)
         prefix = config_prefix(base)
-        mine = attempts_on(ctx, prefix, self.name)
-        tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, prefix)
+        mine = attempts_on(ctx, base, self.name)
+        tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, base)
         scores = point_scores(mine, focus)
         rng = random.Random(f"{self.seed}:{ctx.iteration}:{prefix}")
         arch = ctx.facts.arch or None  # unknown: candidates are not compiled ahead
@@ -302,10 +301,10 @@ class TuneProposer:
                                   f"case{' ' + repr(focus) if focus else ''}, or NVRTC rejects them")
         label = ",".join(f"{k}={choice[k]}" for k in knobs if k in choice)
         if arch is not None and self.ahead:
-            self.compile_ahead.queue(ctx, base, knobs, prefix, [choice], scores, tried | {defines_key({**base.defines, **choice})}, arch)
+            self.compile_ahead.queue(ctx, base, knobs, [choice], scores, tried | {defines_key({**base.defines, **choice})}, arch)
         why = rationale_of(choice, scores, listed) \
             + (f" (searched for case {focus})" if focus else "")
-        spec = base.model_copy(update={"name": f"{prefix}{label}]", "defines": {**base.defines, **choice},
+        spec = base.model_copy(update={"name": config_name(base, label), "defines": {**base.defines, **choice},
                                        "proposer": self.name, "rationale": why,
                                        "parent": parent_of(choice, scores, mine, ctx), "focus": focus})
         return Proposal(spec)
@@ -313,7 +312,7 @@ class TuneProposer:
     def _main(self, ctx: ProposalContext) -> Optional[str]:
         """The kernel being improved, or None when there is nothing to tune."""
         try:
-            return kernel_of(self.base(ctx)[0].name)
+            return self.base(ctx)[0].kernel
         except ProposalError:
             return None
 

@@ -16,7 +16,7 @@ from .compile_pool import CompilePool, compile_key, defines_key, source_tag
 from .kernel_turns import focus_case
 from .knob_search import TOP_K, Point, Scores, listed_points, neighbours_of, point_scores, ranked
 from .launch_filter import LaunchFilter
-from .tune_target import attempts_on, config_prefix, in_flight_keys, kernel_of, tune_base
+from .tune_target import attempts_on, config_prefix, in_flight_keys, same_kernel, tune_base
 
 OTHERS_AHEAD = 4  # points compiled ahead for each other tunable kernel's next turn (a step of up to 4)
 
@@ -29,7 +29,7 @@ class CompileAhead:
         self.seed, self.kernel, self.proposer = seed, kernel, proposer  # the tuner's own (its proposals' rng)
         self.depth = 2 * pool.ahead  # guesses queued or under way: the pool's size, and as many waiting
 
-    def queue(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob], prefix: str,
+    def queue(self, ctx: ProposalContext, base: CandidateSpec, knobs: dict[str, Knob],
               choices: list[Point], scores: Scores, tried: set[tuple[tuple[str, int], ...]], arch: str,
               first: Sequence[Point] = (), depth: Optional[int] = None) -> None:
         """Start compiling the points the next proposals look at first: the neighbours of these
@@ -41,9 +41,9 @@ class CompileAhead:
         `first`: points to queue before those (the first step's own candidates). `depth`: how
         many, `self.depth` by default."""
         free = {n: k for n, k in knobs.items() if n not in base.defines}
-        seed = f"{self.seed}:{ctx.iteration + 1}:{prefix}"  # the next proposal's rng (see propose)
+        seed = f"{self.seed}:{ctx.iteration + 1}:{config_prefix(base)}"  # the next proposal's rng (see propose)
         in_flight = [{k: v for k, v in s.defines.items() if k in free} for s in ctx.in_flight
-                     if s.proposer == self.proposer and s.name.startswith(prefix)]
+                     if s.proposer == self.proposer and same_kernel(s, base)]
         best = [{k: v for k, v in point if k in free} for point in ranked(scores)[:TOP_K]]
         orders: list[list[Point]] = []
         for origin in choices + in_flight + best:
@@ -77,14 +77,13 @@ class CompileAhead:
             base, knobs = tune_base(ctx, kernel or self.kernel, self.proposer)
         except ProposalError:
             return
-        prefix = config_prefix(base)
-        mine = attempts_on(ctx, prefix, self.proposer)
-        ours = [p.spec.defines for p in batch if p.spec.name.startswith(prefix)]
+        mine = attempts_on(ctx, base, self.proposer)
+        ours = [p.spec.defines for p in batch if same_kernel(p.spec, base)]
         if not ours:
             return
         free = {k for k in knobs if k not in base.defines}
-        tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, prefix) | {defines_key(d) for d in ours}
-        self.queue(ctx, base, knobs, prefix, [{k: v for k, v in d.items() if k in free} for d in ours],
+        tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, base) | {defines_key(d) for d in ours}
+        self.queue(ctx, base, knobs, [{k: v for k, v in d.items() if k in free} for d in ours],
                    point_scores(mine, focus), tried, arch)
 
     def others(self, ctx: ProposalContext, stepped: set[str], exhausted: set[str]) -> None:
@@ -100,7 +99,7 @@ class CompileAhead:
         if arch is None or not self.pool.ahead or self.kernel:
             return
         try:
-            main = kernel_of(tune_base(ctx, self.kernel, self.proposer)[0].name)
+            main = tune_base(ctx, self.kernel, self.proposer)[0].kernel
         except ProposalError:
             return
         if main not in ctx.workload.kernels:  # a model's kernel is the best: the tuner serves it alone
@@ -113,13 +112,12 @@ class CompileAhead:
                 base, knobs = tune_base(ctx, name, self.proposer)
             except ProposalError:
                 continue
-            prefix = config_prefix(base)
-            mine = attempts_on(ctx, prefix, self.proposer)
+            mine = attempts_on(ctx, base, self.proposer)
             free = {n: k for n, k in knobs.items() if n not in base.defines}
             first = ([] if mine else [{n: k.default for n, k in free.items()}]) \
                 + [point for point, _ in listed_points(ctx.workload, base, free)]
-            tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, prefix)
+            tried = {defines_key(a.defines) for a in mine} | in_flight_keys(ctx, base)
             # fewer on a small machine: the pool's few processes are the step's kernel's first
-            self.queue(ctx, base, knobs, prefix, [], point_scores(mine, focus), tried, arch, first=first,
+            self.queue(ctx, base, knobs, [], point_scores(mine, focus), tried, arch, first=first,
                        depth=min(OTHERS_AHEAD, max(1, self.depth // 4)))
 

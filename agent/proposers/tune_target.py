@@ -1,6 +1,7 @@
 """What the tuner tunes: the kernel it searches (tune_base), the names its configurations
-take ("kernel@tag[K=V,...]", the tag a hash of the source), and which attempts are its own
-on that kernel.
+take for people ("kernel@tag[K=V,...]", the tag a hash of the source), and which attempts
+are its own on that kernel: those whose kernel and tag fields are the kernel's (a name is
+built here, never parsed).
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from .compile_pool import defines_key, source_tag
 
 
 def config_prefix(base: CandidateSpec) -> str:
-    """What the names of a tuned kernel's configurations start with: its name and source tag."""
-    return f"{base.name}@{source_tag(base.source)}["
+    """What the names of a tuned kernel's configurations start with (and its searches' seeds
+    are drawn from): its kernel and source tag."""
+    return f"{base.kernel}@{base.tag}["
 
 
-def kernel_of(name: str) -> str:
-    """The kernel a configuration's name (config_prefix's form, or a plain kernel name) belongs to."""
-    return name.split("@")[0]
+def config_name(base: CandidateSpec, label: str) -> str:
+    return f"{config_prefix(base)}{label}]"
+
+
+def same_kernel(record: Attempt | CandidateSpec, base: CandidateSpec) -> bool:
+    """Whether an attempt or a proposal is a configuration of `base` (its kernel, this source)."""
+    return record.kernel == base.kernel and record.tag == base.tag
 
 
 def tune_base(ctx: ProposalContext, kernel: Optional[str], proposer: str) -> tuple[CandidateSpec, dict[str, Knob]]:
@@ -51,14 +57,14 @@ def tune_base(ctx: ProposalContext, kernel: Optional[str], proposer: str) -> tup
     if not knobs:
         raise ProposalError(f"no kernel of {ctx.workload.name} declares knobs (// knob NAME: values); nothing to tune")
     fixed = {k: v for k, v in spec.defines.items() if k not in knobs}
-    return spec.model_copy(update={"name": kernel_of(spec.name), "defines": fixed}), knobs
+    return spec.model_copy(update={"name": spec.kernel, "tag": source_tag(spec.source), "defines": fixed}), knobs
 
 
-def attempts_on(ctx: ProposalContext, prefix: str, proposer: str) -> list[Attempt]:
-    """The tuner's attempts on one kernel (its name prefix, source tag included)."""
-    return [a for a in ctx.history if a.proposer == proposer and a.name.startswith(prefix)]
+def attempts_on(ctx: ProposalContext, base: CandidateSpec, proposer: str) -> list[Attempt]:
+    """The tuner's attempts on one kernel (its source included)."""
+    return [a for a in ctx.history if a.proposer == proposer and same_kernel(a, base)]
 
 
-def in_flight_keys(ctx: ProposalContext, prefix: str) -> set[tuple[tuple[str, int], ...]]:
+def in_flight_keys(ctx: ProposalContext, base: CandidateSpec) -> set[tuple[tuple[str, int], ...]]:
     """The configurations proposed already whose attempts have not finished (tried, for choosing)."""
-    return {defines_key(s.defines) for s in ctx.in_flight if s.proposer == "tune" and s.name.startswith(prefix)}
+    return {defines_key(s.defines) for s in ctx.in_flight if s.proposer == "tune" and same_kernel(s, base)}

@@ -82,7 +82,8 @@ def propose(state: LoopState, runtime: Runtime[LoopContext]) -> StateUpdate:
     runtime.stream_writer(events.CandidateProposed(iteration, spec.name, spec.proposer or ctx.proposer.name,
                                                    spec.rationale, spec.source, proposal.tokens, program_lines(spec),
                                                    spec.parent, spec.focus))
-    attempt = Attempt(iteration=iteration, name=spec.name, proposer=spec.proposer or ctx.proposer.name,
+    attempt = Attempt(iteration=iteration, name=spec.name, kernel=spec.kernel, tag=spec.tag,
+                      proposer=spec.proposer or ctx.proposer.name,
                       status=Progress.PENDING, defines=spec.defines, tokens=proposal.tokens, cost_usd=proposal.cost_usd,
                       sources=list(proposal.sources), parent=spec.parent, focus=spec.focus)
     return {**update, "pending": spec, "attempt": attempt, "attempt_started": started}
