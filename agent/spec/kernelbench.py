@@ -13,7 +13,8 @@ time limit, no secrets), which reports the arrays and sizes as data
                        the Model ran at as correctness cases; baseline: PyTorch
     problem.py         the problem, copied
     problem_model.py   builds its Model for a case (kernelbench_model.py, copied)
-    reference.py       the Model in float64 on the CPU
+    reference.py       the Model in float64 on the CPU, and the host memory that
+                       takes besides the arrays (reference_memory)
     torch_baseline.py  the Model in PyTorch eager (and torch.compile) on the GPU
     KERNEL.cu          the starting kernel given with --kernel; without one the
                        workload starts from scratch: the llm proposer writes it

@@ -1,6 +1,7 @@
 """The text of an imported workload's files (`warpsmith import`), from the probe's data
 alone (nothing of the problem runs here): workload.toml, reference.py (the Model in
-float64 on the CPU) and torch_baseline.py (the Model in PyTorch eager and torch.compile).
+float64 on the CPU, with reference_memory(), what its PyTorch run holds besides the
+arrays) and torch_baseline.py (the Model in PyTorch eager and torch.compile).
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ def reference(**arrays_and_sizes):
         outputs = helper.outputs_of(model(*(SCALARS[n] if n in SCALARS else torch.from_numpy(arrays_and_sizes[n])
                                             for n in INPUTS)))
     return tuple(t.numpy() for t in outputs)
+
+
+def reference_memory(**sizes):
+    """At most the bytes reference() holds besides the arrays warpsmith counts: the most
+    the Model's parameters and forward's tensors hold at once (convolutions' unfolded
+    inputs too), per-thread workspaces and PyTorch itself, traced on PyTorch's meta device
+    at these sizes (nothing allocated)."""
+    helper = _helper()
+    return helper.reference_bytes(_problem(helper, sizes))
 '''
 
 
