@@ -195,12 +195,16 @@ def test_what_cannot_be_drawn_so_is_one_line_naming_the_key(tmp_path, which):
 
 
 def test_an_output_is_not_drawn(tmp_path):
-    """structure or distribution on an output: refused, naming the key."""
+    """structure or distribution on an output or a scalar: refused, naming the key."""
     d = _workload(tmp_path / "w")
     text = (d / "workload.toml").read_text().replace('name = "out"\nrole = "output"',
                                                       'name = "out"\nrole = "output"\nstructure = "symmetric"')
     (d / "workload.toml").write_text(text)
     with pytest.raises(SpecError, match=r"params\[9\]\.structure: only an input is drawn"):
+        load_workload(d)
+    text = (d / "workload.toml").read_text().replace('role = "output"\nstructure = "symmetric"', 'role = "output"')
+    (d / "workload.toml").write_text(text.replace('role = "scalar"', 'role = "scalar"\ndistribution = "normal"'))
+    with pytest.raises(SpecError, match=r"params\[10\]\.distribution: only an input is drawn"):
         load_workload(d)
 
 

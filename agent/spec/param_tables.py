@@ -44,6 +44,9 @@ def parse_params(toml: TomlReader, items: list[Table]) -> tuple[Param, ...]:
         role = toml.get(p, "role", where, str)
         dtype = toml.get(p, "dtype", where, str)
         if role == "scalar":
+            drawn = next((k for k in ("distribution", "structure") if k in p), None)
+            if drawn:
+                raise toml.fail(where + drawn, "only an input is drawn (a scalar has its value)")
             if dtype not in SCALAR_DTYPES:
                 raise toml.fail(where + "dtype", f"scalar dtype must be one of {', '.join(SCALAR_DTYPES)}")
             params.append(ScalarParam(name, dtype, toml.expr(toml.get(p, "value", where, (str, int, float)),
