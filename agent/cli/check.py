@@ -110,7 +110,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         available = host_available_bytes()
         say("ok", "memory", f"largest case checked here, '{biggest.name}', needs {need(biggest) / 2**30:.2f} GiB "
             "on the host" + (f" (of {available / 2**30:.1f} GiB available)" if available else "")
-            + (f", its reference's intermediates by {FUNCTION}() included" if estimates else ""))
+            + (f", with what its reference.py's {FUNCTION}() adds" if estimates else ""))
         fits = True
     except SpecError as e:
         say("FAIL", "memory", str(e))
