@@ -115,25 +115,26 @@ def test_index_inputs_stay_in_range(tmp_path, capsys):
     assert all(c.sizes["batch_size"] < 4096 for c in w.cases[1:])
 
 
-def test_a_bool_mask_is_refused_before_anything_is_allocated(tmp_path, capsys):
-    """get_inputs() of a terabyte-sized bool mask: one line naming the dtype, in seconds, no MemoryError."""
+def test_an_unsupported_dtype_is_refused_before_anything_is_allocated(tmp_path, capsys):
+    """get_inputs() of a terabyte-sized int8 input: one line naming the dtype, in seconds, no MemoryError."""
     source = CROSS_ENTROPY.replace("torch.randint(0, num_classes, (batch_size,))",
-                                   "torch.rand(batch_size, 10**9) > 0.5").replace("cross_entropy(predictions, targets)",
-                                                                                  "mse_loss(predictions, predictions)")
+                                   "torch.randint(0, 9, (batch_size, 10**9), dtype=torch.int8)") \
+        .replace("cross_entropy(predictions, targets)", "mse_loss(predictions, predictions)")
     t0 = time.monotonic()
     code, _, err = _import(tmp_path, source, capsys)
-    assert code == 2 and "get_inputs()[1] is bool; warpsmith workloads hold" in err, err
+    assert code == 2 and "get_inputs()[1] is int8; warpsmith workloads hold" in err, err
     assert len(err.strip().splitlines()) == 1 and time.monotonic() - t0 < 60
 
 
-def test_one_size_with_structure_named_as_lost_passes_check(tmp_path, capsys):
-    """One constant N (reduction max(N)), a symmetric input: imported with the loss named, and check
-    computes the references (the tolerance's max(N) is N)."""
+def test_one_size_with_a_symmetric_input_passes_check(tmp_path, capsys):
+    """One constant N (reduction max(N)), a symmetric input: imported with its structure kept (said so),
+    and check computes the references (the tolerance's max(N) is N)."""
     code, out, err = _import(tmp_path, ONE_SIZE, capsys)
     assert code == 0, err
-    assert "not kept: A: get_inputs() makes it symmetric; the workload draws it uniformly" in out
+    assert "inputs: A uniform [0, 1], symmetric" in out and "not kept" not in out
     w = load_workload(tmp_path / "out")
-    assert str(w.tolerance.reduction) == "max(N)" and "symmetric" in w.description
+    assert str(w.tolerance.reduction) == "max(N)" and "A symmetric" in w.description
+    assert w.inputs[0].structure == "symmetric"
     assert main(["check", str(tmp_path / "out")]) == 0, capsys.readouterr().out
 
 
@@ -162,11 +163,11 @@ def get_init_inputs():
 def test_constants_broadcasting_ties_together_move_as_one_size(tmp_path, capsys):
     """(B, I) * (B,) runs only when I == B: input_shape follows batch_size (said so), both shrink in the
     cases, the reference runs them equal; a 0-d parameter is an input of one element; the +-1 targets
-    are named as lost; check passes without touching the 4 GiB problem case."""
+    are drawn as signs; check passes without touching the 4 GiB problem case."""
     code, out, err = _import(tmp_path, HINGE, capsys)
     assert code == 0, err
     assert "not kept: input_shape moves with batch_size: the Model runs only when they are equal" in out
-    assert "not kept: targets: get_inputs() makes it of the values -1 and 1 only" in out
+    assert "targets sign (-1 and 1)" in out
     w = load_workload(tmp_path / "out")
     shapes = {p.name: [str(e) for e in p.shape] for p in w.arrays}
     assert shapes["predictions"] == ["batch_size", "batch_size"] and shapes["scale"] == ["1"]

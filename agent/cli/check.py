@@ -3,7 +3,9 @@
 for the GPU or create a session folder.
 
 Checks, in order: the spec (names, files, sizes, scalars, tolerances: the parser),
-that every case fits in host memory (agent/worker/footprint.py), the references of the
+that every case fits in host memory (agent/worker/footprint.py: the arrays, and what
+reference.py's reference_memory() says the reference holds besides them,
+agent/spec/reference_memory.py), the references of the
 correctness cases, and of the performance cases cheap enough on the CPU (every
 array together at most 4 M elements and 4 GFLOP, agent/drafting/reference_check.py's
 budget; the others are computed by eval and run, under the same time limit), each
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from ..spec.cpu_budget import cheap
 from ..spec.inputs import ReferenceFailed
 from ..spec.precision_policy import allowed_types
+from ..spec.reference_memory import FUNCTION, reference_memory
 from ..spec.reference_run import REFERENCE_TIMEOUT_S
 from ..spec.references import ensure_reference
 from ..spec.workload import load_workload
@@ -60,10 +64,22 @@ def preflight(workload: Workload, seeds: Iterable[int] = RUN_SEEDS, timeout_s: f
     within `timeout_s` each, and the GPU side can judge its dtypes. Raises SpecError or
     ReferenceFailed, one line each."""
     workload.check_evaluable()
-    check_memory(workload)
+    estimates, failed = reference_estimates(workload, timeout_s)
+    if failed:
+        print(f"warpsmith: warning: {failed}", file=sys.stderr)
+    check_memory(workload, reference_bytes=estimates)
     for case in checked_cases(workload):
         for seed in seeds:
             ensure_reference(workload, case, seed, timeout_s)
+
+
+def reference_estimates(workload: Workload, timeout_s: float) -> tuple[dict[str, int], Optional[str]]:
+    """Each case's reference intermediates by reference.py's reference_memory() ({} where it
+    has none), and the one line saying why there is no estimate (None when there is)."""
+    try:
+        return reference_memory(workload, workload.cases, timeout_s), None
+    except ReferenceFailed as e:
+        return {}, f"{e}; the host memory estimate counts the arrays only"
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -81,20 +97,26 @@ def cmd_check(args: argparse.Namespace) -> int:
             "other kernels serve it")
     ok = True
     checked = checked_cases(w)
+    estimates, failed = reference_estimates(w, args.reference_timeout)
+    if failed:
+        say("warn", "memory", failed)
+
+    def need(case: Case) -> int:
+        return case_footprint(w, case, "host") + estimates.get(case.name, 0)
     try:  # the references run here must fit here; the others are eval's and run's, on their machine
-        check_memory(w, only=checked)
-        biggest = max(checked or w.cases, key=lambda c: case_footprint(w, c, "host"))
+        check_memory(w, only=checked, reference_bytes=estimates)
+        biggest = max(checked or w.cases, key=need)
         available = host_available_bytes()
-        say("ok", "memory", f"largest case checked here, '{biggest.name}', needs "
-            f"{case_footprint(w, biggest, 'host') / 2**30:.2f} GiB on the host"
-            + (f" (of {available / 2**30:.1f} GiB available)" if available else ""))
+        say("ok", "memory", f"largest case checked here, '{biggest.name}', needs {need(biggest) / 2**30:.2f} GiB "
+            "on the host" + (f" (of {available / 2**30:.1f} GiB available)" if available else "")
+            + (f", with what its reference.py's {FUNCTION}() adds" if estimates else ""))
         fits = True
     except SpecError as e:
         say("FAIL", "memory", str(e))
         ok = fits = False
     for case in (c for c in w.cases if c not in checked):
         try:
-            check_memory(w, only=[case])
+            check_memory(w, only=[case], reference_bytes=estimates)
         except SpecError as e:
             say("warn", "memory", f"{e.problem}: not computed here; eval and run need a host with that much")
     computed = 0

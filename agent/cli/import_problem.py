@@ -53,7 +53,7 @@ def _start_kernel(args: argparse.Namespace) -> Optional[StartKernel]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..spec.kernelbench import ImportRefused, expected_arguments, import_problem, sizes_line
+    from ..spec.kernelbench import ImportRefused, expected_arguments, import_problem, inputs_line, sizes_line
     kernel = _start_kernel(args)
     try:
         done = import_problem(args.problem, args.dir, args.reference_timeout, kernel, args.name)
@@ -63,6 +63,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"imported {args.problem.name} as {w.name} in {args.dir}")
     print(f"  kernel arguments: {expected_arguments(probe)}")
     print(f"  sizes: {sizes_line(probe)}")
+    print(f"  inputs: {inputs_line(probe)}")
     print(f"  cases: {', '.join(f'{c.name} ({c.role})' for c in w.cases)}")
     for note in probe.notes:
         print(f"  not kept: {note}")

@@ -7,7 +7,11 @@ indexing). A stress case scales its float inputs' range by a power of two
 (Case.input_scale: exact in every float format, so 16-bit and fp8 inputs stay exact) and,
 with Case.signed_zeros, turns ZERO_FRACTION of their values into +0 and -0. 16-bit and fp8
 floats are drawn in float64 and rounded once to their format (agent/spec/half_float.py),
-bfloat16 held as its uint16 bits and fp8 as its uint8 bits. The reference runs the user's
+bfloat16 held as its uint16 bits and fp8 as its uint8 bits. An input with `distribution =
+"normal"` is drawn from N(0, 1) instead (its stress scale multiplies the deviation), and
+bool inputs and structured ones (symmetric, triangular, rows that sum to 1, masks, signs)
+keep their meaning in every case (agent/spec/input_structure.py; stress cases leave
+masks, signs and normalised rows alone). The reference runs the user's
 NumPy function in float64 on these inputs, in its own
 process (agent/spec/reference_run.py), cached by agent/spec/references.py.
 """
@@ -26,7 +30,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .half_float import is_narrow, round_to, to_float64, to_storage
-from .workload_model import ARRAY_ITEMSIZE, FLOAT_DTYPES, Case, Workload
+from .input_structure import shaped, value_draw
+from .workload_model import ARRAY_ITEMSIZE, FLOAT_DTYPES, SQUARE_STRUCTURES, VALUE_STRUCTURES, Case, Workload
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 # 2: drawn in chunks of CHUNK elements, each from its own generator, in parallel threads.
@@ -67,6 +72,8 @@ class ArrayJob:
     low: float
     high: float
     zeros: bool = False  # a signed_zeros case's float input
+    std: float = 0.0  # > 0: drawn from N(0, std^2) instead of uniformly from [low, high]
+    structure: str = ""  # one of workload_model.STRUCTURES (agent/spec/input_structure.py)
 
     @property
     def nbytes(self) -> int:
@@ -76,10 +83,13 @@ class ArrayJob:
 def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
     jobs = []
     for p in workload.arrays:
-        stressed = p.role == "input" and p.dtype in FLOAT_DTYPES
+        # a mask, a sign or a normalised row is its values: a stress case leaves them alone
+        stressed = p.role == "input" and p.dtype in FLOAT_DTYPES and p.structure not in (*VALUE_STRUCTURES,
+                                                                                         "rows_sum_to_1")
         factor = case.input_scale if stressed else 1.0
         jobs.append(ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low * factor, p.high * factor,
-                             stressed and case.signed_zeros))
+                             stressed and case.signed_zeros, factor if p.distribution == "normal" else 0.0,
+                             p.structure if p.role == "input" else ""))
     return jobs
 
 
@@ -92,11 +102,16 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
     def draw(k: int) -> np.ndarray:
         return _draw(np.random.default_rng(key + [k]), job, min(CHUNK, n - starts[k]))
     parts = [draw(0)] if len(starts) == 1 else list(_threads().map(draw, range(len(starts))))
-    return (parts[0] if len(parts) == 1 else np.concatenate(parts)).reshape(job.shape)
+    x = (parts[0] if len(parts) == 1 else np.concatenate(parts)).reshape(job.shape)
+    return shaped(x, job.dtype, job.structure) if job.structure in (*SQUARE_STRUCTURES, "rows_sum_to_1") else x
 
 
 def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
     """`size` elements of the job's input, flat."""
+    if job.dtype == "bool" or job.structure in VALUE_STRUCTURES:
+        return value_draw(rng, job.dtype, job.structure, size)
+    if job.std:
+        return _normal_input(rng, job, size)
     if is_narrow(job.dtype):
         return _half_input(rng, job, size)
     dtype = np.dtype(job.dtype)
@@ -120,6 +135,16 @@ def _half_input(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarra
     candidates = round_to(np.array([(job.low + job.high) / 2, job.high, job.low]), job.dtype)
     x[x == 0] = candidates[np.flatnonzero(candidates)[0]]
     return to_storage(_signed_zeros(rng, x) if job.zeros else x, job.dtype)
+
+
+def _normal_input(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
+    """N(0, std^2) rounded once to the dtype; a zero after rounding becomes std."""
+    x = rng.standard_normal(size) * job.std
+    y = round_to(x, job.dtype) if is_narrow(job.dtype) else x.astype(job.dtype)
+    y[y == 0] = job.std  # a power of two: exact in every float format
+    if job.zeros:
+        y = _signed_zeros(rng, y)
+    return to_storage(y, job.dtype) if is_narrow(job.dtype) else y
 
 
 def _signed_zeros(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:

@@ -153,3 +153,85 @@ def outputs_of(result):
     """forward's result as a tuple of tensors, a 0-dimensional one as shape (1,)."""
     items = result if isinstance(result, (tuple, list)) else (result,)
     return tuple(t.reshape(1) if hasattr(t, "dim") and t.dim() == 0 else t for t in items)
+
+
+def _unfolded(func, operands, out):
+    """Bytes of the unfolded input (im2col) PyTorch's CPU convolution makes beside its
+    result, counted for the whole batch: C_in * prod(kernel) x prod(output) per sample,
+    or, transposed, C_out * prod(kernel) x prod(input)."""
+    if getattr(func, "__name__", "") != "convolution.default" or len(operands) < 7:
+        return 0
+    x, weight, transposed = operands[0], operands[1], bool(operands[6])
+    groups = operands[8] if len(operands) > 8 else 1
+    kernel = 1
+    for k in weight.shape[2:]:
+        kernel *= k
+    spatial = 1
+    for n in (x.shape[2:] if transposed else out.shape[2:]):
+        spatial *= n
+    return weight.shape[1] * groups * kernel * spatial * x.shape[0] * x.element_size()
+
+
+WORKSPACE_PER_THREAD = 16 << 20  # bytes: a BLAS's packed panels and other per-thread buffers (12 MiB seen)
+
+
+def _resident():
+    """This process's resident bytes now (PyTorch and NumPy loaded), 0 where unknown."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
+
+
+def reference_bytes(problem):
+    """An upper bound of the bytes a float64 run of the problem's Model on the CPU holds
+    besides its inputs and outputs (the arrays warpsmith counts): the most that is live at
+    once of the Model's own parameters and every tensor forward makes (each from the op
+    that makes it until the last tensor on its memory is gone), plus the unfolded input of
+    a convolution while it runs; WORKSPACE_PER_THREAD for each of PyTorch's threads; and
+    what this process holds with PyTorch loaded. Traced on the meta device at the loaded
+    problem's sizes: nothing is allocated. Raises whatever the problem raises there (an
+    operator with no meta kernel)."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    live, peak, refs, sizes = [0], [0], {}, {}
+
+    def release(key):
+        refs[key] -= 1
+        if refs[key] == 0:
+            live[0] -= sizes.pop(key, 0)
+
+    class Held(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, operands=(), kwargs=None):
+            out = func(*operands, **(kwargs or {}))
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            for ret, value in zip(func._schema.returns, outs):
+                if not isinstance(value, torch.Tensor):
+                    continue
+                key = value.untyped_storage()._cdata
+                if ret.alias_info is None and key not in sizes:
+                    sizes[key] = value.untyped_storage().nbytes()
+                    live[0] += sizes[key]
+                refs[key] = refs.get(key, 0) + 1
+                weakref.finalize(value, release, key)
+            peak[0] = max(peak[0], live[0] + _unfolded(func, operands, outs[0]))
+            return out
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # as reference.py runs it
+    try:
+        with torch.device("meta"), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                      for x in problem.get_inputs()]
+            with Held(), torch.no_grad():
+                model = problem.Model(*problem.get_init_inputs()).to(torch.float64).eval()
+                result = model(*inputs)
+            del model, result
+    finally:
+        torch.set_default_dtype(previous)
+    return peak[0] + WORKSPACE_PER_THREAD * torch.get_num_threads() + _resident()

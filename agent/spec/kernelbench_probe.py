@@ -1,21 +1,22 @@
 """The child of `warpsmith import`: loads a KernelBench-style problem (the user's code:
 class Model(nn.Module), get_inputs(), get_init_inputs()) and reports what its
 workload needs: the arrays (forward's inputs, the model's parameters and buffers, its
-outputs) with their dtypes, their dimensions as expressions of the sizes, the ranges
-to draw inputs from, smaller sizes the Model was seen to run at (the correctness
-cases), and notes on what the workload does not keep (a constant held at its own
-value, structure get_inputs() built into an input).
+outputs) with their dtypes, their dimensions as expressions of the sizes, how to draw
+the inputs (range or distribution, structure: kernelbench_values.py), the Python
+numbers forward takes beside its tensors (scalars passed by value), smaller sizes the
+Model was seen to run at (the correctness cases), and notes on what the workload does
+not keep (a constant held at its own value, structure no workload key holds).
 
 It runs in its own process under the parent's time limit, without secrets in its
 environment (reference_run.run_child), and answers one JSON line: {"ok": true,
 "probe": {...}} or {"error": "one line"}. The checks that need no PyTorch (Model and
-the functions exist, inputs are tensors) come first, so a broken file is refused
-the same way with or without it.
+the functions exist, inputs are tensors or numbers) come first, so a broken file is
+refused the same way with or without it.
 
 The problem runs at its own sizes on the meta device only (kernelbench_trace.py), so
-an input warpsmith cannot hold (a bool mask) is refused before anything is
-allocated; the sizes and expressions come from kernelbench_sizes.py; arithmetic runs
-on the CPU only at the smallest case.
+an input warpsmith cannot hold (an int8 tensor, a bool output) is refused before
+anything is allocated; the sizes and expressions come from kernelbench_sizes.py;
+arithmetic runs on the CPU only at the smallest case.
 
     python -P -m agent.spec.kernelbench_probe < job.json
 """
@@ -32,9 +33,21 @@ from pathlib import Path
 
 from .kernelbench_model import load_problem, problem_constants
 from .kernelbench_sizes import plan_sizes
-from .kernelbench_trace import CPU_ELEMENTS, NotTensors, RunFailed, Shapes, inputs_at, model_state, real_run, shapes_at
+from .kernelbench_trace import (
+    CPU_ELEMENTS,
+    NotTensors,
+    RunFailed,
+    Shapes,
+    inputs_at,
+    is_number,
+    model_state,
+    real_run,
+    shapes_at,
+)
+from .kernelbench_values import input_drawing, value_range
 
-DTYPES = ("float32", "float64", "int32", "int64")
+DTYPES = ("float32", "float64", "int32", "int64", "bool")
+OUTPUT_DTYPES = ("float32", "float64", "int32", "int64")
 NEEDS_TORCH = "warpsmith import runs the problem with PyTorch, which is not installed: pip install torch"
 RESERVED = {"ceil_div", "round_up", "min", "max"}  # function names of the expression language
 
@@ -80,14 +93,16 @@ def _functions(path: Path, module) -> None:
 
 
 def _not_tensors(path: Path, inputs) -> str:
-    """Why get_inputs()'s answer is no list of tensors, or ''."""
+    """Why get_inputs()'s answer is no list of tensors (and Python numbers), or ''."""
     if not isinstance(inputs, (list, tuple)) or not inputs:
         return f"{path.name}: get_inputs() returned {_what(inputs)}; it must return a non-empty list of tensors"
     torch = sys.modules.get("torch")  # the problem imported it, if it makes tensors at all
     for i, x in enumerate(inputs):
-        if torch is None or not isinstance(x, torch.Tensor):
+        if not is_number(x) and (torch is None or not isinstance(x, torch.Tensor)):
             return (f"{path.name}: get_inputs() returned {_what(x)} at position {i}; every input must be a "
-                    "torch.Tensor (put other arguments in get_init_inputs() or the Model)")
+                    "torch.Tensor or a Python number (put other arguments in get_init_inputs() or the Model)")
+    if torch is None or not any(isinstance(x, torch.Tensor) for x in inputs):
+        return f"{path.name}: get_inputs() returned only Python numbers; it must return a tensor too"
     return ""
 
 
@@ -107,47 +122,11 @@ def _traced(path: Path, module) -> Shapes:
         raise ProblemRefused(f"{path.name}: {e}") from None
 
 
-def _dtype(path: Path, what: str, dtype: str) -> str:
-    if dtype not in DTYPES:
-        raise ProblemRefused(f"{path.name}: {what} is {dtype}; warpsmith workloads hold {', '.join(DTYPES)}")
+def _dtype(path: Path, what: str, dtype: str, held: tuple[str, ...] = DTYPES) -> str:
+    if dtype not in held:
+        kind = "outputs" if held == OUTPUT_DTYPES else "workloads"
+        raise ProblemRefused(f"{path.name}: {what} is {dtype}; warpsmith {kind} hold {', '.join(held)}")
     return dtype
-
-
-def _range(t) -> tuple[float, float]:
-    """Where get_inputs()'s (or the model's) values lie, rounded outwards: inputs are drawn
-    uniformly from it (never zero). A constant tensor (ones) gets +-1 around its value."""
-    if t.numel() == 0:
-        return -1.0, 1.0
-    low, high = float(t.min()), float(t.max())
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return -1.0, 1.0
-    if t.is_floating_point():
-        low, high = math.floor(low * 100) / 100, math.ceil(high * 100) / 100
-    if high - low < 1e-3:
-        low, high = low - 1, high + 1
-    return low, high
-
-
-def _structure(name: str, x) -> str:
-    """What get_inputs() built into an input that uniform draws lose, or ''."""
-    import torch
-    lost = f"{name}: get_inputs() makes it {{}}; the workload draws it uniformly, so that is lost"
-    if not x.is_floating_point():
-        values = set(torch.unique(x).tolist()) if x.numel() <= 1 << 20 else set()
-        return lost.format("of 0s and 1s (a mask)") if values == {0, 1} else ""
-    if x.dim() >= 2 and x.shape[-1] == x.shape[-2] >= 2:
-        if torch.equal(x, x.mT):
-            return lost.format("symmetric")
-        if not torch.tril(x, -1).any() and x.any():
-            return lost.format("upper triangular")
-        if not torch.triu(x, 1).any() and x.any():
-            return lost.format("lower triangular")
-    values = torch.unique(x) if x.numel() <= 1 << 20 else x.new_zeros(3)
-    if x.numel() >= 4 and len(values) <= 2:
-        return lost.format(f"of the values {' and '.join(f'{v:g}' for v in values.tolist())} only")
-    if x.shape[-1] >= 2 and bool((x >= 0).all()) and torch.allclose(x.double().sum(-1), torch.ones(1, dtype=torch.float64)):
-        return lost.format("a probability distribution along its last dimension")
-    return ""
 
 
 class _Names:
@@ -183,6 +162,8 @@ def probe(path: Path) -> dict:
     base = _traced(path, module)
     import torch
     for i, (shape, dtype) in enumerate(base.inputs):
+        if i in base.scalars:
+            continue
         _dtype(path, f"get_inputs()[{i}]", dtype)
         if not shape or 0 in shape:
             raise ProblemRefused(f"{path.name}: get_inputs()[{i}] has shape {shape}; inputs need one dimension or "
@@ -199,7 +180,7 @@ def probe(path: Path) -> dict:
                              "elements), too large for its reference on the CPU; " + "; ".join(plan.notes))
     real = _call(path, "the Model on the CPU", lambda: real_run(path, plan.constants(at)))
     for i, (_, dtype) in enumerate(traced.outputs):
-        _dtype(path, f"output {i}", dtype)
+        _dtype(path, f"output {i}", dtype, OUTPUT_DTYPES)
     # The parameters' ranges at the problem's own sizes where they are small (nn.Linear's bound
     # shrinks with its fan-in); else at the case's
     own = real.state if not plan.cases or sum(math.prod(s) for s, _ in base.state.values()) > CPU_ELEMENTS \
@@ -207,7 +188,7 @@ def probe(path: Path) -> dict:
     names = _Names()
     for s in plan.sizes:
         names.claim(s, s)
-    arrays, notes = [], list(plan.notes)
+    arrays, scalars, notes = [], [], list(plan.notes)
     # a 0-dimensional parameter (nn.Parameter(torch.tensor(1.0))) is an array of one element
     dims = lambda kind, key, rank: [_dim(plan.dims[(kind, key, axis)]) for axis in range(rank)] or [1]
     # values (ranges, structure) from the largest correctness case: more of them than the smallest
@@ -215,14 +196,16 @@ def probe(path: Path) -> dict:
         if len(plan.cases) > 1 else real.inputs
     for i, name in enumerate(_forward_names(module, len(base.inputs))):
         name = names.claim(name, f"x{i}")
-        x = sample[i]
-        low, high = base.bounds[i] if base.bounds[i] else _range(x)
+        if i in base.scalars:
+            scalars.append(_scalar(name, i, base))
+            notes += [n for n in [_scalar_note(name, base.scalars[i], sample[i])] if n]
+            continue
+        drawing, lost = input_drawing(name, sample[i], base.bounds[i], base.draws[i])
         arrays.append({"name": name, "role": "input", "dtype": base.inputs[i][1],
-                       "dims": dims("input", i, len(base.inputs[i][0])), "low": low, "high": high})
-        if _structure(name, x):
-            notes.append(_structure(name, x))
+                       "dims": dims("input", i, len(base.inputs[i][0])), **drawing})
+        notes += [lost] if lost else []
     for key, (shape, dtype) in base.state.items():
-        low, high = _range(own[key])
+        low, high = value_range(own[key])
         arrays.append({"name": names.claim(key.replace(".", "_"), f"p{len(arrays)}"), "role": "input",
                        "dtype": dtype, "dims": dims("state", key, len(shape)), "low": low, "high": high,
                        "state_key": key})
@@ -232,9 +215,27 @@ def probe(path: Path) -> dict:
         arrays.append({"name": name, "role": "output", "dtype": dtype, "dims": dims("output", i, len(shape))})
     order = _first_use(arrays, plan.sizes)
     doc = inspect.getdoc(module.Model) or ""
-    return {"arrays": arrays, "sizes": {s: plan.sizes[s] for s in order},
+    return {"arrays": arrays, "scalars": scalars, "sizes": {s: plan.sizes[s] for s in order},
             "cases": [{s: c[s] for s in order} for c in plan.cases], "notes": notes, "tied": plan.tied,
             "doc": doc if doc != inspect.getdoc(torch.nn.Module) else ""}
+
+
+def _scalar(name: str, position: int, base: Shapes) -> dict:
+    """A Python number among forward's inputs: a scalar the kernel takes by value, the
+    problem's own value in every case; a float is float32 unless a float input is float64."""
+    value = base.scalars[position]
+    if type(value) is float:
+        wide = any(dtype == "float64" for i, (_, dtype) in enumerate(base.inputs) if i not in base.scalars)
+        return {"name": name, "position": position, "dtype": "float64" if wide else "float32", "value": value}
+    return {"name": name, "position": position, "dtype": "int32" if -2**31 <= value < 2**31 else "int64",
+            "value": value}
+
+
+def _scalar_note(name: str, value, smaller) -> str:
+    if smaller == value:
+        return ""
+    return f"{name}: get_inputs() makes it {value!r} at the problem's sizes and {smaller!r} at smaller ones; " \
+        f"the workload keeps {value!r} in every case"
 
 
 def _dim(text):

@@ -43,6 +43,8 @@ class TensorMap:
     def problems(self) -> Optional[str]:
         """Why cuTensorMapEncodeTiled would refuse this descriptor, in its own rules, or None.
         The box need not divide the array: boxes past its edge are zero-filled."""
+        if self.dtype not in TMA_ITEMSIZE:  # a bool array
+            return f"TMA reads arrays of {', '.join(TMA_ITEMSIZE)}, not {self.dtype}"
         size = TMA_ITEMSIZE[self.dtype]
         box = f"box {self.box_rows}x{self.box_cols}"
         if not (1 <= self.box_rows <= TMA_MAX_BOX and 1 <= self.box_cols <= TMA_MAX_BOX):

@@ -18,27 +18,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .accumulation_probe import probe_name, probe_sizes
-from .half_float import NARROW_FORMATS, is_fp8, is_narrow, round_to
 from .kernel_tables import parse_kernels
+from .param_tables import parse_params
 from .precision_policy import SPLITS
 from .toml_reader import Table, TomlReader
 from .torch_signature import signature_problem
 from .workload_checks import check_against_cases
 from .workload_model import (
     ACCUMULATE_DTYPES,
-    ARRAY_DTYPES,
     ARRAY_ITEMSIZE,
     BASELINE_OPERANDS,
     FLOAT_DTYPES,
-    SCALAR_DTYPES,
     ArrayParam,
     Baseline,
     Case,
     Param,
-    ScalarParam,
     SpecError,
     Tolerance,
     Workload,
@@ -48,7 +43,6 @@ from .workload_model import (
 # The GPU worker and `warpsmith import` read these records from here.
 __all__ = ["ARRAY_ITEMSIZE", "FLOAT_DTYPES", "Case", "SpecError", "Workload", "load_workload", "name_problem"]
 
-ARRAY_ROLES = ("input", "output")
 CASE_ROLES = ("correctness", "performance")
 REFERENCE_STATUSES = ("", "drafted", "reviewed")
 DRAFT_MARKER = ".warpsmith-drafted"  # beside workload.toml while a model's reference is not reviewed
@@ -110,7 +104,7 @@ class _Parser(TomlReader):
         name = self.name(top, "workload.")
         description = self.get(top, "description", "workload.", str)
         reference = self.file(self.get(top, "reference", "workload.", str, "reference.py"), "workload.reference")
-        params = self.parse_params()
+        params = parse_params(self, self.get(self.doc, "params", "", list))
         cases = self.parse_cases()
         tolerance = self.parse_tolerance(top, params)
         metrics = self.get(self.doc, "metrics", "", dict, {})
@@ -147,69 +141,6 @@ class _Parser(TomlReader):
                 if problem:
                     raise self.fail("baseline.torch", problem)
         return w
-
-    def parse_params(self) -> tuple[Param, ...]:
-        items = self.get(self.doc, "params", "", list)
-        params: list[Param] = []
-        seen = set()
-        for i, p in enumerate(items):
-            where = f"params[{i}]."
-            if not isinstance(p, dict):
-                raise self.fail(f"params[{i}]", "each parameter is a table")
-            self.known(p, where, {"name", "role", "dtype", "shape", "range", "value", "allow_nonfinite"})
-            name = self.name(p, where)
-            if not name.isidentifier() or name in seen:
-                raise self.fail(where + "name", f"'{name}' is not a unique identifier")
-            seen.add(name)
-            role = self.get(p, "role", where, str)
-            dtype = self.get(p, "dtype", where, str)
-            if role == "scalar":
-                if dtype not in SCALAR_DTYPES:
-                    raise self.fail(where + "dtype", f"scalar dtype must be one of {', '.join(SCALAR_DTYPES)}")
-                params.append(ScalarParam(name, dtype, self.expr(self.get(p, "value", where, (str, int, float)), where + "value")))
-                continue
-            if role not in ARRAY_ROLES:
-                raise self.fail(where + "role", f"'{role}' must be input, output or scalar")
-            if dtype not in ARRAY_DTYPES:
-                raise self.fail(where + "dtype", f"'{dtype}' must be one of {', '.join(ARRAY_DTYPES)}")
-            if is_fp8(dtype) and role == "output":
-                # An output is poisoned in words the kernel cannot predict and compared on the GPU
-                # in 16 or 32 bits; an 8-bit format has two NaNs and a handful of huge values.
-                raise self.fail(where + "dtype", f"{dtype} is an input dtype here: write the output in bfloat16, "
-                                "float16 or float32 (outputs are poisoned and checked in words of 16 bits or more)")
-            shape = self.get(p, "shape", where, list)
-            if not shape:
-                raise self.fail(where + "shape", "needs at least one dimension")
-            bounds = self.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else [-1.0, 1.0]
-            if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool)
-                                           and math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
-                raise self.fail(where + "range", f"expected finite [low, high] with low < high, got {bounds!r}")
-            low, high = bounds
-            if is_narrow(dtype):
-                self.check_half_range(dtype, low, high, where + "range")
-            if dtype.startswith("int"):
-                info = {"int32": 2**31, "int64": 2**63}[dtype]
-                lo, hi = math.ceil(low), math.floor(high)
-                if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
-                    raise self.fail(where + "range", f"holds no non-zero {dtype} value (inputs are never zero)")
-            nonfinite = self.get(p, "allow_nonfinite", where, bool, False)
-            if nonfinite and (role != "output" or dtype not in FLOAT_DTYPES):
-                raise self.fail(where + "allow_nonfinite", "only a float output's reference may hold NaN or inf")
-            params.append(ArrayParam(name, role, dtype,
-                                     tuple(self.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
-                                     float(low), float(high), nonfinite))
-        if not any(isinstance(p, ArrayParam) and p.role == "output" for p in params):
-            raise self.fail("params", "no parameter has role = \"output\"")
-        return tuple(params)
-
-    def check_half_range(self, dtype: str, low: float, high: float, key: str) -> None:
-        """Inputs are drawn from [low, high] and rounded to `dtype`: the bounds must be
-        finite there, and some non-zero value must survive the rounding."""
-        fmt = NARROW_FORMATS[dtype]
-        if max(abs(low), abs(high)) > fmt.max_finite:
-            raise self.fail(key, f"[{low:g}, {high:g}] reaches beyond {dtype}'s largest value (+-{fmt.max_finite:.6g})")
-        if not round_to(np.array([low, high]), dtype).any():
-            raise self.fail(key, f"[{low:g}, {high:g}] holds no non-zero {dtype} value (inputs are never zero)")
 
     def parse_cases(self) -> tuple[Case, ...]:
         items = self.get(self.doc, "cases", "", list)

@@ -11,6 +11,7 @@ from typing import Optional
 from .expr import Expr, ExprError
 from .launch import MemsetStep
 from .workload_model import (
+    SQUARE_STRUCTURES,
     ArrayParam,
     Case,
     KernelSpec,
@@ -52,6 +53,10 @@ def check_against_cases(w: Workload, path: Path) -> tuple[tuple[str, str, str], 
             if isinstance(p, ArrayParam):
                 for d, e in enumerate(p.shape):
                     check(e, f"params[{j}].shape[{d}]")
+                shape = w.shape(p, case)
+                if p.structure in SQUARE_STRUCTURES and shape[-1] != shape[-2]:
+                    raise SpecError(path, f"params[{j}].structure", f"for case '{case.name}': {p.name} is "
+                                    f"{' x '.join(map(str, shape))}; {p.structure} needs its last two dimensions equal")
                 nbytes = w.array_bytes(p, case)
                 if nbytes > MAX_ARRAY_BYTES:
                     raise SpecError(path, f"params[{j}].shape", f"for case '{case.name}': {p.name} would be "

@@ -19,7 +19,7 @@ from .half_float import is_narrow
 from .kernel_source import Knob, parse_knobs
 from .launch import LaunchJob, LaunchRule, Program
 
-ARRAY_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "float8_e4m3fn", "float8_e5m2")
+ARRAY_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "float8_e4m3fn", "float8_e5m2", "bool")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2")
 # What a kernel may accumulate in ([tolerance] accumulate): sets the default tolerance; the
 # GPU-side enforcement is agent/spec/tolerance.py's docstring.
@@ -27,7 +27,15 @@ ACCUMULATE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SCALAR_DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float64": "f64"}
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # 1..64 characters, no leading . or -
 ARRAY_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4, "int64": 8,
-                  "float8_e4m3fn": 1, "float8_e5m2": 1}
+                  "float8_e4m3fn": 1, "float8_e5m2": 1, "bool": 1}
+# Input dtypes only: an output is poisoned and compared in words of 16 bits or more
+INPUT_ONLY_DTYPES = ("float8_e4m3fn", "float8_e5m2", "bool")
+# How an input's values are drawn besides uniformly from its range (agent/spec/inputs.py)
+DISTRIBUTIONS = ("uniform", "normal")
+# Structure an input is drawn with in every case (agent/spec/input_structure.py)
+SQUARE_STRUCTURES = ("symmetric", "upper_triangular", "lower_triangular")  # of the last two axes, which are equal
+VALUE_STRUCTURES = ("mask", "sign")  # the structure gives the values (0 and 1, -1 and 1): no range
+STRUCTURES = (*SQUARE_STRUCTURES, "rows_sum_to_1", *VALUE_STRUCTURES)
 FLOAT32_MAX = 3.4028234663852886e38
 SCALAR_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 BASELINE_OPERANDS = {"cublas_sgemm": ("a", "b", "c", "m", "n", "k"),
@@ -61,6 +69,8 @@ class ArrayParam:
     low: float = -1.0  # inputs are drawn uniformly from [low, high], never 0
     high: float = 1.0
     allow_nonfinite: bool = False  # outputs: the reference may hold NaN or inf (else refused)
+    distribution: str = "uniform"  # inputs: "normal" draws from N(0, 1), torch.randn's, instead of the range
+    structure: str = ""  # inputs: one of STRUCTURES, kept in every case
 
 
 @dataclass(frozen=True)
@@ -289,13 +299,14 @@ class Workload:
         """The kernel's parameter list as C, for people and models."""
         ctype = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
                  "float8_e4m3fn": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2",
-                 "int32": "int", "int64": "long long"}
+                 "int32": "int", "int64": "long long", "bool": "bool"}
         parts = []
         for p in self.params:
             if isinstance(p, ArrayParam):
                 const = "const " if p.role == "input" else ""
                 dims = " x ".join(str(e) for e in p.shape)
-                parts.append(f"{const}{ctype[p.dtype]}* {p.name} /* [{dims}] {p.role} */")
+                structure = f", {p.structure.replace('_', ' ')}" if p.structure else ""
+                parts.append(f"{const}{ctype[p.dtype]}* {p.name} /* [{dims}] {p.role}{structure} */")
             else:
                 parts.append(f"{ctype[p.dtype]} {p.name} /* = {p.value} */")
         return ", ".join(parts)

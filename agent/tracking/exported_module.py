@@ -13,7 +13,8 @@ _INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 _SHARED_DEFAULT_LIMIT = 48 * 1024  # above it, dynamic shared memory is opted into per kernel
 _FUNCTIONS = {}  # (device, entry) -> the loaded kernel (a CuPy RawKernel), compiled once per device
 _MODULES = {}  # device -> the compiled source (a CuPy RawModule)
-_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1,
+             "float8_e5m2": 1, "bool": 1}
 _MAX_WORKSPACE_BYTES = 16 << 30  # one buffer: agent/spec/launch.py's MAX_WORKSPACE_BYTES
 _TORCH_OPS = {}  # "namespace::name" -> (torch.library.Library, op): registered once per process
 

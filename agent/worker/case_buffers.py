@@ -6,8 +6,8 @@ word; a write outside ``data`` changes them. Outputs are poisoned before every
 launch with a word from :class:`agent.worker.poison.Poisons`, so an unwritten element
 fails. 16-bit arrays are guarded, poisoned and checksummed 2 bytes at a time:
 their data may end mid-word (15 elements are 30 bytes), where cuMemsetD32 cannot
-start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel; fp8
-arrays (inputs only) likewise a byte at a time.
+start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel; fp8 and
+bool arrays (inputs only) likewise a byte at a time.
 Inputs and references are checked against keyed checksums taken right after
 their upload, before any candidate ran: a kernel that writes into them,
 however far from its own buffers, is caught and the data restored from the host.
@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..spec import tolerance
-from ..spec.half_float import STORAGE, is_fp8
+from ..spec.half_float import STORAGE
 from ..spec.inputs import ArrayJob, generate_input
 from ..spec.references import load_reference
+from ..spec.workload import ARRAY_ITEMSIZE
 from .pages import alloc_pages
 from .poison import POISON_WIDTH, Poisons
 from .protocol import CaseJob
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 GUARD_WORD = 0xDEADBEEF
 GUARD_HALF = 0xFFAD  # a NaN as float16 and as bfloat16, and neither format's usual NaN (0x7FFF, 0x7E00, 0x7FC0)
-GUARD_BYTE = 0xAD  # fp8 guards: -0.40625 in e4m3fn; neither zero nor a NaN (0x7F, 0xFF), what stray stores hold
+GUARD_BYTE = 0xAD  # fp8 and bool guards: -0.40625 in e4m3fn; neither zero nor a NaN (0x7F, 0xFF), what stray stores hold
 MOAT_BYTES = 8 << 20  # sentinel-filled memory around the arrays: a far overrun lands there or faults
 
 
@@ -93,8 +94,8 @@ class DeviceArray:
 
     @property
     def width(self) -> int:
-        """Bytes per guard, poison and checksum word: 2 for 16-bit floats, 1 for fp8, else 4."""
-        return 1 if is_fp8(self.job.dtype) else POISON_WIDTH.get(self.job.dtype, 4)
+        """Bytes per guard, poison and checksum word: 2 for 16-bit floats, 1 for fp8 and bool, else 4."""
+        return 1 if ARRAY_ITEMSIZE[self.job.dtype] == 1 else POISON_WIDTH.get(self.job.dtype, 4)
 
     @property
     def sentinel(self) -> int:

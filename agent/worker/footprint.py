@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from ..spec.workload import ARRAY_ITEMSIZE as ITEMSIZE
 from ..spec.workload import FLOAT_DTYPES, Case, SpecError, Workload
@@ -64,21 +64,27 @@ def _size(n: int) -> str:
 
 
 def check_memory(workload: Workload, gpu_bytes: Optional[int] = None, host_bytes: Optional[int] = None,
-                 host: bool = True, only: Optional[Sequence[Case]] = None) -> None:
+                 host: bool = True, only: Optional[Sequence[Case]] = None,
+                 reference_bytes: Mapping[str, int] = {}) -> None:
     """Raise SpecError (one line, naming the case) when a case (of `only`, default every
     case) cannot fit: on the host (`host_bytes`, default MemAvailable) unless host=False,
-    and on the GPU where its memory `gpu_bytes` (DeviceFacts.total_memory) is known."""
+    and on the GPU where its memory `gpu_bytes` (DeviceFacts.total_memory) is known.
+    `reference_bytes`: by case name, what the reference holds besides the arrays
+    (reference.py's reference_memory(), agent/spec/reference_memory.py)."""
     toml = workload.directory / "workload.toml"
     host_bytes = host_available_bytes() if host and host_bytes is None else host_bytes
     for i, case in enumerate(workload.cases):
         if only is not None and case not in only:
             continue
         if host and host_bytes is not None:
-            need, limit = case_footprint(workload, case, "host"), int(host_bytes * HOST_FRACTION)
+            arrays, extra = case_footprint(workload, case, "host"), reference_bytes.get(case.name, 0)
+            need, limit = arrays + extra, int(host_bytes * HOST_FRACTION)
             if need > limit:
+                parts = f" ({_size(arrays)} of arrays, {_size(extra)} more by reference.py's reference_memory())" \
+                    if extra else ""
                 raise SpecError(toml, f"cases[{i}]", f"case '{case.name}' needs {_size(need)} of host memory for "
-                                f"its float64 reference, more than {HOST_FRACTION:.0%} of the {_size(host_bytes)} "
-                                "available")
+                                f"its float64 reference{parts}, more than {HOST_FRACTION:.0%} of the "
+                                f"{_size(host_bytes)} available")
         if gpu_bytes is not None:
             need, limit = case_footprint(workload, case, "gpu"), int(gpu_bytes * GPU_FRACTION)
             if need > limit:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # integers of their width and viewed as the torch dtype of the same name (same bits), so the
 # baseline computes on bfloat16 or fp8, not on integers.
 TYPESTR = {"float16": "<f2", "bfloat16": "<i2", "float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8",
-           "float8_e4m3fn": "|u1", "float8_e5m2": "|u1"}
+           "float8_e4m3fn": "|u1", "float8_e5m2": "|u1", "bool": "|b1"}
 ALIASED = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
