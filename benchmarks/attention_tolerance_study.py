@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from agent.spec.half_float import round_to  # noqa: E402
-from agent.spec.tolerance import relative_error  # noqa: E402
+from warpsmith.agent.spec.half_float import round_to  # noqa: E402
+from warpsmith.agent.spec.tolerance import relative_error  # noqa: E402
 
 CASES = [(2, 4096, 128, 0), (2, 4096, 128, 1), (4, 1024, 64, 0), (1, 16384, 128, 1), (2, 1000, 64, 1)]
 BLOCK = 512

@@ -49,11 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
-    sys.path.insert(0, str(ROOT))
 
-from agent.evaluate.records import legacy_identity  # noqa: E402
-from agent.worker.status import Status  # noqa: E402
+from warpsmith.agent.evaluate.records import legacy_identity  # noqa: E402
+from warpsmith.agent.worker.status import Status  # noqa: E402
 
 BAR = 0.10  # Ray's time per attempt at most 10% above the local one's
 # every verdict but those given before the GPU (compile, launch rule, the proposer's answer)
@@ -117,7 +115,7 @@ def read_sequence(path: Path) -> list[Step]:
 
 
 def candidates_of(workload, steps: list[Step]) -> list:
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.candidate import Candidate
     unknown = sorted({s.kernel for s in steps} - set(workload.kernels))
     if unknown:
         raise SystemExit(f"backend_replay: {workload.name} has no kernel {', '.join(unknown)} (a sequence of another "
@@ -136,7 +134,7 @@ class CompileLoad:
         self.compiles = 0
 
     def __enter__(self) -> "CompileLoad":
-        from agent.runtime.compiler import compile_kernel
+        from warpsmith.agent.runtime.compiler import compile_kernel
 
         def loop(offset: int) -> None:
             i = offset
@@ -159,9 +157,9 @@ class CompileLoad:
 def run_pass(backend_name: str, workload, candidates: list, steps: list[Step], ray_gpus: int, load: int = 0) -> Pass:
     """Every attempt of the sequence through a fresh backend, one after another, with
     `load` compiles going meanwhile (CompileLoad)."""
-    from agent.evaluate.attempt import AttemptJob
-    from agent.evaluate.backend_choice import open_backend
-    from agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.evaluate.attempt import AttemptJob
+    from warpsmith.agent.evaluate.backend_choice import open_backend
+    from warpsmith.agent.evaluate.options import EvaluationOptions
     options = EvaluationOptions(backend=backend_name, ray_gpus=ray_gpus if backend_name == "ray" else 0)
     out = Pass(backend_name)
     with tempfile.TemporaryDirectory() as logs:
@@ -232,12 +230,12 @@ def main(argv: list[str]) -> int:
         print(f"{len(steps)} attempts written to {args.write_sequence}")
         return 0
 
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.spec.workload import load_workload
     workload = load_workload(args.workload).timing_only([c for c in args.cases.split(",") if c])
     candidates = candidates_of(workload, steps)
     recorded = ", ".join(f"{k} {v}" for k, v in Counter(s.recorded for s in steps).most_common())
     print(f"{len(steps)} attempts of {workload.name} (recorded: {recorded}); {args.compile_load} compiles going meanwhile")
-    from agent.worker.process import GpuUnavailable
+    from warpsmith.agent.worker.process import GpuUnavailable
     passes = []
     for r in range(args.rounds):
         for backend in ("local", "ray") if r % 2 == 0 else ("ray", "local"):

@@ -30,7 +30,7 @@ import argparse
 import statistics
 import sys
 
-from agent.runtime import compiler, l2_flush, native
+from warpsmith.agent.runtime import compiler, l2_flush, native
 
 ROWSUM = r"""
 #define ROWSUM(NAME, LOAD, BEFORE)                                                        \

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(workload_dir: Path, kernel: str, proposals: int, gpu_s: float, ahead: int) -> tuple[float, float]:
-    from agent.evaluate.records import Attempt
-    from agent.proposers.base import ProposalContext
-    from agent.proposers.tune import TuneProposer
-    from agent.runtime.device_facts import DeviceFacts
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.evaluate.records import Attempt
+    from warpsmith.agent.proposers.base import ProposalContext
+    from warpsmith.agent.proposers.tune import TuneProposer
+    from warpsmith.agent.runtime.device_facts import DeviceFacts
+    from warpsmith.agent.spec.workload import load_workload
     w = load_workload(workload_dir)
     tuner, history, waited = TuneProposer(0, kernel=kernel, ahead=ahead), [], 0.0
     facts = DeviceFacts(arch="sm_90")
@@ -68,6 +68,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place
-        sys.path.insert(0, str(ROOT))
     sys.exit(main(sys.argv[1:]))

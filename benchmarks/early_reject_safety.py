@@ -20,10 +20,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
-    sys.path.insert(0, str(ROOT))
 
-from agent.evaluate.early_reject import MARGIN, Replay, replay, screen_slack  # noqa: E402
+from warpsmith.agent.evaluate.early_reject import MARGIN, Replay, replay, screen_slack  # noqa: E402
 
 
 def session_attempts(session: Path) -> list[tuple[dict, float | None, bool, dict | None]]:

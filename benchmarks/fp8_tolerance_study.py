@@ -36,9 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.spec.accumulation_probe import PROBE_REDUCTION  # noqa: E402
-from agent.spec.half_float import round_to  # noqa: E402
-from agent.spec.tolerance import EPS, default_rtol, relative_error  # noqa: E402
+from warpsmith.agent.spec.accumulation_probe import PROBE_REDUCTION  # noqa: E402
+from warpsmith.agent.spec.half_float import round_to  # noqa: E402
+from warpsmith.agent.spec.tolerance import EPS, default_rtol, relative_error  # noqa: E402
 
 SLICE = 32  # K of one wgmma
 PROMOTE = 128  # K between promotions (DeepGEMM: one 128-wide k-block)

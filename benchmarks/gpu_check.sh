@@ -20,6 +20,5 @@ if [ -d "$wheels" ]; then
 fi
 python3 -m pip install -q --no-build-isolation --no-deps .
 
-# From the checkout's root, as the README runs the tests: tests/conftest.py imports the
-# installed package when the checkout has no built module of its own.
+# From the checkout's root, as the README runs the tests (they import the installed package).
 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 "${@:-tests}"

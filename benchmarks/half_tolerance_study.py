@@ -20,9 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.spec.half_float import HALF_FORMATS, round_to  # noqa: E402
-from agent.spec.tolerance import default_rtol  # noqa: E402
-from agent.worker.mismatch import relative_error  # noqa: E402
+from warpsmith.agent.spec.half_float import HALF_FORMATS, round_to  # noqa: E402
+from warpsmith.agent.spec.tolerance import default_rtol  # noqa: E402
+from warpsmith.agent.worker.mismatch import relative_error  # noqa: E402
 
 
 def accumulate(terms: np.ndarray, acc: str) -> np.ndarray:

@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 os.environ["WARPSMITH_CACHE"] = tempfile.mkdtemp(prefix="warpsmith-harness-")
 
-from agent.evaluate.evaluator import Evaluator  # noqa: E402
-from agent.spec.candidate import Candidate  # noqa: E402
-from agent.spec.workload import load_workload  # noqa: E402
+from warpsmith.agent.evaluate.evaluator import Evaluator  # noqa: E402
+from warpsmith.agent.spec.candidate import Candidate  # noqa: E402
+from warpsmith.agent.spec.workload import load_workload  # noqa: E402
 
 VARIANTS = [("naive", {}), ("tiled", {}), ("tiled", {"BM": 128, "BN": 128}), ("tiled", {"BK": 16, "TN": 4}),
             ("tiled", {"BM": 32, "BN": 64, "TM": 4})]

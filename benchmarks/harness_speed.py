@@ -22,7 +22,7 @@ DEFAULT = ["sgemm:naive", "sgemm:warptile", "gemm_bias_relu:tiled", "softmax:row
 
 def medians(site: str, workload: Path, kernel: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": site + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-m", "tui", "eval", str(workload), "--kernel", kernel, "--json"],
+    proc = subprocess.run([sys.executable, "-m", "warpsmith.tui", "eval", str(workload), "--kernel", kernel, "--json"],
                           capture_output=True, text=True, env=env, cwd="/tmp", timeout=900)
     try:
         doc = json.loads(proc.stdout)

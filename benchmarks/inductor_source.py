@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 import sys
 
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import ArrayParam
-from agent.worker.torch_baseline import load_baseline
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import ArrayParam
+from warpsmith.agent.worker.torch_baseline import load_baseline
 
 
 def main(workload_dir: str, case_name: str) -> None:

@@ -42,9 +42,9 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from agent.spec.knob_space import KnobSpace
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import KernelSpec, Workload
+from warpsmith.agent.spec.knob_space import KnobSpace
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import KernelSpec, Workload
 
 # ---- Kernel Tuner's view of a workload kernel -----------------------------------
 
@@ -177,10 +177,10 @@ def _arguments(w: Workload, case) -> tuple[list, list, float]:
     """Kernel arguments in the workload's order, the expected outputs, and the rtol:
     the inputs warpsmith's evaluator draws for the case, and its cached float64 reference
     (computed here once, outside both tools' wall time, and reused by `warpsmith run`)."""
-    from agent.evaluate.evaluator import DEFAULT_SEED as seed
-    from agent.spec.inputs import generate_inputs
-    from agent.spec.references import ensure_reference, load_reference
-    from agent.spec.tolerance import case_rtol
+    from warpsmith.agent.evaluate.evaluator import DEFAULT_SEED as seed
+    from warpsmith.agent.spec.inputs import generate_inputs
+    from warpsmith.agent.spec.references import ensure_reference, load_reference
+    from warpsmith.agent.spec.tolerance import case_rtol
     inputs = generate_inputs(w, case, seed)
     reference = load_reference(ensure_reference(w, case, seed))
     args, answer, rtols = [], [], []
@@ -238,10 +238,10 @@ def _strategy_options(o: CompareOptions) -> dict:
 
 
 def run_warpsmith(w: Workload, o: CompareOptions) -> ToolRun:
-    from agent.evaluate.results import Status
-    from agent.loop.session import stored_session
+    from warpsmith.agent.evaluate.results import Status
+    from warpsmith.agent.loop.session import stored_session
     with tempfile.TemporaryDirectory(prefix="warpsmith-compare-") as store:
-        command = [sys.executable, "-P", "-m", "tui", "run", str(o.workload), "--proposer", "tune", "--kernel", o.kernel,
+        command = [sys.executable, "-P", "-m", "warpsmith.tui", "run", str(o.workload), "--proposer", "tune", "--kernel", o.kernel,
                    "--cases", o.case, "--time-budget", str(o.time_budget_s), "--budget", "100000",
                    "--seed", str(o.seed), "--headless", "--no-tracking", "--store", store]
         t0 = time.perf_counter()
@@ -283,10 +283,10 @@ def time_alike(w: Workload, o: CompareOptions, runs: list[ToolRun]) -> tuple[lis
     """Every best configuration and the baseline, timed by one evaluator (one worker, one timing loop)."""
     from dataclasses import replace
 
-    from agent.evaluate.evaluator import Evaluator
-    from agent.evaluate.options import EvaluationOptions
-    from agent.spec.candidate import Candidate
-    from agent.worker.protocol import TimingConfig
+    from warpsmith.agent.evaluate.evaluator import Evaluator
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.spec.candidate import Candidate
+    from warpsmith.agent.worker.protocol import TimingConfig
     timed = w.timing_only([o.case])
     with Evaluator(timed, EvaluationOptions(TimingConfig(), kernel_timeout_s=20.0)) as ev:
         base = ev.baseline()
@@ -321,7 +321,7 @@ def main(argv: Sequence[str]) -> int:
         cupy.get_default_memory_pool().free_all_blocks()
     if "warpsmith" in o.tools:
         runs.append(run_warpsmith(w, o))
-    from agent.worker.process import GpuUnavailable
+    from warpsmith.agent.worker.process import GpuUnavailable
     try:
         runs, base_ms = time_alike(w, o, runs)
     except GpuUnavailable as e:

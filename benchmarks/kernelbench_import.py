@@ -36,7 +36,7 @@ class Row:
 
 def _warpsmith(args: list[str], timeout: float) -> tuple[int | None, str]:
     try:
-        done = subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "warpsmith.tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout:g} s"

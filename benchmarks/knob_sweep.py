@@ -17,13 +17,13 @@ import argparse
 import math
 from pathlib import Path
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.candidate import Candidate
-from agent.spec.shapes import load_shapes
-from agent.spec.speed_of_light import case_floor
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.shapes import load_shapes
+from warpsmith.agent.spec.speed_of_light import case_floor
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
 
 
 def parse(setting: str) -> dict[str, int]:

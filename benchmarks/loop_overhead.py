@@ -20,22 +20,20 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
-    sys.path.insert(0, str(ROOT))
 
-from agent.evaluate.attempt import AttemptResult  # noqa: E402
-from agent.evaluate.results import CaseResult, EvaluationResult  # noqa: E402
-from agent.evaluate.stats import TimingStats  # noqa: E402
-from agent.loop import events  # noqa: E402
-from agent.loop.options import SearchOptions  # noqa: E402
-from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
-from agent.proposers.tune import TuneProposer  # noqa: E402
-from agent.runtime.compiler import CompiledKernel  # noqa: E402
-from agent.runtime.device_facts import DeviceFacts  # noqa: E402
-from agent.spec.workload import load_workload  # noqa: E402
-from agent.tracking.tracker import Tracker  # noqa: E402
-from agent.worker.protocol import CaseCheck, TimingConfig  # noqa: E402
-from agent.worker.status import Status  # noqa: E402
+from warpsmith.agent.evaluate.attempt import AttemptResult  # noqa: E402
+from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult  # noqa: E402
+from warpsmith.agent.evaluate.stats import TimingStats  # noqa: E402
+from warpsmith.agent.loop import events  # noqa: E402
+from warpsmith.agent.loop.options import SearchOptions  # noqa: E402
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
+from warpsmith.agent.proposers.tune import TuneProposer  # noqa: E402
+from warpsmith.agent.runtime.compiler import CompiledKernel  # noqa: E402
+from warpsmith.agent.runtime.device_facts import DeviceFacts  # noqa: E402
+from warpsmith.agent.spec.workload import load_workload  # noqa: E402
+from warpsmith.agent.tracking.tracker import Tracker  # noqa: E402
+from warpsmith.agent.worker.protocol import CaseCheck, TimingConfig  # noqa: E402
+from warpsmith.agent.worker.status import Status  # noqa: E402
 
 
 class InstantEvaluator:

@@ -1,5 +1,5 @@
 """Profile a workload kernel with Nsight Compute through warpsmith's own profiler
-(agent.profiling.nsight: ncu --clock-control none, one launch per performance case) and
+(warpsmith.agent.profiling.nsight: ncu --clock-control none, one launch per performance case) and
 print the typed record per case. The raw CSV is kept beside it.
 
     python3 benchmarks/nsight_once.py WORKLOAD [KERNEL] [OUT_DIR] [KNOB=V,...] [CASE,...]
@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agent.evaluate.records import CandidateSpec
-from agent.profiling.nsight import Nsight
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
+from warpsmith.agent.evaluate.records import CandidateSpec
+from warpsmith.agent.profiling.nsight import Nsight
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
 
 
 def main() -> int:

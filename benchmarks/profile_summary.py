@@ -26,7 +26,7 @@ def _short_process(frame: str) -> str:
     if not m:
         return frame
     words = m.group(2).split()
-    # The command's first arguments name it (python3 -m tui run ..., the worker's spawn, a compile process).
+    # The command's first arguments name it (python3 -m warpsmith.tui run ..., the worker's spawn, a compile process).
     return f"{m.group(1)} {' '.join(w.rsplit('/', 1)[-1] for w in words[:4])}"[:90]
 
 

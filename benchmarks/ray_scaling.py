@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
-    sys.path.insert(0, str(ROOT))
 
 from search_speed import attempts_of, child_env, warm_references, where_time_went  # noqa: E402  (benchmarks/)
 
@@ -97,7 +95,7 @@ def _killer(after_s: float, said: list[str], stop: threading.Event) -> threading
 
 def run_cli(workload: Path, gpus: int, args, run_flags: list[str], kill_after: float | None) -> tuple[Run, Path]:
     store = Path(tempfile.mkdtemp(prefix=f"ray-scaling-{gpus}-"))
-    cmd = [sys.executable, "-P", "-m", "tui", "run", str(workload.resolve()), "--proposer", "tune", "--headless",
+    cmd = [sys.executable, "-P", "-m", "warpsmith.tui", "run", str(workload.resolve()), "--proposer", "tune", "--headless",
            "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store),
            "--backend", "ray", "--ray-gpus", str(gpus), *(["--cases", args.cases] if args.cases else []), *run_flags]
     env = child_env()
@@ -122,16 +120,16 @@ def run_stand_in(workload_dir: Path, gpus: int, args, kill_after: float | None) 
     import ray
     from evaluator_double import double_factory
 
-    from agent.evaluate.options import EvaluationOptions
-    from agent.evaluate.ray_backend import RayBackend
-    from agent.evaluate.ray_cluster import init_ray
-    from agent.loop.limits import Limits
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import Session, SessionInfo, session_dir
-    from agent.proposers.choice import ProposerChoice
-    from agent.proposers.tune import TuneProposer
-    from agent.spec.workload import load_workload
-    from agent.tracking.tracker import Tracker
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.evaluate.ray_backend import RayBackend
+    from warpsmith.agent.evaluate.ray_cluster import init_ray
+    from warpsmith.agent.loop.limits import Limits
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+    from warpsmith.agent.proposers.choice import ProposerChoice
+    from warpsmith.agent.proposers.tune import TuneProposer
+    from warpsmith.agent.spec.workload import load_workload
+    from warpsmith.agent.tracking.tracker import Tracker
     workload = load_workload(workload_dir)
     store = Path(tempfile.mkdtemp(prefix=f"ray-scaling-stand-in-{gpus}-"))
     init_ray(ray, num_cpus=os.cpu_count() or 2, num_gpus=gpus,

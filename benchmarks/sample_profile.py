@@ -2,7 +2,7 @@
 milliseconds; at exit, write where the samples landed (the innermost frames of this
 checkout's code and their callers, by share of samples) to a file.
 
-    python -P benchmarks/sample_profile.py OUT.txt tui run examples/sgemm --proposer tune ...
+    python -P benchmarks/sample_profile.py OUT.txt warpsmith.tui run examples/sgemm --proposer tune ...
 
 cProfile sees only the main thread; the loop's nodes, the compile-ahead threads and the
 GPU worker's pipe readers run in others. A thread parked in an idle pool is left out.

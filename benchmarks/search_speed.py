@@ -39,12 +39,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
-    sys.path.insert(0, str(ROOT))
 
 from early_reject_safety import screen_pairs, session_attempts, slack_text  # noqa: E402  (benchmarks/)
 
-from agent.evaluate.early_reject import MARGIN, replay  # noqa: E402
+from warpsmith.agent.evaluate.early_reject import MARGIN, replay  # noqa: E402
 
 WITHIN = 0.02
 
@@ -57,7 +55,7 @@ def only_session(store: Path) -> Path:
 def attempts_of(store: Path) -> tuple[list, float | None]:
     """The session's attempts (the checkpoint's history) with the time each finished (its
     archived candidate's mtime), and the session's final best score."""
-    from agent.loop.session import graph_config, open_graph
+    from warpsmith.agent.loop.session import graph_config, open_graph
     session = only_session(store)
     state = open_graph(session).get_state(graph_config(session.name)).values
     finished = []
@@ -107,15 +105,14 @@ def main(argv: list[str]) -> int:
         session_name = only_session(store).name
         # The search's own flags (--batch, --no-early-reject...) are the checkpoint's: `resume`
         # takes the evaluation's only.
-        cmd = [sys.executable, "-P", *runner, "tui", "resume", session_name, "--headless", "--time-budget",
+        cmd = [sys.executable, "-P", *runner, "warpsmith.tui", "resume", session_name, "--headless", "--time-budget",
                str(args.time_budget), "--store", str(store), "--no-tracking", *resume_flags(run_flags)]
     else:
-        cmd = [sys.executable, "-P", *runner, "tui", "run", str(args.workload.resolve()), "--proposer", "tune",
+        cmd = [sys.executable, "-P", *runner, "warpsmith.tui", "run", str(args.workload.resolve()), "--proposer", "tune",
                "--headless", "--budget", "1000000", "--time-budget", str(args.time_budget), "--store", str(store),
                "--no-tracking", *(["--cases", args.cases] if args.cases else []),
                *(["--kernel", args.kernel] if args.kernel else []), *run_flags]
-    # -P: the child never imports the checkout it was started in by accident (a source tree
-    # without the built module); it gets this checkout only where the module is built in place.
+    # -P: nothing of the working directory on the child's sys.path.
     env = child_env(args.site)
     t0 = time.time()
     stopped = False
@@ -203,7 +200,7 @@ def reached_target(store: Path, target_ms: float) -> bool:
     import sqlite3
     from contextlib import closing
 
-    from agent.loop.session import graph_config, open_graph
+    from warpsmith.agent.loop.session import graph_config, open_graph
     try:
         session = only_session(store)
         # read-only: a checkpoint not created yet stays the session's to create
@@ -219,7 +216,7 @@ def running_progress(session: Path) -> list[tuple[int, float, float | None]]:
     """(attempts so far, running seconds as the time budget counts them, best score) after
     each attempt, from the checkpoint's history (the reflect node writes the history and
     the time spent together): a pause between a run and its resume is not running time."""
-    from agent.loop.session import graph_config, open_graph
+    from warpsmith.agent.loop.session import graph_config, open_graph
     after: dict[int, tuple[float, float | None]] = {}
     for snapshot in open_graph(session).get_state_history(graph_config(session.name)):
         values = snapshot.values
@@ -246,9 +243,8 @@ def running_report(session: Path, target: float) -> None:
 
 def child_env(site: str = "") -> dict[str, str]:
     """The environment of a `warpsmith` child run with -P: `site` (an older install) first on
-    PYTHONPATH, then this checkout where the module is built in place, then what was there."""
+    PYTHONPATH, then what was there."""
     paths = [site] if site else []
-    paths += [str(ROOT)] if any(ROOT.glob("agent/_runner*.so")) else []
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
 
 
@@ -268,9 +264,9 @@ def warm_references(workload_dir: Path) -> None:
     """Every case's float64 references for the seeds a session uses, before the clock
     starts: so that a before/after pair does not time whichever run computed them first
     (the reference cache is shared; its key is the workload's files and the seed)."""
-    from agent.evaluate.evaluator import DEFAULT_SEED, FRESH_SEED
-    from agent.spec.references import ensure_reference
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.evaluate.evaluator import DEFAULT_SEED, FRESH_SEED
+    from warpsmith.agent.spec.references import ensure_reference
+    from warpsmith.agent.spec.workload import load_workload
     w = load_workload(workload_dir)
     t0 = time.time()
     for case in w.cases:
@@ -283,7 +279,7 @@ def where_time_went(store: Path, t0: float, wall: float) -> None:
     """This run's part of the session's timeline (agent/loop/timeline.py) split by loop
     node: seconds spent in each (from its NodeStarted to its NodeFinished), and the
     start-up before the first event."""
-    from agent.loop.timeline import read_timeline
+    from warpsmith.agent.loop.timeline import read_timeline
     # this run's (a resumed session's timeline holds the earlier parts too)
     records = [r for r in read_timeline(only_session(store)) if r["t"] >= t0]
     if not records:

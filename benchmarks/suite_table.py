@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent.cli.bench import WorkloadBench, render, render_suite
+from warpsmith.agent.cli.bench import WorkloadBench, render, render_suite
 
 
 def main(argv: list[str]) -> int:

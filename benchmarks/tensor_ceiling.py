@@ -39,15 +39,9 @@ from __future__ import annotations
 import statistics
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-try:
-    import agent  # noqa: F401  (installed warpsmith, or the checkout on PYTHONPATH)
-except ImportError:  # run from a checkout with the native module built in place
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from agent.runtime.compile_policy import define_options  # noqa: E402
-from agent.runtime.compiler import CompiledKernel, compile_kernel  # noqa: E402
+from warpsmith.agent.runtime.compile_policy import define_options
+from warpsmith.agent.runtime.compiler import CompiledKernel, compile_kernel
 
 KSTEPS = 4  # wgmmas per commit group: the four 16-deep K slices of one 64-wide swizzled tile
 TILE_K = 64  # bf16 along K of the A and B tiles: one 128-byte swizzle row
@@ -256,7 +250,7 @@ def compile_probe(probe: Probe, arch: str, use_cache: bool = True) -> CompiledKe
 
 
 def _median_ms(device, fn, grid: int, block: int, shared: int, args) -> float:
-    from agent.runtime import native
+    from warpsmith.agent.runtime import native
     settings = native.TimingSettings(warmup=10, repetitions=20, flush_l2=False, max_total_ms=2000.0)
     return statistics.median(device.time(fn, (grid, 1, 1), (block, 1, 1), shared, args, settings).samples_ms)
 
@@ -296,9 +290,9 @@ def _cublas_line(device, native, peak, clocks) -> tuple[str, float]:
 
 
 def main() -> int:
-    from agent.runtime import native
-    from agent.spec.speed_of_light import tensor_peak_tflops
-    from agent.worker.clocks import Clocks
+    from warpsmith.agent.runtime import native
+    from warpsmith.agent.spec.speed_of_light import tensor_peak_tflops
+    from warpsmith.agent.worker.clocks import Clocks
     try:
         device = native.open_device(0)
         facts = native.device_facts(device)
@@ -310,7 +304,7 @@ def main() -> int:
     sms = facts.sm_count
     print(f"GPU: {facts.name} ({facts.arch}), {sms} SMs, SM clock {facts.sm_clock_khz / 1000:.0f} MHz (top, device "
           f"facts); clock peak {peak if peak is not None else 'unknown'} TFLOP/s dense bf16, fp32 accumulate "
-          f"(agent.spec.speed_of_light.tensor_peak_tflops)", flush=True)
+          f"(warpsmith.agent.spec.speed_of_light.tensor_peak_tflops)", flush=True)
     print(f"{'probe':<9} {'config':<60} {'median ms':>9} {'TFLOP/s':>9} {'% peak':>7} {'SM MHz':>11}")
     clocks = Clocks(facts.uuid)
     out = device.alloc(4)

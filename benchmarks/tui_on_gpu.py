@@ -12,14 +12,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.cli.sessions import open_session
-from agent.evaluate.options import EvaluationOptions
-from agent.loop.options import SearchOptions
-from agent.loop.session import SessionInfo, new_session_id, session_dir
-from agent.spec.workload import load_workload
-from agent.tracking.options import TrackingOptions
-from tui.app import WarpsmithApp
-from tui.screens.runs import RunsSource
+from warpsmith.agent.cli.sessions import open_session
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import SessionInfo, new_session_id, session_dir
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.options import TrackingOptions
+from warpsmith.tui.app import WarpsmithApp
+from warpsmith.tui.screens.runs import RunsSource
 
 
 async def drive(app: WarpsmithApp, out: Path) -> None:

@@ -22,17 +22,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-if any(ROOT.glob("agent/_runner*.so")):  # a checkout with the module built in place; else the installed package
-    sys.path.insert(0, str(ROOT))
 
 from evaluator_double import EvaluatorDouble  # noqa: E402
 
-from agent.loop.options import SearchOptions  # noqa: E402
-from agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
-from agent.proposers.choice import ProposerChoice  # noqa: E402
-from agent.proposers.tune import TuneProposer  # noqa: E402
-from agent.spec.workload import load_workload  # noqa: E402
-from agent.tracking.session_tracker import NullTracker  # noqa: E402
+from warpsmith.agent.loop.options import SearchOptions  # noqa: E402
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir  # noqa: E402
+from warpsmith.agent.proposers.choice import ProposerChoice  # noqa: E402
+from warpsmith.agent.proposers.tune import TuneProposer  # noqa: E402
+from warpsmith.agent.spec.workload import load_workload  # noqa: E402
+from warpsmith.agent.tracking.session_tracker import NullTracker  # noqa: E402
 
 TF32X3_MS = {"square-1024": 0.053, "square-4096": 2.40, "rect-2048x8192x1024": 0.62, "128x4096x4096": 0.191,
              "4096x4096x256": 0.174, "256x256x131072": 5.9}

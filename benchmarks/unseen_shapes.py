@@ -22,9 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.cli.bench import WorkloadBench, against_libraries
-from agent.evaluate.stats import geomean
-from agent.spec.shapes import load_shapes
+from warpsmith.agent.cli.bench import WorkloadBench, against_libraries
+from warpsmith.agent.evaluate.stats import geomean
+from warpsmith.agent.spec.shapes import load_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 NORMS = ("softmax", "layernorm", "rmsnorm_bf16")
@@ -34,7 +34,7 @@ EACH, GEOMEAN, FLOOR = 1.00, 1.10, 0.90
 def bench(workload: str, shapes: Path, out: Path, budget: int, time_budget: float, extra: list[str]) -> Path:
     """One workload benched on its shapes, its JSON written to `out`."""
     target = out / f"{workload}.json"
-    cmd = [sys.executable, "-m", "tui", "bench", str(ROOT / "examples" / workload), "--shapes", str(shapes),
+    cmd = [sys.executable, "-m", "warpsmith.tui", "bench", str(ROOT / "examples" / workload), "--shapes", str(shapes),
            "--budget", str(budget), "--time-budget", str(time_budget), "--json", "--batch", "4", *extra]
     print("$ " + " ".join(cmd[2:]), file=sys.stderr, flush=True)
     # From `out`, not the checkout: the installed package (with its built runner) is imported

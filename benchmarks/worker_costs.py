@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 
-from agent.evaluate.case_requests import case_job
-from agent.evaluate.evaluator import DEFAULT_SEED, FRESH_SEED, Evaluator
-from agent.spec.half_float import STORAGE, to_storage
-from agent.spec.workload import load_workload
-from agent.worker.gpu_checks import CLOSE_KERNELS
-from agent.worker.gpu_side import GpuWorker
+from warpsmith.agent.evaluate.case_requests import case_job
+from warpsmith.agent.evaluate.evaluator import DEFAULT_SEED, FRESH_SEED, Evaluator
+from warpsmith.agent.spec.half_float import STORAGE, to_storage
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.gpu_checks import CLOSE_KERNELS
+from warpsmith.agent.worker.gpu_side import GpuWorker
 
 PASSES = 9
 

@@ -59,7 +59,7 @@ py::buffer_info contiguous(const py::buffer& b, bool writable) {
 }
 
 void def_errors(py::module_& m) {
-  g_cuda_error = PyErr_NewExceptionWithDoc("agent._runner.CudaError",
+  g_cuda_error = PyErr_NewExceptionWithDoc("warpsmith.agent._runner.CudaError",
                                 "A CUDA, NVRTC or cuBLAS call failed. Attributes: name (e.g. "
                                 "CUDA_ERROR_ILLEGAL_ADDRESS), text, call, code.",
                                 PyExc_RuntimeError, nullptr);

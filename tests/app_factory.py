@@ -8,13 +8,13 @@ from pathlib import Path
 from evaluator_double import EvaluatorDouble, Gate, knob_score
 from workload_factory import make_sgemm_workload
 
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
-from tui.app import WarpsmithApp
-from tui.screens.runs import RunsSource
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
+from warpsmith.tui.app import WarpsmithApp
+from warpsmith.tui.screens.runs import RunsSource
 
 
 def make_session(tmp: Path, budget: int, session_id: str = "s1", delay_s: float = 0.05,

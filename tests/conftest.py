@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.machinery
 import sys
 from pathlib import Path
 
@@ -11,24 +10,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _import_the_built_package() -> None:
-    """`python -m pytest` puts the checkout first on sys.path. Its agent/ is complete only
-    with the built native module beside it (an editable or in-place build); otherwise the
-    tests import the installed warpsmith, or stop here with one line."""
-    built = [p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in (ROOT / "agent").glob(f"_runner{suffix}")]
-    if not built:  # (the _runner.pyi type stub beside the sources is not a built module)
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
+def _import_the_installed_package() -> None:
+    """The tests run against the installed warpsmith (an editable install or not): the
+    checkout holds no package of that name. `python -m pytest` puts its root on sys.path,
+    taken off here so that no test imports a source folder (agent/, tui/) as a package of
+    its own. Not installed: stop here with one line."""
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT]
     try:
-        import agent._runner  # noqa: F401
+        import warpsmith.agent._runner  # noqa: F401
     except ImportError as e:
         pytest.exit(f"install warpsmith first: pip install '.[test]' ({e})", returncode=4)
 
 
-_import_the_built_package()
+_import_the_installed_package()
 
 def _gpu_reason() -> str | None:
     try:
-        from agent.runtime import native
+        from warpsmith.agent.runtime import native
         native.open_device(0)
     except Exception as e:  # no driver, no device, mismatched NVRTC
         return f"no usable GPU: {getattr(e, 'name', type(e).__name__)}"

@@ -17,14 +17,14 @@ import os
 import threading
 from pathlib import Path
 
-from agent.evaluate.attempt import AttemptJob, AttemptResult, ignore
-from agent.evaluate.results import CaseResult, EvaluationResult, Status
-from agent.evaluate.stats import TimingStats
-from agent.runtime.compiler import compile_kernel
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.speed_of_light import Ceilings
-from agent.spec.workload_model import Workload
-from agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed, TimingConfig
+from warpsmith.agent.evaluate.attempt import AttemptJob, AttemptResult, ignore
+from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult, Status
+from warpsmith.agent.evaluate.stats import TimingStats
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.speed_of_light import Ceilings
+from warpsmith.agent.spec.workload_model import Workload
+from warpsmith.agent.worker.protocol import CaseCheck, CaseChecked, CaseTimed, TimingConfig
 
 FACTS = DeviceFacts(name="EvaluatorDouble (no GPU)", arch="sm_90", sm_count=132, max_threads_per_block=1024,
                     smem_per_block_optin=232448, l2_bytes=60 << 20)
@@ -135,7 +135,7 @@ class EvaluatorDouble:
                 (meeting and len(list(self.meet[0].iterdir())) < self.meet[1] and time.monotonic() < meet_by):
             if self.aborted:
                 self.aborted = False
-                from agent.evaluate.worker_channel import EvaluationAborted
+                from warpsmith.agent.evaluate.worker_channel import EvaluationAborted
                 raise EvaluationAborted("stopped by the user")
             time.sleep(0.01)
         if meeting and len(list(self.meet[0].iterdir())) < self.meet[1]:
@@ -167,7 +167,7 @@ class EvaluatorDouble:
                                   detail="" if status == Status.OK else f"case '{cases[0].case}': {cases[0].check.detail}")
         perf = [c.timing.median_ms for c in cases if c.timing]
         if status == Status.OK and time_cases and perf:
-            from agent.evaluate.stats import geomean
+            from warpsmith.agent.evaluate.stats import geomean
             result.score_ms = geomean(perf)
         result.began_s, result.wall_ms["total"] = began, (time.time() - began) * 1e3  # as the real one stamps it
         return result
@@ -198,7 +198,7 @@ class EvaluatorDouble:
     def _screened(self, candidate, seed: int, best_ms: float, case_best_ms, on_event) -> EvaluationResult:
         result = self.evaluate(candidate, seed, on_event=on_event)
         if result.ok:
-            from agent.evaluate.early_reject import screen
+            from warpsmith.agent.evaluate.early_reject import screen
             verdict = screen({c.case: c.samples_ms for c in result.cases if c.role == "performance"}, best_ms,
                              case_best_ms=case_best_ms)
             if verdict.reject:

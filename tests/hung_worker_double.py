@@ -22,12 +22,12 @@ class HungGpuDouble:
 
 
 def hung_worker_main(conn, ordinal, log_path=None, parent_pid=None):
-    import agent.worker.gpu_side
-    agent.worker.gpu_side.GpuWorker = HungGpuDouble
-    agent.worker.gpu_side.worker_main(conn, ordinal, log_path, parent_pid)
+    import warpsmith.agent.worker.gpu_side
+    warpsmith.agent.worker.gpu_side.GpuWorker = HungGpuDouble
+    warpsmith.agent.worker.gpu_side.worker_main(conn, ordinal, log_path, parent_pid)
 
 
 if __name__ == "__main__":
-    import agent.worker.process
-    agent.worker.process.worker_main = hung_worker_main  # what WorkerProcess starts, with its real arguments
-    agent.worker.process.WorkerProcess(0, start_timeout_s=600)
+    import warpsmith.agent.worker.process
+    warpsmith.agent.worker.process.worker_main = hung_worker_main  # what WorkerProcess starts, with its real arguments
+    warpsmith.agent.worker.process.WorkerProcess(0, start_timeout_s=600)

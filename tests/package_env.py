@@ -1,6 +1,5 @@
 """The environment of a test's child Python: it imports the same warpsmith as the
-test itself (the installed package, or a checkout that holds a built runner),
-never the half-built source tree of a checkout without one. Children are also
+test itself (the installed package; no checkout can stand in for it). Children are also
 started with ``-P``, so their working directory is not put on sys.path."""
 
 from __future__ import annotations
@@ -8,9 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import agent
+import warpsmith
 
-PACKAGE_ROOT = Path(agent.__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(warpsmith.__file__).resolve().parents[1]
 
 
 def child_env(*extra_paths: Path | str, **variables: str) -> dict[str, str]:

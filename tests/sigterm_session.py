@@ -10,15 +10,15 @@ from pathlib import Path
 
 from evaluator_double import EvaluatorDouble
 
-from agent.cli.sessions import drive_session
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.llm import LlmProposer
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
-from tui.cli import exit_promptly
+from warpsmith.agent.cli.sessions import drive_session
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.llm import LlmProposer
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
+from warpsmith.tui.cli import exit_promptly
 
 workload, store = load_workload(Path(sys.argv[1])), Path(sys.argv[2])
 base_url = sys.argv[3] if len(sys.argv) > 3 else ""

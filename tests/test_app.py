@@ -8,10 +8,10 @@ from app_factory import make_app, make_session, wait_for
 from evaluator_double import Gate
 from mlflow.tracking import MlflowClient
 
-from tui.screens.budget import BudgetScreen
-from tui.screens.confirm import ConfirmQuit
-from tui.screens.runs import RunsScreen
-from tui.widgets.case_table import CaseTable
+from warpsmith.tui.screens.budget import BudgetScreen
+from warpsmith.tui.screens.confirm import ConfirmQuit
+from warpsmith.tui.screens.runs import RunsScreen
+from warpsmith.tui.widgets.case_table import CaseTable
 
 
 async def test_run_to_the_end_fills_the_screen(tmp_path):
@@ -166,12 +166,12 @@ async def test_real_worker_starts_under_the_app(tmp_path):
     file): without a GPU the run fails with the driver's message, not a spawn error."""
     from workload_factory import make_sgemm_workload
 
-    from agent.cli.sessions import open_session
-    from agent.evaluate.options import EvaluationOptions
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import SessionInfo, session_dir
-    from agent.tracking.options import TrackingOptions
-    from tui.app import WarpsmithApp
+    from warpsmith.agent.cli.sessions import open_session
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import SessionInfo, session_dir
+    from warpsmith.agent.tracking.options import TrackingOptions
+    from warpsmith.tui.app import WarpsmithApp
     w = make_sgemm_workload(tmp_path / "w")
     tracking = TrackingOptions(tmp_path / "store", enabled=False)
     info = SessionInfo("real", str(w), SearchOptions(budget=1))
@@ -187,7 +187,7 @@ async def test_real_worker_starts_under_the_app(tmp_path):
 
 async def test_compile_log_and_model_text_with_brackets_render(tmp_path):
     """A detail full of [brackets] (pydantic errors, NVRTC source echoes) is shown, not parsed as markup."""
-    from agent.loop import events
+    from warpsmith.agent.loop import events
     app = make_app(tmp_path, 1, delay_s=0.0)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.state == "finished")
@@ -220,9 +220,9 @@ async def test_a_loop_event_redraws_only_what_it_changed(tmp_path, monkeypatch):
     highlighted once and diffed twice, and the case table changes cells in its rows, never rebuilding them."""
     from rich.syntax import Syntax
 
-    import tui.widgets.code_panel as code_panel
-    from agent.loop import events
-    from tui.widgets.status_bar import StatusBar
+    import warpsmith.tui.widgets.code_panel as code_panel
+    from warpsmith.agent.loop import events
+    from warpsmith.tui.widgets.status_bar import StatusBar
     highlighted = []
 
     class CountedSyntax(Syntax):  # the real highlighter, counted
@@ -257,8 +257,8 @@ async def test_a_loop_event_redraws_only_what_it_changed(tmp_path, monkeypatch):
 async def test_the_tree_shows_each_attempts_parent_and_the_frontier(tmp_path):
     """After a run, the tree panel lists the frontier (the fastest passing attempts, ranked) above the latest
     attempts, each row naming the attempt it came from as the session recorded it."""
-    from tui.run_view import FRONTIER
-    from tui.widgets.attempt_tree import AttemptTree
+    from warpsmith.tui.run_view import FRONTIER
+    from warpsmith.tui.widgets.attempt_tree import AttemptTree
     app = make_app(tmp_path, 6, delay_s=0.0)
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_for(pilot, lambda: app.view.state == "finished")
@@ -278,9 +278,9 @@ async def test_the_tree_shows_each_attempts_parent_and_the_frontier(tmp_path):
 
 def test_the_case_table_counts_the_attempts_searched_for_each_case():
     """A proposal's focus case is counted on that case's row ('tries'); the geomean's are not."""
-    from agent.loop import events
-    from tui.run_view import CaseRow, RunView
-    from tui.widgets.case_table import COLUMNS, CaseLine
+    from warpsmith.agent.loop import events
+    from warpsmith.tui.run_view import CaseRow, RunView
+    from warpsmith.tui.widgets.case_table import COLUMNS, CaseLine
     view = RunView("sgemm", "tune")
     view.cases = {"small": CaseRow("small", "correctness"), "decode": CaseRow("decode", "performance"),
                   "square": CaseRow("square", "performance")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app_factory import make_app, make_session, wait_for
 
-from agent.loop import events
+from warpsmith.agent.loop import events
 
 SIZE = (160, 48)
 
@@ -45,10 +45,10 @@ def test_budget_dialog(snap_compare, tmp_path):
 
 def test_past_runs_screen(snap_compare, tmp_path, monkeypatch):
     """The past-runs screen: sessions from MLflow with the selected one's best kernel and report."""
-    import tui.screens.runs as runs
+    import warpsmith.tui.screens.runs as runs
     monkeypatch.setattr(runs, "when", lambda epoch: "2026-12-02 12:00")
-    import agent.loop.session  # the report's running time is wall clock: fixed for a deterministic screen
-    monkeypatch.setattr(agent.loop.session, "ended_text", lambda state: "ended by the budget; 2 attempts, 1 s running")
+    import warpsmith.agent.loop.session  # the report's running time is wall clock: fixed for a deterministic screen
+    monkeypatch.setattr(warpsmith.agent.loop.session, "ended_text", lambda state: "ended by the budget; 2 attempts, 1 s running")
     older = make_session(tmp_path, 2, "older", delay_s=0.0)
     older.end(older.run())
     older.close()

@@ -12,7 +12,7 @@ import pytest
 from evaluator_double import EvaluatorDouble, knob_score
 from workload_factory import make_sgemm_workload
 
-from agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload import load_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import backend_replay  # noqa: E402
@@ -69,7 +69,7 @@ def test_each_backend_runs_the_whole_sequence_and_the_table_compares_them(tmp_pa
         opened.append(options.backend)
         return EvaluatorDouble(w)
 
-    monkeypatch.setattr("agent.evaluate.backend_choice.open_backend", open_double)
+    monkeypatch.setattr("warpsmith.agent.evaluate.backend_choice.open_backend", open_double)
     candidates = backend_replay.candidates_of(workload, steps)
     passes = [backend_replay.run_pass(b, workload, candidates, steps, 1, load=1) for b in ("local", "ray", "ray", "local")]
     assert opened == ["local", "ray", "ray", "local"]

@@ -7,11 +7,11 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
-from agent.cli.bench import measure, render
-from agent.evaluate.records import CandidateSpec
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
+from warpsmith.agent.cli.bench import measure, render
+from warpsmith.agent.evaluate.records import CandidateSpec
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_a_dispatch_that_paid_is_timed_here_case_by_case_from_its_variants(tmp_p
     bench's own evaluator; a dispatch that did not pay adds no row."""
     from workload_factory import SMALL_CASES
 
-    from agent.evaluate.dispatch import Dispatch, DispatchEntry
+    from warpsmith.agent.evaluate.dispatch import Dispatch, DispatchEntry
     two = SMALL_CASES + '[[cases]]\nname = "square-128"\nrole = "performance"\nsizes = { M = 128, N = 128, K = 128 }\n'
     workload = load_workload(make_sgemm_workload(tmp_path / "w", cases=two))
     ev = EvaluatorDouble(workload, score=lambda d: {16: 0.5, 32: 0.8}.get(d.get("BK"), 1.0))
@@ -86,7 +86,7 @@ def test_suite_line_takes_the_fastest_library_of_each_case_and_the_dispatch_firs
     import json
     from dataclasses import asdict
 
-    from agent.cli.bench import Entry, WorkloadBench, against_libraries, render_suite
+    from warpsmith.agent.cli.bench import Entry, WorkloadBench, against_libraries, render_suite
 
     def bench(name, entries):
         return WorkloadBench(name, "GPU", "s", 40, 30.0, "measured", entries=entries)

@@ -11,12 +11,12 @@ import pytest
 from test_loop import open_session
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.records import Attempt, Best, CandidateSpec
-from agent.loop import checkpoint_serde
-from agent.loop.checkpoint_serde import TABLE, CheckpointSerde, Stored
-from agent.loop.session import stored_session
-from agent.loop.state import STATE_TYPES
-from agent.spec.workload import load_workload
+from warpsmith.agent.evaluate.records import Attempt, Best, CandidateSpec
+from warpsmith.agent.loop import checkpoint_serde
+from warpsmith.agent.loop.checkpoint_serde import TABLE, CheckpointSerde, Stored
+from warpsmith.agent.loop.session import stored_session
+from warpsmith.agent.loop.state import STATE_TYPES
+from warpsmith.agent.spec.workload import load_workload
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from package_env import child_env
 from workload_factory import SGEMM, make_sgemm_workload
 
-from agent.cli.commands import main
+from warpsmith.agent.cli.commands import main
 
 
 def test_eval_with_broken_spec_fails_before_gpu_work(tmp_path, capsys):
@@ -35,7 +35,7 @@ def test_eval_shapes_file_without_the_workload_is_refused_before_gpu_work(tmp_pa
 
 def test_eval_without_gpu_is_one_clear_line(capsys):
     """On a machine without a GPU, eval exits 3 with one line pointing at doctor."""
-    from agent.runtime import native
+    from warpsmith.agent.runtime import native
     try:
         native.open_device()
         pytest.skip("a GPU is present")
@@ -74,7 +74,7 @@ def test_doctor_reports_key_presence_never_its_value(monkeypatch, capsys):
 
 
 def _skip_with_a_gpu():
-    from agent.runtime import native
+    from warpsmith.agent.runtime import native
     try:
         native.open_device()
         pytest.skip("a GPU is present")
@@ -134,7 +134,7 @@ def test_run_llm_with_unreachable_server_is_one_line_before_any_session(tmp_path
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     root = Path(__file__).resolve().parents[1]
     store = tmp_path / "store"
-    done = subprocess.run([sys.executable, "-P", "-m", "tui", "run", str(make_sgemm_workload(tmp_path / "w")), "--proposer",
+    done = subprocess.run([sys.executable, "-P", "-m", "warpsmith.tui", "run", str(make_sgemm_workload(tmp_path / "w")), "--proposer",
                            "llm", "--base-url", url, "--headless", "--store", str(store)], capture_output=True,
                           text=True, cwd=root, env=child_env(OPENAI_API_KEY="sk-x"),
                           timeout=120)
@@ -149,9 +149,9 @@ def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
     session left as it was."""
     import socket
 
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import SessionInfo, session_dir
-    from agent.proposers.choice import ProposerChoice
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import SessionInfo, session_dir
+    from warpsmith.agent.proposers.choice import ProposerChoice
     with socket.socket() as s:  # a closed port: bound, then released
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
@@ -167,7 +167,7 @@ def test_resume_llm_with_unreachable_server_is_one_line(tmp_path, capsys):
 
 def test_runs_takes_a_workload_directory_or_its_toml(tmp_path, capsys):
     """`runs examples/sgemm` (or its workload.toml) lists the sgemm sessions, as `runs sgemm` does."""
-    from agent.tracking.tracker import Tracker
+    from warpsmith.agent.tracking.tracker import Tracker
     store = tmp_path / "store"
     Tracker(store).start("sgemm", "sgemm-s1", {"proposer": "tune"})
     Tracker(store).start("other", "other-s1", {"proposer": "tune"})
@@ -193,7 +193,7 @@ def test_missing_torch_is_one_line_naming_the_lost_baselines(monkeypatch, capsys
     baselines are left out and `pip install torch`, then the usual table (GPU stand-in)."""
     from evaluator_double import EvaluatorDouble
 
-    from agent.worker import torch_baseline
+    from warpsmith.agent.worker import torch_baseline
 
     class EvaluatorInCli(EvaluatorDouble):
         def __init__(self, workload, *args, **kwargs):
@@ -205,7 +205,7 @@ def test_missing_torch_is_one_line_naming_the_lost_baselines(monkeypatch, capsys
         def __exit__(self, *exc):
             self.close()
     monkeypatch.setattr(torch_baseline, "torch_available", lambda: False)
-    monkeypatch.setattr("agent.evaluate.evaluator.Evaluator", EvaluatorInCli)
+    monkeypatch.setattr("warpsmith.agent.evaluate.evaluator.Evaluator", EvaluatorInCli)
     assert main(["eval", str(SGEMM)]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "PyTorch" in line]
     assert notes == ["warpsmith: note: PyTorch is not installed, so the PyTorch eager and torch.compile baselines "
@@ -216,8 +216,8 @@ def test_missing_torch_is_one_line_naming_the_lost_baselines(monkeypatch, capsys
 
 def test_missing_torch_line_says_when_nothing_is_left_to_compare(monkeypatch):
     """A workload whose only baseline is PyTorch's is named: it has no baseline without torch."""
-    from agent.spec.workload import load_workload
-    from agent.worker import torch_baseline
+    from warpsmith.agent.spec.workload import load_workload
+    from warpsmith.agent.worker import torch_baseline
     monkeypatch.setattr(torch_baseline, "torch_available", lambda: False)
     line = torch_baseline.torch_missing_line([load_workload(SGEMM.parent / "rowsum")])
     assert "rowsum then has no baseline to compare with" in line and "pip install torch" in line

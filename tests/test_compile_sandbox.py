@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtime import compile_process as cp
-from agent.runtime import native
-from agent.runtime.cache_dir import cache_root
-from agent.runtime.compile_policy import check_options, check_source
-from agent.runtime.compiler import compile_kernel, header_dir
+from warpsmith.agent.runtime import compile_process as cp
+from warpsmith.agent.runtime import native
+from warpsmith.agent.runtime.cache_dir import cache_root
+from warpsmith.agent.runtime.compile_policy import check_options, check_source
+from warpsmith.agent.runtime.compiler import compile_kernel, header_dir
 
 CANARY = "sk-canary-4f1d9c0e7b"
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n'
@@ -61,7 +61,7 @@ def test_child_environment_has_no_secret_and_an_empty_private_cwd(fresh_process)
 
 def test_child_runs_below_the_parents_priority(fresh_process):
     """NVRTC gives way to the GPU worker and the loop: the child is niced once started."""
-    from agent.runtime.compile_child import NICENESS
+    from warpsmith.agent.runtime.compile_child import NICENESS
     assert compile_kernel(KERNEL, "k", "sm_90", use_cache=False).ok
     parent = os.getpriority(os.PRIO_PROCESS, 0)
     assert os.getpriority(os.PRIO_PROCESS, fresh_process.pid) == min(19, parent + NICENESS)
@@ -138,7 +138,7 @@ def test_the_file_name_nvrtc_quotes_is_one_plain_token():
 
 def test_the_compile_process_refuses_such_an_entry_itself():
     """A caller that skipped the policy: the compile process checks the entry before NVRTC."""
-    from agent.runtime.compile_child import compile_request
+    from warpsmith.agent.runtime.compile_child import compile_request
 
     def nvrtc(*args):
         raise AssertionError("NVRTC ran")
@@ -149,7 +149,7 @@ def test_the_compile_process_refuses_such_an_entry_itself():
 
 @pytest.mark.parametrize("entry", ["k", "ns::k", "k<128>", "k<float, 4>", ""])
 def test_names_and_template_instances_are_entries(entry):
-    from agent.runtime.compile_policy import check_entry
+    from warpsmith.agent.runtime.compile_policy import check_entry
     assert check_entry(entry) == ""
 
 
@@ -164,7 +164,7 @@ def test_the_source_scan_is_linear_and_the_source_has_a_size_limit():
     (48 000 characters), quadrupling with each doubling; _directives computes where each gap ends once per
     position. That input finds nothing; an include behind a chain of comments that themselves hold '#' is
     found from every one of them; a source past SOURCE_MAX is refused."""
-    from agent.runtime.compile_policy import SOURCE_MAX, _directives
+    from warpsmith.agent.runtime.compile_policy import SOURCE_MAX, _directives
     assert list(_directives("#/*" * 20000)) == []
     chain = "#" + "/*#/**/" * 20000 + ' include "/etc/passwd"\n'
     found = list(_directives(chain))
@@ -264,7 +264,7 @@ def test_the_process_exits_on_end_of_input(fresh_process):
 def test_after_parallel_compiles_a_single_thread_uses_the_shared_process():
     """Two compiles at once take the shared process and a second one; once both are free, the next compile from
     one thread takes the shared process again (the one whose sandbox the tests above check), whatever finished last."""
-    from agent.runtime.compile_process import CompilePool
+    from warpsmith.agent.runtime.compile_process import CompilePool
     pool = CompilePool(header_dir(native.nvrtc_version()), 2)
     shared = cp.compile_process(header_dir(native.nvrtc_version()))
     first, second = pool._take(), pool._take()  # both busy: nothing is started until a compile is sent
@@ -286,14 +286,14 @@ def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(
     script = tmp_path / "session.py"
     script.write_text(
         "import os, subprocess, sys\n"
-        "from agent.runtime.secrets import hide_environ_block\n"
+        "from warpsmith.agent.runtime.secrets import hide_environ_block\n"
         "print(sorted(hide_environ_block()))\n"
         "print(os.environ['OPENAI_API_KEY'])\n"
         "reader = 'import os; print(open(f\"/proc/{os.getppid()}/environ\", \"rb\").read())'\n"
         "print(subprocess.run([sys.executable, '-c', reader], capture_output=True, text=True).stdout)\n"
         "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.getenv.restype = ctypes.c_char_p\n"
         "print(libc.getenv(b'OPENAI_API_KEY').decode())\n")
-    from agent.runtime.parent_watch import PACKAGE_ROOT  # the agent this process imported
+    from warpsmith.agent.runtime.parent_watch import PACKAGE_ROOT  # the warpsmith this process imported
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(PACKAGE_ROOT),
            "OPENAI_API_KEY": CANARY, "HF_TOKEN": "hf-canary-77", "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-P", str(script)], env=env, capture_output=True, text=True, timeout=120)
@@ -305,8 +305,8 @@ def test_the_session_leaves_no_key_in_its_environment_block_for_a_child_to_read(
 
 
 def test_children_started_for_written_code_get_no_secrets(monkeypatch):
-    from agent.runtime import parent_watch
-    from agent.spec import reference_run
+    from warpsmith.agent.runtime import parent_watch
+    from warpsmith.agent.spec import reference_run
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("SOME_SERVICE_TOKEN", CANARY)
     for env in (parent_watch.child_env(), reference_run.child_env()):
@@ -317,7 +317,7 @@ def test_nvrtcs_log_is_bounded_before_it_leaves_the_compile_process():
     """A few-KB source of macros that double at each level: a warning per expansion, each echoing the line. At
     n = 18 the log is 262 MiB and the session's memory grows by 560 MiB; here n = 10
     (about 1000 warnings, real NVRTC) is enough to pass LOG_MAX, and what comes back is its head and tail."""
-    from agent.runtime.compile_child import LOG_MAX
+    from warpsmith.agent.runtime.compile_child import LOG_MAX
     n = 10
     source = ("#define A0 { int u; }\n" + "".join(f"#define A{i} A{i - 1} A{i - 1}\n" for i in range(1, n + 1))
               + f'extern "C" __global__ void k(int* out) {{ A{n} out[0] = 1; }} /*{"x" * 200}*/\n'

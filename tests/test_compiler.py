@@ -4,9 +4,9 @@ resource report, knobs through -D, and the CUBIN cache."""
 import pytest
 from workload_factory import SGEMM
 
-from agent.runtime import native
-from agent.runtime.compiler import compile_kernel, parse_resources
-from agent.spec.kernel_source import parse_knobs
+from warpsmith.agent.runtime import native
+from warpsmith.agent.runtime.compiler import compile_kernel, parse_resources
+from warpsmith.agent.spec.kernel_source import parse_knobs
 
 BROKEN = """extern "C" __global__ void k(float* x) {
   int i = threadIdx.x;
@@ -90,8 +90,8 @@ def test_one_configuration_is_one_cache_entry_whatever_the_order_of_its_knobs():
     On the H200 they did not (insertion order), and the attempt's compile ran NVRTC again."""
     import uuid
 
-    from agent.spec.candidate import Candidate
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.workload import load_workload
     kernel = load_workload(SGEMM).kernels["tiled"]
     src = kernel.source() + f"\n// {uuid.uuid4()}\n"  # never compiled before
     ahead = Candidate.from_spec(kernel, {"BM": 64, "BN": 128, "TM": 8}, source=src)
@@ -112,7 +112,7 @@ class _HeldNvrtc:
         self.started, self.release, self.calls, self.fail_first = threading.Event(), threading.Event(), [], fail_first
 
     def __call__(self, *args):
-        from agent.runtime.compiler import run_nvrtc
+        from warpsmith.agent.runtime.compiler import run_nvrtc
         self.calls.append(args)
         self.started.set()
         assert self.release.wait(60)
@@ -127,7 +127,7 @@ def _race(src: str, entry: str, nvrtc: _HeldNvrtc, filenames=("first.cu", "secon
     import threading
     import time
 
-    from agent.runtime import compiler
+    from warpsmith.agent.runtime import compiler
     results: dict = {}
 
     def call(name, filename):
@@ -195,7 +195,7 @@ def test_waiting_for_another_callers_compile_keeps_the_waiters_own_time_limit():
     import threading
     import uuid
 
-    from agent.runtime import compiler
+    from warpsmith.agent.runtime import compiler
     src = (SGEMM / "naive.cu").read_text() + f"\n// {uuid.uuid4()}\n"
     nvrtc = _HeldNvrtc()
     first = threading.Thread(target=lambda: compile_kernel(src, "sgemm_naive", "sm_90", nvrtc=nvrtc), daemon=True)
@@ -243,7 +243,7 @@ def test_no_gpu_is_one_clear_error():
 def test_an_nvrtc_without_bundled_headers_gets_its_toolkits_include_directory(tmp_path, monkeypatch):
     """NVRTC 13.0 (PyTorch's cu13 wheel) has no nvrtcInstallBundledHeaders: compiles get the
     include directory beside its lib directory, if it holds the 16-bit float headers."""
-    from agent.runtime.compile_child import install_headers
+    from warpsmith.agent.runtime.compile_child import install_headers
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     lib, include = tmp_path / "cu13" / "lib", tmp_path / "cu13" / "include"

@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
-from agent.runtime.device_facts import RUNNER_FACTS, DeviceFacts
-from agent.worker.protocol import WorkerReady
+from warpsmith.agent.runtime.device_facts import RUNNER_FACTS, DeviceFacts
+from warpsmith.agent.worker.protocol import WorkerReady
 
 H200 = DeviceFacts(ordinal=0, name="NVIDIA H200", uuid="GPU-1234", arch="sm_90", cc_major=9, cc_minor=0,
                    sm_count=132, driver_version=13000, total_memory=150_000_000_000, l2_bytes=60 << 20,

@@ -11,12 +11,12 @@ import sys
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.dispatch import build_dispatch, update_winners
-from agent.evaluate.records import CandidateSpec
-from agent.evaluate.results import CaseResult, EvaluationResult, Status
-from agent.evaluate.stats import TimingStats
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
+from warpsmith.agent.evaluate.dispatch import build_dispatch, update_winners
+from warpsmith.agent.evaluate.records import CandidateSpec
+from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult, Status
+from warpsmith.agent.evaluate.stats import TimingStats
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
 
 CASES = """
 [[cases]]
@@ -105,11 +105,11 @@ def tiles_session(tmp_path, factor, name: str = "dispatch-session"):
     `factor(knob values, case)` (the EvaluatorDouble stands in for the GPU), run to its end."""
     from evaluator_double import EvaluatorDouble
 
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import Session, SessionInfo, session_dir
-    from agent.proposers.choice import ProposerChoice
-    from agent.proposers.tune import TuneProposer
-    from agent.tracking.session_tracker import NullTracker
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+    from warpsmith.agent.proposers.choice import ProposerChoice
+    from warpsmith.agent.proposers.tune import TuneProposer
+    from warpsmith.agent.tracking.session_tracker import NullTracker
     w = load_workload(make_sgemm_workload(tmp_path / "w", CASES))
     ev = EvaluatorDouble(w, score=lambda d: 1.0, case_factor=factor)
     info = SessionInfo(name, str(w.directory), SearchOptions(ProposerChoice("tune"), 12))
@@ -137,9 +137,9 @@ def test_a_session_whose_cases_want_different_tiles_ends_with_a_dispatch(tmp_pat
 def _exported(directory, workload):
     """A paying dispatch of the tiled kernel and split-K (SPLITK = 32), exported into `directory`
     as kernel.py and its variants; returned with the files written."""
-    from agent.evaluate.records import Best
-    from agent.runtime.device_facts import DeviceFacts
-    from agent.tracking.best_kernel import write_best
+    from warpsmith.agent.evaluate.records import Best
+    from warpsmith.agent.runtime.device_facts import DeviceFacts
+    from warpsmith.agent.tracking.best_kernel import write_best
     tiled, split = spec(workload, "tiled", "tiled"), spec(workload, "splitk", "split", SPLITK=32)
     winners = update_winners(update_winners({}, 1, tiled, {"square-1024": 0.1, "long-k": 2.0}), 2, split,
                              {"long-k": 0.25})

@@ -15,9 +15,9 @@ from evaluator_double import EvaluatorDouble, knob_score
 from test_loop import open_session
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.early_reject import MARGIN, SCREEN_LAUNCHES, replay, screen
-from agent.evaluate.results import Status
-from agent.spec.workload import load_workload
+from warpsmith.agent.evaluate.early_reject import MARGIN, SCREEN_LAUNCHES, replay, screen
+from warpsmith.agent.evaluate.results import Status
+from warpsmith.agent.spec.workload import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def test_the_rank_bounds_the_median_at_the_confidence(n, k):
     CONFIDENCE; k + 1 would exceed it. Under 10 launches no rank reaches it and the fastest is taken."""
     from math import comb
 
-    from agent.evaluate.early_reject import CONFIDENCE, lower_rank
+    from warpsmith.agent.evaluate.early_reject import CONFIDENCE, lower_rank
     above = lambda rank: sum(comb(n, j) for j in range(rank)) / 2 ** n
     assert lower_rank(n) == k
     assert (above(k) <= CONFIDENCE or n < 10) and above(k + 1) > CONFIDENCE
@@ -133,7 +133,7 @@ def test_the_case_margin_is_the_boundary():
 def test_the_screens_slack_against_the_later_full_median_is_measured():
     """screen_slack: a kept candidate's screen bound over its full timing's median, worst over the cases; a screen
     that ran 10% slow (another run: warm-up, clocks) shows as 1.10, above 1 + MARGIN."""
-    from agent.evaluate.early_reject import screen_slack
+    from warpsmith.agent.evaluate.early_reject import screen_slack
     assert screen_slack([({"a": steady(1.0, 20)}, {"a": steady(1.0)})]) == (1, pytest.approx(1.0 / 1.004))
     n, worst = screen_slack([({"a": steady(1.0, 20), "b": steady(1.1, 20)}, {"a": steady(1.0), "b": steady(1.0)})])
     assert n == 2 and worst == pytest.approx(1.1 / 1.004) and worst > 1 + MARGIN

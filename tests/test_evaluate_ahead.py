@@ -15,14 +15,14 @@ from evaluator_double import EvaluatorDouble, Gate
 from test_evaluator_protocol import FACTS, naive
 from test_loop import open_session, workload  # noqa: F401  (the fixture)
 
-from agent.evaluate import worker_channel
-from agent.evaluate.ahead import AttemptScheduler
-from agent.evaluate.attempt import AttemptJob
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.worker_channel import EvaluationAborted
-from agent.loop import events
-from agent.proposers.tune import TuneProposer
-from agent.worker.protocol import WorkerReady
+from warpsmith.agent.evaluate import worker_channel
+from warpsmith.agent.evaluate.ahead import AttemptScheduler
+from warpsmith.agent.evaluate.attempt import AttemptJob
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.worker_channel import EvaluationAborted
+from warpsmith.agent.loop import events
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.worker.protocol import WorkerReady
 
 WAIT_S = 120.0  # what a test waits for an event before it fails; never a race on a fast machine
 
@@ -168,7 +168,7 @@ def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  
     gate = Gate(free=0)
     double = EvaluatorDouble(workload, gate=gate)
     ahead = AttemptScheduler(double)
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.candidate import Candidate
     job = AttemptJob(Candidate.from_spec(workload.start_kernel), key=1)
     ahead.submit([job])
     assert gate.held.wait(WAIT_S)
@@ -181,7 +181,7 @@ def test_a_failure_ahead_is_raised_where_the_graph_takes_the_result(workload):  
 def test_a_job_is_taken_by_its_key_and_never_for_another_candidate(workload):  # noqa: F811
     """Attempt 1 asked for with another candidate than the job filed under key 1 (its step proposed again): the
     job run ahead is stale, and the attempt asked for runs afresh; the key's job is gone after it."""
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.candidate import Candidate
     double = RecordingDouble(workload)
     ahead = AttemptScheduler(double)
     tiled = workload.kernels["tiled"]
@@ -202,7 +202,7 @@ def test_a_compiled_kernel_of_the_step_goes_before_one_still_compiling(workload)
     order (by the calls' order, never the clock)."""
     import dataclasses
 
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.candidate import Candidate
     double = RecordingDouble(workload)
     ahead = AttemptScheduler(double)
     assert ahead.facts.arch  # what the plan reads first: the arch the cache is keyed on

@@ -10,16 +10,16 @@ from __future__ import annotations
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.attempt import AttemptJob
-from agent.evaluate.evaluator import Evaluator
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.candidate import Candidate
-from agent.spec.expr import Expr
-from agent.spec.launch import LaunchRule
-from agent.spec.speed_of_light import Ceilings
-from agent.spec.workload import load_workload
-from agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
-from agent.worker.protocol import (
+from warpsmith.agent.evaluate.attempt import AttemptJob
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.expr import Expr
+from warpsmith.agent.spec.launch import LaunchRule
+from warpsmith.agent.spec.speed_of_light import Ceilings
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.process import GpuUnavailable, WorkerProcess, WorkerTimeout
+from warpsmith.agent.worker.protocol import (
     CaseCheck,
     CaseChecked,
     CaseTimed,
@@ -235,7 +235,7 @@ def test_json_report_is_complete_and_has_no_cubin(workload):
     """`eval --json` output: per-case timings and checks, the score, GPU facts, no binary blobs."""
     import json
 
-    from agent.tracking.report import to_json
+    from warpsmith.agent.tracking.report import to_json
     ev = DoubleEvaluator(workload, full_run())
     r = ev.evaluate(naive(workload))
     doc = json.loads(json.dumps(to_json(workload, r, None, FACTS), default=str))
@@ -329,7 +329,7 @@ def _screen(samples, timed=None):
 def test_told_the_best_a_clearly_slower_candidate_is_rejected_before_any_validation(workload):
     """An attempt told the best sends the screen first: one TIME step of SCREEN_LAUNCHES launches; clearly
     slower, it is rejected_early with the performance case alone in the result, and no validation is sent."""
-    from agent.evaluate.early_reject import SCREEN_LAUNCHES
+    from warpsmith.agent.evaluate.early_reject import SCREEN_LAUNCHES
     ev = DoubleEvaluator(workload, _screen((2.0,) * 10))
     attempt = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0))
     r = attempt.validated
@@ -410,9 +410,9 @@ def test_a_crash_in_the_screen_is_crashed(workload):
 def test_a_contender_is_faster_than_the_best_or_than_some_cases_fastest():
     """contender(): the geomean of the performance medians against the best score, each case's median against
     that case's fastest so far; a case without a timing (not all timed) counts as a contender."""
-    from agent.evaluate.results import CaseResult, EvaluationResult, Progress
-    from agent.evaluate.stats import TimingStats
-    from agent.evaluate.verdict import contender
+    from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult, Progress
+    from warpsmith.agent.evaluate.stats import TimingStats
+    from warpsmith.agent.evaluate.verdict import contender
 
     def timed(**medians):
         r = EvaluationResult("k", Progress.PENDING, None)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from workload_factory import ROOT
 
-from agent.runtime.compile_policy import define_options
-from agent.runtime.compiler import compile_kernel
-from agent.spec.workload import load_workload
+from warpsmith.agent.runtime.compile_policy import define_options
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.spec.workload import load_workload
 
 EXAMPLES = ROOT / "examples"
 # Warp tiles named in warptile.cu's header: the default, the 16x8-per-thread tile
@@ -84,10 +84,10 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
     """A shipped kernel's `configs` (measured starting points) compile for sm_90 without spills at the
     setting the tuner makes of them (the knobs left out at their defaults) and pass its launch check on every
     case: the tuner proposes the first one right after the defaults."""
-    from agent.evaluate.records import Attempt
-    from agent.proposers.base import ProposalContext
-    from agent.proposers.tune import TuneProposer
-    from agent.runtime.device_facts import DeviceFacts
+    from warpsmith.agent.evaluate.records import Attempt
+    from warpsmith.agent.proposers.base import ProposalContext
+    from warpsmith.agent.proposers.tune import TuneProposer
+    from warpsmith.agent.runtime.device_facts import DeviceFacts
     w = load_workload(EXAMPLES / workload)
     spec = w.kernels[kernel]
     point = {**{n: k.default for n, k in spec.knobs().items()}, **config}

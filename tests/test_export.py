@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from workload_factory import ROOT, make_sgemm_workload
 
-from agent.cli.commands import main
-from agent.evaluate.records import Best, CandidateSpec
-from agent.loop.session import SessionInfo, session_dir
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import Case, array_layouts
-from agent.tracking.launch_module import hopper_only, launch_module
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.evaluate.records import Best, CandidateSpec
+from warpsmith.agent.loop.session import SessionInfo, session_dir
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import Case, array_layouts
+from warpsmith.agent.tracking.launch_module import hopper_only, launch_module
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
 EXAMPLES = sorted(p.parent.name for p in (ROOT / "examples").glob("*/workload.toml"))
@@ -61,7 +61,7 @@ def exported(tmp_path_factory):
     info.workload = str(workload.directory)
     info.save(directory)
     assert main(["export", "before-rehouse", str(tmp / "out"), "--store", str(store)]) == 0
-    from agent.loop.session import stored_session
+    from warpsmith.agent.loop.session import stored_session
     return tmp / "out", workload, stored_session(store, "before-rehouse")[1]["best"]
 
 

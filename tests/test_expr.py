@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.spec.expr import Expr, ExprError
+from warpsmith.agent.spec.expr import Expr, ExprError
 
 
 @pytest.mark.parametrize("text,env,value", [
@@ -61,7 +61,7 @@ def test_names_lists_free_variables():
 
 def _as_python(expr: Expr):
     """The generated Python of `expr` as a function of the env (test-written expressions only)."""
-    from agent.spec.expr import PYTHON_HELPERS
+    from warpsmith.agent.spec.expr import PYTHON_HELPERS
     namespace: dict = {}
     exec(PYTHON_HELPERS + f"\ndef f(v):\n    return {expr.python(lambda n: f'v[{n!r}]')}\n", namespace)
     return namespace["f"]
@@ -109,7 +109,7 @@ def test_an_overflow_is_an_expression_error_in_one_line():
 
 def test_one_value_min_and_max_in_generated_python():
     """The exported Python form of max(N) is N itself, as the evaluator computes it."""
-    from agent.spec.expr import PYTHON_HELPERS
+    from warpsmith.agent.spec.expr import PYTHON_HELPERS
     e = Expr.parse("max(N) * min(K, 3)")
     scope: dict = {}
     exec(PYTHON_HELPERS, scope)

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.worker.case_buffers import GUARD_WORD
-from agent.worker.fences import Fence, regions
+from warpsmith.agent.worker.case_buffers import GUARD_WORD
+from warpsmith.agent.worker.fences import Fence, regions
 
 MEMORY: dict[int, int] = {}  # device word address -> word
 _next_base = itertools.count(1 << 20, 1 << 16)
@@ -157,7 +157,7 @@ def test_an_input_is_constant_when_every_element_is_one_value():
     """Its fill word in the input's width; -1 for 8-byte elements (re-uploaded instead); None when they differ."""
     import numpy as np
 
-    from agent.worker.case_buffers import _constant_word
+    from warpsmith.agent.worker.case_buffers import _constant_word
     assert _constant_word(np.full((4, 2), 1.0, np.float32), 4) == 0x3F800000
     assert _constant_word(np.full(6, 0x3F80, np.uint16), 2) == 0x3F80  # bfloat16 1.0 as stored
     assert _constant_word(np.full(3, 1.0, np.float64), 4) == -1
@@ -189,7 +189,7 @@ def test_the_slack_of_every_buffers_last_page_is_fenced():
 def test_buffers_are_allocated_in_whole_pages_and_start_on_one():
     """In whole pages; one the driver placed off a page boundary is refused (the end of its last page would be
     somebody else's memory, which no fence covers)."""
-    from agent.worker.pages import ALLOC_GRANULE, alloc_pages
+    from warpsmith.agent.worker.pages import ALLOC_GRANULE, alloc_pages
     asked = []
 
     def alloc(n, at=ALLOC_GRANULE):
@@ -216,7 +216,7 @@ def test_read_only_inputs_and_references_need_no_fence():
 
 
 def test_the_harness_writes_a_read_only_buffer_only_between_writable_and_its_end():
-    from agent.worker.read_only import protect, writable
+    from warpsmith.agent.worker.read_only import protect, writable
 
     class Protectable:
         protectable, read_only, seen = True, False, []

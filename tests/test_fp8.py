@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from workload_factory import ROOT
 
-from agent.spec.half_float import FP8_FORMATS, round_to, to_float64, to_storage
-from agent.spec.inputs import ArrayJob, as_float64, generate_input, generate_inputs
-from agent.spec.workload import SpecError, load_workload
+from warpsmith.agent.spec.half_float import FP8_FORMATS, round_to, to_float64, to_storage
+from warpsmith.agent.spec.inputs import ArrayJob, as_float64, generate_input, generate_inputs
+from warpsmith.agent.spec.workload import SpecError, load_workload
 
 EXAMPLE = ROOT / "examples" / "fp8_gemm"
 
@@ -111,7 +111,7 @@ def test_fp8_inputs_are_exact_never_zero_and_in_range(dtype):
 
 def test_the_reference_is_float64_from_the_exact_fp8_values():
     """fp8_gemm's reference is scale_a * scale_b * A @ B^T from exactly the bytes the GPU gets."""
-    from agent.spec.references import ensure_reference, load_reference
+    from warpsmith.agent.spec.references import ensure_reference, load_reference
     w = load_workload(EXAMPLE)
     case = w.case("odd-97x80x80")
     ref = load_reference(ensure_reference(w, case, 1))["C"]
@@ -123,7 +123,7 @@ def test_the_reference_is_float64_from_the_exact_fp8_values():
 
 def test_the_default_tolerance_is_fp32_accumulation_and_one_bf16_rounding():
     """rtol = 8 u(fp32) sqrt(K) + 2 u(bf16): 2.015 u of bfloat16 on the down projection's K = 14336."""
-    from agent.spec.tolerance import case_rtol
+    from warpsmith.agent.spec.tolerance import case_rtol
     w = load_workload(EXAMPLE)
     rtol = case_rtol(w, w.case("llm-down-8192x4096x14336"), "bfloat16")
     assert rtol == 8 * 2.0**-24 * math.sqrt(14336) + 2 * 2.0**-8
@@ -134,14 +134,14 @@ def test_the_default_tolerance_is_fp32_accumulation_and_one_bf16_rounding():
 
 def test_the_policy_allows_e4m3_and_bf16_and_widens_e4m3_to_f16():
     """The arrays' types are allowed; float16 only as e4m3's exact widening."""
-    from agent.spec.precision_policy import allowed_types, widened
+    from warpsmith.agent.spec.precision_policy import allowed_types, widened
     allowed = allowed_types(load_workload(EXAMPLE))
     assert allowed == {"E4M3", "BF16"} and widened(allowed) == {"F16"}
 
 
 def test_fp8_inputs_are_floored_at_twice_the_16_bit_tensor_rate():
     """Hopper's fp8 wgmma runs at twice the bf16 rate: a fast fp8 kernel is not called faster than physics."""
-    from agent.spec.speed_of_light import Ceilings, case_floor, compute_ceiling
+    from warpsmith.agent.spec.speed_of_light import Ceilings, case_floor, compute_ceiling
     c = Ceilings(4274.5, 60.5, "measured", 1070.5)
     w = load_workload(EXAMPLE)
     assert compute_ceiling(w, c) == (2141.0, "fp8 tensor core")
@@ -153,8 +153,8 @@ def test_fp8_inputs_are_floored_at_twice_the_16_bit_tensor_rate():
 
 def test_fp8_arrays_are_guarded_and_checksummed_a_byte_at_a_time():
     """An fp8 input's data may end on any byte: its guard word, sentinel and constant fill are one byte wide."""
-    from agent.worker.case_buffers import GUARD_BYTE, DeviceArray, _constant_word
-    from agent.worker.gpu_checks import CHECKSUM_KERNELS, COUNT_NOT_KERNELS, KERNELS
+    from warpsmith.agent.worker.case_buffers import GUARD_BYTE, DeviceArray, _constant_word
+    from warpsmith.agent.worker.gpu_checks import CHECKSUM_KERNELS, COUNT_NOT_KERNELS, KERNELS
     arr = DeviceArray(ArrayJob("A", "input", "float8_e4m3fn", (3, 5), -448.0, 448.0), buffer=None, guard=4096)
     assert arr.width == 1 and arr.sentinel == GUARD_BYTE and arr.nbytes == 15
     assert _constant_word(np.full(15, 0x38, np.uint8), 1) == 0x38
@@ -164,7 +164,7 @@ def test_fp8_arrays_are_guarded_and_checksummed_a_byte_at_a_time():
 
 def test_the_checker_kernels_compile_with_the_byte_wide_ones():
     """warpsmith's own checker source, the 8-bit fill, count and checksum among it, compiles for sm_90."""
-    from agent.runtime.compiler import compile_kernel
-    from agent.worker.gpu_checks import SOURCE
+    from warpsmith.agent.runtime.compiler import compile_kernel
+    from warpsmith.agent.worker.gpu_checks import SOURCE
     r = compile_kernel(SOURCE, "", "sm_90", filename="warpsmith_checks.cu", use_cache=False)
     assert r.ok, r.log[-2000:]

@@ -10,15 +10,15 @@ from openai_server_double import OpenAIServerDouble
 from test_llm_proposer import TILED_ANSWER, answer
 from workload_factory import make_from_scratch_workload
 
-from agent.cli.commands import main
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.llm import HybridProposer, LlmProposer
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.llm import HybridProposer, LlmProposer
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
+from warpsmith.agent.tracking.tracker import Tracker
 
 
 @pytest.fixture

@@ -19,15 +19,15 @@ import time
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.case_requests import case_job, resolve_launch
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.candidate import Candidate
-from agent.spec.expr import Expr
-from agent.spec.launch import LaunchRule
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
-from agent.worker.read_only import writable
+from warpsmith.agent.evaluate.case_requests import case_job, resolve_launch
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.expr import Expr
+from warpsmith.agent.spec.launch import LaunchRule
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
+from warpsmith.agent.worker.read_only import writable
 
 pytestmark = pytest.mark.gpu
 
@@ -138,8 +138,8 @@ def test_planted_kernel_is_rejected(evaluator, workload, name):
 
 def test_timed_launches_are_poisoned_and_checked(workload):
     """A NaN-only kernel whose validation saw NaN is caught in its timed launches (the old exploit)."""
-    from agent.worker.gpu_side import GpuWorker
-    from agent.worker.protocol import CaseChecked, EvaluateKernel
+    from warpsmith.agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.protocol import CaseChecked, EvaluateKernel
     worker = GpuWorker(0)
     cand = planted("computes_only_on_nan")
     case = next(c for c in workload.cases if c.timed)
@@ -225,8 +225,8 @@ WARP_RULE = LaunchRule((Expr.parse("ceil_div(N, 32)"), Expr.parse("M"), Expr.par
 
 def _stash_statuses(workload, source: str, name: str, rule: LaunchRule = RULE) -> list[tuple[str, str]]:
     """A stash kernel's (phase, status) replies when evaluated by a fresh worker: validate, time, revalidate."""
-    from agent.worker.gpu_side import GpuWorker
-    from agent.worker.protocol import CaseChecked, EvaluateKernel
+    from warpsmith.agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.protocol import CaseChecked, EvaluateKernel
     cand = Candidate(source, "k", rule, name=name)
     case = next(c for c in workload.cases if c.timed)
     with Evaluator(workload) as ev:
@@ -249,7 +249,7 @@ def test_an_output_left_in_shared_memory_never_reaches_the_next_launch(workload,
     launch) the stash never survives and the kernel is judged on what it computes; with the scrub switched off
     (the control), the same kernel's surviving stash shows as wrong timed outputs, which proves the channel exists
     on this GPU (skipped if it does not)."""
-    from agent.worker.gpu_checks import GpuChecks
+    from warpsmith.agent.worker.gpu_checks import GpuChecks
     scrubbed = _stash_statuses(workload, source, "shared_stash", rule)
     assert scrubbed and all(status == "ok" for _, status in scrubbed), scrubbed  # validate, revalidate; time: silent
     with monkeypatch.context() as off:
@@ -264,7 +264,7 @@ def test_every_holding_scrub_had_all_its_blocks_resident_at_once():
     """The scrubs that hold until all their blocks arrived (the shared one, one block per SM; the reserved one, every
     block slot of every SM; the local one, every warp slot): none of their blocks gave up waiting when the worker
     started, so every slot was overwritten (a smaller carveout than asked, or another context, would show here)."""
-    from agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.gpu_side import GpuWorker
     assert GpuWorker(0).checks.holds_short == []
 
 
@@ -294,7 +294,7 @@ def test_an_output_left_in_local_memory_never_reaches_the_next_timed_launch(work
     every validated and timed launch, over each thread slot's whole local window) the stash never survives; with it
     off (the control), the surviving stash shows as wrong timed outputs, which proves the channel exists on this GPU
     (skipped if not)."""
-    from agent.worker.gpu_checks import GpuChecks
+    from warpsmith.agent.worker.gpu_checks import GpuChecks
     with Evaluator(workload) as ev:
         compiled = ev.compile(Candidate(LOCAL_STASH, "k", RULE, name="local"))
         assert compiled.resources.stack_bytes > 0, compiled.log  # a local frame
@@ -323,7 +323,7 @@ def test_a_stash_past_the_local_frame_faults_or_is_scrubbed(evaluator):
     address faulted (CUDA_ERROR_ILLEGAL_ADDRESS, in a worker of the test's own process). Through the evaluator it
     is a crash in the worker's process, or, where the window reaches that far, a scrubbed stash: never a kernel
     judged on outputs it kept from an earlier launch."""
-    from agent.worker.status import Status
+    from warpsmith.agent.worker.status import Status
     assert evaluator.compile(Candidate(WINDOW_STASH, "k", RULE, name="window")).resources.stack_bytes == 0
     r = evaluator.evaluate(Candidate(WINDOW_STASH, "k", RULE, name="window"))
     assert r.status in (Status.OK, Status.CRASHED), (r.status, r.detail)
@@ -350,7 +350,7 @@ FAR_STASH = LOCAL_STASH.replace('  volatile unsigned* frame = slot + (K >> 30);\
 def test_a_stash_past_a_small_frame_after_a_big_frame_faults_or_is_scrubbed(evaluator):
     """After a kernel with an 8 KB frame raised the stack, a kernel with a 32-byte frame keeps its outputs 4 KB past
     it: the scrub covers the stack as it is now (Device.stack_limit), so the stash is a crash or scrubbed."""
-    from agent.worker.status import Status
+    from warpsmith.agent.worker.status import Status
     assert evaluator.compile(Candidate(BIG_FRAME, "k", RULE, name="big")).resources.stack_bytes >= 8192
     big = evaluator.evaluate(Candidate(BIG_FRAME, "k", RULE, name="big"))
     assert big.status == Status.OK, big.detail
@@ -359,7 +359,7 @@ def test_a_stash_past_a_small_frame_after_a_big_frame_faults_or_is_scrubbed(eval
 
 def test_reference_tampering_is_found_and_repaired(workload):
     """A reference changed on the GPU (by anything) is reported as reference_modified and restored."""
-    from agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
@@ -381,7 +381,7 @@ def test_the_reference_on_the_gpu_is_noise_to_a_kernel_and_still_checks(workload
     a little still fails, and both stay so after a tampered reference is restored."""
     import numpy as np
 
-    from agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
@@ -416,8 +416,8 @@ def test_memory_a_run_was_not_given_is_fenced_with_a_keystream(workload):
     sentinel the memory held before; moats hold their sentinel again afterwards."""
     import numpy as np
 
-    from agent.worker.case_buffers import GUARD_WORD
-    from agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.case_buffers import GUARD_WORD
+    from warpsmith.agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         jobs = [case_job(ev.workload, c, 1, None, ev.reference_timeout_s) for c in workload.cases]
@@ -448,7 +448,7 @@ def test_cublas_workspace_and_the_unflushed_flush_buffer_are_fenced(workload):
     """The worker's own memory a kernel could keep data in: cuBLAS's workspace (ours, given with
     cublasSetWorkspace, once a baseline opened cuBLAS) and, in a run that does not flush L2 (--hot),
     the flush buffer. A write into either during a run breaks its fence."""
-    from agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
@@ -471,8 +471,8 @@ def test_a_timed_check_rewritten_after_it_ran_is_caught_by_its_seal(workload):
     count fails as out_of_bounds, an honest one (right or wrong) is read as before."""
     import numpy as np
 
-    from agent.worker.gpu_side import GpuWorker
-    from agent.worker.timed_checks import TimedChecks
+    from warpsmith.agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.timed_checks import TimedChecks
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         job = case_job(ev.workload, workload.cases[0], 1, None, ev.reference_timeout_s)
@@ -500,7 +500,7 @@ def test_a_timed_check_rewritten_after_it_ran_is_caught_by_its_seal(workload):
 
 def test_input_written_by_a_later_case_is_caught_by_the_sweep(workload):
     """The sweep after a candidate checks every resident case's inputs, not just the one launched."""
-    from agent.worker.gpu_side import GpuWorker
+    from warpsmith.agent.worker.gpu_side import GpuWorker
     worker = GpuWorker(0)
     with Evaluator(workload) as ev:
         jobs = [case_job(ev.workload, c, 1, None, ev.reference_timeout_s) for c in workload.cases]
@@ -543,7 +543,7 @@ def test_planted_starting_kernel_never_becomes_the_best(tmp_path, name):
     (directory / "workload.toml").write_text(toml)
     store = tmp_path / "store"
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "tui", "run", str(directory), "--proposer", "tune", "--budget", "4",
+    proc = subprocess.run([sys.executable, "-m", "warpsmith.tui", "run", str(directory), "--proposer", "tune", "--budget", "4",
                            "--headless", "--store", str(store), "--no-tracking"],
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
@@ -560,7 +560,7 @@ def test_planted_kernel_given_as_kernel_file_is_refused(tmp_path, name):
     kernel = tmp_path / "planted.cu"
     kernel.write_text(PLANTED[name])
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "tui", "eval", str(directory), "--kernel", str(kernel), "--entry", "k",
+    proc = subprocess.run([sys.executable, "-m", "warpsmith.tui", "eval", str(directory), "--kernel", str(kernel), "--entry", "k",
                            "--grid", "ceil_div(N,16),ceil_div(M,16)", "--block", "16,16", "--no-baseline", "--json",
                            "--repetitions", "20"], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from workload_factory import ROOT, make_sgemm_workload
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
-from agent.worker.torch_baseline import torch_available
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
+from warpsmith.agent.worker.torch_baseline import torch_available
 
 pytestmark = pytest.mark.gpu
 needs_torch = pytest.mark.skipif(not torch_available(), reason="needs PyTorch")

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.attempt import AttemptJob
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.candidate import Candidate
-from agent.spec.expr import Expr
-from agent.spec.launch import LaunchRule
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
+from warpsmith.agent.evaluate.attempt import AttemptJob
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.expr import Expr
+from warpsmith.agent.spec.launch import LaunchRule
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -84,7 +84,7 @@ def test_naive_kernel_passes_and_is_timed(evaluator, workload):
 def test_an_attempt_loads_the_kernel_once_and_validates_each_case_once(evaluator, workload):
     """run_attempt(), as the loop runs an attempt: one module load, one validation per case
     before timing, a revalidation after it, and the same verdict as evaluate()."""
-    from agent.worker.protocol import CaseChecked, Started
+    from warpsmith.agent.worker.protocol import CaseChecked, Started
     seen = []
     c = Candidate.from_spec(workload.kernels["tiled"], {"BM": 64, "BN": 64, "TM": 4, "TN": 4})
     attempt = evaluator.run_attempt(AttemptJob(c), seen.append)
@@ -200,8 +200,8 @@ def test_gpu_check_agrees_with_numpy(evaluator):
 def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workload):
     """An attempt told a best 10x faster than the naive kernel: rejected_early after SCREEN_LAUNCHES launches per
     performance case, partial samples kept, no score, no revalidation; told a best 10x slower: timed in full."""
-    from agent.evaluate.early_reject import SCREEN_LAUNCHES
-    from agent.evaluate.results import Status
+    from warpsmith.agent.evaluate.early_reject import SCREEN_LAUNCHES
+    from warpsmith.agent.evaluate.results import Status
     full = evaluator.evaluate(naive(workload))
     assert full.ok, full.detail
     rejected = evaluator.run_attempt(AttemptJob(naive(workload), best_ms=full.score_ms / 10))
@@ -217,9 +217,9 @@ def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workl
 def test_an_attempt_told_the_best_screens_first_and_never_validates_a_rejected_candidate(evaluator, workload):
     """An attempt told a best 10x faster: rejected_early from the first chunk alone, no case validated; told a
     best 10x slower: screened, every case validated, then timed in full without a second chunk."""
-    from agent.evaluate.early_reject import SCREEN_LAUNCHES
-    from agent.evaluate.results import Status
-    from agent.worker.protocol import CaseChecked
+    from warpsmith.agent.evaluate.early_reject import SCREEN_LAUNCHES
+    from warpsmith.agent.evaluate.results import Status
+    from warpsmith.agent.worker.protocol import CaseChecked
     full = evaluator.evaluate(naive(workload))
     assert full.ok, full.detail
     seen = []

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.records import Best, CandidateSpec
-from agent.spec.candidate import Candidate
-from agent.spec.tolerance import default_rtol
-from agent.spec.workload import load_workload
-from agent.tracking.launch_module import launch_module
+from warpsmith.agent.evaluate.records import Best, CandidateSpec
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.tolerance import default_rtol
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.launch_module import launch_module
 
 pytestmark = pytest.mark.gpu
 needs_cupy = pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs CuPy")
@@ -157,7 +157,7 @@ def test_export_of_a_real_session_launches_and_matches_numpy(tmp_path, capsys):
     import cupy
     from workload_factory import make_sgemm_workload
 
-    from agent.cli.commands import main
+    from warpsmith.agent.cli.commands import main
     store, out = tmp_path / "store", tmp_path / "exported"
     w = make_sgemm_workload(tmp_path / "w")
     assert main(["run", str(w), "--proposer", "tune", "--kernel", "tiled", "--budget", "2", "--headless",
@@ -200,9 +200,9 @@ def test_an_exported_dispatch_launches_each_shapes_variant(tmp_path):
 
     import cupy
 
-    from agent.evaluate.dispatch import Dispatch, DispatchEntry
-    from agent.runtime.device_facts import DeviceFacts
-    from agent.tracking.best_kernel import write_best
+    from warpsmith.agent.evaluate.dispatch import Dispatch, DispatchEntry
+    from warpsmith.agent.runtime.device_facts import DeviceFacts
+    from warpsmith.agent.tracking.best_kernel import write_best
     workload = load_workload(ROOT / "examples" / "sgemm")
     tiled = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["tiled"]), "tune")
     split = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 16}), "tune")

@@ -13,14 +13,14 @@ from dataclasses import replace
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.accumulation_probe import probe_name
-from agent.spec.candidate import Candidate
-from agent.spec.workload import Case, load_workload
-from agent.worker.protocol import TimingConfig
-from agent.worker.status import Status
-from agent.worker.torch_baseline import torch_available
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.accumulation_probe import probe_name
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import Case, load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
+from warpsmith.agent.worker.status import Status
+from warpsmith.agent.worker.torch_baseline import torch_available
 
 pytestmark = pytest.mark.gpu
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.accumulation_probe import probe_name
-from agent.spec.candidate import Candidate
-from agent.spec.half_float import round_to
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
-from agent.worker.torch_baseline import torch_available
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.accumulation_probe import probe_name
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.half_float import round_to
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
+from warpsmith.agent.worker.torch_baseline import torch_available
 
 pytestmark = pytest.mark.gpu
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from workload_factory import ROOT
 
-from agent.runtime import native
-from agent.runtime.compiler import compile_kernel
-from agent.spec.candidate import Candidate
-from agent.spec.half_float import round_to, to_float64, to_storage
-from agent.spec.workload import load_workload
+from warpsmith.agent.runtime import native
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.half_float import round_to, to_float64, to_storage
+from warpsmith.agent.spec.workload import load_workload
 
 pytestmark = pytest.mark.gpu
 NAN_WORD = 0x7FC00000

@@ -11,11 +11,11 @@ import shlex
 import pytest
 from test_import import README_COMMANDS, _run_readme_command, needs_torch
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
 
 pytestmark = [pytest.mark.gpu, needs_torch]
 

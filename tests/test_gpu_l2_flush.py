@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent.runtime import compiler, l2_flush, native
+from warpsmith.agent.runtime import compiler, l2_flush, native
 
 pytestmark = pytest.mark.gpu
 

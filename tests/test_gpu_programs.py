@@ -10,12 +10,12 @@ import pytest
 from test_programs import SPLIT
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.candidate import Candidate
-from agent.spec.launch import Program
-from agent.spec.workload import load_workload
-from agent.worker.protocol import TimingConfig
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.launch import Program
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -74,7 +74,7 @@ def test_write_past_the_workspace_is_out_of_bounds(evaluator, workload):
 
 def test_an_attempt_on_a_program_loads_once(evaluator, workload):
     """run_attempt() on a program, as the loop runs it: the same verdict as evaluate()."""
-    from agent.evaluate.attempt import AttemptJob
+    from warpsmith.agent.evaluate.attempt import AttemptJob
     c = Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 8})
     attempt = evaluator.run_attempt(AttemptJob(c))
     assert attempt.validated.status == "ok", attempt.validated.detail
@@ -84,8 +84,8 @@ def test_an_attempt_on_a_program_loads_once(evaluator, workload):
 
 def test_the_profiled_program_runs_every_step(workload, tmp_path):
     """Under ncu (--use-nsight) a program runs its whole sequence per case, over zeroed workspace."""
-    from agent.evaluate.records import CandidateSpec
-    from agent.profiling.profile_launch import launch_cases
+    from warpsmith.agent.evaluate.records import CandidateSpec
+    from warpsmith.agent.profiling.profile_launch import launch_cases
     spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"], {"SPLITK": 4}), "tune")
     done = launch_cases(workload.directory, spec, ["square-256"])
     assert done == ["program of 2 steps (sgemm_splitk_partial, sgemm_splitk_reduce) on square-256"]

@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.gpu,
 
 
 def _ray_session(tmp_path: Path, *tracking: str):
-    from agent.cli.commands import main
-    from agent.loop.session import stored_session
+    from warpsmith.agent.cli.commands import main
+    from warpsmith.agent.loop.session import stored_session
     store = tmp_path / "store"
     w = make_sgemm_workload(tmp_path / "w")
     assert main(["run", str(w), "--proposer", "tune", "--kernel", "tiled", "--budget", "3", "--headless",
@@ -29,7 +29,7 @@ def _ray_session(tmp_path: Path, *tracking: str):
 
 def test_a_tune_session_on_ray_with_one_gpu_actor_finds_a_validated_best(tmp_path):
     """`run --backend ray --ray-gpus 1` on sgemm: a best that passed validation, each attempt naming the actor's GPU."""
-    from agent.evaluate.results import Status
+    from warpsmith.agent.evaluate.results import Status
     _, _, state = _ray_session(tmp_path, "--no-tracking")
     best = state["best"]
     assert best is not None and all(c.status == Status.OK for c in best.cases)

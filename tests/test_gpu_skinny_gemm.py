@@ -10,12 +10,12 @@ from dataclasses import replace
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.options import EvaluationOptions
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import Case
-from agent.worker.protocol import TimingConfig
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import Case
+from warpsmith.agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -7,11 +7,11 @@ import shutil
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.evaluator import Evaluator
-from agent.evaluate.records import CandidateSpec
-from agent.profiling.nsight import Nsight
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.evaluate.records import CandidateSpec
+from warpsmith.agent.profiling.nsight import Nsight
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
 
 pytestmark = pytest.mark.gpu
 
@@ -47,7 +47,7 @@ def test_nsight_profiles_each_performance_case(workload, tmp_path):
 
 def test_timed_cases_carry_the_clocks_read_before_and_after(workload):
     """NVML's SM and memory clocks around every timed case (the H200 runs near 1980 / 3201 MHz)."""
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.candidate import Candidate
     with Evaluator(workload) as ev:
         r = ev.evaluate(Candidate.from_spec(workload.kernels["naive"]))
     timed = [c for c in r.cases if c.timing]

@@ -8,16 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.runtime.compiler import compile_kernel
-from agent.spec.accumulation_probe import PROBE_REDUCTION, probe_name
-from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
-from agent.spec.inputs import generate_inputs
-from agent.spec.tolerance import case_rtol, relative_error
-from agent.spec.workload import load_workload
-from agent.worker.case_buffers import GUARD_HALF
-from agent.worker.gpu_checks import CLOSE_KERNELS, KERNELS, SOURCE
-from agent.worker.mismatch import build_report
-from agent.worker.poison import POISON_WIDTH, Poisons
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.spec.accumulation_probe import PROBE_REDUCTION, probe_name
+from warpsmith.agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
+from warpsmith.agent.spec.inputs import generate_inputs
+from warpsmith.agent.spec.tolerance import case_rtol, relative_error
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.case_buffers import GUARD_HALF
+from warpsmith.agent.worker.gpu_checks import CLOSE_KERNELS, KERNELS, SOURCE
+from warpsmith.agent.worker.mismatch import build_report
+from warpsmith.agent.worker.poison import POISON_WIDTH, Poisons
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -214,8 +214,8 @@ extern "C" __global__ void rmsnorm(const __nv_bfloat16* __restrict__ x, const __
 def test_the_ptx_audit_refuses_16_bit_accumulation_on_any_path():
     """The same kernel through compile_candidate for rmsnorm_bf16 (policy: float32): refused
     before any GPU time, naming the instruction; as float32 everywhere it compiles."""
-    from agent.evaluate.compile_audit import compile_candidate
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.compile_audit import compile_candidate
+    from warpsmith.agent.spec.candidate import Candidate
     w = load_workload(EXAMPLES / "rmsnorm_bf16")
     assert w.wide_accumulation and not load_workload(EXAMPLES / "sgemm").wide_accumulation
     start = w.kernels[w.start]
@@ -237,8 +237,8 @@ def test_the_ptx_audit_refuses_16_bit_accumulation_on_any_path():
 def test_every_shipped_16_bit_kernel_passes_the_ptx_audit(workload):
     """No false refusal: every kernel of the 16-bit examples, at its default knobs and at
     every configuration it lists for the tuner, accumulates in float32 by the PTX."""
-    from agent.evaluate.compile_audit import compile_candidate
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.compile_audit import compile_candidate
+    from warpsmith.agent.spec.candidate import Candidate
     w = load_workload(EXAMPLES / workload)
     assert w.wide_accumulation
     for k in w.kernels.values():
@@ -252,7 +252,7 @@ def test_check_says_which_kernel_accumulates_in_16_bits(tmp_path, capsys):
     of a copy of rmsnorm_bf16 rewritten with a bf16 running sum fails the check in one line."""
     import shutil
 
-    from agent.cli.commands import main
+    from warpsmith.agent.cli.commands import main
     w = tmp_path / "rmsnorm_bf16"
     shutil.copytree(EXAMPLES / "rmsnorm_bf16", w)
     (w / "rowblock.cu").write_text("// knob BLOCK: 256\n" + SHORT_ROW_BF16.replace("void rmsnorm(", "void rmsnorm_bf16_rows("))

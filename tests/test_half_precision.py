@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.cli.bench import _evaluable_or_noted
-from agent.cli.check import preflight
-from agent.evaluate.evaluator import Evaluator
-from agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
-from agent.spec.inputs import ArrayJob, array_jobs, as_float64, generate_input, generate_inputs
-from agent.spec.references import ensure_reference, load_reference
-from agent.spec.tolerance import case_rtol, default_rtol, relative_error
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
+from warpsmith.agent.cli.bench import _evaluable_or_noted
+from warpsmith.agent.cli.check import preflight
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.spec.half_float import HALF_FORMATS, round_to, to_float64, to_storage
+from warpsmith.agent.spec.inputs import ArrayJob, array_jobs, as_float64, generate_input, generate_inputs
+from warpsmith.agent.spec.references import ensure_reference, load_reference
+from warpsmith.agent.spec.tolerance import case_rtol, default_rtol, relative_error
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm_bf16"
 
@@ -187,7 +187,7 @@ def test_probe_false_removes_the_accumulation_probe_alone():
     long): no probe case, the float32 policy's tolerance unchanged; rmsnorm keeps its probe."""
     from workload_factory import ROOT
 
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.spec.workload import load_workload
     attention = load_workload(ROOT / "examples" / "attention_bf16")
     assert not attention.tolerance.probe and not any(c.probe for c in attention.cases)
     assert attention.tolerance.accumulate == "float32"
@@ -201,8 +201,8 @@ def test_a_bf16_cublas_baseline_is_evaluable_and_an_sgemm_one_on_bf16_is_not(tmp
     import pytest
     from workload_factory import ROOT
 
-    from agent.spec.workload import load_workload
-    from agent.spec.workload_model import SpecError
+    from warpsmith.agent.spec.workload import load_workload
+    from warpsmith.agent.spec.workload_model import SpecError
     load_workload(ROOT / "examples" / "bf16_gemm").check_evaluable()
     shutil.copytree(ROOT / "examples" / "bf16_gemm", tmp_path / "w")
     toml = tmp_path / "w" / "workload.toml"

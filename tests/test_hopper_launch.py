@@ -11,15 +11,15 @@ import shutil
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.records import CandidateSpec
-from agent.runtime import native
-from agent.runtime.arch_target import target_arch
-from agent.runtime.compiler import compile_kernel
-from agent.spec.candidate import Candidate
-from agent.spec.launch import Launch, Program, StepArg
-from agent.spec.tensor_map import TensorMap
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError, array_layouts
+from warpsmith.agent.evaluate.records import CandidateSpec
+from warpsmith.agent.runtime import native
+from warpsmith.agent.runtime.arch_target import target_arch
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.launch import Launch, Program, StepArg
+from warpsmith.agent.spec.tensor_map import TensorMap
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError, array_layouts
 
 BF16_GEMM = ROOT / "examples" / "bf16_gemm"
 # ptxas accepts these two only for the arch-specific target.

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from workload_factory import ROOT
 
-from agent.cli.commands import main
-from agent.spec.kernelbench import ImportRefused, ProblemArray, ProblemProbe, StartKernel, write_workload
-from agent.spec.kernelbench_model import load_problem, problem_constants
-from agent.spec.workload import load_workload
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.kernelbench import ImportRefused, ProblemArray, ProblemProbe, StartKernel, write_workload
+from warpsmith.agent.spec.kernelbench_model import load_problem, problem_constants
+from warpsmith.agent.spec.workload import load_workload
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs PyTorch")
@@ -286,7 +286,7 @@ def test_forward_must_return_tensors(tmp_path, capsys):
 
 def test_the_entry_is_found_after_launch_bounds():
     """Without --entry: the first extern "C" __global__ function, __launch_bounds__ before or after void."""
-    from agent.cli.import_problem import _ENTRY
+    from warpsmith.agent.cli.import_problem import _ENTRY
     assert _ENTRY.findall((ROOT / "examples" / "softmax" / "rowblock.cu").read_text()) == ["softmax_rows"]
     assert _ENTRY.findall((KERNELBENCH / "softmax.cu").read_text()) == ["softmax_rows"]
     assert _ENTRY.findall('extern "C" __global__ __launch_bounds__(256) void k2(int n)') == ["k2"]

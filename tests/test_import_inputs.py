@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.cli.commands import main
-from agent.spec.inputs import as_float64, generate_inputs
-from agent.spec.references import compute_reference
-from agent.spec.workload import load_workload
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.inputs import as_float64, generate_inputs
+from warpsmith.agent.spec.references import compute_reference
+from warpsmith.agent.spec.workload import load_workload
 
 torch = pytest.importorskip("torch")
 

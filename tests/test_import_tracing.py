@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from agent.cli.commands import main
-from agent.spec.workload import load_workload
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.workload import load_workload
 
 torch = pytest.importorskip("torch")
 

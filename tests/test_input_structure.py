@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.spec.half_float import to_float64
-from agent.spec.inputs import ArrayJob, array_jobs, as_float64, generate_input, generate_inputs
-from agent.spec.references import compute_reference
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
+from warpsmith.agent.spec.half_float import to_float64
+from warpsmith.agent.spec.inputs import ArrayJob, array_jobs, as_float64, generate_input, generate_inputs
+from warpsmith.agent.spec.references import compute_reference
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
 
 PARAMS = {  # name -> its [[params]] lines besides name and role
     "S": 'dtype = "float32"\nshape = [2, "N", "N"]\nstructure = "symmetric"\nrange = [-3.0, 5.0]',
@@ -130,9 +130,9 @@ def test_the_reference_sees_the_structured_values(tmp_path):
 def test_bool_inputs_are_one_byte_arrays_the_worker_guards_a_byte_at_a_time(tmp_path):
     """A bool input: `const bool*` for the kernel, guarded, checksummed and filled one byte at a time by
     kernels the checker source has, aliased as torch.bool for a PyTorch baseline."""
-    from agent.worker.case_buffers import GUARD_BYTE, DeviceArray, _constant_word
-    from agent.worker.gpu_checks import CHECKSUM_KERNELS, COUNT_NOT_KERNELS, KERNELS
-    from agent.worker.torch_baseline import TYPESTR
+    from warpsmith.agent.worker.case_buffers import GUARD_BYTE, DeviceArray, _constant_word
+    from warpsmith.agent.worker.gpu_checks import CHECKSUM_KERNELS, COUNT_NOT_KERNELS, KERNELS
+    from warpsmith.agent.worker.torch_baseline import TYPESTR
     w = load_workload(_workload(tmp_path / "w"))
     assert "const bool* B /* [R x N] input */" in w.signature() and "U /* [N x N] input, upper triangular */" \
         in w.signature()
@@ -201,5 +201,5 @@ def test_an_output_is_not_drawn(tmp_path):
 
 def test_a_tensor_map_of_a_bool_array_is_one_line():
     """TMA has no bool type: a program's descriptor of a bool array is refused in a line, not a KeyError."""
-    from agent.spec.tensor_map import TensorMap
+    from warpsmith.agent.spec.tensor_map import TensorMap
     assert "not bool" in TensorMap("bool", 64, 64, 16, 16, 0).problems()

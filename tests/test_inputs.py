@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from workload_factory import make_sgemm_workload
 
-from agent.spec.inputs import ArrayJob, generate_input, generate_inputs
-from agent.spec.references import compute_reference, ensure_reference, load_reference
-from agent.spec.workload import load_workload
+from warpsmith.agent.spec.inputs import ArrayJob, generate_input, generate_inputs
+from warpsmith.agent.spec.references import compute_reference, ensure_reference, load_reference
+from warpsmith.agent.spec.workload import load_workload
 
 SOFTMAX = Path(__file__).resolve().parents[1] / "examples" / "softmax"
 
@@ -28,7 +28,7 @@ def test_a_large_input_is_drawn_in_chunks_whatever_the_threads(monkeypatch, dtyp
     same values with one thread as with many, and no chunk a copy of another."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from agent.spec import inputs
+    from warpsmith.agent.spec import inputs
     monkeypatch.setattr(inputs, "CHUNK", 1000)
     job = ArrayJob("A", "input", dtype, (35, 100), -4.0, 4.0)
     many = generate_input(job, "c1", 1)
@@ -70,7 +70,7 @@ def test_reference_with_wrong_shape_is_refused(tmp_path):
 
 def test_reference_that_raises_is_one_clear_error(tmp_path):
     """A reference.py that raises is reported with its exception and the case, not a traceback."""
-    from agent.spec.inputs import ReferenceFailed
+    from warpsmith.agent.spec.inputs import ReferenceFailed
     d = make_sgemm_workload(tmp_path / "w")
     (d / "reference.py").write_text("def reference(A, B, *, M, N, K):\n    return A @ B.T\n")
     w = load_workload(d)
@@ -85,7 +85,7 @@ def test_one_thread_computes_a_reference_the_others_wait_for(tmp_path, monkeypat
     import threading
     from pathlib import Path
 
-    import agent.spec.references as references
+    import warpsmith.agent.spec.references as references
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     case = w.case("odd-97x83x61")
     second_looked = threading.Event()
@@ -121,7 +121,7 @@ def test_one_thread_computes_a_reference_the_others_wait_for(tmp_path, monkeypat
 
 
 def test_prefetch_computes_every_case_for_the_seed(tmp_path):
-    from agent.spec.references import prefetch_references, reference_path
+    from warpsmith.agent.spec.references import prefetch_references, reference_path
     w = load_workload(make_sgemm_workload(tmp_path / "w"))
     prefetch_references(w, 9).join(120)
     assert all(reference_path(w, c, 9).is_file() for c in w.cases)
@@ -130,7 +130,7 @@ def test_prefetch_computes_every_case_for_the_seed(tmp_path):
 def test_a_child_that_prints_without_end_costs_this_process_only_its_tail(tmp_path, monkeypatch):
     """The children that run written code (a reference, a drafted one) may print gigabytes; run_child keeps
     each stream's tail, and the answer on stdout's last line still comes through."""
-    from agent.spec.reference_run import ChildDied, run_child
+    from warpsmith.agent.spec.reference_run import ChildDied, run_child
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the child finds the module there (it runs with -P)
     module = tmp_path / "chatty.py"
     module.write_text("import sys, json\nsys.stdin.read()\nchunk = 'x' * 65536\n"
@@ -144,7 +144,7 @@ def test_a_child_that_prints_without_end_costs_this_process_only_its_tail(tmp_pa
         run_child("chatty", {}, tmp_path, 120)
     import os
 
-    from agent.spec.reference_run import _Tail
+    from warpsmith.agent.spec.reference_run import _Tail
     read, write = os.pipe()
     tail, peak = _Tail(os.fdopen(read, "rb"), 4096), []
     with os.fdopen(write, "wb") as w:
@@ -162,7 +162,7 @@ def test_a_child_that_leaves_a_process_holding_its_output_returns_at_once(tmp_pa
     has answered, and the answer comes back at once."""
     import sys
 
-    from agent.spec.reference_run import run_child
+    from warpsmith.agent.spec.reference_run import run_child
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     marker = tmp_path / "left.pid"
     (tmp_path / "leaver.py").write_text(
@@ -189,9 +189,9 @@ def test_a_child_that_leaves_a_process_holding_its_output_returns_at_once(tmp_pa
 def test_a_stress_case_scales_float_inputs_by_a_power_of_two_and_leaves_indices_alone():
     """input_scale multiplies each float input's range (bf16 values stay exact: a power of
     two); an integer input keeps its range."""
-    from agent.spec.half_float import to_float64
-    from agent.spec.inputs import array_jobs
-    from agent.spec.workload import Case
+    from warpsmith.agent.spec.half_float import to_float64
+    from warpsmith.agent.spec.inputs import array_jobs
+    from warpsmith.agent.spec.workload import Case
     w = load_workload(SOFTMAX)
     plain, stressed = Case("p", "correctness", {"rows": 7, "cols": 100}), \
         Case("s", "correctness", {"rows": 7, "cols": 100}, input_scale=128.0)
@@ -209,7 +209,7 @@ def test_a_stress_case_scales_float_inputs_by_a_power_of_two_and_leaves_indices_
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_signed_zeros_are_an_eighth_of_the_values_both_signs(dtype):
     """signed_zeros: about 1/8 of a float input is +0 or -0, each sign present."""
-    from agent.spec.half_float import to_float64
+    from warpsmith.agent.spec.half_float import to_float64
     x = to_float64(generate_input(ArrayJob("A", "input", dtype, (1 << 14,), -1.0, 1.0, zeros=True), "c", 1), dtype)
     zeros = x[x == 0]
     assert 0.10 < zeros.size / x.size < 0.15
@@ -219,7 +219,7 @@ def test_signed_zeros_are_an_eighth_of_the_values_both_signs(dtype):
 def test_the_large_softmax_case_overflows_a_softmax_without_the_row_max():
     """The shipped stress case does what it is there for: exp without the max subtracted
     gives inf/NaN in float32 there, with it every value is within the fp32 tolerance."""
-    from agent.spec.tolerance import case_rtol, relative_error
+    from warpsmith.agent.spec.tolerance import case_rtol, relative_error
     w = load_workload(SOFTMAX)
     case = w.case("stress-large-7x1000")
     (x,) = generate_inputs(w, case, 1).values()

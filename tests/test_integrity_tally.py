@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from agent.worker.case_buffers import GUARD_WORD, CaseBuffers, DeviceArray
-from agent.worker.gpu_checks import GpuChecks
-from agent.worker.gpu_side import GpuWorker
-from agent.worker.pages import ALLOC_GRANULE
+from warpsmith.agent.worker.case_buffers import GUARD_WORD, CaseBuffers, DeviceArray
+from warpsmith.agent.worker.gpu_checks import GpuChecks
+from warpsmith.agent.worker.gpu_side import GpuWorker
+from warpsmith.agent.worker.pages import ALLOC_GRANULE
 
 _bases = itertools.count(ALLOC_GRANULE, ALLOC_GRANULE)
 
@@ -133,7 +133,7 @@ def test_the_sweep_checks_every_resident_case_with_one_wait_and_reports_each_tre
 def test_a_programs_workspace_bands_are_read_in_the_same_wait():
     """A program's workspace guard bands are counted on the case's tally: one wait for all; a write past the
     workspace's end is out_of_bounds, named, once the case's own checks found nothing."""
-    from agent.worker.program_run import ProgramRun
+    from warpsmith.agent.worker.program_run import ProgramRun
     device = DeviceDouble()
     checks = _checks(device)
     worker = GpuWorker.__new__(GpuWorker)

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.spec.knob_space import RestrictionError
-from agent.spec.workload import load_workload
+from warpsmith.agent.spec.knob_space import RestrictionError
+from warpsmith.agent.spec.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 SQUARE = {"M": 4096, "N": 4096, "K": 4096}

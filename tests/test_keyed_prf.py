@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from agent.worker.gpu_checks import PRF_SOURCE
-from agent.worker.host_prf import prf
+from warpsmith.agent.worker.gpu_checks import PRF_SOURCE
+from warpsmith.agent.worker.host_prf import prf
 
 MAIN = r"""
 #include <cstdio>

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.spec.knob_space import KnobSpace, RestrictionError
+from warpsmith.agent.spec.knob_space import KnobSpace, RestrictionError
 
 GUARDED = ("// knob A: 1 2 4\n#define A 1\n// knob B: 1 2 4\n#define B 1\n#define PRODUCT (A * B)\n"
            "#if PRODUCT > 4 || (B % A) != 0\n#error \"too big, or A does not divide B\"\n#endif\n")

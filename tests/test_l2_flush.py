@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.runtime import compiler, l2_flush
+from warpsmith.agent.runtime import compiler, l2_flush
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

@@ -25,7 +25,7 @@ ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = ["warpsmith", *path.relative_to(ROOT).with_suffix("").parts]  # agent/x.py: warpsmith.agent.x
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -45,19 +45,19 @@ def _imports(path: Path) -> set[str]:
                 module = node.module or ""
             for a in node.names:  # `from . import native` imports a module
                 sub = f"{module}.{a.name}"
-                is_module = (ROOT / Path(*sub.split("."))).with_suffix(".py").is_file() or \
-                    (ROOT / Path(*sub.split("."))).is_dir()
+                where = ROOT / Path(*sub.removeprefix("warpsmith.").split("."))
+                is_module = where.with_suffix(".py").is_file() or where.is_dir()
                 found.add(sub if is_module else module)
     return found
 
 
 def _layer(module: str) -> str | None:
     parts = module.split(".")
-    if parts[0] == "tui":
+    if parts[:2] == ["warpsmith", "tui"]:
         return "tui"
-    if parts[0] != "agent":
+    if parts[:2] != ["warpsmith", "agent"]:
         return None
-    return parts[1] if len(parts) > 1 and parts[1] in RANK else "agent"  # agent/__init__, agent._runner
+    return parts[2] if len(parts) > 2 and parts[2] in RANK else "agent"  # warpsmith.agent, warpsmith.agent._runner
 
 
 def _violations() -> list[str]:
@@ -94,11 +94,11 @@ def test_agent_imports_only_downward():
 def test_the_checker_sees_upward_imports():
     """The checker is not vacuous: spec -> loop, worker -> evaluate, siblings and agent -> tui are refused."""
     imports = _imports(ROOT / "agent" / "loop" / "nodes" / "reflect.py")
-    assert "agent.loop.events" in imports and "agent.evaluate.records" in imports  # relative imports resolved
-    upward = [("agent.spec.workload", "agent.loop.session"), ("agent.worker.gpu_side", "agent.evaluate.stats"),
-              ("agent.tracking.tracker", "agent.proposers.base"), ("agent.cli.commands", "tui.app")]
+    assert "warpsmith.agent.loop.events" in imports and "warpsmith.agent.evaluate.records" in imports  # relative imports resolved
+    upward = [("warpsmith.agent.spec.workload", "warpsmith.agent.loop.session"), ("warpsmith.agent.worker.gpu_side", "warpsmith.agent.evaluate.stats"),
+              ("warpsmith.agent.tracking.tracker", "warpsmith.agent.proposers.base"), ("warpsmith.agent.cli.commands", "warpsmith.tui.app")]
     assert all(_upward(_layer(a), _layer(b)) for a, b in upward)
-    assert not _upward(_layer("agent.loop.graph"), _layer("agent.spec.expr"))
+    assert not _upward(_layer("warpsmith.agent.loop.graph"), _layer("warpsmith.agent.spec.expr"))
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str]:

@@ -12,13 +12,13 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.results import Progress, Status
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.tune import TuneProposer
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.workload import load_workload
-from agent.tracking.session_tracker import NullTracker
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.evaluate.results import Progress, Status
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.session_tracker import NullTracker
+from warpsmith.agent.tracking.tracker import Tracker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
 

@@ -11,12 +11,12 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
-from agent.loop.limits import Limits
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.session_tracker import NullTracker
+from warpsmith.agent.loop.limits import Limits
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.session_tracker import NullTracker
 
 
 class ChargingProposerDouble:

@@ -9,16 +9,16 @@ from evaluator_double import EvaluatorDouble, knob_score
 from openai_server_double import OpenAIServerDouble
 from workload_factory import SGEMM, make_sgemm_workload
 
-from agent.evaluate.records import Attempt
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.base import ProposalContext, ProposalError
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
-from agent.proposers.tune import TuneProposer
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.evaluate.records import Attempt
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.base import ProposalContext, ProposalError
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.llm import HybridProposer, LlmProposer, ProposerUnavailable
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
 
 NAIVE = (SGEMM / "naive.cu").read_text()
 TILED = (SGEMM / "tiled.cu").read_text()
@@ -173,7 +173,7 @@ def test_stop_now_abandons_the_model_call_in_flight(tmp_path, workload):
     import threading
     import time
 
-    from agent.proposers.model_client import ModelCallAborted
+    from warpsmith.agent.proposers.model_client import ModelCallAborted
     with OpenAIServerDouble([OpenAIServerDouble.STALL]) as server:
         s = open_session(tmp_path, workload, LlmProposer("gpt-5-mini", None, server.base_url), 3)
         raised = []
@@ -231,7 +231,7 @@ def test_the_prompt_states_the_16_bit_dtype_policy(workload):
     policy; an fp32 workload's prompt has no such line."""
     from workload_factory import ROOT
 
-    from agent.proposers.prompt import user_message
+    from warpsmith.agent.proposers.prompt import user_message
     bf16 = load_workload(ROOT / "examples" / "attention_bf16")
     text = user_message(ctx(bf16))
     assert "Narrow data: q bfloat16, k bfloat16, v bfloat16, o bfloat16" in text
@@ -242,8 +242,8 @@ def test_the_prompt_states_the_16_bit_dtype_policy(workload):
 def test_a_batch_is_parallel_calls_each_with_another_idea(workload):
     """propose_batch(3): three calls to the server, each prompt with a different idea from HINTS, named for the
     attempts they become, each with the best as its parent."""
-    from agent.evaluate.records import Best, CandidateSpec
-    from agent.proposers.llm import HINTS
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec
+    from warpsmith.agent.proposers.llm import HINTS
     best = Best(spec=CandidateSpec(name="naive", source=NAIVE, entry="sgemm_naive", grid=["1"], block=["1"]),
                 score_ms=2.0, cases=[], iteration=4)
     c = ProposalContext(workload, DeviceFacts(name="H200", arch="sm_90"), 5, "optimise", [], best, None, {})

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from agent.runtime.compiler import compile_kernel
-from agent.worker.gpu_checks import LOCAL_SCRUB_SOURCE, GpuChecks
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.worker.gpu_checks import LOCAL_SCRUB_SOURCE, GpuChecks
 
 
 @pytest.mark.parametrize("words", [64, 256, 1024])
@@ -56,7 +56,7 @@ def _checks(device):
 
 def test_the_scrub_covers_the_stack_when_the_frame_is_smaller(monkeypatch):
     """A kernel with a 16-byte frame (or none) gets the whole 1 KB window scrubbed; a larger frame, all of it."""
-    from agent.worker import gpu_checks
+    from warpsmith.agent.worker import gpu_checks
     compiled_words = []
 
     def compile_double(source, entry, arch, options, filename):
@@ -78,7 +78,7 @@ def test_the_scrub_covers_the_stack_when_the_frame_is_smaller(monkeypatch):
 
 
 def test_a_scrub_whose_frame_came_out_short_is_refused(monkeypatch):
-    from agent.worker import gpu_checks
+    from warpsmith.agent.worker import gpu_checks
     monkeypatch.setattr(gpu_checks.compiler, "compile_kernel", lambda source, entry, arch, options, filename: type(
         "Compiled", (), {"ok": True, "cubin": options[0].encode(), "symbol": entry})())
     with pytest.raises(RuntimeError, match="kept it out of local memory"):

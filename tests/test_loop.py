@@ -9,13 +9,13 @@ from evaluator_double import EvaluatorDouble, knob_score
 from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
-from agent.loop import events
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.loop import events
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_close_challenger_is_retimed_interleaved(tmp_path, workload):
 
 def test_ctrl_c_stops_cleanly_and_resumes(tmp_path, workload, capsys):
     """Ctrl-C mid-node: exit 130, MLflow run KILLED, best kernel saved, and the session resumes to its budget."""
-    from agent.cli.sessions import drive_session
+    from warpsmith.agent.cli.sessions import drive_session
     s = open_session(tmp_path, workload, 6, evaluator=EvaluatorDouble(workload, interrupt_at=8))
     assert drive_session(s) == 130
     assert "Resume with: warpsmith resume s1" in capsys.readouterr().err
@@ -218,7 +218,7 @@ def test_budget_lowered_below_progress_stops_at_once(tmp_path, workload):
 def test_a_batch_step_makes_several_attempts_and_the_budget_counts_attempts(tmp_path, workload):
     """--batch 3: one proposer call gives up to three attempts, each its own record with its parent; a budget of
     7 ends at exactly 7 attempts even inside a batch; fewer proposer calls than attempts."""
-    from agent.proposers.tune import TuneProposer as Tuner
+    from warpsmith.agent.proposers.tune import TuneProposer as Tuner
 
     calls = []
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from agent.worker.mismatch import build_report, pattern_hint
-from agent.worker.poison import Poisons
+from warpsmith.agent.worker.mismatch import build_report, pattern_hint
+from warpsmith.agent.worker.poison import Poisons
 
 
 def ref_and_out(shape=(100, 80)):

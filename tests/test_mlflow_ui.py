@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from test_loop import open_session, workload  # noqa: F401  (fixture)
 
-from agent.tracking.mlflow_ui import EXPERIMENT_KIND, STOP_TIMEOUT_S
+from warpsmith.agent.tracking.mlflow_ui import EXPERIMENT_KIND, STOP_TIMEOUT_S
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
@@ -103,7 +103,7 @@ def test_ui_shows_the_session_and_its_attempts_then_stops_on_ctrl_c(tmp_path, wo
     # The warpsmith under test (installed, or PYTHONPATH's), started away from the source tree.
     path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     # Started with SIGINT ignored, as a parent that ignores it leaves a child: Ctrl-C must still stop it.
-    proc = subprocess.Popen([sys.executable, "-m", "tui", "ui", "--store", str(store), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "warpsmith.tui", "ui", "--store", str(store), "--port", str(port)],
                             cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -139,14 +139,14 @@ def test_ui_shows_the_session_and_its_attempts_then_stops_on_ctrl_c(tmp_path, wo
 
 
 def test_ui_on_a_missing_store_is_one_line(tmp_path, capsys):
-    from agent.cli.commands import main
+    from warpsmith.agent.cli.commands import main
     assert main(["ui", "--store", str(tmp_path / "nowhere")]) == 2
     assert re.fullmatch(r"warpsmith: error: no MLflow store at .*nowhere \(a session writes one: "
                         r"warpsmith run WORKLOAD\)\n", capsys.readouterr().err)
 
 
 def test_ui_names_an_unknown_workload(tmp_path, workload, capsys):
-    from agent.cli.commands import main
+    from warpsmith.agent.cli.commands import main
     open_session(tmp_path, workload, 1).run()
     assert main(["ui", "nope", "--store", str(tmp_path / "store"), "--port", str(_free_port())]) == 2
     assert capsys.readouterr().err == ("warpsmith: error: no workload named nope in this store "

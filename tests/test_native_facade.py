@@ -7,15 +7,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from agent import _runner  # noqa: F401  (the built module, compared with its stub below)
-from agent.runtime.device_facts import RUNNER_FACTS
+from warpsmith.agent import _runner  # noqa: F401  (the built module, compared with its stub below)
+from warpsmith.agent.runtime.device_facts import RUNNER_FACTS
 
 ROOT = Path(__file__).resolve().parents[1]
 FACADE = ROOT / "agent" / "runtime" / "native.py"
 # Files other than the facade allowed to name the runner, each with its reason. Keep it short.
 ALLOWED = {
-    # Its install check asks whether the built extension sits beside the sources, before
-    # anything of agent/ is imported: a question about the file, not a use of the runner.
+    # Its install check imports the built module before any test runs: a question about
+    # the install, not a use of the runner.
     ROOT / "tests" / "conftest.py": "install check",
     # Compares the stub with the built module.
     Path(__file__).resolve(): "stub check",
@@ -23,20 +23,20 @@ ALLOWED = {
 
 
 def _package(path: Path) -> list[str]:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = ["warpsmith", *path.relative_to(ROOT).with_suffix("").parts]  # agent/x.py: warpsmith.agent.x
     return parts[:-1]
 
 
 def runner_uses(source: str, path: Path) -> list[str]:
-    """Where `source` (the file at `path`) imports agent._runner or reaches it as an attribute."""
+    """Where `source` (the file at `path`) imports warpsmith.agent._runner or reaches it as an attribute."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith("agent._runner")]
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith("warpsmith.agent._runner")]
         elif isinstance(node, ast.ImportFrom):
             base = _package(path)[: len(_package(path)) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
-            if module.startswith("agent._runner") or (module == "agent" and any(a.name == "_runner" for a in node.names)):
+            if module.startswith("warpsmith.agent._runner") or (module == "warpsmith.agent" and any(a.name == "_runner" for a in node.names)):
                 found.append(f"line {node.lineno}: from {'.' * node.level}{node.module or ''} import ...")
         elif isinstance(node, ast.Attribute) and node.attr == "_runner":
             found.append(f"line {node.lineno}: .{node.attr}")
@@ -44,7 +44,7 @@ def runner_uses(source: str, path: Path) -> list[str]:
 
 
 def test_only_the_facade_reaches_the_runner():
-    """No file under agent/, tui/, benchmarks/ or tests/ but the facade imports agent._runner or reads `native._runner`."""
+    """No file under agent/, tui/, benchmarks/ or tests/ but the facade imports warpsmith.agent._runner or reads `native._runner`."""
     bad = []
     for folder in ("agent", "tui", "benchmarks", "tests"):
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -57,12 +57,12 @@ def test_only_the_facade_reaches_the_runner():
 def test_the_checker_sees_every_way_in():
     """The checker is not vacuous: absolute, relative and attribute routes to the runner are all found."""
     worker = ROOT / "agent" / "worker" / "x.py"
-    for source in ("import agent._runner", "from agent import _runner", "from .. import _runner",
-                   "from agent._runner import Cublas", "from ..runtime import native\nnative._runner.Cublas"):
+    for source in ("import warpsmith.agent._runner", "from warpsmith.agent import _runner", "from .. import _runner",
+                   "from warpsmith.agent._runner import Cublas", "from ..runtime import native\nnative._runner.Cublas"):
         assert runner_uses(source, worker), source
     assert runner_uses("from . import _runner", ROOT / "agent" / "x.py")
     assert not runner_uses("from ..runtime import native\nnative.open_cublas", worker)
-    assert not runner_uses("from . import _runner", worker)  # agent.worker._runner is another module
+    assert not runner_uses("from . import _runner", worker)  # warpsmith.agent.worker._runner is another module
 
 
 def _stub() -> dict[str, set[str]]:

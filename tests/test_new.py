@@ -10,8 +10,8 @@ from openai_server_double import OpenAIServerDouble
 from package_env import child_env
 from workload_factory import ROOT
 
-from agent.cli.commands import main
-from agent.spec.workload import load_workload
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.workload import load_workload
 
 TOML = '''[workload]
 name = "vadd"
@@ -140,8 +140,8 @@ async def test_review_screen_shows_the_draft_and_answers_yes_or_no(tmp_path):
     """The app's review screen: the drafted reference and the cases; y consents, n does not."""
     from textual.widgets import Static
 
-    from agent.drafting.drafting import WorkloadDraft, write_draft
-    from tui.screens.review import ReviewApp
+    from warpsmith.agent.drafting.drafting import WorkloadDraft, write_draft
+    from warpsmith.tui.screens.review import ReviewApp
     d = tmp_path / "vadd"
     write_draft(d, WorkloadDraft(**draft()))
     w = load_workload(d)
@@ -167,7 +167,7 @@ def test_nothing_small_enough_to_compare_keeps_it_drafted(tmp_path, capsys):
 
 def test_a_draft_cannot_mark_itself_reviewed(tmp_path):
     """Whatever the drafted TOML says (single quotes, a comment after [workload]), a draft stays drafted."""
-    from agent.drafting.drafting import WorkloadDraft, write_draft
+    from warpsmith.agent.drafting.drafting import WorkloadDraft, write_draft
     sly = TOML.replace('reference_status = "drafted"', "reference_status = 'reviewed'").replace("[workload]", "[workload]  # ok")
     write_draft(tmp_path / "w", WorkloadDraft(**draft(sly)))
     assert load_workload(tmp_path / "w").reference_status == "drafted"
@@ -185,7 +185,7 @@ def test_the_format_example_shown_to_the_model_is_a_valid_workload(tmp_path):
 
     from workload_factory import SGEMM
 
-    from agent.drafting.drafting import EXAMPLE
+    from warpsmith.agent.drafting.drafting import EXAMPLE
     shutil.copy(EXAMPLE, tmp_path / "workload.toml")
     for name in ("reference.py", "naive.cu"):
         shutil.copy(SGEMM / name, tmp_path / name)
@@ -201,7 +201,7 @@ def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
     import sys
     from pathlib import Path
 
-    from agent.drafting.drafting import WorkloadDraft, write_draft
+    from warpsmith.agent.drafting.drafting import WorkloadDraft, write_draft
     with socket.socket() as s:  # a closed port: bound, then released
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
@@ -210,7 +210,7 @@ def test_unreachable_server_is_one_line_naming_the_url(tmp_path, command):
         write_draft(d, WorkloadDraft(**draft()))
     args = ["new", "Add two vectors", str(d)] if command == "new" else ["review", str(d)]
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-P", "-m", "tui", *args, "--base-url", url, "--yes"], capture_output=True,
+    done = subprocess.run([sys.executable, "-P", "-m", "warpsmith.tui", *args, "--base-url", url, "--yes"], capture_output=True,
                           text=True, cwd=root, env=child_env(), timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr == (f"warpsmith: error: cannot reach the model server at {url} (connection refused); "

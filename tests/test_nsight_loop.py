@@ -12,15 +12,15 @@ from evaluator_double import EvaluatorDouble
 from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
-from agent.loop import events
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.base import ProposalContext
-from agent.proposers.prompt import latest_findings, user_message
-from agent.proposers.tune import TuneProposer
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.loop import events
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.base import ProposalContext
+from warpsmith.agent.proposers.prompt import latest_findings, user_message
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -115,9 +115,9 @@ def test_faster_than_the_floor_is_suspect_and_must_pass_fresh_inputs(tmp_path, w
 def test_ncu_timeout_kills_the_profiled_process_too(tmp_path, workload, ncu_on_path, monkeypatch):
     """ncu past its time limit: one transient notice, and the program it started is
     not left behind holding the GPU."""
-    from agent.evaluate.records import CandidateSpec
-    from agent.profiling.nsight import Nsight
-    from agent.profiling.profiler import ProfilerUnavailable
+    from warpsmith.agent.evaluate.records import CandidateSpec
+    from warpsmith.agent.profiling.nsight import Nsight
+    from warpsmith.agent.profiling.profiler import ProfilerUnavailable
     pidfile = tmp_path / "child.pid"
     monkeypatch.setenv("NCU_DOUBLE_MODE", "hang")
     monkeypatch.setenv("NCU_DOUBLE_PIDFILE", str(pidfile))
@@ -143,8 +143,8 @@ def test_ctrl_c_during_ncu_kills_the_profiled_process_too(tmp_path, workload, nc
     import subprocess
     import time
 
-    from agent.evaluate.records import CandidateSpec
-    from agent.profiling.nsight import Nsight
+    from warpsmith.agent.evaluate.records import CandidateSpec
+    from warpsmith.agent.profiling.nsight import Nsight
     pidfile = tmp_path / "child.pid"
     monkeypatch.setenv("NCU_DOUBLE_MODE", "hang")
     monkeypatch.setenv("NCU_DOUBLE_PIDFILE", str(pidfile))
@@ -165,7 +165,7 @@ def test_ctrl_c_during_ncu_kills_the_profiled_process_too(tmp_path, workload, nc
 
 def test_app_view_keeps_the_profile_of_the_candidate_and_of_the_best(tmp_path, workload, ncu_on_path):
     """The app's profile tab: the current candidate's Nsight lines, and the best's once it wins."""
-    from tui.run_view import RunView
+    from warpsmith.tui.run_view import RunView
     view = RunView(workload.name, "tune")
     view.cases = {}
     session(tmp_path, workload, 2).run(view.apply)

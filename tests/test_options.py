@@ -11,16 +11,16 @@ from pathlib import Path
 
 from workload_factory import make_sgemm_workload
 
-from agent.cli.commands import build_parser
-from agent.cli.loop_commands import DEFAULT_BATCH
-from agent.cli.options import bench_options, resume_options, run_options
-from agent.evaluate.options import EvaluationOptions
-from agent.loop.limits import Limits
-from agent.loop.options import SearchOptions, SessionOptions
-from agent.loop.session import SessionInfo
-from agent.proposers.choice import ProposerChoice
-from agent.tracking.options import TrackingOptions
-from agent.worker.protocol import TimingConfig
+from warpsmith.agent.cli.commands import build_parser
+from warpsmith.agent.cli.loop_commands import DEFAULT_BATCH
+from warpsmith.agent.cli.options import bench_options, resume_options, run_options
+from warpsmith.agent.evaluate.options import EvaluationOptions
+from warpsmith.agent.loop.limits import Limits
+from warpsmith.agent.loop.options import SearchOptions, SessionOptions
+from warpsmith.agent.loop.session import SessionInfo
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.tracking.options import TrackingOptions
+from warpsmith.agent.worker.protocol import TimingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"

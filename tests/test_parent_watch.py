@@ -16,7 +16,7 @@ ROOT = HERE.parent
 
 CHILD = """
 import os, sys, time
-from agent.runtime.parent_watch import exit_with_parent
+from warpsmith.agent.runtime.parent_watch import exit_with_parent
 exit_with_parent(int(sys.argv[1]), poll_s=0.05)
 print(os.getpid(), flush=True)
 time.sleep(600)
@@ -54,7 +54,7 @@ def test_child_dies_when_parent_is_sigkilled():
 
 def test_child_of_a_dead_parent_dies_at_once():
     """A parent pid that is not the child's parent (it died first) ends the child at the call."""
-    r = subprocess.run([sys.executable, "-c", "from agent.runtime.parent_watch import exit_with_parent; "
+    r = subprocess.run([sys.executable, "-c", "from warpsmith.agent.runtime.parent_watch import exit_with_parent; "
                         "exit_with_parent(1); import time; time.sleep(60)"], timeout=60)
     assert r.returncode == -signal.SIGKILL
 
@@ -119,7 +119,7 @@ def test_reference_check_dies_with_a_sigkilled_warpsmith(tmp_path):
     marker = tmp_path / "reference.pid"
     env = child_env(REFERENCE_MARKER=str(marker))
     parent = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; "
-                               "from agent.drafting.drafting import compare_references; "
+                               "from warpsmith.agent.drafting.drafting import compare_references; "
                                "compare_references(Path(sys.argv[1]), Path(sys.argv[1]) / 'reference.py')", str(w)],
                               env=env, cwd=tmp_path)
     try:
@@ -134,7 +134,7 @@ def test_a_child_under_another_tool_watches_warpsmith_itself(tmp_path):
     warpsmith pid it was given is gone, although its own parent lives on."""
     warpsmith = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     tool = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, "
-                             "'-c', 'from agent.runtime.parent_watch import exit_with_warpsmith; import os, time; "
+                             "'-c', 'from warpsmith.agent.runtime.parent_watch import exit_with_warpsmith; import os, time; "
                              "exit_with_warpsmith(0.05); print(os.getpid(), flush=True); time.sleep(600)']); "
                              "time.sleep(600)"],
                             env=child_env(WARPSMITH_PID=str(warpsmith.pid)),
@@ -159,7 +159,7 @@ def test_sigkilled_eval_leaves_no_worker_on_the_gpu(tmp_path):
     GPU: the worker is gone within seconds, its device files closed."""
     kernel = tmp_path / "hang.cu"
     kernel.write_text(HANG)
-    eval_ = subprocess.Popen([sys.executable, "-m", "tui", "eval", str(ROOT / "examples" / "sgemm"), "--kernel",
+    eval_ = subprocess.Popen([sys.executable, "-m", "warpsmith.tui", "eval", str(ROOT / "examples" / "sgemm"), "--kernel",
                               str(kernel), "--entry", "hang", "--grid", "1", "--block", "1", "--timeout", "600",
                               "--no-baseline"], cwd=tmp_path)  # the installed package, as a user runs it
     try:

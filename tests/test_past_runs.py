@@ -11,8 +11,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from test_loop import open_session, workload  # noqa: F401  (fixture)
 
-from agent.cli.commands import main
-from agent.tracking.past_runs import PastAttempt, PastRun, RunsSource, past_attempts, past_runs
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.tracking.past_runs import PastAttempt, PastRun, RunsSource, past_attempts, past_runs
 
 
 def test_sessions_newest_first_with_best_speedup_and_status(tmp_path, workload):

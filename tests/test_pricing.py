@@ -8,11 +8,11 @@ from openai_server_double import OpenAIServerDouble
 from test_llm_proposer import answer
 from workload_factory import make_sgemm_workload
 
-from agent.proposers.base import ProposalContext
-from agent.proposers.llm import LlmProposer
-from agent.proposers.pricing import DEFAULT_PRICES, FREE, Price, PriceTable, Usage, load_prices, price_for
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.workload import load_workload
+from warpsmith.agent.proposers.base import ProposalContext
+from warpsmith.agent.proposers.llm import LlmProposer
+from warpsmith.agent.proposers.pricing import DEFAULT_PRICES, FREE, Price, PriceTable, Usage, load_prices, price_for
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.workload import load_workload
 
 
 def test_cost_splits_cached_input_and_counts_reasoning_as_output():
@@ -56,12 +56,12 @@ def test_llm_totals_match_the_scripted_usage(tmp_path, monkeypatch):
 
 def test_resume_after_the_price_table_moved_warns_and_goes_on(tmp_path, monkeypatch, capsys):
     """`run --prices FILE` then the file is moved: resume is one warning, not a dead session."""
-    from agent.cli.sessions import resume_session
-    from agent.evaluate.options import EvaluationOptions
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import SessionInfo, session_dir
-    from agent.proposers.choice import ProposerChoice
-    from agent.tracking.options import TrackingOptions
+    from warpsmith.agent.cli.sessions import resume_session
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import SessionInfo, session_dir
+    from warpsmith.agent.proposers.choice import ProposerChoice
+    from warpsmith.agent.tracking.options import TrackingOptions
     monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
     w = make_sgemm_workload(tmp_path / "w")
     store = tmp_path / "store"

@@ -10,16 +10,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from profile_summary import summarise  # noqa: E402
 
 RAW = """\
-process 7:"python3 -m tui run examples/sgemm";thread (11);<module> (tui/cli.py:60);Session.run (agent/loop/session.py:229) 30
-process 7:"python3 -m tui run examples/sgemm";thread (11): MainThread;Session.run (agent/loop/session.py:229);\
+process 7:"python3 -m warpsmith.tui run examples/sgemm";thread (11);<module> (tui/cli.py:60);Session.run (agent/loop/session.py:229) 30
+process 7:"python3 -m warpsmith.tui run examples/sgemm";thread (11): MainThread;Session.run (agent/loop/session.py:229);\
 Timeline.__call__ (agent/loop/timeline.py:32) 20
-process 7:"python3 -m tui run examples/sgemm";thread (12): evaluate-ahead;AttemptScheduler._work (agent/evaluate/ahead.py:149);\
+process 7:"python3 -m warpsmith.tui run examples/sgemm";thread (12): evaluate-ahead;AttemptScheduler._work (agent/evaluate/ahead.py:149);\
 recv (multiprocessing/connection.py:250) 70
 process 9:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6)";thread (9): MainThread;\
 serve (agent/worker/gpu_side.py:10) 5
-process 7:"python3 -m tui run examples/sgemm";process 14:"python3 -c print('"');f("a;b")";thread (14): MainThread;\
+process 7:"python3 -m warpsmith.tui run examples/sgemm";process 14:"python3 -c print('"');f("a;b")";thread (14): MainThread;\
 main (agent/runtime/compile_child.py:110) 1
-process 7:"python3 -m tui run examples/sgemm";process 13:"python3 -P -m agent.runtime.compile_child";thread (13): MainThread;\
+process 7:"python3 -m warpsmith.tui run examples/sgemm";process 13:"python3 -P -m warpsmith.agent.runtime.compile_child";thread (13): MainThread;\
 main (agent/runtime/compile_child.py:110) 4
 not a sample line
 """
@@ -39,7 +39,7 @@ def test_threads_are_summed_under_their_name_busiest_first_with_our_frames_only(
     # a grandchild (a compile process under the run) is its own process, not its parent's
     # thread 13; it is the fourth busiest, so listing four threads shows it
     four = summarise(profile, rate=10.0, threads=4, top=5)
-    assert "13 python3 -P -m agent.runtime.compile_child  thread 13" in four
+    assert "13 python3 -P -m warpsmith.agent.runtime.compile_child  thread 13" in four
     # a command line with '"' and ';' in it is one process frame, and its thread is thread 14
     assert "14 python3 -c print('\"');f(\"a;b\")  thread 14" in summarise(profile, rate=10.0, threads=5, top=5)
     ahead = out[out.index(heads[0]) + 1:out.index(heads[1])]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.profiling.profiler import KernelProfile, ProfilerUnavailable, ncu_command, parse_csv
+from warpsmith.agent.profiling.profiler import KernelProfile, ProfilerUnavailable, ncu_command, parse_csv
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -10,12 +10,12 @@ import pytest
 from test_evaluator_protocol import DoubleEvaluator, full_run
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.records import CandidateSpec
-from agent.runtime.compiler import compile_kernel
-from agent.spec.candidate import Candidate
-from agent.spec.launch import LaunchJob, MemsetStep, Program
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError, array_layouts
+from warpsmith.agent.evaluate.records import CandidateSpec
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.launch import LaunchJob, MemsetStep, Program
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError, array_layouts
 
 SPLIT = {"workspace": [{"name": "partial", "dtype": "float32", "size": "SPLITK * M * N", "init": "poison"}],
          "steps": [{"entry": "sgemm_splitk_partial", "grid": ["ceil_div(N, BN)", "ceil_div(M, BM)", "SPLITK"],
@@ -135,7 +135,7 @@ def test_the_model_can_propose_a_split_k_program(workload, monkeypatch):
     from openai_server_double import OpenAIServerDouble
     from test_llm_proposer import ctx
 
-    from agent.proposers.llm import LlmProposer
+    from warpsmith.agent.proposers.llm import LlmProposer
     monkeypatch.setenv("OPENAI_API_KEY", "sk-double-0000-secret")
     source = workload.kernels["splitk"].source()
     steps = [{**SPLIT["steps"][0]}, {**SPLIT["steps"][1], "block": ["256"]}]  # the schema's strings
@@ -168,10 +168,10 @@ def test_diff_and_prompt_show_the_launch_sequence(workload, tmp_path):
     """`warpsmith diff` puts a program's steps above its source, and the model sees them for the best."""
     from test_llm_proposer import ctx
 
-    from agent.cli.diff import render_diff
-    from agent.evaluate.records import Attempt, Best
-    from agent.loop.archive import archive_attempt
-    from agent.proposers.prompt import user_message
+    from warpsmith.agent.cli.diff import render_diff
+    from warpsmith.agent.evaluate.records import Attempt, Best
+    from warpsmith.agent.loop.archive import archive_attempt
+    from warpsmith.agent.proposers.prompt import user_message
     single = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["naive"]), "tune")
     split = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"]), "tune")
     a, b = (Attempt(iteration=i, name=s.name, proposer="tune", status="ok") for i, s in ((1, single), (2, split)))
@@ -186,9 +186,9 @@ def test_diff_and_prompt_show_the_launch_sequence(workload, tmp_path):
 
 def test_the_app_shows_a_programs_steps_above_its_source(workload):
     """The code panel's text for a program: its workspace and steps as comments, then the source."""
-    from agent.loop import events
-    from agent.loop.nodes.propose import program_lines
-    from tui.run_view import RunView
+    from warpsmith.agent.loop import events
+    from warpsmith.agent.loop.nodes.propose import program_lines
+    from warpsmith.tui.run_view import RunView
     spec = CandidateSpec.from_candidate(Candidate.from_spec(workload.kernels["splitk"]), "tune")
     view = RunView(workload.name, "tune")
     view.apply(events.CandidateProposed(1, spec.name, "tune", "", spec.source, 0, program_lines(spec)))
@@ -264,9 +264,9 @@ def test_zeroed_workspace_is_zeroed_by_the_program_inside_the_timed_window():
     """A fill before the start event would give a program needing a large zeroed scratch that
     work untimed: every workspace is poisoned outside the events and the program's own first
     steps zero the `init = "zero"` ones (Program.enqueue, between them)."""
-    from agent.spec.launch import ProgramJob, WorkspaceJob
-    from agent.worker.poison import Poisons
-    from agent.worker.program_run import ProgramRun
+    from warpsmith.agent.spec.launch import ProgramJob, WorkspaceJob
+    from warpsmith.agent.worker.poison import Poisons
+    from warpsmith.agent.worker.program_run import ProgramRun
     device = _PagesDouble()
     job = ProgramJob(workspace=(WorkspaceJob("counters", "int32", 1000, "zero"),
                                 WorkspaceJob("partial", "float32", 1000, "poison")),

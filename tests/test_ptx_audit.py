@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtime.compiler import compile_kernel
-from agent.runtime.ptx_audit import constant_writes, half_accumulation
+from warpsmith.agent.runtime.compiler import compile_kernel
+from warpsmith.agent.runtime.ptx_audit import constant_writes, half_accumulation
 
 HDR = '#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <mma.h>\n'
 
@@ -179,9 +179,9 @@ def test_ptx_that_is_not_utf8_still_compiles():
 def test_a_compile_that_returns_no_ptx_is_refused_where_the_policy_needs_it():
     """Fail closed: a reply without the audit (an older worker, NVRTC giving no PTX) cannot
     be trusted; a workload whose policy is float32 refuses the kernel, another takes it."""
-    from agent.evaluate.compile_audit import compile_candidate
-    from agent.runtime.compiler import run_nvrtc
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.compile_audit import compile_candidate
+    from warpsmith.agent.runtime.compiler import run_nvrtc
+    from warpsmith.agent.spec.candidate import Candidate
 
     def without_ptx(*args):
         reply = run_nvrtc(*args)
@@ -197,7 +197,7 @@ def test_a_compile_that_returns_no_ptx_is_refused_where_the_policy_needs_it():
 def test_a_change_to_the_audit_does_not_read_cache_entries_made_before_it(monkeypatch):
     """The cache keeps the audit's verdict beside the CUBIN: an entry made before the audit learnt to see
     an instruction must not pass a kernel with it (the key holds ptx_audit.VERSION)."""
-    from agent.runtime import compiler, ptx_audit
+    from warpsmith.agent.runtime import compiler, ptx_audit
     key = compiler._cache_key("src", "k", [], "sm_90", (13, 0))
     monkeypatch.setattr(ptx_audit, "VERSION", ptx_audit.VERSION + 1)
     assert compiler._cache_key("src", "k", [], "sm_90", (13, 0)) != key
@@ -282,7 +282,7 @@ def test_a_parameters_address_put_to_any_use_but_a_tma_descriptor_is_refused(sou
 
 
 def test_the_parameter_audit_reads_the_ptx_forms():
-    from agent.runtime.ptx_parameters import parameter_reach
+    from warpsmith.agent.runtime.ptx_parameters import parameter_reach
     head = ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .align 64 .b8 k_param_1[128]\n)\n{\n\t.reg .b64 %rd<9>;\n"
     ok = head + "\tld.param.u64 %rd1, [k_param_0];\n\tld.param.u64 %rd2, [k_param_1+120];\n\tmov.b64 %rd3, k_param_1;\n" \
         "\tcvta.param.u64 %rd4, %rd3;\n\tmov.b64 %rd5, %rd4;\n" \
@@ -310,10 +310,10 @@ def test_every_shipped_kernel_passes_the_parameter_audit(workload):
     the TMA kernels (a `const __grid_constant__ CUtensorMap` whose address is the descriptor) among them, passes
     the parameter audits (the PTX's and the machine code's), the state audit and its workload's precision policy
     read from the machine code."""
-    from agent.evaluate.compile_audit import compile_candidate
-    from agent.spec.candidate import Candidate
-    from agent.spec.precision_policy import allowed_types
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.evaluate.compile_audit import compile_candidate
+    from warpsmith.agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.precision_policy import allowed_types
+    from warpsmith.agent.spec.workload import load_workload
     w = load_workload(Path(__file__).resolve().parent.parent / "examples" / workload)
     for k in w.kernels.values():
         for defines in [{}, *k.configs]:
@@ -367,8 +367,8 @@ extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y) 
 def test_runs_of_blanks_are_collapsed_before_the_dot_rule():
     """A 500-byte source whose macros double a blank to 262 144 of them inside an asm: the normalisation's dot
     rule over such a run was quadratic (150 s). Blanks are collapsed first: the audits read a short listing."""
-    from agent.runtime.ptx_audit import audited
-    from agent.runtime.ptx_text import normalised
+    from warpsmith.agent.runtime.ptx_audit import audited
+    from warpsmith.agent.runtime.ptx_text import normalised
     ptx = ".visible .entry k(.param .u64 k_param_0) { .reg .b64 %rd<3>;" + " " * 20000 + "ld.param.u64 %rd1, " \
           "[k_param_0]; add .rn .bf16 %h1, %h2, %h3; ret; }"
     assert len(normalised(ptx)) < 200
@@ -443,6 +443,6 @@ def test_lineinfo_debug_strings_of_inlined_headers_stay_allowed():
 def test_a_register_range_names_every_split_of_its_digits():
     """`.reg .b64 q1<3>` declares q10, q11, q12: a parameter named like one of them is refused however the
     trailing digits split; names outside the range are not."""
-    from agent.runtime.ptx_parameters import _in_range
+    from warpsmith.agent.runtime.ptx_parameters import _in_range
     assert _in_range("q12", {"q1": 3}) and _in_range("q12", {"q": 13}) and _in_range("k_param_0", {"k_param_": 1})
     assert not _in_range("q12", {"q": 12}) and not _in_range("k_param_01", {"k_param_": 5})

@@ -15,16 +15,16 @@ from evaluator_double import EvaluatorDouble, FileGate, double_factory
 from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.attempt import AttemptJob
-from agent.evaluate.results import Status
-from agent.loop import events
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.tune import TuneProposer
-from agent.spec.candidate import Candidate
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.evaluate.attempt import AttemptJob
+from warpsmith.agent.evaluate.results import Status
+from warpsmith.agent.loop import events
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.ray
@@ -34,9 +34,9 @@ pytestmark = pytest.mark.ray
 def ray(tmp_path_factory):
     """A local cluster: 2 CPUs, 2 GPUs that are only a resource count."""
     ray = pytest.importorskip("ray")
-    from agent.evaluate.ray_cluster import init_ray
-    # The tests' own modules (the double) for the actors; `agent` is the one this process imported
-    # (installed, or a checkout with the module built in place), as for any session on Ray.
+    from warpsmith.agent.evaluate.ray_cluster import init_ray
+    # The tests' own modules (the double) for the actors; `warpsmith` is the one this process
+    # imported, as for any session on Ray.
     env = {"PYTHONPATH": str(ROOT / "tests"),
            # the test session's cache (conftest's _private_cache), for the actors and compile tasks too
            "WARPSMITH_CACHE": str(tmp_path_factory.getbasetemp() / "cache")}
@@ -56,8 +56,8 @@ def tiled(workload, **defines) -> Candidate:
 
 
 def ray_backend(workload, gpus: int = 2, **double):
-    from agent.evaluate.options import EvaluationOptions
-    from agent.evaluate.ray_backend import RayBackend
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.evaluate.ray_backend import RayBackend
     return RayBackend(workload, EvaluationOptions(backend="ray", ray_gpus=gpus), factory=double_factory(**double))
 
 
@@ -178,7 +178,7 @@ def test_an_attempts_kernel_is_compiled_here_before_its_actor_is_called(ray, wor
     flight), so the actor never runs NVRTC itself while its GPU waits; the whole attempt is one call,
     its compile outcome streamed first, then the actor's replies; a job that comes compiled is not
     compiled again."""
-    from agent.runtime.compiler import CompiledKernel
+    from warpsmith.agent.runtime.compiler import CompiledKernel
     with ray_backend(workload, gpus=1) as backend:
         order: list[str] = []
         compile_, call = backend.compile, backend._call
@@ -214,7 +214,7 @@ def test_stop_now_while_a_dead_actor_restarts_stops_the_next_call(ray, tmp_path,
     """The dead actor is held out of the pool until its restart answers; it runs nothing, so a
     "stop now" then is for the session's next call, which never starts (not one that waits
     for the restart and runs after the stop)."""
-    from agent.evaluate.worker_channel import EvaluationAborted
+    from warpsmith.agent.evaluate.worker_channel import EvaluationAborted
     flag = tmp_path / "died-once"
     with ray_backend(workload, gpus=1, die_at=(1, flag)) as backend:
         crashed = backend.evaluate(tiled(workload, BM=64))
@@ -282,8 +282,8 @@ def test_the_ray_backend_implements_the_backend(ray, workload):
     """RayBackend has every EvaluationBackend member with the same parameters (tests/test_seams.py's check)."""
     from test_seams import mismatches
 
-    from agent.evaluate.backend import EvaluationBackend, ParallelBackend, parallel
-    from agent.evaluate.ray_backend import RayBackend
+    from warpsmith.agent.evaluate.backend import EvaluationBackend, ParallelBackend, parallel
+    from warpsmith.agent.evaluate.ray_backend import RayBackend
     with ray_backend(workload, gpus=1) as backend:
         assert EvaluationBackend in RayBackend.__mro__ and ParallelBackend in RayBackend.__mro__
         assert mismatches(EvaluationBackend, RayBackend, backend) == []
@@ -296,7 +296,7 @@ def test_the_gpu_actors_of_a_cluster_started_here_run_at_this_processs_priority(
     init_ray starts gets 0 (RAY_worker_niceness), set only while Ray starts."""
     import os
 
-    from agent.evaluate.ray_cluster import NICENESS_VARIABLE
+    from warpsmith.agent.evaluate.ray_cluster import NICENESS_VARIABLE
     with ray_backend(workload, gpus=2) as backend:
         assert [ray.get(a.niceness.remote()) for a in backend._actors] == [os.nice(0)] * 2
     assert NICENESS_VARIABLE not in os.environ
@@ -311,18 +311,18 @@ def test_a_cluster_started_here_has_no_secrets_for_the_code_its_actors_run(tmp_p
     import sys
     script = tmp_path_factory.mktemp("ray-secrets") / "probe.py"
     script.write_text(
-        "import os, ray\nfrom agent.evaluate.ray_cluster import init_ray\n"
+        "import os, ray\nfrom warpsmith.agent.evaluate.ray_cluster import init_ray\n"
         "init_ray(ray, num_cpus=1)\n"
         "@ray.remote\ndef environ():\n    return open('/proc/self/environ', 'rb').read()\n"
         "print(b'sk-ray-canary' in ray.get(environ.remote()), os.environ['OPENAI_API_KEY'])\nray.shutdown()\n")
-    from agent.runtime.parent_watch import PACKAGE_ROOT  # the agent this process imported (installed, or built here)
+    from warpsmith.agent.runtime.parent_watch import PACKAGE_ROOT  # the warpsmith this process imported
     env = {**os.environ, "OPENAI_API_KEY": "sk-ray-canary", "PYTHONPATH": str(PACKAGE_ROOT)}
     out = subprocess.run([sys.executable, "-P", str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("False sk-ray-canary"), out.stderr[-2000:]
 
 
 def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_start_the_cluster():
-    from agent.evaluate.ray_cluster import priority_warning
+    from warpsmith.agent.evaluate.ray_cluster import priority_warning
     assert priority_warning([0, 0], 0) is None and priority_warning([], 0) is None
     assert priority_warning([5, 9], 0) is None  # below this process, above the compiles (10): they give way
     text = priority_warning([0, 15], 0)
@@ -333,8 +333,8 @@ def test_actors_below_this_processs_priority_get_a_warning_that_says_how_to_star
 
 def test_session_flags_choose_the_backend():
     """run's --backend, --ray-address and --ray-gpus reach EvaluationOptions; local stays the default."""
-    from agent.cli.commands import build_parser
-    from agent.cli.options import run_options
+    from warpsmith.agent.cli.commands import build_parser
+    from warpsmith.agent.cli.options import run_options
     parser = build_parser()
     local = run_options(parser.parse_args(["run", "examples/sgemm"])).evaluation
     assert (local.backend, local.ray_address, local.ray_gpus) == ("local", "", 0)
@@ -349,9 +349,9 @@ def test_backend_ray_without_ray_says_how_to_install_it(monkeypatch):
     """No Ray installed: --backend ray fails in one line naming the extra; so does building the backend."""
     from types import SimpleNamespace
 
-    from agent.cli.errors import CliError
-    from agent.cli.options import evaluation_options
-    from agent.evaluate.ray_cluster import ray_module
+    from warpsmith.agent.cli.errors import CliError
+    from warpsmith.agent.cli.options import evaluation_options
+    from warpsmith.agent.evaluate.ray_cluster import ray_module
     args = SimpleNamespace(hot=False, device=0, timeout=10.0, reference_timeout=60.0, backend="ray",
                            ray_address="", ray_gpus=0)
     real = importlib.util.find_spec
@@ -385,7 +385,7 @@ class _FakeActor:
         return self.current
 
     def _abort(self):
-        from agent.evaluate.worker_channel import EvaluationAborted
+        from warpsmith.agent.evaluate.worker_channel import EvaluationAborted
         ref = self.current
         if ref is not None and not ref.done.is_set():
             ref.error = _FakeRay.exceptions.RayTaskError(EvaluationAborted("stopped"))
@@ -419,9 +419,9 @@ def _until(condition):
 def test_stop_now_starts_nothing_that_waited_for_a_gpu():
     """Two GPUs busy with attempts ahead, a third attempt and a call of the session's waiting for one: stop now
     aborts the two, and neither waiting call starts (RayBackend's dispatch with stand-in actors, no Ray)."""
-    from agent.evaluate.actor_dispatch import ActorDispatch
-    from agent.evaluate.ray_backend import RayBackend
-    from agent.evaluate.worker_channel import EvaluationAborted
+    from warpsmith.agent.evaluate.actor_dispatch import ActorDispatch
+    from warpsmith.agent.evaluate.ray_backend import RayBackend
+    from warpsmith.agent.evaluate.worker_channel import EvaluationAborted
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)  # the dispatch alone: no cluster, two stand-in actors
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
@@ -455,10 +455,10 @@ def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
     """One GPU busy with an attempt, a second attempt still compiling in this process (NVRTC
     in flight) when stop now comes: the compile finishes, and the attempt never reaches the
     free actor (RayBackend's dispatch with stand-in actors, no Ray)."""
-    from agent.evaluate.actor_dispatch import ActorDispatch
-    from agent.evaluate.ray_backend import RayBackend
-    from agent.evaluate.worker_channel import EvaluationAborted
-    from agent.runtime.compiler import CompiledKernel
+    from warpsmith.agent.evaluate.actor_dispatch import ActorDispatch
+    from warpsmith.agent.evaluate.ray_backend import RayBackend
+    from warpsmith.agent.evaluate.worker_channel import EvaluationAborted
+    from warpsmith.agent.runtime.compiler import CompiledKernel
     started: list[str] = []
     b = RayBackend.__new__(RayBackend)
     b._ray, b._actors, b._labels = _FakeRay(), [_FakeActor(started), _FakeActor(started)], ["actor 0", "actor 1"]
@@ -495,7 +495,7 @@ def test_stop_now_during_the_sessions_compile_starts_no_actor_call():
 def test_the_tuners_steps_on_several_gpus_are_two_per_gpu_and_the_models_stay_as_asked():
     """step_size: --batch 4 on 3 GPUs is 6 for the tuner; the model's (each proposal a paid call), --batch 1,
     --no-overlap and one GPU keep --batch."""
-    from agent.loop.session import step_size
+    from warpsmith.agent.loop.session import step_size
 
     class ThreeGpus:  # a ParallelBackend's shape, no Ray
         lanes = 3
@@ -515,8 +515,8 @@ def test_the_app_and_the_headless_progress_say_which_gpu_ran_an_attempt():
     """On Ray an attempt's line names its GPU actor; a local one's is as before."""
     import io
 
-    from agent.loop.headless import HeadlessProgress
-    from tui.run_view import RunView
+    from warpsmith.agent.loop.headless import HeadlessProgress
+    from warpsmith.tui.run_view import RunView
     on_ray = events.AttemptFinished(3, "tiled-x", "ok", 1.25, "", "actor 1: NVIDIA H200 GPU-1234")
     local = events.AttemptFinished(4, "tiled-y", "ok", 1.5, "")
     view = RunView("sgemm", "tune")

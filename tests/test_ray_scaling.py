@@ -7,8 +7,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from agent.evaluate.records import Attempt
-from agent.evaluate.results import Status
+from warpsmith.agent.evaluate.records import Attempt
+from warpsmith.agent.evaluate.results import Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from ray_scaling import Run, kill_report, table  # noqa: E402

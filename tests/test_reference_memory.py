@@ -14,11 +14,11 @@ import pytest
 from package_env import child_env
 from workload_factory import make_sgemm_workload
 
-from agent.cli.commands import main
-from agent.spec.inputs import ReferenceFailed
-from agent.spec.reference_memory import declares_estimate, reference_memory
-from agent.spec.workload import load_workload
-from agent.worker.footprint import case_footprint
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.inputs import ReferenceFailed
+from warpsmith.agent.spec.reference_memory import declares_estimate, reference_memory
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.worker.footprint import case_footprint
 
 CHAIN = '''
 import torch
@@ -62,8 +62,8 @@ def get_init_inputs():
 
 # A fresh process runs one case's reference (in its own child, as check and eval do) and prints the
 # largest resident size its children reached: nothing else of the test run is in that figure.
-PEAK = ("import resource, sys\nfrom agent.spec.references import compute_reference\n"
-        "from agent.spec.workload import load_workload\nw = load_workload(sys.argv[1])\n"
+PEAK = ("import resource, sys\nfrom warpsmith.agent.spec.references import compute_reference\n"
+        "from warpsmith.agent.spec.workload import load_workload\nw = load_workload(sys.argv[1])\n"
         "compute_reference(w, w.case(sys.argv[2]), 1)\n"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n")
 
@@ -101,7 +101,7 @@ def test_check_and_eval_refuse_a_case_whose_reference_would_not_fit(tmp_path, ca
     w = load_workload(d)
     smallest = w.cases[1]
     arrays, extra = case_footprint(w, smallest, "host"), reference_memory(w, [smallest])[smallest.name]
-    from agent.worker import footprint
+    from warpsmith.agent.worker import footprint
     monkeypatch.setattr(footprint, "host_available_bytes", lambda: int((arrays + extra / 2) / footprint.HOST_FRACTION))
     assert main(["check", str(d)]) == 2
     out = capsys.readouterr().out

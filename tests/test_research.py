@@ -2,8 +2,8 @@
 
 from workload_factory import SGEMM
 
-from agent.proposers.research import guidance, load_notes, retrieve, workload_kind
-from agent.spec.workload import load_workload
+from warpsmith.agent.proposers.research import guidance, load_notes, retrieve, workload_kind
+from warpsmith.agent.spec.workload import load_workload
 
 
 def test_every_note_is_tagged():

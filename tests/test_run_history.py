@@ -10,8 +10,8 @@ import shutil
 from mlflow.tracking import MlflowClient
 from test_loop import open_session, workload  # noqa: F401  (fixture)
 
-from agent.cli.commands import main
-from agent.tracking.tracker import attempt_runs, session_runs
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.tracking.tracker import attempt_runs, session_runs
 
 
 def test_child_run_per_attempt_with_params_metrics_and_kernel(tmp_path, workload):
@@ -50,7 +50,7 @@ def test_runs_lists_a_sessions_child_runs(tmp_path, workload, capsys):
 def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
     """An unknown name is one line and creates nothing; a known one is kept by the
     session, so every attempt is validated on all cases and timed on that one."""
-    from agent.loop.session import SessionInfo
+    from warpsmith.agent.loop.session import SessionInfo
     store = tmp_path / "store"
     assert main(["run", str(workload.directory), "--cases", "nope", "--store", str(store)]) == 2
     assert "--cases: nope is not a performance case of sgemm" in capsys.readouterr().err and not store.exists()
@@ -61,11 +61,11 @@ def test_run_with_cases_times_and_scores_only_those(tmp_path, workload, capsys):
         assert a.status == "ok" and len(a.cases) == len(workload.cases)
         assert [c.case for c in a.cases if c.median_ms] == [focus]
     # Resuming reopens the workload from session.json: the focus must survive that.
-    from agent.cli.sessions import resume_session
-    from agent.evaluate.options import EvaluationOptions
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import session_dir
-    from agent.tracking.options import TrackingOptions
+    from warpsmith.agent.cli.sessions import resume_session
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import session_dir
+    from warpsmith.agent.tracking.options import TrackingOptions
     session_dir(store, "s2").mkdir(parents=True)
     SessionInfo("s2", str(workload.directory), SearchOptions(budget=2, cases=(focus,))).save(session_dir(store, "s2"))
     resumed = resume_session("s2", EvaluationOptions(), TrackingOptions(store, enabled=False))
@@ -80,7 +80,7 @@ def test_flush_gives_up_on_a_store_that_hangs(tmp_path, capsys):
     """A remote store that stopped answering holds the session's end at most the timeout."""
     import threading
 
-    from agent.tracking.tracker import Tracker
+    from warpsmith.agent.tracking.tracker import Tracker
     t, release = Tracker(tmp_path / "store"), threading.Event()
     t._later("log_attempt", release.wait)
     t.flush(timeout_s=0.2)

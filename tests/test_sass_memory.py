@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.compile_audit import compile_candidate
-from agent.runtime import native
-from agent.runtime.bank0_layout import layout
-from agent.runtime.compile_child import compile_request
-from agent.runtime.sass import disassemble, nvdisasm
-from agent.runtime.sass_memory import audit_memory
-from agent.spec.candidate import Candidate
+from warpsmith.agent.evaluate.compile_audit import compile_candidate
+from warpsmith.agent.runtime import native
+from warpsmith.agent.runtime.bank0_layout import layout
+from warpsmith.agent.runtime.compile_child import compile_request
+from warpsmith.agent.runtime.sass import disassemble, nvdisasm
+from warpsmith.agent.runtime.sass_memory import audit_memory
+from warpsmith.agent.spec.candidate import Candidate
 
 pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
 

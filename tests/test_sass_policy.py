@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 from workload_factory import ROOT
 
-from agent.evaluate.compile_audit import compile_candidate
-from agent.runtime.compiler import run_nvrtc
-from agent.runtime.sass import nvdisasm
-from agent.spec.candidate import Candidate
-from agent.spec.precision_policy import accumulator, allowed_types, narrow_types
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
+from warpsmith.agent.evaluate.compile_audit import compile_candidate
+from warpsmith.agent.runtime.compiler import run_nvrtc
+from warpsmith.agent.runtime.sass import nvdisasm
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.precision_policy import accumulator, allowed_types, narrow_types
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
 
 pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
 
@@ -208,7 +208,7 @@ def test_fp8_wgmma_is_qgmma_and_an_f32_accumulator_passes():
 def test_fp8_math_with_an_f16_accumulator_is_refused(source, op):
     """An f16 accumulator under the float32 policy: the PTX audit refuses it first, and the machine code alone
     (what no source spelling hides) names the 16-bit accumulator too."""
-    from agent.spec.precision_policy import refusal
+    from warpsmith.agent.spec.precision_policy import refusal
     r = compiled(source, _fp8_allowed(), wide_accumulation=True)
     assert not r.ok and r.error == "HALF_ACCUMULATION"
     ops = compiled(source, _fp8_allowed()).sass_ops  # without the float32 policy: compiled, to read its SASS

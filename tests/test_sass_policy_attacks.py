@@ -18,10 +18,10 @@ import pytest
 from test_sass_policy import compiled
 from workload_factory import ROOT
 
-from agent.runtime import sass
-from agent.runtime.sass import SassUnavailable, math_instructions, nvdisasm
-from agent.spec.precision_policy import allowed_types
-from agent.spec.workload import load_workload
+from warpsmith.agent.runtime import sass
+from warpsmith.agent.runtime.sass import SassUnavailable, math_instructions, nvdisasm
+from warpsmith.agent.spec.precision_policy import allowed_types
+from warpsmith.agent.spec.workload import load_workload
 
 pytestmark = pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
 

@@ -13,12 +13,12 @@ import pytest
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
-from agent.evaluate.ahead import AttemptScheduler
-from agent.evaluate.backend import EvaluationBackend
-from agent.evaluate.evaluator import Evaluator
-from agent.spec.workload import load_workload
-from agent.tracking.session_tracker import NullTracker, SessionTracker
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.evaluate.ahead import AttemptScheduler
+from warpsmith.agent.evaluate.backend import EvaluationBackend
+from warpsmith.agent.evaluate.evaluator import Evaluator
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.session_tracker import NullTracker, SessionTracker
+from warpsmith.agent.tracking.tracker import Tracker
 
 
 def _members(protocol: type) -> list[str]:

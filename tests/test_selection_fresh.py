@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent.evaluate.results import CaseResult, EvaluationResult, Status
-from agent.evaluate.selection import challenge
-from agent.spec.candidate import Candidate
-from agent.spec.launch import LaunchRule
-from agent.worker.mismatch import build_report
-from agent.worker.protocol import CaseCheck
+from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult, Status
+from warpsmith.agent.evaluate.selection import challenge
+from warpsmith.agent.spec.candidate import Candidate
+from warpsmith.agent.spec.launch import LaunchRule
+from warpsmith.agent.worker.mismatch import build_report
+from warpsmith.agent.worker.protocol import CaseCheck
 
 # The fresh reference of a small correctness case, as a model would want to learn it.
 REFERENCE = np.array([[0.7318421, -1.402917, 2.918273], [0.1123581, 5.551234, -3.141593]])

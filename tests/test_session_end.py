@@ -14,14 +14,14 @@ from evaluator_double import EvaluatorDouble, Gate
 from mlflow.tracking import MlflowClient
 from workload_factory import make_sgemm_workload
 
-from agent.cli.sessions import drive_session
-from agent.loop.options import SearchOptions, SessionOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
-from agent.worker.process import GpuUnavailable
+from warpsmith.agent.cli.sessions import drive_session
+from warpsmith.agent.loop.options import SearchOptions, SessionOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
+from warpsmith.agent.worker.process import GpuUnavailable
 
 # way -> (session.json's status, the MLflow run's status, the exit code headless)
 WAYS = {"finished": ("finished", "FINISHED", 0), "stop_now": ("stopped", "KILLED", 130),
@@ -101,7 +101,7 @@ def test_headless_session_records_its_end_once(tmp_path, monkeypatch, capsys, wa
 @pytest.mark.parametrize("way", list(WAYS))
 def test_app_session_records_its_end_once(tmp_path, monkeypatch, way):
     """In the app (x, s, or no key) the app ends the session; the CLI's end after the front end records nothing more."""
-    from tui.app import WarpsmithApp
+    from warpsmith.tui.app import WarpsmithApp
     counted = CountedSession(tmp_path, monkeypatch, way)
     status, mlflow_status, _ = WAYS[way]
     given = []

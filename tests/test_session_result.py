@@ -1,8 +1,8 @@
 """The session's result: the dispatch where it pays, else the best, against the fastest library of each case."""
 
-from agent.evaluate.dispatch import Dispatch, DispatchEntry
-from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
-from agent.evaluate.session_result import LibraryTime, session_result
+from warpsmith.agent.evaluate.dispatch import Dispatch, DispatchEntry
+from warpsmith.agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+from warpsmith.agent.evaluate.session_result import LibraryTime, session_result
 
 
 def _spec(name: str) -> CandidateSpec:

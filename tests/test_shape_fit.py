@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.spec.expr import Expr
-from agent.spec.shape_fit import fit_dim, fit_one
+from warpsmith.agent.spec.expr import Expr
+from warpsmith.agent.spec.shape_fit import fit_dim, fit_one
 
 
 def _sweep(f, values):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.worker.gpu_checks import GpuChecks
-from agent.worker.pages import ALLOC_GRANULE
+from warpsmith.agent.worker.gpu_checks import GpuChecks
+from warpsmith.agent.worker.pages import ALLOC_GRANULE
 
 
 @dataclass

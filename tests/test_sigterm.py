@@ -16,10 +16,10 @@ from mlflow.tracking import MlflowClient
 from openai_server_double import OpenAIServerDouble
 from workload_factory import make_sgemm_workload
 
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
 
 HERE = Path(__file__).resolve().parent
 

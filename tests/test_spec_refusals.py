@@ -11,12 +11,12 @@ import pytest
 from package_env import child_env
 from workload_factory import ROOT, make_sgemm_workload
 
-from agent.cli.commands import main
-from agent.spec.inputs import ReferenceFailed
-from agent.spec.references import compute_reference, ensure_reference, load_reference
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
-from agent.worker.footprint import case_footprint, check_memory
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.inputs import ReferenceFailed
+from warpsmith.agent.spec.references import compute_reference, ensure_reference, load_reference
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
+from warpsmith.agent.worker.footprint import case_footprint, check_memory
 
 SCALAR = '[[params]]\nname = "{name}"\nrole = "scalar"\ndtype = "{dtype}"\nvalue = {value}\n\n[tolerance]'
 
@@ -213,7 +213,7 @@ def test_hung_reference_is_killed_in_time(tmp_path):
     _reference(d, f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n    time.sleep(10**6)\n")
     env = child_env()
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-P", "-c", "import sys; from agent.cli.commands import main; sys.exit(main(sys.argv[1:]))",
+    done = subprocess.run([sys.executable, "-P", "-c", "import sys; from warpsmith.agent.cli.commands import main; sys.exit(main(sys.argv[1:]))",
                            "check", str(d), "--reference-timeout", "2"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 2

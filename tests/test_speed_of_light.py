@@ -3,9 +3,9 @@
 import pytest
 from workload_factory import SGEMM
 
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.speed_of_light import Ceilings, case_floor, load_ceilings, save_ceilings
-from agent.spec.workload import load_workload
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.speed_of_light import Ceilings, case_floor, load_ceilings, save_ceilings
+from warpsmith.agent.spec.workload import load_workload
 
 H200 = Ceilings(4300.0, 60.0, "test")
 
@@ -38,10 +38,10 @@ def test_ceilings_cache_by_gpu_and_datasheet_fallback():
 
 def test_eval_table_shows_percent_of_floor_and_its_source():
     """The eval table adds '% floor' per timed case and names where the ceilings came from."""
-    from agent.evaluate.results import CaseResult, EvaluationResult
-    from agent.evaluate.stats import TimingStats
-    from agent.tracking.report import render_table
-    from agent.worker.protocol import CaseCheck
+    from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult
+    from warpsmith.agent.evaluate.stats import TimingStats
+    from warpsmith.agent.tracking.report import render_table
+    from warpsmith.agent.worker.protocol import CaseCheck
     w = load_workload(SGEMM)
     cases = [CaseResult(c.name, c.role, "ok", check=CaseCheck("ok", 1e-7, 1e-7),
                         timing=TimingStats.of([3.8879] * 10) if c.name == "square-4096" else None) for c in w.cases]
@@ -53,8 +53,8 @@ def test_eval_table_shows_percent_of_floor_and_its_source():
 
 def test_ceiling_probe_kernels_compile_for_sm_90():
     """The copy, read and FMA probes the worker times once per GPU compile with NVRTC, no spills."""
-    from agent.runtime.compiler import compile_kernel
-    from agent.worker.ceilings_probe import PROBE_SOURCE
+    from warpsmith.agent.runtime.compiler import compile_kernel
+    from warpsmith.agent.worker.ceilings_probe import PROBE_SOURCE
     for entry in ("ws_copy", "ws_read", "ws_fma"):
         r = compile_kernel(PROBE_SOURCE, entry, "sm_90", use_cache=False)
         assert r.ok, r.log
@@ -85,7 +85,7 @@ def test_a_read_only_case_that_skips_work_is_still_suspect():
 
     from workload_factory import ROOT
 
-    from agent.spec.speed_of_light import READ_OVER_COPY
+    from warpsmith.agent.spec.speed_of_light import READ_OVER_COPY
     w = load_workload(ROOT / "examples" / "rowsum")
     case = w.case("32768x4096")
     measured = Ceilings(4246.0, 60.5, "test", read_gbs=4500.0)
@@ -116,8 +116,8 @@ def test_a_ceilings_cache_without_the_read_rate_is_read_and_measured_again(tmp_p
     measured again."""
     import json
 
-    from agent.spec import speed_of_light
-    from agent.worker import ceilings_probe
+    from warpsmith.agent.spec import speed_of_light
+    from warpsmith.agent.worker import ceilings_probe
     monkeypatch.setattr(speed_of_light, "cache_root", lambda: tmp_path)
     facts = DeviceFacts(name="NVIDIA H200", uuid="GPU-test-read")
     speed_of_light.ceilings_path(facts.uuid).parent.mkdir(parents=True)
@@ -138,7 +138,7 @@ def test_a_ceilings_cache_without_the_read_rate_is_read_and_measured_again(tmp_p
 
 def test_clocks_without_nvml_read_nothing():
     """No NVML on this machine (or a GPU it does not know): timings go without clocks, no error."""
-    from agent.worker.clocks import Clocks
+    from warpsmith.agent.worker.clocks import Clocks
     assert Clocks("GPU-00000000-0000-0000-0000-000000000000").read() is None
     assert Clocks("GPU-x", library="libnot-there.so").read() is None
 
@@ -151,9 +151,9 @@ def test_16_bit_workloads_are_floored_by_the_tensor_core_peak_not_fp32_fma():
 
     from workload_factory import ROOT
 
-    from agent.runtime.device_facts import DeviceFacts
-    from agent.spec.speed_of_light import Ceilings, case_floor, compute_ceiling, tensor_peak_tflops
-    from agent.spec.workload import load_workload
+    from warpsmith.agent.runtime.device_facts import DeviceFacts
+    from warpsmith.agent.spec.speed_of_light import Ceilings, case_floor, compute_ceiling, tensor_peak_tflops
+    from warpsmith.agent.spec.workload import load_workload
     h200 = DeviceFacts(name="NVIDIA H200", arch="sm_90", cc_major=9, cc_minor=0, sm_count=132, sm_clock_khz=1980000)
     assert tensor_peak_tflops(h200) == 1070.5
     assert tensor_peak_tflops(DeviceFacts(cc_major=7, cc_minor=5, sm_count=40, sm_clock_khz=1590000)) is None

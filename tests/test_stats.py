@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.evaluate.stats import TimingStats, geomean
+from warpsmith.agent.evaluate.stats import TimingStats, geomean
 
 
 def test_stats_of_samples():

@@ -15,10 +15,10 @@ import pytest
 from package_env import child_env
 from workload_factory import make_sgemm_workload
 
-from agent.cli.commands import main
-from agent.tracking.store_schema import known_revisions
+from warpsmith.agent.cli.commands import main
+from warpsmith.agent.tracking.store_schema import known_revisions
 
-WRITE_STORE = ("import sys; from pathlib import Path; from agent.tracking.tracker import Tracker; "
+WRITE_STORE = ("import sys; from pathlib import Path; from warpsmith.agent.tracking.tracker import Tracker; "
                "t = Tracker(Path(sys.argv[1])); t.start('sgemm', 'sgemm-s1', {'proposer': 'tune'}); t.end('FINISHED')")
 
 
@@ -49,7 +49,7 @@ def test_runs_run_resume_and_ui_say_the_store_is_from_a_newer_mlflow(newer_store
 
 def test_runs_prints_one_line_in_a_fresh_process(newer_store):
     """The whole command, as a user runs it: one line on stderr, no traceback, no mlflow log."""
-    done = subprocess.run([sys.executable, "-P", "-m", "tui", "runs", "--store", str(newer_store)],
+    done = subprocess.run([sys.executable, "-P", "-m", "warpsmith.tui", "runs", "--store", str(newer_store)],
                           env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [done.stderr.strip()] and "written by a newer mlflow" in done.stderr

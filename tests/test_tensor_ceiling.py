@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.speed_of_light import TENSOR_FMA_PER_SM_CLOCK, tensor_peak_tflops
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.speed_of_light import TENSOR_FMA_PER_SM_CLOCK, tensor_peak_tflops
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_REGS_PER_SM, H200_SMEM_PER_SM, H200_SMEM_OPTIN = 65536, 228 * 1024, 227 * 1024
@@ -75,7 +75,7 @@ def test_clock_peak_of_the_h200():
 
 
 def test_no_gpu_is_one_line_and_exit_2(monkeypatch, capsys):
-    from agent.runtime import native
+    from warpsmith.agent.runtime import native
 
     def no_gpu(ordinal=0):
         raise RuntimeError("cuInit failed: no CUDA-capable device is detected")

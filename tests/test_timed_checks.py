@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from agent.worker.gpu_checks import STATS_WORDS, GpuChecks
-from agent.worker.host_prf import prf
-from agent.worker.timed_checks import TimedChecks
+from warpsmith.agent.worker.gpu_checks import STATS_WORDS, GpuChecks
+from warpsmith.agent.worker.host_prf import prf
+from warpsmith.agent.worker.timed_checks import TimedChecks
 
 GRID = 4  # the check kernels' blocks
 

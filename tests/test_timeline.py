@@ -6,13 +6,13 @@ from __future__ import annotations
 from evaluator_double import EvaluatorDouble
 from workload_factory import make_sgemm_workload
 
-from agent.loop.options import SearchOptions
-from agent.loop.session import Session, SessionInfo, session_dir
-from agent.loop.timeline import FILE, read_timeline
-from agent.proposers.choice import ProposerChoice
-from agent.proposers.tune import TuneProposer
-from agent.spec.workload import load_workload
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.loop.options import SearchOptions
+from warpsmith.agent.loop.session import Session, SessionInfo, session_dir
+from warpsmith.agent.loop.timeline import FILE, read_timeline
+from warpsmith.agent.proposers.choice import ProposerChoice
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracker import Tracker
 
 
 def test_a_session_writes_when_each_node_ran_and_nothing_of_the_kernels(tmp_path):
@@ -95,8 +95,8 @@ def test_search_speeds_running_time_reads_each_attempts_seconds_across_a_resume(
     """benchmarks/search_speed.py's running-time lines (a 10-minute session in two parts):
     one entry per attempt from the checkpoint's history, in order, ending at the session's
     own time spent, the best as it stood after each attempt."""
-    from agent.loop import events
-    from agent.tracking.session_tracker import NullTracker
+    from warpsmith.agent.loop import events
+    from warpsmith.agent.tracking.session_tracker import NullTracker
     search_speed = _search_speed()
     reached_target, running_progress, running_report = (search_speed.reached_target, search_speed.running_progress,
                                                         search_speed.running_report)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from workload_factory import SGEMM, make_sgemm_workload
 
-from agent.spec.tolerance import (
+from warpsmith.agent.spec.tolerance import (
     COMPARISON_CUDA,
     DENOMINATOR_FLOOR,
     TF32_RTOL,
@@ -17,7 +17,7 @@ from agent.spec.tolerance import (
     error_on_scale,
     relative_error,
 )
-from agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload import load_workload
 
 
 def tf32(x):
@@ -61,7 +61,7 @@ def test_scale_is_the_rms_of_the_finite_entries_without_overflow():
     """One infinity or NaN must not make the case's scale inf or NaN (every honest output of an
     allow_nonfinite workload failed), nor one huge entry square past float64 (any finite output
     then passed)."""
-    from agent.spec.tolerance import scale
+    from warpsmith.agent.spec.tolerance import scale
     x = np.array([3.0, -4.0, 0.0, 0.0])
     assert scale(x) == pytest.approx(np.sqrt(np.mean(np.square(x))))
     assert scale(np.append(x, [np.inf, -np.inf, np.nan])) == pytest.approx(np.sqrt(25 / 4))
@@ -137,7 +137,7 @@ def test_the_cuda_comparison_gives_what_relative_error_gives(tmp_path):
 def test_row_scales_are_each_rows_finite_rms():
     """scale = "row": one scale per row of the last axis, each as `scale` computes it, with
     the case's single scale otherwise; a row of zeros or non-finite values scales by 0."""
-    from agent.spec.tolerance import row_length, scale, scales
+    from warpsmith.agent.spec.tolerance import row_length, scale, scales
     ref = np.array([[3.0, -4.0], [1e200, np.inf], [0.0, np.nan]])
     assert scales(ref, per_row=True) == pytest.approx([scale(ref[0]), 1e200, 0.0])
     assert scales(ref) == pytest.approx([scale(ref)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from agent.worker.torch_baseline import TorchBaseline
+from warpsmith.agent.worker.torch_baseline import TorchBaseline
 
 
 def test_cublas_workspaces_go_back_to_the_cache_before_the_cache_is_unmapped():

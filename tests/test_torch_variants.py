@@ -14,11 +14,11 @@ from contextlib import nullcontext
 import pytest
 from workload_factory import ROOT
 
-from agent.spec.workload import SpecError, load_workload
-from agent.worker import torch_baseline
-from agent.worker.case_verdicts import library_check
-from agent.worker.protocol import CaseCheck
-from agent.worker.status import Status
+from warpsmith.agent.spec.workload import SpecError, load_workload
+from warpsmith.agent.worker import torch_baseline
+from warpsmith.agent.worker.case_verdicts import library_check
+from warpsmith.agent.worker.protocol import CaseCheck
+from warpsmith.agent.worker.status import Status
 
 ATTENTION = ROOT / "examples" / "attention_bf16"
 

@@ -9,12 +9,12 @@ from openai_server_double import OpenAIServerDouble
 from test_llm_proposer import answer
 from workload_factory import make_sgemm_workload
 
-from agent.proposers.base import ProposalContext
-from agent.proposers.llm import LlmProposer
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.workload import load_workload
-from agent.tracking.tracing import enable_tracing
-from agent.tracking.tracker import Tracker
+from warpsmith.agent.proposers.base import ProposalContext
+from warpsmith.agent.proposers.llm import LlmProposer
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.tracking.tracing import enable_tracing
+from warpsmith.agent.tracking.tracker import Tracker
 
 
 def test_model_calls_become_traces(tmp_path, monkeypatch):

@@ -9,12 +9,12 @@ import math
 import pytest
 from workload_factory import SGEMM
 
-from agent.evaluate.records import Attempt
-from agent.proposers import compile_pool
-from agent.proposers.base import ProposalContext, SearchExhausted
-from agent.proposers.tune import TuneProposer
-from agent.runtime.device_facts import DeviceFacts
-from agent.spec.workload import load_workload
+from warpsmith.agent.evaluate.records import Attempt
+from warpsmith.agent.proposers import compile_pool
+from warpsmith.agent.proposers.base import ProposalContext, SearchExhausted
+from warpsmith.agent.proposers.tune import TuneProposer
+from warpsmith.agent.runtime.device_facts import DeviceFacts
+from warpsmith.agent.spec.workload import load_workload
 
 
 def run_search(seed: int, steps: int, score) -> list[Attempt]:
@@ -67,7 +67,7 @@ def test_exhausted_space_is_a_search_exhausted_error():
 
 def test_combinations_that_do_not_compile_are_skipped_without_spending_budget():
     """A kernel's #error guard rules a knob value out: the tuner never proposes it."""
-    from agent.evaluate.records import Best, CandidateSpec
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec
     source = ('// knob X: 1 2 3\n#ifndef X\n#define X 1\n#endif\n#if X == 2\n#error X = 2 spills\n#endif\n'
               'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X; }\n')
     spec = CandidateSpec(name="guarded", source=source, entry="k", grid=["1"], block=["32"], proposer="tune")
@@ -116,8 +116,8 @@ def _tiled_and_splitk(tmp_path):
     from test_dispatch import CASES
     from workload_factory import make_sgemm_workload
 
-    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from warpsmith.agent.spec.candidate import Candidate
     w = load_workload(make_sgemm_workload(tmp_path / "w", CASES, kernels=("naive", "tiled", "splitk")))
     tiled = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tiled"]), "tune")
     best = Best(spec=tiled, score_ms=0.45, iteration=1, cases=[
@@ -130,7 +130,7 @@ def _tiled_and_splitk(tmp_path):
 def test_other_tunable_kernels_get_turns_judged_on_the_case_that_needs_them(tmp_path):
     """tiled is the best and still improving; after every three of its proposals one tunes split-K instead,
     scored on the case furthest behind the baseline (long-K), and its own turns rank by that case only."""
-    from agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.evaluate.records import CaseOutcome
     w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner, history, kernels = TuneProposer(0), [], []
     for i in range(1, 13):
@@ -177,8 +177,8 @@ def test_a_kernels_listed_configs_come_right_after_its_defaults(tmp_path):
 def test_a_stalled_kernel_alternates_with_the_others(tmp_path):
     """tiled's last STALL attempts brought no new best: from then on split-K gets every other turn instead
     of one in four; a new best from tiled brings the three-in-four rule back."""
-    from agent.evaluate.records import CaseOutcome
-    from agent.proposers.kernel_turns import STALL
+    from warpsmith.agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.proposers.kernel_turns import STALL
     w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner, history, kernels = TuneProposer(0, ahead=0), [], []
     for i in range(1, 15):
@@ -202,7 +202,7 @@ def test_a_stalled_main_kernel_searches_every_other_turn_for_thefocus_case(tmp_p
     """tiled alone (named), stalled on the geomean after its first attempts: its turns alternate between the
     geomean and the case furthest behind the baseline (long-K), and a turn for long-K branches from the point
     fastest there, which is not the geomean's best (a knob that pays on one shape only)."""
-    from agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.evaluate.records import CaseOutcome
     w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner, history, specs = TuneProposer(0, kernel="tiled", ahead=0), [], []
     for i in range(1, 11):
@@ -222,8 +222,8 @@ def test_a_stalled_main_kernel_searches_every_other_turn_for_thefocus_case(tmp_p
 
 
 def _sgemm_best(w, medians):
-    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from warpsmith.agent.spec.candidate import Candidate
     spec = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels["tf32x3"]), "tune")
     return Best(spec=spec, score_ms=1.0, iteration=1, cases=[
         CaseOutcome(case=c, role="performance", status="ok", median_ms=m) for c, m in medians.items()])
@@ -234,7 +234,7 @@ def test_batches_give_every_tunable_kernel_a_turn():
     other tunable kernels gets its defaults within the first steps. On the H200 the turn was the step's
     iteration modulo a cycle that a batch of four strides through, and one kernel
     (splitk_warptile) got every turn while tf32x3_splitk, the one the long-K case needed, got none."""
-    from agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.evaluate.records import CaseOutcome
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
     best = _sgemm_best(w, {c: 1.0 for c in perf})
@@ -255,7 +255,7 @@ def test_once_stalled_another_kernels_turn_fills_the_whole_step(tmp_path):
     """Steps of four with tiled (the main kernel) stalled: the steps alternate between tiled and split-K, and
     a split-K step is split-K's throughout (its defaults, then its listed configs, then its neighbours, each
     searched for the focus case). With one turn per step it had a quarter of the attempts at most."""
-    from agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.evaluate.records import CaseOutcome
     w, best, baseline = _tiled_and_splitk(tmp_path)
     toml = w.directory / "workload.toml"
     toml.write_text(toml.read_text().replace('size = "SPLITK * M * N", init = "poison" }]',
@@ -288,7 +288,7 @@ def test_an_exhausted_other_kernel_gives_its_turns_to_the_rest(tmp_path):
     w, best, baseline = _tiled_and_splitk(tmp_path)
     tuner = TuneProposer(0, ahead=0)
     ctx = ProposalContext(w, DeviceFacts(), 5, "optimise", [], best, None, baseline)
-    from agent.proposers.base import SearchExhausted
+    from warpsmith.agent.proposers.base import SearchExhausted
     calls = []
     real = tuner._propose
     def propose(ctx, kernel=None, focus=None):
@@ -305,9 +305,9 @@ def test_an_exhausted_other_kernel_gives_its_turns_to_the_rest(tmp_path):
 def test_known_verdicts_take_no_compile_ahead_slot():
     """Neighbours NVRTC has already judged (accepted or refused) are not counted against `ahead`: the slots go
     to neighbours whose compile is still unknown."""
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
-    from agent.proposers.knob_search import neighbours_of
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.knob_search import neighbours_of
     w = load_workload(SGEMM)
     tuner = TuneProposer(0, kernel="tiled", ahead=2)
     ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
@@ -325,8 +325,8 @@ def test_known_verdicts_take_no_compile_ahead_slot():
 def test_a_compile_that_raises_after_its_queued_future_is_cancelled_leaves_no_cancelled_future(monkeypatch):
     """_compiles_ok cancels a queued compile and runs it itself; if that raises, the table holds no
     cancelled future for _compiled_already to trip on."""
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
     with _held_pool() as (tuner, base, defaults, busy):
         tuner.pool.submit(base, defaults, "sm_90", False)
         def broken(*a):
@@ -341,8 +341,8 @@ def test_a_compile_that_raises_after_its_queued_future_is_cancelled_leaves_no_ca
 def test_the_focus_moves_on_once_another_kernel_wins_the_worst_case():
     """The focus is the case furthest behind over every attempt's medians (what the dispatch
     gives it), not the single best's: once split-K wins long-K, 128x4096x4096 is next."""
-    from agent.evaluate.records import CaseOutcome
-    from agent.proposers.kernel_turns import focus_case
+    from warpsmith.agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.proposers.kernel_turns import focus_case
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
     single = {c: 1.0 for c in perf} | {"256x256x131072": 20.0, "128x4096x4096": 2.0}
@@ -362,8 +362,8 @@ def test_the_next_candidates_are_compiled_ahead():
     the compile pool's processes); the next proposal is one of them."""
     from concurrent.futures import Future
 
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     first = tuner.propose(ProposalContext(w, facts, 1, "optimise", [], None, None)).spec
@@ -413,8 +413,8 @@ def test_a_batch_is_compiled_in_parallel_and_keeps_only_what_compiles():
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=2), DeviceFacts(arch="sm_90")
     history = run_search(0, 2, lambda d: 1.0 + d["BM"] / 1000)
     batch = tuner.propose_batch(ProposalContext(w, facts, 3, "optimise", history, None, history[-1]), 3)
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
     assert 2 <= len(batch) <= 3
     for p in batch:
         known = tuner.pool.compiles[(source_tag(p.spec.source), "sm_90", _key(p.spec.defines))]
@@ -425,7 +425,7 @@ def _clean_record(tuner: TuneProposer, source: str) -> None:
     """As after CLEAN_RECORD compiles of the kernel, none refused (the tuner's _verdict counts them)."""
     from collections import Counter
 
-    from agent.proposers.compile_pool import CLEAN_RECORD, source_tag
+    from warpsmith.agent.proposers.compile_pool import CLEAN_RECORD, source_tag
     tuner.pool.record[source_tag(source)] = Counter({True: CLEAN_RECORD})
 
 
@@ -433,7 +433,7 @@ def test_a_kernel_nvrtc_has_refused_a_point_of_is_proposed_only_after_nvrtcs_ver
     """A `static_assert` on the knobs (which the #error reader does not see) refuses X = 3: once
     NVRTC has refused a point of the kernel, no proposal, in a step or alone, is made before its
     verdict, so none is ever compile_failed (real NVRTC, compiles ahead on)."""
-    from agent.evaluate.records import Best, CandidateSpec
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec
     source = ('// knob X: 1 2 3 4\n// knob Y: 1 2\n#ifndef X\n#define X 1\n#endif\n#ifndef Y\n#define Y 1\n#endif\n'
               'static_assert(X != 3, "X = 3 is refused");\n'
               'extern "C" __global__ void k(float* y) { y[threadIdx.x] = X * Y; }\n')
@@ -441,8 +441,8 @@ def test_a_kernel_nvrtc_has_refused_a_point_of_is_proposed_only_after_nvrtcs_ver
     w = load_workload(SGEMM)
     best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
     tuner, facts, history = TuneProposer(0, ahead=2), DeviceFacts(arch="sm_90"), []
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
     assert tuner.pool.verdict(spec, {"X": 3}, "sm_90", False) is False  # seen refused: the record is not clean
     for step in range(4):
         try:
@@ -495,7 +495,7 @@ def test_a_batch_of_one_is_a_plain_proposal():
 def test_error_guards_are_read_without_compiling(monkeypatch):
     """A point an `#if ... #error` pair refuses is skipped before NVRTC sees it
     (agent/spec/knob_space.py); what the reader cannot judge still goes to the compiler."""
-    from agent.evaluate.records import Best, CandidateSpec
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec
     compiled = []
     real = compile_pool.compile_config
     monkeypatch.setattr(compile_pool, "compile_config",
@@ -520,8 +520,8 @@ def test_a_neighbour_compiled_ahead_is_taken_before_one_that_must_compile():
     already finished is proposed without compiling (or waiting for) the others."""
     import random
 
-    from agent.proposers.knob_search import next_point
-    from agent.spec.kernel_source import parse_knobs
+    from warpsmith.agent.proposers.knob_search import next_point
+    from warpsmith.agent.spec.kernel_source import parse_knobs
     knobs = parse_knobs("// knob X: 1 2 3 4 5\n#define X 3\n")
     asked = []
     feasible = lambda d: asked.append(d["X"]) or True
@@ -542,8 +542,8 @@ def test_a_ready_neighbour_of_the_runner_up_is_taken_before_the_best_must_compil
     without blocking on a compile of one of the best's neighbours (a tree from the frontier)."""
     import random
 
-    from agent.proposers.knob_search import next_point
-    from agent.spec.kernel_source import parse_knobs
+    from warpsmith.agent.proposers.knob_search import next_point
+    from warpsmith.agent.spec.kernel_source import parse_knobs
     knobs = parse_knobs("// knob X: 1 2 3 4 5\n// knob Y: 1 2 3\n#define X 3\n#define Y 1\n")
     scores = {(("X", 3), ("Y", 1)): 1.0, (("X", 1), ("Y", 3)): 1.5}
     asked = []
@@ -574,8 +574,8 @@ def _held_pool():
 def test_a_needed_compile_queued_behind_guesses_is_compiled_at_once():
     """The compile pool busy with speculative work: a configuration the proposal needs now, still queued, is
     compiled in the proposing thread (real NVRTC) instead of waiting for the pool to reach it."""
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
     with _held_pool() as (tuner, base, defaults, busy):
         tuner.pool.submit(base, defaults, "sm_90", False)
         key = (source_tag(base.source), "sm_90", _key({**base.defines, **defaults}))
@@ -588,9 +588,9 @@ def test_a_step_takes_only_compiled_neighbours_while_some_are_ready(monkeypatch)
     """Three neighbours of the best compiled already, the pool busy with guesses: a batch of four is the three
     ready ones (the first proposal among them) and nothing waits on NVRTC; the step's members then each get
     their neighbours queued for the next step, up to `depth`."""
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
-    from agent.proposers.knob_search import neighbours_of
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.knob_search import neighbours_of
 
     def no_compile(*a):
         raise AssertionError("the step waited on NVRTC while compiled neighbours were ready")
@@ -613,9 +613,9 @@ def test_the_first_step_is_compiled_while_the_plan_runs():
     the defaults' neighbours, up to `depth`; the first proposal is the defaults, taken from that compile."""
     from concurrent.futures import Future
 
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
-    from agent.proposers.knob_search import neighbours_of
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.knob_search import neighbours_of
     w = load_workload(SGEMM)
     with _held_pool() as (tuner, base, defaults, busy):
         ctx = ProposalContext(w, DeviceFacts(arch="sm_90"), 1, "optimise", [], None, None)
@@ -635,7 +635,7 @@ def test_last_rounds_guesses_not_wanted_any_more_are_dropped_from_the_queue():
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from agent.proposers.compile_pool import COMPILE_NOW
+    from warpsmith.agent.proposers.compile_pool import COMPILE_NOW
     w = load_workload(SGEMM)
     tuner, facts = TuneProposer(0, kernel="tiled", ahead=3), DeviceFacts(arch="sm_90")
     tuner.pool.executor, release = ThreadPoolExecutor(max_workers=1), threading.Event()
@@ -663,8 +663,8 @@ def test_a_proposed_point_queued_behind_the_guesses_is_compiled_at_once(monkeypa
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
     ran_on = {}
 
     def named(base, defines, *args):
@@ -702,8 +702,8 @@ def test_every_shipped_kernel_is_proposed_at_its_defaults(example):
     static launch check resolves programs as the evaluator does (TMA arguments need the
     arrays' layouts; on the H200 bf16 wgmma_ws was once refused at all 384 points), and
     the best-kernel files (launch.json) are written for it."""
-    from agent.evaluate.records import Best
-    from agent.tracking.best_kernel import launch_json
+    from warpsmith.agent.evaluate.records import Best
+    from warpsmith.agent.tracking.best_kernel import launch_json
     w = load_workload(example)
     for name, kernel in w.kernels.items():
         if not kernel.knobs():
@@ -720,9 +720,9 @@ def test_every_shipped_kernel_is_proposed_at_its_defaults(example):
 def test_a_batch_takes_neighbours_compiled_already_first():
     """Neighbours of the top-k points whose compile has finished (and passed) fill a batch before any that would
     have to compile now, whichever point's neighbourhood they are in."""
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
-    from agent.proposers.knob_search import neighbours_of
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.knob_search import neighbours_of
     w = load_workload(SGEMM)
     tuner = TuneProposer(0, kernel="tiled", ahead=0)
     tuner.pool.submit = lambda *a: None  # nothing compiled speculatively: only what the test marks
@@ -746,8 +746,8 @@ def _session_on(w, score, steps: int, batch: int = 1) -> list[str]:
     """A tune session's kernels, attempt by attempt, over `steps` steps of `batch`: the best is the starting kernel
     (timed by the plan), then the fastest attempt so far (as the session keeps it), every attempt timed at
     score(kernel, defines) on every case."""
-    from agent.evaluate.records import Best, CandidateSpec, CaseOutcome
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.records import Best, CandidateSpec, CaseOutcome
+    from warpsmith.agent.spec.candidate import Candidate
     perf = [c.name for c in w.cases if c.role == "performance"]
     start = CandidateSpec.from_candidate(Candidate.from_spec(w.kernels[w.start]), "start")
     ms = score(w.start, {})
@@ -836,13 +836,13 @@ def test_before_any_best_the_tuner_aims_where_its_first_proposal_will():
 
 def _identity(w, kernel: str) -> dict[str, str]:
     """A tuned configuration's identity fields: the names above are for people and not read."""
-    from agent.proposers.compile_pool import source_tag
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.spec.candidate import Candidate
     return {"kernel": kernel, "tag": source_tag(Candidate.from_spec(w.kernels[kernel]).source)}
 
 
 def _tf32x3_attempts(w, n: int, status: str = "ok", **defines) -> list[Attempt]:
-    from agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.evaluate.records import CaseOutcome
     perf = [c.name for c in w.cases if c.role == "performance"]
     out = []
     for i in range(n):
@@ -859,8 +859,8 @@ def test_a_turn_proposed_ahead_counts_and_listed_kernels_go_first():
     while its first was still in flight, and the split-K kernels none in 20 attempts. A turn in flight counts; among
     the kernels not tried yet, one the workload lists settings for (tf32x3_splitk: SPLITK=32 suits the long-K case)
     goes first."""
-    from agent.evaluate.records import CandidateSpec
-    from agent.spec.candidate import Candidate
+    from warpsmith.agent.evaluate.records import CandidateSpec
+    from warpsmith.agent.spec.candidate import Candidate
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
     history = _tf32x3_attempts(w, 3)
@@ -875,7 +875,7 @@ def test_a_turn_proposed_ahead_counts_and_listed_kernels_go_first():
 def test_a_knob_value_that_was_only_ever_wrong_is_proposed_last():
     """tf32x3's FLUSH=0 accumulates in the tensor cores and is wrong on every case of K >= 1024: after two wrong
     attempts with it (and passes without it) no neighbour with FLUSH=0 is proposed while others remain."""
-    from agent.proposers.knob_search import doomed_values
+    from warpsmith.agent.proposers.knob_search import doomed_values
     w = load_workload(SGEMM)
     history = _tf32x3_attempts(w, 3) + _tf32x3_attempts(w, 2, status="wrong_answer", FLUSH=0)
     history = [a.model_copy(update={"iteration": i}) for i, a in enumerate(history, 1)]
@@ -912,7 +912,7 @@ def test_another_kernels_listed_settings_each_get_a_turn_before_the_fastest_on_t
     one (its defaults, SPLITK=32), then splitk_warptile, fastest on 128x4096x4096, took the turns, and the listed
     SPLITK=4 settings for that case never came. Each listed setting of another kernel gets a turn of its own, after
     which the usual rule (fastest on the focus case, least tried) holds."""
-    from agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.evaluate.records import CaseOutcome
     w = load_workload(SGEMM)
     perf = [c.name for c in w.cases if c.role == "performance"]
 
@@ -972,10 +972,10 @@ def test_another_kernels_turn_finds_its_points_compiled_ahead(tmp_path):
     while untried, then the neighbours of its best): every member of a split-K step was compiled before the step
     was proposed. With only the kernel being proposed compiled ahead, the GPU of one H100 waited on NVRTC at most
     other-kernel turns."""
-    from agent.evaluate.records import CaseOutcome
-    from agent.proposers.compile_pool import defines_key as _key
-    from agent.proposers.compile_pool import source_tag
-    from agent.proposers.tune_ahead import OTHERS_AHEAD
+    from warpsmith.agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.proposers.compile_pool import defines_key as _key
+    from warpsmith.agent.proposers.compile_pool import source_tag
+    from warpsmith.agent.proposers.tune_ahead import OTHERS_AHEAD
     w, best, baseline = _tiled_and_splitk(tmp_path)
     facts = DeviceFacts(arch="sm_90")
     tuner, history, splitk_steps = TuneProposer(0, ahead=2), [], 0
@@ -1004,8 +1004,8 @@ def test_the_tuner_knows_its_attempts_by_their_identity_fields_not_their_names()
     """kernel and tag are fields: a configuration named anything counts as tf32x3's when its fields say so, and a
     name in the tuner's form with other fields does not. Only a record without the fields (stored before they
     existed) is read from its name."""
-    from agent.evaluate.records import CandidateSpec
-    from agent.proposers.tune_target import attempts_on, tune_base
+    from warpsmith.agent.evaluate.records import CandidateSpec
+    from warpsmith.agent.proposers.tune_target import attempts_on, tune_base
     w = load_workload(SGEMM)
     ctx = lambda history=(): ProposalContext(w, DeviceFacts(), 9, "optimise", list(history), None, None)
     c = ctx()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from workload_factory import SGEMM, SMALL_CASES, make_sgemm_workload
 
-from agent.spec.workload import load_workload
-from agent.spec.workload_model import SpecError
+from warpsmith.agent.spec.workload import load_workload
+from warpsmith.agent.spec.workload_model import SpecError
 
 
 def test_example_sgemm_parses():
@@ -147,9 +147,9 @@ def test_fast_math_options_load_where_the_workload_allows_them(tmp_path):
 
 def test_start_tune_names_the_kernel_the_tuner_searches_first(tmp_path):
     """[start] tune overrides "the kernel with most knobs" as the tuner's main kernel."""
-    from agent.proposers.base import ProposalContext
-    from agent.proposers.tune import TuneProposer
-    from agent.runtime.device_facts import DeviceFacts
+    from warpsmith.agent.proposers.base import ProposalContext
+    from warpsmith.agent.proposers.tune import TuneProposer
+    from warpsmith.agent.runtime.device_facts import DeviceFacts
     plain = load_workload(make_sgemm_workload(tmp_path / "a"))
     chosen = load_workload(break_spec(tmp_path / "b", 'kernel = "naive"', 'kernel = "naive"\ntune = "tiled"'))
     assert plain.tune == "" and chosen.tune == "tiled"
@@ -192,9 +192,9 @@ def test_a_kernel_that_serves_no_performance_case_is_an_error(tmp_path):
 
 def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_path):
     """bench --shapes: the file's shapes become the performance cases (another digest), and a session stores them so that resume loads the same cases."""
-    from agent.loop.options import SearchOptions
-    from agent.loop.session import SessionInfo
-    from agent.spec.shapes import load_shapes
+    from warpsmith.agent.loop.options import SearchOptions
+    from warpsmith.agent.loop.session import SessionInfo
+    from warpsmith.agent.spec.shapes import load_shapes
     f = tmp_path / "shapes.toml"
     f.write_text('[[sgemm]]\nname = "decode-16x512x512"\nsizes = { M = 16, N = 512, K = 512 }\n'
                  '[[softmax]]\nname = "long"\nsizes = { rows = 4, cols = 100000 }\n')
@@ -215,9 +215,9 @@ def test_shapes_replace_the_performance_cases_and_travel_with_the_session(tmp_pa
 def test_a_candidate_that_would_dodge_every_correctness_case_is_refused():
     """A launch rule that makes a kernel not applicable on every correctness case (so it would be judged at
     performance sizes only) is launch_invalid, in the evaluator as in the tuner's rule."""
-    from agent.evaluate.results import CaseResult, Status
-    from agent.evaluate.verdict import coverage_problem
-    from agent.spec.applicability import coverage_gap
+    from warpsmith.agent.evaluate.results import CaseResult, Status
+    from warpsmith.agent.evaluate.verdict import coverage_problem
+    from warpsmith.agent.spec.applicability import coverage_gap
     na = lambda name, role: CaseResult(name, role, Status.NOT_APPLICABLE, detail=f"case '{name}': grid (0, 1, 1)")
     dodging = [na("odd", "correctness"), na("probe", "correctness"), CaseResult("square", "performance")]
     assert coverage_problem(dodging).startswith("not applicable to any correctness case") and "case 'odd'" in coverage_problem(dodging)
@@ -232,9 +232,9 @@ def test_split_row_kernels_serve_rows_up_to_their_grid_and_no_longer():
     """The split-row kernels (softmax, layernorm, rmsnorm_bf16) serve 10^6-column rows at their
     defaults, and are not applicable (an empty grid, no launch) where a row has more slices than
     half the grid's buffers: the rule that keeps their cross-block exchange free of deadlock."""
-    from agent.spec.applicability import case_problem
-    from agent.spec.candidate import Candidate
-    from agent.spec.workload_model import Case
+    from warpsmith.agent.spec.applicability import case_problem
+    from warpsmith.agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.workload_model import Case
     for name in ("softmax", "layernorm", "rmsnorm_bf16"):
         w = load_workload(SGEMM.parent / name)
         split = Candidate.from_spec(w.kernels["split"])

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from agent.cli.commands import main
+from warpsmith.agent.cli.commands import main
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "workloads.md"
 

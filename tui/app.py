@@ -1,6 +1,6 @@
 """The full-screen app: watch a session live, pause it, change its budget, stop
 it, browse past runs. The loop runs in a worker thread; the UI only ever folds
-the loop's typed events (agent.loop.events) into a RunView and renders it."""
+the loop's typed events (warpsmith.agent.loop.events) into a RunView and renders it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, RichLog
 
-from agent.tracking.past_runs import RunsSource
+from warpsmith.agent.tracking.past_runs import RunsSource
 
 from .run_view import AttemptRow, CaseRow, RunView
 from .screens.budget import BudgetChange, BudgetScreen
@@ -29,7 +29,7 @@ from .widgets.status_bar import StatusBar
 from .widgets.trend import Trend
 
 if TYPE_CHECKING:
-    from agent.loop.session import Session
+    from warpsmith.agent.loop.session import Session
 
 ACTIVE = ("starting", "running", "pausing", "stopping")
 
@@ -48,7 +48,7 @@ class WarpsmithApp(App[Optional[str]]):
 
     def __init__(self, session: Session, runs_source: Optional[RunsSource] = None,
                  resume: Optional[Callable[[str], Session]] = None):
-        """session: an agent.loop.session.Session, ended here (Session.end) when its run ends
+        """session: an warpsmith.agent.loop.session.Session, ended here (Session.end) when its run ends
         or it is left paused; resume(session_id) opens another session (from the past-runs screen)."""
         super().__init__()
         self.session, self.runs_source, self.resume_factory = session, runs_source, resume

@@ -7,18 +7,18 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.loop.options import SessionOptions
-    from agent.loop.session import Session
-    from agent.spec.workload_model import Workload
+    from warpsmith.agent.loop.options import SessionOptions
+    from warpsmith.agent.loop.session import Session
+    from warpsmith.agent.spec.workload_model import Workload
 
 
 def run_app(session: Session, options: SessionOptions) -> str:
     """Run `session` in the app; returns how it ended. The app ends every session it
     runs (Session.end); the caller closes `session`. Sessions resumed from the
     past-runs screen are closed here, after the app exits (it may show them until then)."""
-    from agent.cli.sessions import resume_session
-    from agent.tracking.past_runs import RunsSource
-    from agent.tracking.tracker import Tracker
+    from warpsmith.agent.cli.sessions import resume_session
+    from warpsmith.agent.tracking.past_runs import RunsSource
+    from warpsmith.agent.tracking.tracker import Tracker
 
     from .app import WarpsmithApp
     tracker = session.tracker
@@ -45,7 +45,7 @@ def review_in_app(workload: Workload, question: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agent.cli.commands import main as agent_main
+    from warpsmith.agent.cli.commands import main as agent_main
     try:
         return agent_main(argv, front_end=run_app, review_front_end=review_in_app)
     finally:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from agent.evaluate.results import Status
-from agent.loop import events
-from agent.loop.limits import Limits
+from warpsmith.agent.evaluate.results import Status
+from warpsmith.agent.loop import events
+from warpsmith.agent.loop.limits import Limits
 
 
 @dataclass

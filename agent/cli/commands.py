@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, front_end: Optional[FrontEnd] = None,
          review_front_end: Optional[Callable[[Workload, str], bool]] = None) -> int:
     """front_end(session, options) -> status runs a session in a full-screen app and
-    ends it there; the `warpsmith` command (tui.cli) passes the Textual app. Without
+    ends it there; the `warpsmith` command (warpsmith.tui.cli) passes the Textual app. Without
     one, or with --headless, sessions print a progress bar."""
     from ..runtime.secrets import hide_environ_block
     hide_environ_block()  # before any child: /proc/<this pid>/environ shows no key to what they run

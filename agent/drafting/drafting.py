@@ -149,7 +149,7 @@ def compare_references(directory: Path, second: Path, timeout_s: float = CHECK_T
     """Both references on the same seeded inputs, in a separate, time-limited process
     that dies with this one (a SIGKILLed warpsmith cannot enforce the time limit)."""
     try:
-        done = subprocess.run(python_module("agent.drafting.reference_check", str(directory), str(second)),
+        done = subprocess.run(python_module("warpsmith.agent.drafting.reference_check", str(directory), str(second)),
                               capture_output=True, text=True, timeout=timeout_s, env=child_env())
     except subprocess.TimeoutExpired:
         return [CaseAgreement("(all)", False, detail=f"the comparison took longer than {timeout_s:.0f} s")]

@@ -2,7 +2,7 @@
 case by case, for the cases cheap enough on the CPU. Runs as its own process
 (the caller holds the time limit); prints one JSON line per case.
 
-    python -P -m agent.drafting.reference_check WORKLOAD_DIR SECOND_REFERENCE.py
+    python -P -m warpsmith.agent.drafting.reference_check WORKLOAD_DIR SECOND_REFERENCE.py
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ built from them and judged honestly against the best single variant:
 - each case's time is the median over the rounds of its variant's median; the
   dispatch's score is their geometric mean, beside the best single variant's score
   from the same rounds. It ``pays`` only below CONFIRM x that score (the noise rule
-  of agent.evaluate.selection), or where no single variant serves every case.
+  of warpsmith.agent.evaluate.selection), or where no single variant serves every case.
 
 Shapes not in the workload: agent/evaluate/shape_rule.py, from every variant's
 re-timed medians on the cases around the shape, among the variants that can serve it.

@@ -9,12 +9,12 @@
 6. score = geometric mean of the performance medians.
 
 Every judged and every timed launch starts from poisoned outputs and is checked
-(agent.worker.poison, agent.worker.timed_checks); after each candidate the worker checks every
+(warpsmith.agent.worker.poison, warpsmith.agent.worker.timed_checks); after each candidate the worker checks every
 resident input and reference against its checksum.
 
 The loop's attempt is run_attempt(): one call from candidate to verdict, the kernel
 compiled and audited once and loaded once, its requests sent to one worker in turn
-(the screen, the validation, the timing, the revalidation: agent.worker.protocol.Step),
+(the screen, the validation, the timing, the revalidation: warpsmith.agent.worker.protocol.Step),
 each case validated once before timing. eval and bench send the whole recipe at once
 (evaluate()).
 

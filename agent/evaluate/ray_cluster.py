@@ -27,13 +27,11 @@ def ray_module() -> Any:
 
 
 def init_ray(ray: Any, address: str = "", **kwargs: Any) -> None:
-    """ray.init, from the folder that holds the `agent` package this process runs.
+    """ray.init, from the folder that holds the `warpsmith` package this process runs.
 
-    Ray puts the driver's working directory first on every worker's sys.path. Run from
-    a checkout (as the README's commands are) with the package installed, the workers
-    would import the checkout's `agent`, which has no built module, and every actor
-    died at its first import (`cannot import name '_runner'`). From PACKAGE_ROOT they
-    import what this process imported. The directory is changed back at once; the
+    Ray puts the driver's working directory first on every worker's sys.path: from
+    PACKAGE_ROOT the workers import what this process imported, wherever it was
+    started. The directory is changed back at once; the
     workload's paths are made absolute for the actors (anchored)."""
     from ..runtime.parent_watch import PACKAGE_ROOT
     here = os.getcwd()

@@ -15,7 +15,7 @@ proposal still optimises). A failure (a proposal that is not a kernel, a compile
 launch rule, a wrong answer) goes on to reflect, which switches the next proposal to
 repair mode; every attempt, repairs included, counts against the budget held in state.
 Nodes reach the GPU, the proposer and the tracker through the run's context; they stream
-typed events (agent.loop.events) for any front end and leave their results in the
+typed events (warpsmith.agent.loop.events) for any front end and leave their results in the
 checkpointed state. Sessions stored when compile, validate and benchmark were nodes of
 their own resume through agent/loop/legacy_nodes.py.
 """

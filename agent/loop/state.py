@@ -55,8 +55,8 @@ def candidate_in_flight(state: LoopState) -> CandidateSpec:
 
 # what the checkpointer may rebuild: today's records, and the names stored before the
 # split into subpackages (see legacy_names)
-STATE_TYPES = [("agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
-    [("agent.evaluate.dispatch", n) for n in ("CaseWinner", "Dispatch", "DispatchEntry")] + \
-    [("agent.evaluate.session_result", n) for n in ("LibraryTime", "CaseServed", "SessionResult")] + \
-    [("agent.loop.limits", n) for n in ("Limits", "Spent")] + \
-    [("agent.worker.status", n) for n in ("Status", "Progress")] + LEGACY_TYPES
+STATE_TYPES = [("warpsmith.agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
+    [("warpsmith.agent.evaluate.dispatch", n) for n in ("CaseWinner", "Dispatch", "DispatchEntry")] + \
+    [("warpsmith.agent.evaluate.session_result", n) for n in ("LibraryTime", "CaseServed", "SessionResult")] + \
+    [("warpsmith.agent.loop.limits", n) for n in ("Limits", "Spent")] + \
+    [("warpsmith.agent.worker.status", n) for n in ("Status", "Progress")] + LEGACY_TYPES

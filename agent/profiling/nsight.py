@@ -32,7 +32,7 @@ class Nsight:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         spec_path = self.work_dir / f"{tag}.json"
         spec_path.write_text(spec.model_dump_json())
-        program = python_module("agent.profiling.profile_launch", str(self.workload_dir), str(spec_path), *cases)
+        program = python_module("warpsmith.agent.profiling.profile_launch", str(self.workload_dir), str(spec_path), *cases)
         cmd = ncu_command(f"^{re.escape(spec.entry)}", program, self.ncu, launches=len(cases))
         # Its own process group: on a timeout, Ctrl-C or any other way out, ncu and the
         # profiled process it started go together (killing ncu alone would orphan a

@@ -4,9 +4,9 @@ A candidate that is a program runs its whole sequence per case (workspace zeroed
 ncu profiles its first launch's entry (agent/profiling/nsight.py filters on it).
 Runs as its own process under ncu, never inside the evaluator's worker.
 
-    python -P -m agent.profiling.profile_launch WORKLOAD_DIR CANDIDATE_JSON CASE [CASE ...]
+    python -P -m warpsmith.agent.profiling.profile_launch WORKLOAD_DIR CANDIDATE_JSON CASE [CASE ...]
 
-CANDIDATE_JSON holds a CandidateSpec (agent.evaluate.records) as JSON.
+CANDIDATE_JSON holds a CandidateSpec (warpsmith.agent.evaluate.records) as JSON.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The compile process: NVRTC behind a pipe, started by agent/runtime/compile_process.py.
 
-Run as ``python -P -m agent.runtime.compile_child PARENT_PID HEADER_DIR``, with a minimal
+Run as ``python -P -m warpsmith.agent.runtime.compile_child PARENT_PID HEADER_DIR``, with a minimal
 environment and an empty private working directory. It dies with its parent, exits
 on end of input, writes nothing but the headers it installs once at start, and
 answers each request with the compile's result (the CUBIN as base64).

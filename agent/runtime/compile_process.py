@@ -7,7 +7,7 @@ reused (a fresh one would cost ~0.5 s per compile), and replaced after a timeout
 a crash. It gets:
 
 - a minimal environment: LD_LIBRARY_PATH, CUDA_HOME and CUDA_PATH where set (what
-  NVRTC needs to load), PYTHONPATH set to the directory holding the ``agent``
+  NVRTC needs to load), PYTHONPATH set to the directory holding the ``warpsmith``
   package this process imported (so the child runs the same code), and nothing
   else: no secret, no HOME;
 - an empty private working directory (never the user's), removed on close;

@@ -2,7 +2,7 @@
 wheel (else a CUDA 13 toolkit on the loader path), cuBLAS from the nvidia-cublas
 wheel (else the system). The driver comes from the system (libcuda.so.1).
 
-The one door to ``agent._runner`` (tests/test_native_facade.py holds everyone else to
+The one door to ``warpsmith.agent._runner`` (tests/test_native_facade.py holds everyone else to
 it): what the rest of the tool needs of the runner is named here."""
 
 from __future__ import annotations

@@ -20,15 +20,17 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+import warpsmith
+
 from .secrets import without_secrets
 
 POLL_S = 0.25
 
 
 PID_ENV = "WARPSMITH_PID"  # set by child_env(): the warpsmith process a `python -m` child belongs to
-# The folder that holds the `agent` package this process runs (site-packages, or a
-# checkout with the built module): a `python -m agent...` child imports the same one.
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# The folder that holds the `warpsmith` package this process runs (site-packages; in an
+# editable install, the checkout's package/): a `python -m warpsmith...` child imports the same one.
+PACKAGE_ROOT = Path(warpsmith.__file__).resolve().parents[1]
 
 
 def python_module(module: str, *args: str) -> list[str]:
@@ -59,7 +61,7 @@ def child_env() -> dict[str, str]:
 
 
 def exit_with_warpsmith(poll_s: float = POLL_S) -> None:
-    """For a `python -m agent.X` child started with child_env(), directly (the
+    """For a `python -m warpsmith.agent.X` child started with child_env(), directly (the
     reference check) or by a tool (ncu starts the profiled launch): die once that
     warpsmith process is gone. Under ncu the parent is ncu, which has its own
     process group and outlives a SIGKILLed warpsmith, so the child watches

@@ -63,7 +63,7 @@ def probe_problem(problem: Path, timeout_s: float) -> ProblemProbe:
     """Run the probe child on `problem`; raises ImportRefused (one line)."""
     job = {"parent": os.getpid(), "problem": str(problem.resolve())}
     try:
-        answer = run_child("agent.spec.kernelbench_probe", job, problem.resolve().parent, timeout_s)
+        answer = run_child("warpsmith.agent.spec.kernelbench_probe", job, problem.resolve().parent, timeout_s)
     except subprocess.TimeoutExpired:
         raise ImportRefused(f"{problem.name} did not answer within {timeout_s:g} s (loading it, get_inputs(), "
                             "the Model on its inputs); raise --reference-timeout or make it faster") from None

@@ -18,7 +18,7 @@ an input warpsmith cannot hold (an int8 tensor, a bool output) is refused before
 anything is allocated; the sizes and expressions come from kernelbench_sizes.py;
 arithmetic runs on the CPU only at the smallest case.
 
-    python -P -m agent.spec.kernelbench_probe < job.json
+    python -P -m warpsmith.agent.spec.kernelbench_probe < job.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ makes, nothing allocated). It is the user's code, so it runs as reference() does
 own process with a time limit and no secrets (reference_run.run_child), once for all
 the cases asked about. A reference.py without it is read with ast, never run here.
 
-    python -P -m agent.spec.reference_memory < job.json
+    python -P -m warpsmith.agent.spec.reference_memory < job.json
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def reference_memory(workload: Workload, cases: Sequence[Case],
         return {}
     job = {"parent": os.getpid(), "reference": str(path.resolve()), "cases": {c.name: c.sizes for c in cases}}
     try:
-        answer = run_child("agent.spec.reference_memory", job, workload.directory, timeout_s)
+        answer = run_child("warpsmith.agent.spec.reference_memory", job, workload.directory, timeout_s)
     except subprocess.TimeoutExpired:
         raise ReferenceFailed(f"{path.name}: {FUNCTION}() did not return within {timeout_s:g} s") from None
     except ChildDied as e:

@@ -9,7 +9,7 @@ within the limit is killed with its process group, and the error says how to
 raise the limit. The child gets no secret in its environment. `run_child` does the
 same for any such child (`warpsmith import`'s probe of a problem file too).
 
-    python -P -m agent.spec.reference_run  < job.json
+    python -P -m warpsmith.agent.spec.reference_run  < job.json
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ REFERENCE_TIMEOUT_S = 300.0  # per case; `--reference-timeout` on check, eval, r
 
 
 def child_env() -> dict[str, str]:
-    """The parent's environment without API keys, tokens or secrets; agent importable."""
+    """The parent's environment without API keys, tokens or secrets; warpsmith importable."""
     return with_package_root(without_secrets(os.environ))
 
 
@@ -52,7 +52,7 @@ def run_reference(workload: Workload, case: Case, seed: int, out: Path, timeout_
            "arrays": [dataclasses.asdict(j) for j in array_jobs(workload, case)],
            "allow_nonfinite": [p.name for p in workload.outputs if p.allow_nonfinite]}
     try:
-        answer = run_child("agent.spec.reference_run", job, workload.directory, timeout_s)
+        answer = run_child("warpsmith.agent.spec.reference_run", job, workload.directory, timeout_s)
     except subprocess.TimeoutExpired:
         raise ReferenceFailed(f"{name} did not return within {timeout_s:g} s for case '{case.name}' "
                               "(raise --reference-timeout or make it faster)") from None

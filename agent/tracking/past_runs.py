@@ -63,7 +63,7 @@ def past_attempts(client: MlflowClient, run: PastRun) -> list[PastAttempt]:
 
 
 class RunsSource:
-    """The past-runs screen's reads from a tracker's MLflow store (agent.tracking.Tracker)."""
+    """The past-runs screen's reads from a tracker's MLflow store (warpsmith.agent.tracking.Tracker)."""
 
     def __init__(self, tracker: Tracker):
         self.client = tracker.client

@@ -3,7 +3,7 @@ guard bands, and the reference on the device.
 
 Layout of each array buffer: ``[guard | data | guard]``. Guards hold a sentinel
 word; a write outside ``data`` changes them. Outputs are poisoned before every
-launch with a word from :class:`agent.worker.poison.Poisons`, so an unwritten element
+launch with a word from :class:`warpsmith.agent.worker.poison.Poisons`, so an unwritten element
 fails. 16-bit arrays are guarded, poisoned and checksummed 2 bytes at a time:
 their data may end mid-word (15 elements are 30 bytes), where cuMemsetD32 cannot
 start, so they get a 16-bit sentinel and the GPU checks' 16-bit fill kernel; fp8 and

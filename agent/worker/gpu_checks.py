@@ -5,7 +5,7 @@ inputs and references against the keyed checksums taken when they were uploaded.
 They run on the GPU because a 4096 x 4096 comparison in NumPy costs ~200 ms and
 the evaluation of a whole candidate has a budget of one second. Only when a check
 fails is the output downloaded and the detailed report built on the CPU
-(:mod:`agent.worker.mismatch`). The comparison is the one :mod:`agent.spec.tolerance`
+(:mod:`warpsmith.agent.worker.mismatch`). The comparison is the one :mod:`warpsmith.agent.spec.tolerance`
 defines; a GPU test checks both agree.
 """
 
@@ -184,7 +184,7 @@ class GpuChecks:
         self.device.synchronize()
 
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale_row: int, rtol: float) -> CloseStats:
-        """An output against its masked float64 reference and scales (agent.spec.tolerance's
+        """An output against its masked float64 reference and scales (warpsmith.agent.spec.tolerance's
         comparison)."""
         s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("i64", scale_row),
                                              ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])

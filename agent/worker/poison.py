@@ -10,7 +10,7 @@ value in the next (the mode alternates from a random start), so
   reference is NaN, -1 in an integer output whose reference holds -1);
 - "compute only where the output is NaN" fails the finite fills;
 - a kernel cannot tell a timed launch from a judged one by the poison, and it
-  does not need to: every timed launch is checked too (see agent.worker).
+  does not need to: every timed launch is checked too (see warpsmith.agent.worker).
 
 16-bit floats get 16-bit words of the same two kinds (a NaN of the format, or a
 value near the top of its finite range), filled 2 bytes at a time: a 32-bit float

@@ -26,7 +26,7 @@ class WorkerDied(RuntimeError):
 
 
 class WorkerProcess:
-    """A spawned process running :func:`agent.worker.gpu_side.worker_main` (spawn, not fork:
+    """A spawned process running :func:`warpsmith.agent.worker.gpu_side.worker_main` (spawn, not fork:
     a forked CUDA context is unusable)."""
 
     def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0, log_path: Optional[Path] = None):

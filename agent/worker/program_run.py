@@ -1,7 +1,7 @@
 """A candidate program on one case's buffers: its workspace, between guard bands,
 and the native sequence of launches and memsets, built once per (kernel, case).
 
-Workspace is filled with a fresh poison word (agent.worker.poison) before every run,
+Workspace is filled with a fresh poison word (warpsmith.agent.worker.poison) before every run,
 judged or timed, outside the timing events, so that a program that reads workspace it
 never wrote fails. `init = "zero"` workspace is then zeroed by the program's own first
 steps (one memset each), inside the events: zeroing a large scratch (histograms,

@@ -22,7 +22,7 @@ from ..spec.speed_of_light import Ceilings
 from .mismatch import MismatchReport
 from .status import Status
 
-__all__ = ["Arg", "Launch", "ProgramJob"]  # the launch records, defined in agent.spec.launch, travel in requests
+__all__ = ["Arg", "Launch", "ProgramJob"]  # the launch records, defined in warpsmith.agent.spec.launch, travel in requests
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ always did ("ok", "wrong_answer", "pending"...), and a string read back from an 
 session compares equal to its member.
 
 They live here, under the worker, because the worker is the lowest layer that gives a
-verdict (a ``CaseCheck``); ``agent.evaluate.results`` re-exports them."""
+verdict (a ``CaseCheck``); ``warpsmith.agent.evaluate.results`` re-exports them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from enum import StrEnum
 
 
 class Status(StrEnum):
-    """A verdict, roughly in the order it is met (see agent.evaluate.results)."""
+    """A verdict, roughly in the order it is met (see warpsmith.agent.evaluate.results)."""
 
     OK = "ok"
     COMPILE_FAILED = "compile_failed"

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-from agent.loop.limits import Limits
+from warpsmith.agent.loop.limits import Limits
 
 # Input id, label, Limits field, number type.
 LIMIT_FIELDS = (("time", "time budget, seconds", "time_s", float), ("tokens", "token budget", "tokens", int),

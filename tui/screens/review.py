@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Label, Static
 
 if TYPE_CHECKING:
-    from agent.spec.workload_model import Workload
+    from warpsmith.agent.spec.workload_model import Workload
 
 
 class ReviewScreen(Screen[bool]):

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Markdown, Sparkline, Static
 
-from agent.tracking.past_runs import PastRun, RunsSource
+from warpsmith.agent.tracking.past_runs import PastRun, RunsSource
 
 
 def when(epoch: float) -> str:

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from agent.loop.graph import NODES
+from warpsmith.agent.loop.graph import NODES
 
 from ..run_view import RunView
 
