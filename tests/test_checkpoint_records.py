@@ -15,7 +15,7 @@ from warpsmith.agent.evaluate.records import Attempt, Best, CandidateSpec
 from warpsmith.agent.loop import checkpoint_serde
 from warpsmith.agent.loop.checkpoint_serde import TABLE, CheckpointSerde, Stored
 from warpsmith.agent.loop.session import stored_session
-from warpsmith.agent.loop.state import STATE_TYPES
+from warpsmith.agent.loop.state import STATE_TAGS
 from warpsmith.agent.spec.workload import load_workload
 
 
@@ -61,7 +61,7 @@ def test_a_session_reads_back_resumes_and_keeps_each_record_once(tmp_path, workl
 
 def test_the_serializer_round_trips_each_shape_and_writes_a_record_once(tmp_path):
     conn = sqlite3.connect(tmp_path / "c.sqlite")
-    serde = CheckpointSerde(conn, STATE_TYPES)
+    serde = CheckpointSerde(conn, STATE_TAGS)
     spec = CandidateSpec(source="extern \"C\" __global__ void k() {}", entry="k", name="k", grid=["1"], block=["32"])
     attempts = [Attempt(iteration=i, name=f"a{i}", proposer="tune", status="ok", score_ms=float(i)) for i in range(1, 4)]
     best = Best(spec=spec, score_ms=1.0, cases=[], iteration=1)
@@ -73,7 +73,7 @@ def test_the_serializer_round_trips_each_shape_and_writes_a_record_once(tmp_path
     again = serde.dumps_typed({**checkpoint, "channel_values": {**checkpoint["channel_values"],
                                                                 "history": attempts + [attempts[0]]}})
     assert conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0] == rows  # nothing new to write
-    fresh = CheckpointSerde(conn, STATE_TYPES)
+    fresh = CheckpointSerde(conn, STATE_TAGS)
     values = fresh.loads_typed(data)["channel_values"]
     assert values["history"] == attempts and values["pending"] == spec and values["best"] == best
     assert values["winners"] == {"case": best} and values["queued"] == [] and values["iteration"] == 3
@@ -84,9 +84,9 @@ def test_the_serializer_round_trips_each_shape_and_writes_a_record_once(tmp_path
 
 def test_a_missing_record_is_an_error_naming_the_table(tmp_path):
     conn = sqlite3.connect(tmp_path / "c.sqlite")
-    serde = CheckpointSerde(conn, STATE_TYPES)
+    serde = CheckpointSerde(conn, STATE_TAGS)
     data = serde.dumps_typed([Attempt(iteration=1, name="a", proposer="tune", status="ok")])
     conn.execute(f"DELETE FROM {TABLE}")
     with pytest.raises(ValueError, match=f"1 record\\(s\\) missing from {TABLE}"):
-        CheckpointSerde(conn, STATE_TYPES).loads_typed(data)
+        CheckpointSerde(conn, STATE_TAGS).loads_typed(data)
 

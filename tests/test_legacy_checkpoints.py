@@ -1,7 +1,14 @@
+<<<<<<< HEAD
 """Sessions stored by earlier versions still load and resume: those stored before agent/ was
 re-housed into subpackages (their checkpoints name `agent.loop_state.Best`,
 `agent.limits.Spent`...), and those paused inside an attempt when compile, validate and
 benchmark were nodes of the graph."""
+=======
+"""Sessions stored before the checkpoint tags name their types by module paths, and still
+load and resume: those of the flat layout (`agent.loop_state.Best`, `agent.limits.Spent`...)
+and those of agent/ in subpackages, installed as the package agent (its records, limits,
+statuses and the serializer's references by their module paths there)."""
+>>>>>>> fe07714 (Checkpoints name their types by explicit tags (warpsmith/Attempt...: state.STATE_TAGS, agent/loop/checkpoint_tags.py), never by module path, and read nothing by importing a stored name; stores that name module paths (the flat layout's agent.loop_state..., and agent/ installed as the package agent) resume through legacy_names' table, a fixture of the latter resumed by test_legacy_checkpoints; README and development notes on the one package warpsmith)
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from evaluator_double import EvaluatorDouble
+from test_checkpoint_tags import stored_type_names
 from workload_factory import make_sgemm_workload
 
 from warpsmith.agent.evaluate.results import Progress, Status
@@ -20,20 +28,25 @@ from warpsmith.agent.spec.workload import load_workload
 from warpsmith.agent.tracking.session_tracker import NullTracker
 from warpsmith.agent.tracking.tracker import Tracker
 
-FIXTURE = Path(__file__).parent / "fixtures" / "session-before-rehouse"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def open_fixture(tmp_path, name: str) -> Session:
+    """The stored session fixtures/`name` (tune attempts on the factory's sgemm), opened on a copy."""
+    workload = load_workload(make_sgemm_workload(tmp_path / "w"))
+    store = tmp_path / "store"
+    directory = session_dir(store, name.removeprefix("session-"))
+    shutil.copytree(FIXTURES / name, directory)
+    info = SessionInfo.load(directory)
+    info.workload = str(workload.directory)
+    tracker = Tracker(store)
+    info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "tune", "budget": info.search.budget})
+    return Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(info.search.proposer.seed), tracker)
 
 
 def test_session_stored_before_the_rehouse_resumes(tmp_path):
     """The fixture (2 tune attempts, written by the flat layout) reads back its best and resumes for one more."""
-    workload = load_workload(make_sgemm_workload(tmp_path / "w"))
-    store = tmp_path / "store"
-    directory = session_dir(store, "before-rehouse")
-    shutil.copytree(FIXTURE, directory)
-    info = SessionInfo.load(directory)
-    info.workload = str(workload.directory)
-    tracker = Tracker(store)
-    info.mlflow_run_id = tracker.start(workload.name, info.id, {"proposer": "tune", "budget": 3})
-    session = Session(info, directory, workload, EvaluatorDouble(workload), TuneProposer(info.search.proposer.seed), tracker)
+    session = open_fixture(tmp_path, "session-before-rehouse")
     before = session.state
     assert before["iteration"] == 2 and before["best"].score_ms == 1.375
     assert before["spent"].elapsed_s >= 0
@@ -52,6 +65,7 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     assert after["best"].score_ms <= 1.375
 
 
+<<<<<<< HEAD
 PAUSED = Path(__file__).parent / "fixtures" / "sessions-paused-mid-attempt"
 
 
@@ -79,3 +93,23 @@ def test_a_session_paused_before_a_node_of_the_old_attempt_chain_resumes(tmp_pat
     assert [a.iteration for a in history] == [1, 2, 3]
     assert history[1].name == in_flight and history[1].status == Status.OK and history[1].score_ms is not None
     session.close()
+=======
+def test_session_stored_before_the_tags_resumes(tmp_path):
+    """The fixture (3 tune attempts, written while agent/ was the package agent: every type named by its
+    module path there) reads back its history, best, result and spending, resumes for one more, and what it
+    writes from then on names tags only."""
+    session = open_fixture(tmp_path, "session-before-tags")
+    before = session.state
+    assert before["iteration"] == 3 and before["best"].score_ms == 1.375
+    assert [a.status for a in before["history"]] == [Status.OK, Status.OK, Status.REJECTED_EARLY]
+    assert all(isinstance(c.status, Status) for c in before["best"].cases)
+    assert before["result"] is not None and before["result"].served_by == "best" and before["result"].cases
+    assert before["spent"].elapsed_s > 0 and before["libraries"] and before["start"] is not None
+    assert set(before["winners"]) and all(w.spec.name for w in before["winners"].values())
+    session.set_budget(4)
+    assert session.end(session.run()) == "finished"
+    after = session.state
+    assert [a.iteration for a in after["history"]] == [1, 2, 3, 4]
+    assert after["history"][:3] == before["history"]
+    assert {module for module, _ in stored_type_names(session.dir / "checkpoint.sqlite", latest=True)} == {"warpsmith"}
+>>>>>>> fe07714 (Checkpoints name their types by explicit tags (warpsmith/Attempt...: state.STATE_TAGS, agent/loop/checkpoint_tags.py), never by module path, and read nothing by importing a stored name; stores that name module paths (the flat layout's agent.loop_state..., and agent/ installed as the package agent) resume through legacy_names' table, a fixture of the latter resumed by test_legacy_checkpoints; README and development notes on the one package warpsmith)

@@ -16,6 +16,9 @@ is not serialised again. A long list's keys go in blocks of BLOCK, each block st
 once as a record of its own, so a checkpoint holds a key per block and per record of
 the last, open one: its size stays bounded however long the session runs.
 
+Each type is named by its tag (checkpoint_tags: warpsmith/Attempt, never a module path),
+the Stored references too.
+
 Records are never changed in place (the loop makes a new one with model_copy): an
 object is stored under the key of its bytes the first time it is seen. Checkpoints
 written before this serializer existed hold the values themselves and load as they
@@ -35,13 +38,14 @@ import hashlib
 import sqlite3
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from ..evaluate.dispatch import CaseWinner
 from ..evaluate.records import Attempt, Best, CandidateSpec
+from .checkpoint_tags import Tags
 
 TABLE = "attempt_records"
 RECORDS = (Attempt, CandidateSpec, Best, CaseWinner)
@@ -62,8 +66,11 @@ class Stored:
 
 
 class CheckpointSerde(JsonPlusSerializer):
-    def __init__(self, conn: sqlite3.Connection, allowed_msgpack_modules: list[tuple[str, str]]):
-        super().__init__(allowed_msgpack_modules=[*allowed_msgpack_modules, (__name__, "Stored")])
+    """`tags`: the types the state holds, each under its tag (state.STATE_TAGS)."""
+
+    def __init__(self, conn: sqlite3.Connection, tags: Mapping[str, type]):
+        super().__init__(allowed_msgpack_modules=None)  # only LangGraph's own types besides the tagged ones
+        self.tags = Tags({**tags, "warpsmith/Stored": Stored})
         self._conn = conn
         self._stored: dict[int, tuple[Any, str]] = {}  # id -> (the record, kept alive so the id stays its, key)
         self._blocks: dict[tuple[str, ...], str] = {}  # a block of keys -> its key
@@ -77,7 +84,7 @@ class CheckpointSerde(JsonPlusSerializer):
             obj = {**obj, "channel_values": {k: self.store(v) for k, v in values.items()}}
         else:  # a node's write of one channel
             obj = self.store(obj)
-        return super().dumps_typed(obj)
+        return super().dumps_typed(self.tags.tagged(obj))
 
     def store(self, value: Any) -> Any:
         """The value as a Stored reference when it is records, its rows written; else itself."""
@@ -105,7 +112,7 @@ class CheckpointSerde(JsonPlusSerializer):
                 if known is not None and known[0] is record:
                     keys.append(known[1])
                     continue
-                type_, data = super().dumps_typed(record)
+                type_, data = super().dumps_typed(self.tags.tagged(record))
                 key = _key(type_, data)
                 keys.append(key)
                 new.append((record, key))
@@ -136,13 +143,17 @@ class CheckpointSerde(JsonPlusSerializer):
 
     # -- reading ------------------------------------------------------------------------
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        obj = super().loads_typed(data)
+        obj = self._load(data)
         if isinstance(obj, dict) and isinstance(values := obj.get("channel_values"), dict):
             for k, v in values.items():
                 if isinstance(v, Stored):
                     values[k] = self._resolve(v)
             return obj
         return self._resolve(obj) if isinstance(obj, Stored) else obj
+
+    def _load(self, data: tuple[str, bytes]) -> Any:
+        type_, value = data
+        return self.tags.loads(value) if type_ == "msgpack" else super().loads_typed(data)
 
     def _resolve(self, ref: Stored) -> Any:
         blocks = self._fetch(ref.blocks)
@@ -166,7 +177,7 @@ class CheckpointSerde(JsonPlusSerializer):
                     block = tuple(bytes(value).decode().split())
                     self._loaded[key], self._blocks[block] = block, key
                 else:
-                    record = self._loaded[key] = super().loads_typed((type_, value))
+                    record = self._loaded[key] = self._load((type_, bytes(value)))
                     self._stored[id(record)] = (record, key)  # written back as the same key, not serialised again
         lost = [k for k in keys if k not in self._loaded]
         if lost:
@@ -183,8 +194,8 @@ class RecordSaver(SqliteSaver):
 
     serde: CheckpointSerde
 
-    def __init__(self, conn: sqlite3.Connection, allowed_msgpack_modules: list[tuple[str, str]]):
-        serde = CheckpointSerde(conn, allowed_msgpack_modules)
+    def __init__(self, conn: sqlite3.Connection, tags: Mapping[str, type]):
+        serde = CheckpointSerde(conn, tags)
         super().__init__(conn, serde=serde)
         # Reentrant: the serializer takes it to insert rows, and a saver that serialised while
         # holding it (this version does so only for writes already stored) must not deadlock.

@@ -1,36 +1,26 @@
-"""Checkpoint type names from before agent/ was split into subpackages.
+"""The names stores written before the checkpoint tags give their types.
 
-LangGraph's msgpack serializer stores each state object as (module, class name,
-fields) and rebuilds it with ``importlib.import_module(module)``, accepting only the
-(module, name) pairs in ``allowed_msgpack_modules``. Sessions stored by the flat
-layout name ``agent.loop_state.Best``, ``agent.limits.Spent``... For them to load,
-the old names are registered here as small stand-in modules in ``sys.modules`` that
-hold only the checkpointed classes (so no code can import anything else through
-them), and the old pairs join the allowlist. New checkpoints carry the new paths."""
+A checkpoint names each type by its tag (checkpoint_tags). Before the tags it named a type
+by its module path, as LangGraph's serializer does: ``agent.evaluate.records.Attempt``
+while agent/ was installed as a package of its own, ``agent.loop_state.Best`` in the flat
+layout before agent/ was split into subpackages. Those stores still load and resume: each
+old (module, class) pair reads as the tag of the type it named. The table is closed: a
+type that moves now keeps its tag and needs no line here."""
 
 from __future__ import annotations
 
-import sys
-import types
-
-from ..evaluate import records
-from . import limits
-
-# old module -> (the classes it held that checkpoints name, where they live now)
-MOVED: dict[str, tuple[tuple[str, ...], types.ModuleType]] = {
-    "agent.loop_state": (("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best"), records),
-    "agent.limits": (("Limits", "Spent"), limits),
+# old module -> the classes checkpoints named in it, each now the tag warpsmith/<class>
+OLD_MODULES: dict[str, tuple[str, ...]] = {
+    # the flat layout
+    "agent.loop_state": ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best"),
+    "agent.limits": ("Limits", "Spent"),
+    # agent/ as the package agent, in subpackages
+    "agent.evaluate.records": ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best"),
+    "agent.evaluate.dispatch": ("CaseWinner", "Dispatch", "DispatchEntry"),
+    "agent.evaluate.session_result": ("LibraryTime", "CaseServed", "SessionResult"),
+    "agent.loop.limits": ("Limits", "Spent"),
+    "agent.worker.status": ("Status", "Progress"),
+    "agent.loop.checkpoint_serde": ("Stored",),
 }
 
-LEGACY_TYPES = [(old, name) for old, (names, _) in MOVED.items() for name in names]
-
-
-def register() -> None:
-    """Make the old module names importable (idempotent)."""
-    for old, (names, new) in MOVED.items():
-        if old in sys.modules:
-            continue
-        stand_in = types.ModuleType(old, f"checkpoint alias of {new.__name__} (see agent.loop.legacy_names)")
-        for name in names:
-            setattr(stand_in, name, getattr(new, name))
-        sys.modules[old] = stand_in
+LEGACY_TAGS = {(module, name): f"warpsmith/{name}" for module, names in OLD_MODULES.items() for name in names}

@@ -31,12 +31,11 @@ from .checkpoint_serde import RecordSaver
 from .context import LoopContext
 from .events import NodeFinished, SessionFinished
 from .graph import LoopGraph, build_graph
-from .legacy_names import register as register_legacy_names
 from .legacy_nodes import continue_attempt
 from .limits import Limits, Spent
 from .options import SearchOptions
 from .session_control import SessionControl
-from .state import STATE_TYPES, LoopState
+from .state import STATE_TAGS, LoopState
 from .timeline import Timeline
 
 
@@ -103,8 +102,7 @@ def open_graph(directory: Path, conn: Optional[sqlite3.Connection] = None) -> Lo
     # it at the log's checkpoints: a killed process loses nothing, a power cut at most the
     # last commits, never the file.
     conn.execute("PRAGMA synchronous=NORMAL")
-    register_legacy_names()  # sessions stored before the subpackages name agent.loop_state.Best...
-    saver = RecordSaver(conn, STATE_TYPES)  # each attempt and candidate stored once
+    saver = RecordSaver(conn, STATE_TAGS)  # each attempt and candidate stored once
     return build_graph().compile(checkpointer=saver)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, TypedDict
 
-from ..evaluate.dispatch import CaseWinner, Dispatch
-from ..evaluate.records import Attempt, Best, CandidateSpec
-from ..evaluate.session_result import LibraryTime, SessionResult
-from .legacy_names import LEGACY_TYPES
+from ..evaluate.dispatch import CaseWinner, Dispatch, DispatchEntry
+from ..evaluate.records import Attempt, Best, CandidateSpec, CaseOutcome, CaseProfile
+from ..evaluate.results import Progress, Status
+from ..evaluate.session_result import CaseServed, LibraryTime, SessionResult
 from .limits import Limits, Spent
 
 
@@ -53,10 +53,13 @@ def candidate_in_flight(state: LoopState) -> CandidateSpec:
     return spec
 
 
-# what the checkpointer may rebuild: today's records, and the names stored before the
-# split into subpackages (see legacy_names)
-STATE_TYPES = [("warpsmith.agent.evaluate.records", n) for n in ("CandidateSpec", "CaseOutcome", "CaseProfile", "Attempt", "Best")] + \
-    [("warpsmith.agent.evaluate.dispatch", n) for n in ("CaseWinner", "Dispatch", "DispatchEntry")] + \
-    [("warpsmith.agent.evaluate.session_result", n) for n in ("LibraryTime", "CaseServed", "SessionResult")] + \
-    [("warpsmith.agent.loop.limits", n) for n in ("Limits", "Spent")] + \
-    [("warpsmith.agent.worker.status", n) for n in ("Status", "Progress")] + LEGACY_TYPES
+# What the checkpointer may rebuild, each named by its tag (checkpoint_tags), never by its
+# module: a tag stays when its type moves. Stores from before the tags: legacy_names.
+STATE_TAGS: dict[str, type] = {
+    "warpsmith/CandidateSpec": CandidateSpec, "warpsmith/CaseOutcome": CaseOutcome,
+    "warpsmith/CaseProfile": CaseProfile, "warpsmith/Attempt": Attempt, "warpsmith/Best": Best,
+    "warpsmith/CaseWinner": CaseWinner, "warpsmith/Dispatch": Dispatch, "warpsmith/DispatchEntry": DispatchEntry,
+    "warpsmith/LibraryTime": LibraryTime, "warpsmith/CaseServed": CaseServed, "warpsmith/SessionResult": SessionResult,
+    "warpsmith/Limits": Limits, "warpsmith/Spent": Spent,
+    "warpsmith/Status": Status, "warpsmith/Progress": Progress,
+}
