@@ -1,14 +1,7 @@
-<<<<<<< HEAD
-"""Sessions stored by earlier versions still load and resume: those stored before agent/ was
-re-housed into subpackages (their checkpoints name `agent.loop_state.Best`,
-`agent.limits.Spent`...), and those paused inside an attempt when compile, validate and
-benchmark were nodes of the graph."""
-=======
-"""Sessions stored before the checkpoint tags name their types by module paths, and still
-load and resume: those of the flat layout (`agent.loop_state.Best`, `agent.limits.Spent`...)
-and those of agent/ in subpackages, installed as the package agent (its records, limits,
-statuses and the serializer's references by their module paths there)."""
->>>>>>> fe07714 (Checkpoints name their types by explicit tags (warpsmith/Attempt...: state.STATE_TAGS, agent/loop/checkpoint_tags.py), never by module path, and read nothing by importing a stored name; stores that name module paths (the flat layout's agent.loop_state..., and agent/ installed as the package agent) resume through legacy_names' table, a fixture of the latter resumed by test_legacy_checkpoints; README and development notes on the one package warpsmith)
+"""Sessions stored by earlier versions still load and resume: those whose checkpoints name
+their types by module paths (the flat layout's `agent.loop_state.Best`, `agent.limits.Spent`...,
+and agent/ in subpackages installed as the package agent), and those paused inside an attempt
+when compile, validate and benchmark were nodes of the graph."""
 
 from __future__ import annotations
 
@@ -65,7 +58,6 @@ def test_session_stored_before_the_rehouse_resumes(tmp_path):
     assert after["best"].score_ms <= 1.375
 
 
-<<<<<<< HEAD
 PAUSED = Path(__file__).parent / "fixtures" / "sessions-paused-mid-attempt"
 
 
@@ -93,7 +85,8 @@ def test_a_session_paused_before_a_node_of_the_old_attempt_chain_resumes(tmp_pat
     assert [a.iteration for a in history] == [1, 2, 3]
     assert history[1].name == in_flight and history[1].status == Status.OK and history[1].score_ms is not None
     session.close()
-=======
+
+
 def test_session_stored_before_the_tags_resumes(tmp_path):
     """The fixture (3 tune attempts, written while agent/ was the package agent: every type named by its
     module path there) reads back its history, best, result and spending, resumes for one more, and what it
@@ -112,4 +105,3 @@ def test_session_stored_before_the_tags_resumes(tmp_path):
     assert [a.iteration for a in after["history"]] == [1, 2, 3, 4]
     assert after["history"][:3] == before["history"]
     assert {module for module, _ in stored_type_names(session.dir / "checkpoint.sqlite", latest=True)} == {"warpsmith"}
->>>>>>> fe07714 (Checkpoints name their types by explicit tags (warpsmith/Attempt...: state.STATE_TAGS, agent/loop/checkpoint_tags.py), never by module path, and read nothing by importing a stored name; stores that name module paths (the flat layout's agent.loop_state..., and agent/ installed as the package agent) resume through legacy_names' table, a fixture of the latter resumed by test_legacy_checkpoints; README and development notes on the one package warpsmith)
