@@ -24,13 +24,13 @@ arithmetic runs on the CPU only at the smallest case.
 from __future__ import annotations
 
 import inspect
-import json
 import keyword
 import math
 import re
 import sys
 from pathlib import Path
 
+from .child_answer import answer_job
 from .kernelbench_model import load_problem, problem_constants
 from .kernelbench_sizes import plan_sizes
 from .kernelbench_trace import (
@@ -257,20 +257,8 @@ def _first_use(arrays: list, sizes: dict) -> list:
 
 
 def main() -> int:
-    job = json.loads(sys.stdin.read())
-    from ..runtime.parent_watch import exit_with_parent
-    exit_with_parent(job["parent"])
-    answer_to = sys.stdout
-    sys.stdout = sys.stderr  # the problem's prints must not look like the answer
-    try:
-        answer = {"ok": True, "probe": probe(Path(job["problem"]))}
-    except ProblemRefused as e:
-        answer = {"error": str(e)}
-    except MemoryError:
-        answer = {"error": f"{Path(job['problem']).name}: out of host memory"}
-    print(json.dumps(answer), file=answer_to, flush=True)
-    return 0
-
+    return answer_job(lambda job: {"probe": probe(Path(job["problem"]))}, ProblemRefused,
+                      lambda job: f"{Path(job['problem']).name}: out of host memory")
 
 if __name__ == "__main__":
     sys.exit(main())

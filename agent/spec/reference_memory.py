@@ -12,13 +12,13 @@ the cases asked about. A reference.py without it is read with ast, never run her
 from __future__ import annotations
 
 import ast
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from .child_answer import answer_job
 from .inputs import ReferenceFailed, load_reference_function
 from .reference_run import REFERENCE_TIMEOUT_S, ChildDied, run_child
 from .workload_model import Case, Workload
@@ -75,20 +75,8 @@ def _estimates(job: dict[str, Any]) -> dict[str, int]:
 
 
 def main() -> int:
-    job = json.loads(sys.stdin.read())
-    from ..runtime.parent_watch import exit_with_parent
-    exit_with_parent(job["parent"])
-    answer_to = sys.stdout
-    sys.stdout = sys.stderr  # the reference's prints must not look like the answer
-    try:
-        answer: dict[str, Any] = {"ok": True, "bytes": _estimates(job)}
-    except ReferenceFailed as e:
-        answer = {"error": str(e)}
-    except MemoryError:
-        answer = {"error": f"{Path(job['reference']).name}: {FUNCTION}() ran out of host memory"}
-    print(json.dumps(answer), file=answer_to, flush=True)
-    return 0
-
+    return answer_job(lambda job: {"bytes": _estimates(job)}, ReferenceFailed,
+                      lambda job: f"{Path(job['reference']).name}: {FUNCTION}() ran out of host memory")
 
 if __name__ == "__main__":
     sys.exit(main())

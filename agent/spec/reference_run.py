@@ -31,6 +31,7 @@ import numpy as np
 from ..runtime.parent_watch import python_module, with_package_root
 from ..runtime.process_tree import become_subreaper, kill_descendants
 from ..runtime.secrets import without_secrets
+from .child_answer import answer_job
 from .inputs import ArrayJob, ReferenceFailed, array_jobs, as_float64, generate_input, load_reference_function
 from .workload_model import FLOAT_DTYPES, Case, Workload
 
@@ -211,27 +212,19 @@ def compute(job: dict[str, Any]) -> dict[str, np.ndarray]:
     return refs
 
 
-def main() -> int:
-    job = json.loads(sys.stdin.read())
-    from ..runtime.parent_watch import exit_with_parent
-    exit_with_parent(job["parent"])
-    become_subreaper()  # what the reference starts stays in this tree, detached or not
-    answer_to = sys.stdout
-    sys.stdout = sys.stderr  # the reference's prints must not look like the answer
-    answer: dict[str, bool | str]
-    try:
-        outputs: dict[str, Any] = compute(job)  # by output name, none of them savez's own keywords
-        np.savez(job["out"], **outputs)
-        answer = {"ok": True}
-    except ReferenceFailed as e:
-        answer = {"error": _one_line(e)}
-    except MemoryError:
-        answer = {"error": f"{Path(job['reference']).name}: out of host memory for case '{job['case']}'"}
-    finally:  # nothing it started outlives it or holds the answer's pipe open
-        kill_descendants(os.getpid())
-    print(json.dumps(answer), file=answer_to, flush=True)
-    return 0
+def _save_outputs(job: dict[str, Any]) -> dict[str, Any]:
+    outputs: dict[str, Any] = compute(job)  # by output name, none of them savez's own keywords
+    np.savez(job["out"], **outputs)
+    return {}
 
+
+def main() -> int:
+    become_subreaper()  # what the reference starts stays in this tree, detached or not
+    return answer_job(_save_outputs, ReferenceFailed,
+                      lambda job: f"{Path(job['reference']).name}: out of host memory for case '{job['case']}'",
+                      one_line=_one_line,
+                      # nothing it started outlives it or holds the answer's pipe open
+                      cleanup=lambda: kill_descendants(os.getpid()))
 
 if __name__ == "__main__":
     sys.exit(main())
