@@ -1,4 +1,4 @@
-"""On a real GPU, with PyTorch: the five examples/kernelbench problems imported as in their
+"""On a real GPU, with PyTorch: the ten examples/kernelbench problems imported as in their
 README; each starting kernel passes every check on every case and is timed, and the
 problem's own Model runs as the PyTorch eager baseline (and torch.compile for layernorm, whose
 parameters are bound to the case's buffers: each compile costs tens of seconds per shape),

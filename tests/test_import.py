@@ -3,7 +3,7 @@
 Without PyTorch: broken problem files are refused in one line (no Model, no get_inputs,
 inputs that are not tensors, a problem that never answers within the time limit), nothing
 is left behind, and the workload files are written from the probe's data. With PyTorch
-(skipped cleanly without it): the five problems of examples/kernelbench import and pass
+(skipped cleanly without it): the ten problems of examples/kernelbench import and pass
 `warpsmith check`, from their README's commands."""
 
 from __future__ import annotations
