@@ -14,6 +14,7 @@ from workload_factory import make_sgemm_workload
 from warpsmith.agent.evaluate.dispatch import build_dispatch, update_winners
 from warpsmith.agent.evaluate.records import CandidateSpec
 from warpsmith.agent.evaluate.results import CaseResult, EvaluationResult, Status
+from warpsmith.agent.evaluate.shape_rule import rank_variants
 from warpsmith.agent.evaluate.stats import TimingStats
 from warpsmith.agent.spec.candidate import Candidate
 from warpsmith.agent.spec.workload import load_workload
@@ -179,3 +180,17 @@ def test_export_rule_on_shapes_the_session_never_saw(tmp_path, workload):
     assert out.stdout.split() == ["1", "0", "0"], out.stderr
     assert [d.variant_for(s, workload).name for s in unseen] == ["split", "tiled", "tiled"]
     assert d.variant_for(unseen[1]).name == "split"  # the rule alone, blind to the workspace limit
+
+
+def test_the_shape_rule_keeps_to_the_regime_of_the_shape():
+    """A shape takes the variant measured on cases of its own regime (few rows, a causal flag),
+    not the winner of a case nearer in octaves on the other side of it; with no case of its
+    regime it still gets the nearest."""
+    cases = [dict(M=512, N=512, K=512), dict(M=16, N=8192, K=8192)]
+    times = [[0.10, 0.90], [0.30, 0.50]]  # variant 0 wins the square case, variant 1 the decode one
+    assert rank_variants(dict(M=48, N=512, K=512), cases, times)[0] == 1  # few rows: the decode case's
+    assert rank_variants(dict(M=600, N=512, K=512), cases, times)[0] == 0
+    attention = [dict(S=4096, CAUSAL=0), dict(S=4096, CAUSAL=1)]
+    assert rank_variants(dict(S=8192, CAUSAL=1), attention, [[0.1, 0.4], [0.2, 0.3]])[0] == 1
+    assert rank_variants(dict(S=8192, CAUSAL=0), attention, [[0.1, 0.4], [0.2, 0.3]])[0] == 0
+    assert rank_variants(dict(M=8, N=8, K=8), cases, times)[0] == 1  # every size small: decode is nearer

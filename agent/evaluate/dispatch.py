@@ -36,13 +36,14 @@ from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .records import CandidateSpec
 from .selection import CONFIRM
-from .shape_rule import NEAREST, UNMEASURED, log_distance, rank_variants
+from .shape_rule import NEAREST, REGIME_OCTAVES, SMALL, UNMEASURED, rank_variants, shape_distance
 from .stats import geomean
 
 ROUNDS = 2
 RULE = (f"among the variants whose launch is valid for the shape, the one with the lowest measured time "
-        f"relative to the fastest on the {NEAREST} nearest performance cases (log2-size distance d, weighted "
-        f"by 2^-d; not timed there: {UNMEASURED:g}x the fastest)")
+        f"relative to the fastest on the {NEAREST} nearest performance cases (distance d: log2 of the sizes, "
+        f"plus {REGIME_OCTAVES:g} octaves for each size on the other side of {SMALL} or of 0; weighted by 2^-d; "
+        f"not timed there: {UNMEASURED:g}x the fastest)")
 
 
 class CaseWinner(BaseModel):
@@ -81,7 +82,7 @@ class Dispatch(BaseModel):
         """Variant indices, the shape rule's choice first (agent/evaluate/shape_rule.py)."""
         if self.times:
             return rank_variants(sizes, [e.sizes for e in self.entries], self.times)
-        nearest = min(self.entries, key=lambda e: log_distance(sizes, e.sizes)).variant
+        nearest = min(self.entries, key=lambda e: shape_distance(sizes, e.sizes)).variant
         return [nearest] + [i for i in range(len(self.variants)) if i != nearest]
 
     def variant_for(self, sizes: dict[str, int], workload: Optional[Workload] = None) -> CandidateSpec:

@@ -32,7 +32,8 @@ def dispatch_module(workload_name: str, dispatch: Dispatch) -> str:
                       for e in dispatch.entries)
     single = f"the best single variant's {dispatch.single_score_ms:.4f} ms" if dispatch.single_score_ms \
         else "no single variant, none serving every case"
-    rule = "\n\n".join(inspect.getsource(f) for f in (shape_rule.log_distance, shape_rule.rank_variants))
+    rule = "\n\n".join(inspect.getsource(f) for f in (shape_rule.log_distance, shape_rule.size_class,
+                                                            shape_rule.shape_distance, shape_rule.rank_variants))
     return f'''"""The {workload_name} kernels warpsmith found, one per shape: needs CuPy to launch, nothing of warpsmith.
 
     import kernel
@@ -57,6 +58,8 @@ TIMES = {times!r}  # per variant, per case: its re-timed median in ms (None: it 
 VARIANTS = {files!r}
 NEAREST = {shape_rule.NEAREST!r}
 UNMEASURED = {shape_rule.UNMEASURED!r}
+SMALL = {shape_rule.SMALL!r}
+REGIME_OCTAVES = {shape_rule.REGIME_OCTAVES!r}
 _LOADED = {{}}
 
 
