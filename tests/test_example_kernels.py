@@ -37,6 +37,8 @@ POINTS = [
     ("bf16_gemm", "wgmma_ws2", {"BN": 128, "SPLITK": 2}),
     ("bf16_gemm", "wgmma_ws2", {"BM": 256, "BN": 128, "CBUF": 4, "STAGES": 3, "SPLITK": 3}),
     ("bf16_gemm", "wgmma_ws2", {"CBUF": 1, "PERSISTENT": 0}), ("bf16_gemm", "wgmma_ws2", {"BN": 128, "STAGES": 5}),
+    # one consumer warpgroup (BM = 64) for few rows, with split-K and a deeper ring
+    ("bf16_gemm", "wgmma_ws2", {"BM": 64}), ("bf16_gemm", "wgmma_ws2", {"BM": 64, "SPLITK": 8, "STAGES": 5, "CBUF": 1}),
     # fp32 on tensor cores, 3xTF32: the defaults, a small tile, FLUSH=0's 64x64 warps.
     ("sgemm", "tf32x3", {}), ("sgemm", "tf32x3", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "STAGES": 2}),
     ("sgemm", "tf32x3", {"BM": 128, "BN": 256, "WM": 64, "WN": 64, "FLUSH": 0}),

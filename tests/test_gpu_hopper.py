@@ -229,6 +229,8 @@ def test_cublas_bf16_gemm_is_exact_on_integers_and_timed(device):
     ("wgmma_ws2", {}), ("wgmma_ws2", {"SMS": 2, "CBUF": 1}), ("wgmma_ws2", {"SPLITK": 4}),
     ("wgmma_ws2", {"SPLITK": 3, "BN": 128, "SMS": 3}),
     ("wgmma_ws2", {"BM": 256, "BN": 128, "CBUF": 4, "STAGES": 3, "SMS": 2}), ("wgmma_ws2", {"PERSISTENT": 0}),
+    # One consumer warpgroup (BM = 64): several tiles a CTA, and split-K slices meeting on the counters.
+    ("wgmma_ws2", {"BM": 64, "SMS": 2}), ("wgmma_ws2", {"BM": 64, "SPLITK": 4, "STAGES": 5, "CBUF": 1, "SMS": 3}),
 ])
 def test_bf16_gemm_example_kernels_match_float64(device, kernel, defines):
     """The example's kernels (wgmma + TMA through the program path), on ragged shapes, stay within

@@ -252,7 +252,7 @@ def test_every_kernelbench_example_passes():
     """The kernels beside `warpsmith import`'s KernelBench examples (no workload of their own) pass every audit."""
     for path in sorted((ROOT / "examples" / "kernelbench").glob("*.cu")):
         source = path.read_text()
-        entry = re.search(r'extern "C" __global__ void (\w+)', source).group(1)
+        entry = re.search(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)', source).group(1)
         r = compile_candidate(Candidate(source, entry, None, name=path.stem), "sm_90", False,  # type: ignore[arg-type]
                               narrow_allowed=frozenset())
         assert r.ok, (path.name, r.error, r.log[-400:])

@@ -1,8 +1,8 @@
 // Warp-specialised Hopper GEMM, second version (wgmma_ws.cu is the first, kept
 // unchanged for comparison). One producer warpgroup keeps a STAGES-deep ring of
-// 128-byte swizzled A and B tiles full with TMA; two consumer warpgroups each own
-// BM / 2 rows of the BM x BN tile and multiply with wgmma m64nBNk16 (fp32
-// accumulators in registers, one wgmma group in flight). The grid is persistent
+// 128-byte swizzled A and B tiles full with TMA; NC consumer warpgroups (two, or one
+// at BM = 64) each own BM / NC rows of the BM x BN tile and multiply with wgmma
+// m64nBNk16 (fp32 accumulators in registers, one wgmma group in flight). The grid is persistent
 // (PERSISTENT=1: at most SMS CTAs walk the work units) or one CTA per unit, units
 // visited GROUP rows of tiles at a time for L2 reuse. The producer runs ahead across
 // units: it only waits on the ring's empty barriers, which the consumers release
@@ -25,13 +25,17 @@
 //   partials to its registers, resets the counter and runs the epilogue. Nobody
 //   waits for another CTA, so there is no co-residency assumption and no deadlock.
 // - No clusters (CLUSTER=2 was slower on wgmma_ws).
+// - BM = 64 (one consumer warpgroup, 256 threads): for few rows (a decode step, M <= 64)
+//   a 128-row tile multiplies at least half zero rows and its A stage costs twice the
+//   shared memory; at 64 x 256 a stage is 40 KiB, so more of the ring holds B, which is
+//   what such a shape streams. With SPLITK it spreads K over the grid.
 // Ragged sizes: every edge box of the loads is zero-filled and of the stores clipped;
 // M is any size, N and K multiples of 8. Conventions as in wgmma_tma.cu / wgmma_ws.cu:
 // K-major A, N-major B (wgmma's transpose-B bit) from its row-major layout.
 // Uses wgmma and setmaxnreg, so warpsmith compiles it for sm_90a.
 #include <cuda_bf16.h>
 
-// knob BM: 128 256
+// knob BM: 128 256 64
 #ifndef BM
 #define BM 128
 #endif
@@ -65,19 +69,20 @@
 #endif
 
 #define BK 64                  // one 128-byte swizzle row of bf16 along K
-#define WM (BM / 2)            // rows per consumer warpgroup
+#define NC (BM == 64 ? 1 : 2)  // consumer warpgroups
+#define WM (BM / NC)           // rows per consumer warpgroup
 #define MT (WM / 64)           // m64 wgmmas per consumer per k16 step
-#define THREADS 384            // producer + two consumers
+#define THREADS (128 * (1 + NC))  // producer + consumers
 #define A_STAGE (BM * BK * 2)  // bytes
 #define B_STAGE (BK * BN * 2)
 #define B_BOX (BK * 64 * 2)    // one 64 x 64 box of B: the N-major swizzle atom repeats every 64 columns
 #define B_BOXES (BN / 64)
 #define C_BOX (64 * 64 * 2)    // one 64 x 64 bf16 staging box of C
-#define SMEM_BYTES (STAGES * (A_STAGE + B_STAGE) + 2 * CBUF * C_BOX + 1024)
+#define SMEM_BYTES (STAGES * (A_STAGE + B_STAGE) + NC * CBUF * C_BOX + 1024)
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232      // 128 x 40 + 256 x 232 <= 65536
 
-static_assert(BM == 128 || BM == 256, "BM is 128 or 256: two consumers of 64 or 128 rows");
+static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64 (one consumer), 128 or 256 (two of 64 or 128 rows)");
 static_assert(BN == 128 || BN == 256, "BN is 128 or 256");
 static_assert(MT * BN / 2 <= 128, "at most 128 fp32 accumulators per thread: BM x BN <= 128 x 256");
 static_assert(STAGES >= 2, "at least two stages");
@@ -182,7 +187,7 @@ __device__ __forceinline__ void wait_phase(unsigned bar, unsigned parity)
                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
 }
 
-// A named barrier over `count` threads (ids 1, 2: one consumer warpgroup; 3: both).
+// A named barrier over `count` threads (ids 1, 2: one consumer warpgroup; 3: all of them).
 __device__ __forceinline__ void named_sync(unsigned id, unsigned count)
 {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
@@ -223,7 +228,7 @@ bf16_gemm_wgmma_ws2(const __grid_constant__ CUtensorMap a_map, const __grid_cons
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(&full[s])));
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;\n" ::"r"(smem_addr(&empty[s])));
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(&empty[s])), "n"(NC));
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -232,7 +237,9 @@ bf16_gemm_wgmma_ws2(const __grid_constant__ CUtensorMap a_map, const __grid_cons
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
+#if NC == 2  // one consumer has the registers it needs from the launch (no warpgroup to give them to)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
+#endif
         if (threadIdx.x == 0) {
             int s = 0;
             unsigned phase = 0;
@@ -245,7 +252,7 @@ bf16_gemm_wgmma_ws2(const __grid_constant__ CUtensorMap a_map, const __grid_cons
                 const int k0 = (int)((long long)slice * ktiles / SPLITK), k1 = (int)((long long)(slice + 1) * ktiles / SPLITK);
                 for (int kt = k0; kt < k1; ++kt) {
                     const unsigned bar = smem_addr(&full[s]);
-                    if (wrapped)  // both consumers are done with what this stage held
+                    if (wrapped)  // every consumer is done with what this stage held
                         wait_phase(smem_addr(&empty[s]), phase ^ 1);
                     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
                                  ::"r"(bar), "r"(A_STAGE + B_STAGE) : "memory");
@@ -262,7 +269,9 @@ bf16_gemm_wgmma_ws2(const __grid_constant__ CUtensorMap a_map, const __grid_cons
             }
         }
     } else {
+#if NC == 2
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+#endif
         const int c = wg - 1;  // this consumer's rows: c * WM .. c * WM + WM - 1 of the block tile
         const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
         const bool lead = tid == 0;  // issues and waits for this consumer's stores
@@ -326,7 +335,7 @@ bf16_gemm_wgmma_ws2(const __grid_constant__ CUtensorMap a_map, const __grid_cons
                         __stcg(mine + slice * (BM * BN / 4) + (i * (BN / 8) + q) * 128,
                                make_float4(d[i][4 * q], d[i][4 * q + 1], d[i][4 * q + 2], d[i][4 * q + 3]));
                 __threadfence();
-                named_sync(3, 256);  // both consumers' partials are written and fenced
+                named_sync(3, 128 * NC);  // every consumer's partials are written and fenced
                 if (threadIdx.x == 128) {
                     const int arrived = atomicAdd(counters + t, 1);
                     const int last = arrived == SPLITK - 1;
@@ -335,7 +344,7 @@ bf16_gemm_wgmma_ws2(const __grid_constant__ CUtensorMap a_map, const __grid_cons
                     __threadfence();
                     last_flag = last;
                 }
-                named_sync(3, 256);
+                named_sync(3, 128 * NC);
                 if (!last_flag)
                     continue;  // another slice's CTA finishes this tile
                 __threadfence();
