@@ -35,7 +35,7 @@
 // Uses wgmma and setmaxnreg, so warpsmith compiles it for sm_90a.
 #include <cuda_bf16.h>
 
-// knob BM: 128 256 64
+// knob BM: 64 128 256
 #ifndef BM
 #define BM 128
 #endif
