@@ -77,6 +77,22 @@ def get_init_inputs():
     return []
 '''
 
+SPARSE = '''
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x, keep, drop, flip):
+        return x * keep + drop + flip
+
+N = 256
+
+def get_inputs():
+    return [torch.rand(N, N), torch.rand(N, N) < 0.1, (torch.rand(N, N) > 0.8).float(), torch.randint(0, 2, (N, N)) * 2 - 1]
+
+def get_init_inputs():
+    return []
+'''
+
 DRAWN = '''
 import torch
 
@@ -187,3 +203,17 @@ def test_rand_and_randn_inputs_keep_their_distributions(tmp_path, capsys):
     assert "range" not in tomllib.loads((d / "workload.toml").read_text())["params"][0]
     drawn = generate_inputs(w, w.cases[0], 1)["a"]
     assert abs(drawn.std() - 1) < 0.05 and (abs(drawn) > 2).any()
+
+
+def test_a_mask_keeps_the_share_of_ones_get_inputs_gives_it(tmp_path, capsys):
+    """A bool mask of about 10% True and a 0/1 mask of about 20% ones keep those shares (`density`) in every
+    case; a fair +-1 draw keeps the default 0.5, written nowhere; check passes."""
+    d, out = _import(tmp_path, SPARSE, capsys)
+    spec = {p["name"]: p for p in tomllib.loads((d / "workload.toml").read_text())["params"]}
+    assert 0.06 <= spec["keep"]["density"] <= 0.14 and 0.15 <= spec["drop"]["density"] <= 0.25
+    assert "density" not in spec["flip"] and "density" not in spec["x"]
+    assert f"keep bool (False and True, {spec['keep']['density']:g} of them True)" in out
+    w = load_workload(d)
+    x = generate_inputs(w, w.case("problem"), 1)  # 256 x 256: a share within 0.01 of its density
+    assert abs(x["keep"].mean() - spec["keep"]["density"]) < 0.01 and abs(x["drop"].mean() - spec["drop"]["density"]) < 0.01
+    assert main(["check", str(d)]) == 0, capsys.readouterr().out

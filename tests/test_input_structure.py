@@ -160,7 +160,12 @@ REFUSED = {  # id: (params replacing PARAMS, extra tables, key, words)
     "rows-int": ({"A": 'dtype = "int32"\nshape = ["N"]\nstructure = "rows_sum_to_1"\nrange = [1, 4]'}, "",
                  "params[0].structure", "for a float input"),
     "mask-range": ({"A": 'dtype = "float32"\nshape = ["N"]\nstructure = "mask"\nrange = [0.0, 1.0]'}, "",
-                   "params[0].range", "draws 0 and 1 with equal odds; it takes no range"),
+                   "params[0].range", "draws 0 and 1 (their shares: density); it takes no range"),
+    "density-float": ({"A": 'dtype = "float32"\nshape = ["N"]\ndensity = 0.1'}, "", "params[0].density",
+                      "only a bool input or a mask or sign structure has a density"),
+    "density-one": ({"A": 'dtype = "float32"\nshape = ["N"]\nstructure = "mask"\ndensity = 1.0'}, "",
+                    "params[0].density", "strictly between 0 and 1"),
+    "density-true": ({"B": 'dtype = "bool"\nshape = ["N"]\ndensity = true'}, "", "params[0].density", "density"),
     "normal-int": ({"A": 'dtype = "int64"\nshape = ["N"]\ndistribution = "normal"'}, "", "params[0].distribution",
                    "cannot be drawn from a normal"),
     "normal-range": ({"A": 'dtype = "float32"\nshape = ["N"]\ndistribution = "normal"\nrange = [0.0, 1.0]'}, "",
@@ -203,3 +208,17 @@ def test_a_tensor_map_of_a_bool_array_is_one_line():
     """TMA has no bool type: a program's descriptor of a bool array is refused in a line, not a KeyError."""
     from warpsmith.agent.spec.tensor_map import TensorMap
     assert "not bool" in TensorMap("bool", 64, 64, 16, 16, 0).problems()
+
+
+def test_a_density_sets_the_share_of_true_of_one_and_of_plus_one(tmp_path):
+    """density = p draws True (bool), 1 (mask) or +1 (sign) with odds p, in every case; 0.5 without it."""
+    params = {"M": 'dtype = "int32"\nshape = ["R", "N"]\nstructure = "mask"\ndensity = 0.1',
+              "G": 'dtype = "float32"\nshape = ["R", "N"]\nstructure = "sign"\ndensity = 0.9',
+              "B": 'dtype = "bool"\nshape = ["R", "N"]\ndensity = 0.25',
+              "H": 'dtype = "bool"\nshape = ["R", "N"]'}
+    w = load_workload(_workload(tmp_path / "w", params))
+    assert [p.density for p in w.arrays] == [0.1, 0.9, 0.25, 0.5, 0.5]
+    x = generate_inputs(w, w.case("big"), 1)
+    assert set(np.unique(x["M"])) == {0, 1} and abs(x["M"].mean() - 0.1) < 0.01
+    assert set(np.unique(x["G"])) == {-1, 1} and abs((x["G"] > 0).mean() - 0.9) < 0.01
+    assert abs(x["B"].mean() - 0.25) < 0.01 and abs(x["H"].mean() - 0.5) < 0.01

@@ -3,9 +3,9 @@ bool inputs), drawn with that meaning in every case, for the CPU reference and t
 alike (agent/spec/inputs.py calls these on the stored array, bfloat16 and fp8 as their
 bits):
 
-- bool, `mask`: False and True (0 and 1), `sign`: -1 and 1, each with equal odds, drawn
-  element by element like any other input (zeros are their point: the never-zero rule
-  does not apply);
+- bool, `mask`: False and True (0 and 1), `sign`: -1 and 1, True, 1 or +1 with the odds
+  `density` (0.5 unless the workload says), drawn element by element like any other input
+  (zeros are their point: the never-zero rule does not apply);
 - `symmetric`: the upper triangle of the last two axes as drawn, mirrored below the
   diagonal (the values stay exactly the drawn ones);
 - `upper_triangular` / `lower_triangular`: the other triangle set to zero;
@@ -25,12 +25,12 @@ from .half_float import is_narrow, to_float64, to_storage
 BLOCK_ELEMENTS = 1 << 22  # rows_sum_to_1: elements converted to float64 at a time (whole rows, at least one)
 
 
-def value_draw(rng: np.random.Generator, dtype: str, structure: str, size: int) -> np.ndarray:
-    """`size` elements of a bool, mask or sign input, flat, as stored."""
-    heads = rng.random(size) < 0.5
+def value_draw(rng: np.random.Generator, dtype: str, structure: str, size: int, density: float = 0.5) -> np.ndarray:
+    """`size` elements of a bool, mask or sign input, flat, as stored: True, 1 or +1 with odds `density`."""
+    heads = rng.random(size) < density
     if dtype == "bool":
         return heads
-    values = heads.astype(np.float64) if structure == "mask" else np.where(heads, -1.0, 1.0)
+    values = heads.astype(np.float64) if structure == "mask" else np.where(heads, 1.0, -1.0)
     return to_storage(values, dtype) if is_narrow(dtype) else values.astype(dtype)
 
 

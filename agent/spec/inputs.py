@@ -35,7 +35,8 @@ from .workload_model import ARRAY_ITEMSIZE, FLOAT_DTYPES, SQUARE_STRUCTURES, VAL
 
 # Bump when the way inputs are drawn changes: it invalidates cached references.
 # 2: drawn in chunks of CHUNK elements, each from its own generator, in parallel threads.
-GENERATOR_VERSION = 3
+# 4: a sign input's heads are +1 (the share `density` gives).
+GENERATOR_VERSION = 4
 # Elements per chunk: each has its own generator (keyed by its index), so the values do not
 # depend on how many threads draw them. sgemm's inputs for one seed (about a gigabyte) took
 # 7.2 s to draw in one thread on a 2-core machine; the worker draws them while the GPU waits
@@ -74,6 +75,7 @@ class ArrayJob:
     zeros: bool = False  # a signed_zeros case's float input
     std: float = 0.0  # > 0: drawn from N(0, std^2) instead of uniformly from [low, high]
     structure: str = ""  # one of workload_model.STRUCTURES (agent/spec/input_structure.py)
+    density: float = 0.5  # bool, mask and sign: the share of True, of 1 or of +1
 
     @property
     def nbytes(self) -> int:
@@ -89,7 +91,7 @@ def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
         factor = case.input_scale if stressed else 1.0
         jobs.append(ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low * factor, p.high * factor,
                              stressed and case.signed_zeros, factor if p.distribution == "normal" else 0.0,
-                             p.structure if p.role == "input" else ""))
+                             p.structure if p.role == "input" else "", p.density))
     return jobs
 
 
@@ -109,7 +111,7 @@ def generate_input(job: ArrayJob, case_name: str, seed: int) -> np.ndarray:
 def _draw(rng: np.random.Generator, job: ArrayJob, size: int) -> np.ndarray:
     """`size` elements of the job's input, flat."""
     if job.dtype == "bool" or job.structure in VALUE_STRUCTURES:
-        return value_draw(rng, job.dtype, job.structure, size)
+        return value_draw(rng, job.dtype, job.structure, size, job.density)
     if job.std:
         return _normal_input(rng, job, size)
     if is_narrow(job.dtype):

@@ -44,6 +44,7 @@ class ProblemArray:
     state_key: str = ""  # the model's parameter or buffer this input stands for
     distribution: str = "uniform"  # inputs: "normal" for torch.randn's
     structure: str = ""  # inputs: kept in every case (workload_model.STRUCTURES)
+    density: float = 0.5  # bool, mask and sign inputs: the share of True, of 1 or of +1
 
 
 @dataclass(frozen=True)

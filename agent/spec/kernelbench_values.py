@@ -54,15 +54,27 @@ def _structure(x) -> tuple[str, str]:
     return "", ""
 
 
+def _density(heads) -> dict[str, float]:
+    """{"density": share of True in `heads`}, or {} where the sample does not tell it from
+    0.5 (within three standard errors of a fair draw: a small sample's share is noise)."""
+    n = heads.numel()
+    share = float(heads.float().mean()) if n else 0.5
+    if n == 0 or abs(share - 0.5) <= 3 * (0.25 / n) ** 0.5:
+        return {}
+    return {"density": min(0.99, max(0.01, round(share, 2)))}
+
+
 def input_drawing(name: str, x, bounds: Optional[tuple[int, int]],
                   draw: Optional[tuple[str, float, float]]) -> tuple[dict[str, Any], str]:
     """The probe's keys for input `name` (low, high, distribution, structure) from a sample
     `x` of it, the torch.randint `bounds` that made it and the `draw` it is; and a note on
     structure lost ('' when nothing is)."""
     if str(x.dtype) == "torch.bool":
-        return {"low": 0.0, "high": 1.0}, ""
+        return {"low": 0.0, "high": 1.0, **_density(x)}, ""
     structure, lost = _structure(x)
     keys: dict[str, Any] = {"structure": structure} if structure else {}
+    if structure in ("mask", "sign"):
+        keys.update(_density(x > 0))
     if structure in ("mask", "sign"):
         low, high = (0.0, 1.0) if structure == "mask" else (-1.0, 1.0)
     elif bounds:

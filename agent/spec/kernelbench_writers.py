@@ -75,6 +75,8 @@ def _param_lines(p: ProblemArray | ProblemScalar) -> list[str]:
              f"shape = {_dims(p.dims)}"]
     if p.role == "input" and p.structure:
         lines.append(f'structure = "{p.structure}"')
+    if p.role == "input" and p.density != 0.5:
+        lines.append(f"density = {p.density!r}  # get_inputs()'s share of True, 1 or +1")
     if p.role == "input" and p.distribution != "uniform":
         lines.append(f'distribution = "{p.distribution}"')
     elif p.role == "input" and p.dtype != "bool" and p.structure not in VALUE_STRUCTURES:
@@ -207,10 +209,12 @@ def inputs_line(probe: ProblemProbe) -> str:
     def one(p: ProblemArray | ProblemScalar) -> str:
         if isinstance(p, ProblemScalar):
             return f"{p.name} = {p.value!r} by value ({p.dtype})"
+        share = f", {p.density:g} of them {'True' if p.dtype == 'bool' else '1' if p.structure == 'mask' else '+1'}" \
+            if p.density != 0.5 else ""
         if p.dtype == "bool":
-            return f"{p.name} bool (False and True)"
+            return f"{p.name} bool (False and True{share})"
         if p.structure in VALUE_STRUCTURES:
-            return f"{p.name} {p.structure} ({'0 and 1' if p.structure == 'mask' else '-1 and 1'})"
+            return f"{p.name} {p.structure} ({'0 and 1' if p.structure == 'mask' else '-1 and 1'}{share})"
         drawn = "normal N(0, 1)" if p.distribution == "normal" else f"uniform [{p.low:g}, {p.high:g}]"
         return f"{p.name} {drawn}" + (f", {p.structure.replace('_', ' ')}" if p.structure else "")
     return "; ".join(one(p) for p in probe.forward_inputs())

@@ -36,7 +36,7 @@ def parse_params(toml: TomlReader, items: list[Table]) -> tuple[Param, ...]:
         if not isinstance(p, dict):
             raise toml.fail(f"params[{i}]", "each parameter is a table")
         toml.known(p, where, {"name", "role", "dtype", "shape", "range", "value", "allow_nonfinite", "distribution",
-                              "structure"})
+                              "structure", "density"})
         name = toml.name(p, where)
         if not name.isidentifier() or name in seen:
             raise toml.fail(where + "name", f"'{name}' is not a unique identifier")
@@ -44,7 +44,7 @@ def parse_params(toml: TomlReader, items: list[Table]) -> tuple[Param, ...]:
         role = toml.get(p, "role", where, str)
         dtype = toml.get(p, "dtype", where, str)
         if role == "scalar":
-            drawn = next((k for k in ("distribution", "structure") if k in p), None)
+            drawn = next((k for k in ("distribution", "structure", "density") if k in p), None)
             if drawn:
                 raise toml.fail(where + drawn, "only an input is drawn (a scalar has its value)")
             if dtype not in SCALAR_DTYPES:
@@ -75,6 +75,7 @@ def _array(toml: TomlReader, p: Table, where: str, name: str, role: str, dtype: 
     distribution = toml.get(p, "distribution", where, str, "uniform")
     structure = toml.get(p, "structure", where, str, "")
     _check_drawing(toml, p, where, role, dtype, distribution, structure, len(shape))
+    density = _density(toml, p, where, dtype, structure)
     bounds = toml.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else [-1.0, 1.0]
     if dtype == "bool" or structure in VALUE_STRUCTURES:
         bounds = [0.0, 1.0] if dtype == "bool" or structure == "mask" else [-1.0, 1.0]
@@ -96,13 +97,26 @@ def _array(toml: TomlReader, p: Table, where: str, name: str, role: str, dtype: 
     if nonfinite and (role != "output" or dtype not in FLOAT_DTYPES):
         raise toml.fail(where + "allow_nonfinite", "only a float output's reference may hold NaN or inf")
     return ArrayParam(name, role, dtype, tuple(toml.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
-                      float(low), float(high), nonfinite, distribution, structure)
+                      float(low), float(high), nonfinite, distribution, structure, density)
+
+
+def _density(toml: TomlReader, p: Table, where: str, dtype: str, structure: str) -> float:
+    """A two-valued input's share of True (bool), of 1 (mask) or of +1 (sign): 0.5 unless said."""
+    if "density" not in p:
+        return 0.5
+    if dtype != "bool" and structure not in VALUE_STRUCTURES:
+        raise toml.fail(where + "density", "only a bool input or a mask or sign structure has a density "
+                        "(the share of True, of 1 or of +1)")
+    density = toml.get(p, "density", where, (int, float))
+    if isinstance(density, bool) or not 0 < density < 1:
+        raise toml.fail(where + "density", f"{density!r} must be a number strictly between 0 and 1")
+    return float(density)
 
 
 def _check_drawing(toml: TomlReader, p: Table, where: str, role: str, dtype: str, distribution: str, structure: str,
                    rank: int) -> None:
     """`distribution` and `structure` (and `range` beside them) describe how an input is drawn."""
-    for key in ("distribution", "structure"):
+    for key in ("distribution", "structure", "density"):
         if key in p and role != "input":
             raise toml.fail(where + key, "only an input is drawn (outputs are written by the kernel)")
     if distribution not in DISTRIBUTIONS:
@@ -117,11 +131,12 @@ def _check_drawing(toml: TomlReader, p: Table, where: str, role: str, dtype: str
     if structure and dtype == "bool":
         raise toml.fail(where + "structure", "a bool input holds False and True already; it takes no structure")
     if dtype == "bool" and role == "input" and "range" in p:
-        raise toml.fail(where + "range", "a bool input holds False and True, drawn with equal odds; it takes no range")
+        raise toml.fail(where + "range", "a bool input holds False and True (their shares: density); it takes no range")
     if structure in VALUE_STRUCTURES and ("range" in p or distribution != "uniform"):
         values = "0 and 1" if structure == "mask" else "-1 and 1"
         raise toml.fail(where + ("range" if "range" in p else "distribution"),
-                        f"structure = \"{structure}\" draws {values} with equal odds; it takes no range or distribution")
+                        f"structure = \"{structure}\" draws {values} (their shares: density); it takes no range or "
+                        "distribution")
     if structure == "rows_sum_to_1" and (dtype not in FLOAT_DTYPES or distribution != "uniform"):
         raise toml.fail(where + "structure", "rows_sum_to_1 is for a float input drawn uniformly from its range")
     if structure in SQUARE_STRUCTURES and rank < 2:

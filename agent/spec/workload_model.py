@@ -71,6 +71,7 @@ class ArrayParam:
     allow_nonfinite: bool = False  # outputs: the reference may hold NaN or inf (else refused)
     distribution: str = "uniform"  # inputs: "normal" draws from N(0, 1), torch.randn's, instead of the range
     structure: str = ""  # inputs: one of STRUCTURES, kept in every case
+    density: float = 0.5  # bool, mask and sign inputs: the share of True, of 1 or of +1
 
 
 @dataclass(frozen=True)
