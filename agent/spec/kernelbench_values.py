@@ -75,7 +75,6 @@ def input_drawing(name: str, x, bounds: Optional[tuple[int, int]],
     keys: dict[str, Any] = {"structure": structure} if structure else {}
     if structure in ("mask", "sign"):
         keys.update(_density(x > 0))
-    if structure in ("mask", "sign"):
         low, high = (0.0, 1.0) if structure == "mask" else (-1.0, 1.0)
     elif bounds:
         low, high = bounds
