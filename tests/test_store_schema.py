@@ -63,3 +63,17 @@ def test_a_store_from_an_older_mlflow_says_to_upgrade_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"written by an older mlflow (schema {older})" in err
     assert f"mlflow db upgrade sqlite:///{store.resolve() / 'mlflow.db'}" in err
+
+
+def test_a_tracked_run_without_mlflow_installed_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """An install that lacks MLflow: `run` says so and how to go on (--no-tracking) before any GPU work."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a))
+    store = tmp_path / "store"
+    assert main(["run", str(make_sgemm_workload(tmp_path / "w")), "--proposer", "tune", "--headless",
+                 "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("warpsmith: error: MLflow is not installed, so the session cannot be tracked: `pip install mlflow`, "
+                   "or run with --no-tracking\n")
+    assert not store.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -26,8 +27,11 @@ def open_tracker(options: TrackingOptions) -> SessionTracker:
 
 
 def check_readable(options: TrackingOptions) -> None:
-    """Before any GPU work or session folder: StoreUnreadable if the store exists and
-    this mlflow cannot open it (agent/tracking/store_schema.py)."""
+    """Before any GPU work or session folder: StoreUnreadable if MLflow is not installed, or
+    the store exists and this mlflow cannot open it (agent/tracking/store_schema.py)."""
     if options.enabled:
-        from .store_schema import check_store
+        from .store_schema import StoreUnreadable, check_store
+        if importlib.util.find_spec("mlflow") is None:  # a dependency, but an install can lack it
+            raise StoreUnreadable("MLflow is not installed, so the session cannot be tracked: "
+                                  "`pip install mlflow`, or run with --no-tracking")
         check_store(options.store, options.uri)
