@@ -32,8 +32,9 @@
 
 #include <cuda_bf16.h>
 
-// 16-row tiles of A per block: M up to 16 * MT in one row of blocks
-// knob MT: 1 2 4
+// 16-row tiles of A per block: M up to 16 * MT in one row of blocks. Listed around the
+// default, so 32 and 64 rows (MT 2 and 4) are each one tuner step away.
+// knob MT: 2 1 4
 #ifndef MT
 #define MT 1
 #endif
