@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from workload_factory import ROOT
 
+from warpsmith.agent.cli.import_problem import _ENTRY
 from warpsmith.agent.evaluate.compile_audit import compile_candidate
 from warpsmith.agent.runtime import native
 from warpsmith.agent.runtime.bank0_layout import layout
@@ -252,7 +253,7 @@ def test_every_kernelbench_example_passes():
     """The kernels beside `warpsmith import`'s KernelBench examples (no workload of their own) pass every audit."""
     for path in sorted((ROOT / "examples" / "kernelbench").glob("*.cu")):
         source = path.read_text()
-        entry = re.search(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)', source).group(1)
+        entry = _ENTRY.findall(source)[0]  # the entry `warpsmith import` takes
         r = compile_candidate(Candidate(source, entry, None, name=path.stem), "sm_90", False,  # type: ignore[arg-type]
                               narrow_allowed=frozenset())
         assert r.ok, (path.name, r.error, r.log[-400:])

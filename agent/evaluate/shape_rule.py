@@ -54,10 +54,10 @@ def rank_variants(sizes: dict[str, int], cases: list[dict[str, int]],
                   times: list[list[Optional[float]]]) -> list[int]:
     """Variant indices, best first, for `sizes`. `cases`: each performance case's sizes;
     `times`: per variant, per case (in `cases`' order), its re-timed median in ms or None."""
-    near = sorted(range(len(cases)), key=lambda i: shape_distance(sizes, cases[i]))[:NEAREST]
-    nearest = shape_distance(sizes, cases[near[0]])
+    distance = [shape_distance(sizes, case) for case in cases]
+    near = sorted(range(len(cases)), key=lambda i: distance[i])[:NEAREST]
     # relative to the nearest, so a shape of a regime no case shares keeps finite weights
-    weights = {i: 2.0 ** -(shape_distance(sizes, cases[i]) - nearest) for i in near}
+    weights = {i: 2.0 ** -(distance[i] - distance[near[0]]) for i in near}
 
     def cost(variant: int) -> float:
         total = 0.0
