@@ -91,6 +91,7 @@ def main(workload_dir: str) -> None:
         ("scrub shared memory", timed(worker, worker.checks.scrub_shared)),
         (f"scrub local memory ({worker.device.stack_limit()} B a thread)",
          timed(worker, lambda: worker.checks.scrub_local(0))),
+        ("scrub the register files", timed(worker, worker.checks.scrub_registers)),
         (f"output check, every element wrong ({sum(a.nbytes for a in bufs.outputs()) / 2**20:.0f} MiB poisoned)",
          poisoned_check),
         ("output check, every element right (the reference rounded to the output's dtype)", right_check),

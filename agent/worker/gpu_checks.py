@@ -24,6 +24,7 @@ from ..spec import tolerance
 from ..spec.workload import ARRAY_ITEMSIZE
 from .host_prf import prf
 from .pages import alloc_pages
+from .register_scrub import LAYOUTS, RegisterScrub, hold_name
 
 if TYPE_CHECKING:
     from ..runtime.native import Buffer, Device, Function, KernelArg
@@ -48,7 +49,8 @@ LOCAL_SCRUB_SOURCE = HOLD_SOURCE + (CUDA / "local_scrub.cu").read_text()
 
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
 # The scrub launches whose blocks hold for each other (GpuChecks._arrival_counter)
-HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot")
+HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot",
+         *(hold_name(threads) for threads in LAYOUTS))
 CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64",
                  "float16": "ws_check_close_f16", "bfloat16": "ws_check_close_bf16"}
 # By word width in bytes: 4, 2 for 16-bit arrays, 1 for fp8 arrays (agent/worker/case_buffers.py).
@@ -110,6 +112,7 @@ class GpuChecks:
         self._counts = alloc_pages(device, 8)
         self._slots = alloc_pages(device, 8)
         self._fn["ws_scrub_shared"].prefer_all_shared()
+        self._registers = RegisterScrub(device, arch)
         # The scrubs' writes (the reserved shared kilobyte included) tried once now: a GPU or
         # driver that refused them would fail here, said once, not in every evaluation. And
         # whether every block of each holding scrub was resident at once (another context on
@@ -122,7 +125,7 @@ class GpuChecks:
         self._arrived.download(counts)
         self.holds_short: list[str] = [
             f"{name}: {int(counts[2 * k + 1])} of {int(counts[2 * k])} blocks gave up waiting"
-            for k, name in enumerate(HOLDS) if counts[2 * k + 1]]
+            for k, name in enumerate(HOLDS) if counts[2 * k + 1]] + self._registers.short
 
     def _reset(self) -> None:
         init = np.zeros(STATS_WORDS, dtype=np.uint64)
@@ -277,11 +280,18 @@ class GpuChecks:
 
     def scrub(self, local_bytes: int) -> None:
         """Before a judged or timed launch of a kernel whose frame is `local_bytes`: every
-        SM's shared memory and every thread slot's local window overwritten (enqueued only),
-        so nothing a launch left on chip or in its stack reaches this one."""
+        SM's shared memory, every thread slot's local window and every SM's registers
+        overwritten (enqueued only), so nothing a launch left on chip or in its stack reaches
+        this one, and nothing of the checks' keys either. The registers last: the other
+        scrubs hold nothing secret, but they leave registers behind too."""
         self._zero_arrivals()
         self.scrub_shared()
         self.scrub_local(local_bytes)
+        self.scrub_registers()
+
+    def scrub_registers(self) -> None:
+        """Overwrite every SM's register file (agent/worker/register_scrub.py); enqueued only."""
+        self._registers.launch(self._arrival_counter)
 
     def scrub_local(self, local_bytes: int) -> None:
         """Overwrite every thread slot's local window (enqueued only) before a launch of a
