@@ -5,6 +5,7 @@
 
 #include "cublas_baseline.hpp"
 #include "device.hpp"
+#include "ipc.hpp"
 #include "nvrtc_compiler.hpp"
 #include "program.hpp"
 #include "tensor_map.hpp"
@@ -255,6 +256,41 @@ void def_memory(py::module_& m) {
       .def("function", &Module::function, py::arg("name"), "Look up a kernel by its CUBIN symbol.");
 }
 
+void def_ipc(py::module_& m) {
+  py::class_<IpcEvent, std::shared_ptr<IpcEvent>>(m, "IpcEvent")
+      .def(py::init([](std::shared_ptr<Device> d, py::object handle) {
+             if (handle.is_none()) return std::make_shared<IpcEvent>(d);
+             return std::make_shared<IpcEvent>(d, std::string(handle.cast<py::bytes>()));
+           }),
+           py::arg("device"), py::arg("handle") = py::none(),
+           "An interprocess event of this context, or (handle) one another process created.")
+      .def("handle", [](const IpcEvent& e) { return py::bytes(e.handle()); },
+           "The bytes another process opens this event with.")
+      .def("record", &IpcEvent::record, "Record on the device's stream.")
+      .def("wait", &IpcEvent::wait, "The device's stream waits for the last record, in whichever process.")
+      .def("synchronize", &IpcEvent::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "The host waits for the last record.")
+      .def("done", &IpcEvent::done, "Whether the last record has completed.");
+  m.def("ipc_memory_handle", [](const Buffer& b) { return py::bytes(ipc_memory_handle(b)); }, py::arg("buffer"),
+        "The bytes another process maps this buffer with (not a protectable buffer).");
+  py::class_<IpcMapping, std::shared_ptr<IpcMapping>>(m, "IpcMapping")
+      .def(py::init([](std::shared_ptr<Device> d, py::bytes handle, size_t nbytes) {
+             return std::make_shared<IpcMapping>(d, std::string(handle), nbytes);
+           }),
+           py::arg("device"), py::arg("handle"), py::arg("nbytes"),
+           "Another process's buffer mapped into this context, until this object goes.")
+      .def_property_readonly("ptr", &IpcMapping::ptr)
+      .def_property_readonly("nbytes", &IpcMapping::bytes)
+      .def("download",
+           [](const IpcMapping& b, py::buffer dst, size_t offset) {
+             py::buffer_info info = contiguous(dst, true);
+             size_t n = static_cast<size_t>(info.size * info.itemsize);
+             py::gil_scoped_release release;
+             b.download(info.ptr, n, offset);
+           },
+           py::arg("dst"), py::arg("offset") = 0, "Copy into a writable C-contiguous host buffer.");
+}
+
 void def_program(py::module_& m) {
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init<>())
@@ -350,6 +386,7 @@ PYBIND11_MODULE(_runner, m) {
   def_compiler(m);
   def_device(m);
   def_memory(m);
+  def_ipc(m);
   def_program(m);
   def_timing(m);
   def_cublas(m);

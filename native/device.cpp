@@ -24,12 +24,6 @@ std::string format_uuid(const CUuuid& u) {
   return text;
 }
 
-void warn_if_failed(CUresult r, const char* call) {
-  // Destructors must not throw; a failure here is reported, not hidden.
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
-    std::fprintf(stderr, "warpsmith: %s failed during cleanup: %s\n", call, error_name(r).c_str());
-}
-
 }  // namespace
 
 Device::Device(int ordinal) {

@@ -1,5 +1,6 @@
 #include "driver.hpp"
 
+#include <cstdio>
 #include <mutex>
 
 namespace ws {
@@ -41,6 +42,12 @@ void check(CUresult r, const char* call) {
     message += ": no CUDA-capable GPU is visible to this process (check nvidia-smi and "
                "CUDA_VISIBLE_DEVICES)";
   throw CudaError(error_name(r), message, call, static_cast<int>(r));
+}
+
+void warn_if_failed(CUresult r, const char* call) {
+  // Destructors must not throw; a failure here is reported, not hidden.
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+    std::fprintf(stderr, "warpsmith: %s failed during cleanup: %s\n", call, error_name(r).c_str());
 }
 
 const Driver& driver() {

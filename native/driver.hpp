@@ -22,7 +22,9 @@ namespace ws {
   X(cuEventDestroy) X(cuTensorMapEncodeTiled)                                     \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                    \
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                 \
-  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
+  X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) \
+  X(cuIpcOpenEventHandle) X(cuStreamWaitEvent) X(cuEventQuery)
 
 struct Driver {
 #define WS_DECLARE(fn) decltype(&::fn) fn = nullptr;
@@ -39,6 +41,9 @@ void check(CUresult r, const char* call);
 
 // Name of a driver error, safe to call from destructors.
 std::string error_name(CUresult r);
+
+// For destructors, which must not throw: a failed cleanup call reported on stderr.
+void warn_if_failed(CUresult r, const char* call);
 
 }  // namespace ws
 

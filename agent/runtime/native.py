@@ -30,6 +30,10 @@ Cublas = _runner.Cublas
 CompileResult = _runner.CompileResult
 TimingSettings = _runner.TimingSettings
 TimingResult = _runner.TimingResult
+# CUDA IPC: an event or a buffer of one process opened in another process's context.
+IpcEvent = _runner.IpcEvent
+IpcMapping = _runner.IpcMapping
+ipc_memory_handle = _runner.ipc_memory_handle
 CUDA_MAJOR = 13
 
 
