@@ -4,9 +4,12 @@ a judged or timed launch, as its shared memory and every thread slot's local win
 One layout is one block per SM whose warps take the whole register file, each thread
 holding as many values as its allocation has registers ptxas hands out. ptxas gives a
 thread at most its allocation less three (R0 to R252 of 255 at 256 threads a block), so
-one layout leaves the top of each warp's allocation unwritten; the layouts below leave
-those holes at different places, and together write every register a kernel can read,
-wherever the hardware lays a warp's allocation over the file.
+one layout leaves the top of each warp's allocation unwritten. Taking a warp's allocation
+to be a run of each lane's registers in its SM sub-partition, laid from the start at the
+allocation granule (the hardware does not document its layout), the three layouts below
+leave those holes at different places and together write every register a kernel of any
+allocation can read (tests/test_register_scrub.py); tests/test_gpu_register_scrub.py
+checks on the GPU that no marked register survives them.
 """
 
 from __future__ import annotations
