@@ -1,0 +1,120 @@
+"""The GPU worker's handle on its judge (agent/worker/judge_side.py): a spawned process
+with a CUDA context of its own, asked through a pipe, ordered after the worker's launches
+by an interprocess event."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..runtime import native
+from .gpu_checks import CloseStats
+from .judge_side import (
+    Checked,
+    CheckOutput,
+    Forget,
+    JudgeFault,
+    JudgeReady,
+    JudgeReply,
+    Shared,
+    ShareOutput,
+    Stop,
+    judge_main,
+)
+
+if TYPE_CHECKING:
+    from ..runtime.native import Buffer, Device
+
+
+class JudgeFailed(RuntimeError):
+    """The judge did not start, did not answer in time, or failed a request."""
+
+
+class JudgeClient:
+    def __init__(self, device: Device, ordinal: int = 0, start_timeout_s: float = 120.0):
+        ctx = mp.get_context("spawn")  # a forked CUDA context is unusable
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=judge_main, args=(child, ordinal, os.getpid()), daemon=True,
+                                 name="warpsmith-judge")
+        saved = sys.stdout, sys.stderr  # an app's stand-in streams have no descriptor to hand down
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        try:
+            self._proc.start()
+        finally:
+            sys.stdout, sys.stderr = saved
+        child.close()
+        reply = self._recv(start_timeout_s)
+        if not isinstance(reply, JudgeReady):
+            self.close()
+            raise JudgeFailed(f"the judge did not start: {self._text(reply)}")
+        self._launched = native.IpcEvent(device)  # recorded behind each launch the judge checks
+        self._launched_handle = self._launched.handle()
+
+    def share_output(self, key: str, buffer: Buffer, offset: int, dtype: str, count: int, scale_row: int,
+                     rtol: float, reference: np.ndarray, timeout_s: float = 120.0) -> None:
+        """Map an output (`count` elements of `dtype` at `offset` in `buffer`) into the judge,
+        with the reference it is compared against (float64 values then scales, or the
+        output's integer dtype) and its tolerance."""
+        self._ask(ShareOutput(key, native.ipc_memory_handle(buffer), buffer.nbytes, offset, dtype, count, scale_row,
+                              rtol, np.ascontiguousarray(reference)), Shared, timeout_s)
+
+    def check(self, key: str, timeout_s: float) -> CloseStats:
+        """The output `key` against its reference, after everything enqueued on the worker's
+        stream so far (the judge's stream waits on an event recorded now). When this returns
+        the judge has read the output: the worker may overwrite it."""
+        self._launched.record()
+        reply = self._ask(CheckOutput(key, self._launched_handle), Checked, timeout_s)
+        assert isinstance(reply, Checked)
+        return reply.stats
+
+    def forget(self, key: str) -> None:
+        self._send(Forget(key))
+
+    def close(self) -> None:
+        try:
+            self._send(Stop())
+        except JudgeFailed:
+            pass
+        self._proc.join(timeout=10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=10)
+        self._conn.close()
+
+    def _ask(self, request: ShareOutput | CheckOutput, expect: type, timeout_s: float) -> JudgeReply:
+        self._send(request)
+        reply = self._recv(timeout_s)
+        if reply is None or not isinstance(reply, expect):
+            raise JudgeFailed(f"the judge failed {type(request).__name__} of {request.key}: {self._text(reply)}")
+        return reply
+
+    def _send(self, request: object) -> None:
+        try:
+            self._conn.send(request)
+        except (BrokenPipeError, OSError) as e:
+            raise JudgeFailed(f"the pipe to the judge broke: {e}") from None
+
+    def _recv(self, timeout_s: float) -> JudgeReply | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if self._conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                    reply: JudgeReply = self._conn.recv()
+                    return reply
+            except (EOFError, OSError):
+                return None
+            if not self._proc.is_alive() and not self._conn.poll(0):
+                return None
+        return None
+
+    def _text(self, reply: JudgeReply | None) -> str:
+        if isinstance(reply, JudgeFault):
+            return f"{reply.name}: {reply.text}"
+        if reply is None:
+            return "no answer" if self._proc.is_alive() else f"it exited with code {self._proc.exitcode}"
+        return f"unexpected {type(reply).__name__}"

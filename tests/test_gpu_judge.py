@@ -1,0 +1,55 @@
+"""The judge process on a GPU: an output of this process (the worker's role) compared in the
+judge's own context through CUDA IPC, ordered after the launch that writes it by an
+interprocess event alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from warpsmith.agent.runtime import compiler, native
+from warpsmith.agent.spec import tolerance
+from warpsmith.agent.worker.pages import alloc_pages
+
+pytestmark = pytest.mark.gpu
+
+ROWS, COLS = 512, 1000
+OFFSET = 4096  # the output starts past a guard band, as a case's arrays do
+# Spins about `cycles` clocks, then writes y = x: a check not ordered after it sees the poison.
+SLOW_COPY = r"""
+extern "C" __global__ void slow_copy(const float* x, float* y, unsigned n, long long cycles) {
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {}
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = x[i];
+}
+"""
+
+
+def test_the_judge_compares_what_the_launch_wrote_in_a_context_of_its_own():
+    from warpsmith.agent.worker.judge import JudgeClient
+    device = native.open_device(0)
+    compiled = compiler.compile_kernel(SLOW_COPY, "slow_copy", device.facts.arch, filename="slow_copy.cu")
+    assert compiled.ok, compiled.log
+    slow_copy = device.load_module(compiled.cubin).function("slow_copy")
+    values = np.random.default_rng(3).standard_normal((ROWS, COLS)).astype(np.float32)
+    x = device.alloc(values.nbytes)
+    x.upload(values)
+    out = alloc_pages(device, OFFSET + values.nbytes)
+    reference = values.astype(np.float64)
+    judge = JudgeClient(device)
+    try:
+        judge.share_output("y", out, OFFSET, "float32", values.size, COLS, 1e-5,
+                           np.concatenate([reference.ravel(), tolerance.scales(reference, True)]))
+        for _ in range(3):
+            out.fill_u32(0x7FC00001, OFFSET, values.nbytes)  # poison: a NaN no honest kernel writes
+            device.launch(slow_copy, (132, 1, 1), (256, 1, 1), 0,
+                          [("ptr", x.ptr), ("ptr", out.ptr + OFFSET), ("i32", values.size), ("i64", 100_000_000)])
+            right = judge.check("y", timeout_s=60)  # no host wait: the judge's stream waits on the launch
+            assert (right.mismatches, right.first_bad) == (0, -1), right
+        wrong = values.copy()
+        wrong[7, 11] += 1.0
+        out.upload(wrong, OFFSET)
+        found = judge.check("y", timeout_s=60)
+        assert (found.mismatches, found.first_bad) == (1, 7 * COLS + 11), found
+    finally:
+        judge.close()
