@@ -15,14 +15,20 @@ import numpy as np
 from ..runtime import native
 from .gpu_checks import CloseStats
 from .judge_side import (
+    Ack,
     Checked,
     CheckOutput,
+    EnqueueChecks,
+    Enqueued,
     Forget,
     JudgeFault,
     JudgeReady,
     JudgeReply,
-    Shared,
+    JudgeRequest,
+    ReadRun,
+    RunCounts,
     ShareOutput,
+    StartRun,
     Stop,
     judge_main,
 )
@@ -52,8 +58,10 @@ class JudgeClient:
         if not isinstance(reply, JudgeReady):
             self.close()
             raise JudgeFailed(f"the judge did not start: {self._text(reply)}")
+        self._device = device
         self._launched = native.IpcEvent(device)  # recorded behind each launch the judge checks
         self._launched_handle = self._launched.handle()
+        self._checked: native.IpcEvent | None = None  # the judge's, recorded behind a launch's enqueued checks
 
     def share_output(self, key: str, buffer: Buffer, offset: int, dtype: str, count: int, scale_row: int,
                      rtol: float, reference: np.ndarray, timeout_s: float = 120.0) -> None:
@@ -61,7 +69,7 @@ class JudgeClient:
         with the reference it is compared against (float64 values then scales, or the
         output's integer dtype) and its tolerance."""
         self._ask(ShareOutput(key, native.ipc_memory_handle(buffer), buffer.nbytes, offset, dtype, count, scale_row,
-                              rtol, np.ascontiguousarray(reference)), Shared, timeout_s)
+                              rtol, np.ascontiguousarray(reference)), Ack, timeout_s)
 
     def check(self, key: str, timeout_s: float) -> CloseStats:
         """The output `key` against its reference, after everything enqueued on the worker's
@@ -71,6 +79,28 @@ class JudgeClient:
         reply = self._ask(CheckOutput(key, self._launched_handle), Checked, timeout_s)
         assert isinstance(reply, Checked)
         return reply.stats
+
+    def start_run(self, keys: tuple[str, ...], launches: int, timeout_s: float = 60.0) -> None:
+        """A timing run of `launches` launches whose outputs `keys` are each checked."""
+        self._ask(StartRun(keys, launches), Ack, timeout_s)
+
+    def enqueue_checks(self, launch: int, timeout_s: float) -> None:
+        """Behind launch `launch` of the run: the judge enqueues its checks after everything
+        enqueued on the worker's stream so far, and the worker's stream waits for them
+        before whatever is enqueued next (the next launch's poison). The host waits only
+        for the judge to have enqueued them, not for the GPU."""
+        self._launched.record()
+        reply = self._ask(EnqueueChecks(self._launched_handle, launch), Enqueued, timeout_s)
+        assert isinstance(reply, Enqueued)
+        if self._checked is None:
+            self._checked = native.IpcEvent(self._device, reply.done)
+        self._checked.wait()
+
+    def read_run(self, timeout_s: float) -> tuple[tuple[int, ...], ...]:
+        """Each launch's mismatch count per output, once the run's checks are done."""
+        reply = self._ask(ReadRun(), RunCounts, timeout_s)
+        assert isinstance(reply, RunCounts)
+        return reply.mismatches
 
     def forget(self, key: str) -> None:
         self._send(Forget(key))
@@ -86,11 +116,11 @@ class JudgeClient:
             self._proc.join(timeout=10)
         self._conn.close()
 
-    def _ask(self, request: ShareOutput | CheckOutput, expect: type, timeout_s: float) -> JudgeReply:
+    def _ask(self, request: JudgeRequest, expect: type, timeout_s: float) -> JudgeReply:
         self._send(request)
         reply = self._recv(timeout_s)
         if reply is None or not isinstance(reply, expect):
-            raise JudgeFailed(f"the judge failed {type(request).__name__} of {request.key}: {self._text(reply)}")
+            raise JudgeFailed(f"the judge failed {type(request).__name__}: {self._text(reply)}")
         return reply
 
     def _send(self, request: object) -> None:

@@ -4,8 +4,11 @@ of their own, which no candidate kernel can address.
 The candidate's process (the GPU worker) holds the outputs; it shares each one with the
 judge through CUDA IPC (agent/runtime/native.py: IpcMapping) and, after a launch, records
 an interprocess event and asks for a check. The judge's stream waits on that event, so its
-comparison reads what the launch wrote, never what was there before; it answers with the
-comparison's statistics once they are in. The reference the judge compares against is
+comparison reads what the launch wrote, never what was there before. A check on its own
+is answered with its statistics; inside a timing run the judge only enqueues each launch's
+checks and answers with an event of its own recorded behind them, which the worker's
+stream waits on before it poisons the outputs for the next launch, and the run's counts
+are read once at its end, from memory no candidate's context maps. The reference the judge compares against is
 uploaded into the judge's context and masked there with the judge's own key.
 """
 
@@ -21,6 +24,7 @@ import numpy as np
 
 from ..runtime import native
 from ..runtime.parent_watch import exit_with_parent
+from ..spec.workload import ARRAY_ITEMSIZE
 from .gpu_checks import CLOSE_KERNELS, CloseStats, GpuChecks
 from .pages import alloc_pages
 
@@ -50,6 +54,26 @@ class CheckOutput:
 
 
 @dataclass(frozen=True)
+class StartRun:
+    """A timing run of `launches` launches, each checked on `keys`: its counts zeroed."""
+    keys: tuple[str, ...]
+    launches: int
+
+
+@dataclass(frozen=True)
+class EnqueueChecks:
+    """Launch `launch` of the run: compare its outputs once the worker's last record of
+    `event` has completed, without waiting for the result (ReadRun reads them all)."""
+    event: bytes
+    launch: int
+
+
+@dataclass(frozen=True)
+class ReadRun:
+    pass
+
+
+@dataclass(frozen=True)
 class Forget:
     key: str
 
@@ -59,7 +83,7 @@ class Stop:
     pass
 
 
-JudgeRequest = Union[ShareOutput, CheckOutput, Forget, Stop]
+JudgeRequest = Union[ShareOutput, CheckOutput, StartRun, EnqueueChecks, ReadRun, Forget, Stop]
 
 
 @dataclass(frozen=True)
@@ -68,8 +92,8 @@ class JudgeReady:
 
 
 @dataclass(frozen=True)
-class Shared:
-    key: str
+class Ack:
+    """A request without an answer of its own was carried out."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +103,22 @@ class Checked:
 
 
 @dataclass(frozen=True)
+class Enqueued:
+    done: bytes  # the judge's event, recorded behind the checks just enqueued: the worker's stream waits on it
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    mismatches: tuple[tuple[int, ...], ...]  # per launch of the run, per key
+
+
+@dataclass(frozen=True)
 class JudgeFault:
     name: str  # the CUDA error's name, or the exception's type
     text: str
 
 
-JudgeReply = Union[JudgeReady, Shared, Checked, JudgeFault]
+JudgeReply = Union[JudgeReady, Ack, Checked, Enqueued, RunCounts, JudgeFault]
 
 
 @dataclass
@@ -100,26 +134,63 @@ class Judge:
         self.checks = GpuChecks(self.device, self.device.facts.arch)
         self.outputs: dict[str, _Output] = {}
         self.events: dict[bytes, native.IpcEvent] = {}  # by handle: opened once each
+        self.done = native.IpcEvent(self.device)  # recorded behind each launch's enqueued checks
+        self.done_handle = self.done.handle()
+        self.run: tuple[tuple[str, ...], int] = ((), 0)  # the timing run's keys and launches
+        self.slots: native.Buffer | None = None  # its checks' stats, a slot per launch and key
 
-    def share(self, job: ShareOutput) -> Shared:
+    def share(self, job: ShareOutput) -> Ack:
         mapping = native.IpcMapping(self.device, job.memory, job.allocation_bytes)
         reference = alloc_pages(self.device, job.reference.nbytes)
         self.checks.upload_reference(reference, job.reference)
         self.outputs[job.key] = _Output(mapping, job, reference)
-        return Shared(job.key)
+        return Ack()
+
+    def _after(self, event: bytes) -> None:
+        """This context's stream waits for the worker's last record of `event`."""
+        if event not in self.events:
+            self.events[event] = native.IpcEvent(self.device, event)
+        self.events[event].wait()
 
     def check(self, req: CheckOutput) -> Checked:
         out = self.outputs[req.key]
-        if req.event not in self.events:
-            self.events[req.event] = native.IpcEvent(self.device, req.event)
-        self.events[req.event].wait()
+        self._after(req.event)
         ptr, job = out.mapping.ptr + out.job.offset, out.job
         if job.dtype in CLOSE_KERNELS:
             stats = self.checks.close(job.dtype, ptr, out.reference.ptr, job.count, job.scale_row, job.rtol)
         else:
-            bad = self.checks.count_differ_ref(ptr, out.reference.ptr, job.count * job.reference.itemsize)
+            bad = self.checks.count_differ_ref(ptr, out.reference.ptr, job.count * ARRAY_ITEMSIZE[job.dtype])
             stats = CloseStats(bad, 0.0, 0.0, -1, 0)
         return Checked(req.key, stats)
+
+    def start_run(self, req: StartRun) -> Ack:
+        self.run = (req.keys, req.launches)
+        self.slots = alloc_pages(self.device, max(1, req.launches * len(req.keys)) * self.checks.slot_words * 8)
+        self.slots.fill_u32(0, 0, self.slots.nbytes)
+        return Ack()
+
+    def enqueue(self, req: EnqueueChecks) -> Enqueued:
+        keys, launches = self.run
+        if self.slots is None or not 0 <= req.launch < launches:
+            raise ValueError(f"launch {req.launch} is outside the run's {launches}")
+        self._after(req.event)
+        for j, key in enumerate(keys):
+            out = self.outputs[key]
+            slot = self.slots.ptr + (req.launch * len(keys) + j) * self.checks.slot_words * 8
+            self.checks.enqueue_output_check(out.job.dtype, out.mapping.ptr + out.job.offset, out.reference.ptr,
+                                             out.job.count * ARRAY_ITEMSIZE[out.job.dtype], out.job.scale_row,
+                                             out.job.rtol, slot)
+        self.done.record()
+        return Enqueued(self.done_handle)
+
+    def read_run(self) -> RunCounts:
+        keys, launches = self.run
+        if self.slots is None or not keys:
+            return RunCounts(())
+        stats = np.empty(launches * len(keys) * self.checks.slot_words, dtype=np.uint64)
+        self.slots.download(stats)  # after a wait for this context's stream
+        counts = stats.reshape(launches, len(keys), self.checks.slot_words)[:, :, 0]
+        return RunCounts(tuple(tuple(int(c) for c in row) for row in counts))
 
 
 def judge_main(conn: Connection, ordinal: int, parent_pid: int) -> None:
@@ -144,6 +215,12 @@ def judge_main(conn: Connection, ordinal: int, parent_pid: int) -> None:
                 conn.send(judge.share(req))
             elif isinstance(req, CheckOutput):
                 conn.send(judge.check(req))
+            elif isinstance(req, StartRun):
+                conn.send(judge.start_run(req))
+            elif isinstance(req, EnqueueChecks):
+                conn.send(judge.enqueue(req))
+            elif isinstance(req, ReadRun):
+                conn.send(judge.read_run())
             elif isinstance(req, Forget):
                 judge.outputs.pop(req.key, None)
         except native.CudaError as e:
