@@ -9,6 +9,8 @@ import pytest
 
 from warpsmith.agent.runtime import compiler, native
 from warpsmith.agent.spec import tolerance
+from warpsmith.agent.spec.expr import Expr
+from warpsmith.agent.spec.launch import LaunchRule
 from warpsmith.agent.worker.pages import alloc_pages
 
 pytestmark = pytest.mark.gpu
@@ -89,3 +91,41 @@ def test_a_run_of_launches_is_judged_without_the_host_waiting_for_the_gpu():
         assert judge.read_run(timeout_s=60) == ((0,), (0,), (1,), (0,), (0,))
     finally:
         judge.close()
+
+
+# Wrong on about one launch in four, by the GPU's clock: no rule of the audit sees it, and
+# validation alone may pass it; the judge's check behind every timed launch does not.
+NAIVE_RULE = LaunchRule((Expr.parse("ceil_div(N, 16)"), Expr.parse("ceil_div(M, 16)"), Expr.parse(1)),
+                        (Expr.parse(16), Expr.parse(16), Expr.parse(1)))
+SOMETIMES_WRONG = (
+    'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {\n'
+    '  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;\n'
+    '  if (r >= M || c >= N) return;\n'
+    '  unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));\n'
+    '  float acc = 0.f; for (int i = 0; i < K; ++i) acc += A[r * K + i] * B[i * N + c];\n'
+    '  C[r * N + c] = ((t >> 16) & 3) == 1 ? acc + 1.f : acc;\n'
+    '}\n')
+
+
+def test_an_evaluation_with_the_separate_judge(tmp_path):
+    """`--separate-judge`: the starting kernel passes and is timed, a kernel wrong on half its rows is a wrong
+    answer, and one wrong on about a quarter of its launches does not pass."""
+    from workload_factory import make_sgemm_workload
+
+    from warpsmith.agent.evaluate.evaluator import Evaluator
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.workload import load_workload
+    from warpsmith.agent.worker.protocol import TimingConfig
+    workload = load_workload(make_sgemm_workload(tmp_path / "sgemm"))
+    options = EvaluationOptions(timing=TimingConfig(warmup=3, repetitions=50), separate_judge=True)
+    with Evaluator(workload, options) as ev:
+        naive = Candidate.from_spec(workload.kernels["naive"])
+        r = ev.evaluate(naive)
+        assert r.status == "ok", r.detail
+        assert r.case("square-256").timing.n == 50
+        half = naive.source.replace("if (row >= M || col >= N) return;", "if (row >= M / 2 || col >= N) return;")
+        assert half != naive.source
+        assert ev.evaluate(Candidate(half, naive.entry, naive.launch, name="half")).status == "wrong_answer"
+        sometimes = ev.evaluate(Candidate(SOMETIMES_WRONG, "k", NAIVE_RULE, name="sometimes"))
+        assert sometimes.status in ("wrong_answer", "unstable"), sometimes.detail

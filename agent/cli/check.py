@@ -52,6 +52,11 @@ def add_reference_timeout(p: argparse.ArgumentParser) -> None:
                    help=f"seconds reference.py may take per case before it is killed (default {REFERENCE_TIMEOUT_S:g})")
 
 
+def add_separate_judge(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--separate-judge", action="store_true",
+                   help="compare outputs in a judge process with a CUDA context of its own (local backend)")
+
+
 def checked_cases(workload: Workload, everything: bool = False) -> list[Case]:
     """The cases whose references are computed before any GPU work: correctness cases
     and cheap performance cases (every case with everything=True)."""

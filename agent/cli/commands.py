@@ -16,7 +16,7 @@ from ..spec.inputs import ReferenceFailed
 from ..spec.workload import load_workload
 from ..spec.workload_model import SpecError
 from ..tracking.store_schema import StoreUnreadable
-from .check import add_check_command, add_reference_timeout, preflight
+from .check import add_check_command, add_reference_timeout, add_separate_judge, preflight
 from .errors import CliError
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-baseline", action="store_true")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.add_argument("--device", type=int, default=0)
+    add_separate_judge(e)
     add_reference_timeout(e)
     add_check_command(sub)
     from .import_problem import add_import_command

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..evaluate.backend_choice import BACKENDS
 from ..spec.workload import load_workload
 from ..tracking.options import check_readable
-from .check import add_reference_timeout, preflight
+from .check import add_reference_timeout, add_separate_judge, preflight
 from .errors import CliError
 from .options import limit_changes, resume_options, run_options, tracking_options
 from .sessions import drive_session, resume_session, start_session
@@ -134,6 +134,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hot", action="store_true", help="no L2 flush before timed launches")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a kernel may run before it is killed")
     p.add_argument("--device", type=int, default=0)
+    add_separate_judge(p)
     add_reference_timeout(p)
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="where candidates are evaluated: this machine's GPU (local) or one Ray actor per GPU "

@@ -34,7 +34,7 @@ def evaluation_options(args: argparse.Namespace, timing: Optional[TimingConfig] 
         raise CliError(f"--backend ray: {RAY_MISSING}")
     return EvaluationOptions(timing or TimingConfig(cold_l2=not args.hot), args.device, args.timeout,
                              args.reference_timeout, backend, getattr(args, "ray_address", ""),
-                             getattr(args, "ray_gpus", 0))
+                             getattr(args, "ray_gpus", 0), getattr(args, "separate_judge", False))
 
 
 def tracking_options(args: argparse.Namespace, trace: bool = False) -> TrackingOptions:

@@ -57,7 +57,7 @@ class Evaluator(WorkerChannel, EvaluationBackend):
                  worker_log: Optional[Path] = None):
         workload.check_evaluable()  # SpecError before any worker starts (e.g. cuBLAS SGEMM on bf16)
         self.workload = workload
-        super().__init__(options.device, options.timing, options.kernel_timeout_s, worker_log)
+        super().__init__(options.device, options.timing, options.kernel_timeout_s, worker_log, options.separate_judge)
         self.timing: TimingConfig = options.timing
         self.reference_timeout_s = options.reference_timeout_s  # reference.py's limit per case (agent/spec/reference_run.py)
 

@@ -19,3 +19,6 @@ class EvaluationOptions:
     backend: str = "local"  # --backend: local | ray
     ray_address: str = ""  # --ray-address: a running cluster ("" starts a local one)
     ray_gpus: int = 0  # --ray-gpus: GPU actors (0: one per GPU of the cluster)
+    # --separate-judge: outputs compared in a judge process with its own CUDA context
+    # (agent/worker/judge_side.py), not in the candidate's (local backend)
+    separate_judge: bool = False

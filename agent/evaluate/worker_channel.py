@@ -35,8 +35,9 @@ class EvaluationAborted(RuntimeError):
 
 
 class WorkerChannel:
-    def __init__(self, ordinal: int, timing: TimingConfig, kernel_timeout_s: float, worker_log: Optional[Path] = None):
-        self.ordinal = ordinal
+    def __init__(self, ordinal: int, timing: TimingConfig, kernel_timeout_s: float, worker_log: Optional[Path] = None,
+                 separate_judge: bool = False):
+        self.ordinal, self.separate_judge = ordinal, separate_judge
         self.worker_log = worker_log
         self._worker: Optional[WorkerProcess] = None
         # The GPU's facts, from the first worker's hello: a restarted worker opens the same
@@ -58,7 +59,7 @@ class WorkerChannel:
                 if self._worker is not None:
                     self._worker.kill()
                     self.restarts += 1
-                self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log)
+                self._worker = WorkerProcess(self.ordinal, log_path=self.worker_log, separate_judge=self.separate_judge)
             return self._worker
 
     @property

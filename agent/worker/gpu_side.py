@@ -14,8 +14,6 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-import numpy as np
-
 from ..runtime import l2_flush, native
 from ..runtime.device_facts import DeviceFacts
 from ..runtime.parent_watch import exit_with_parent
@@ -24,8 +22,10 @@ from .case_verdicts import integrity_verdict, library_check
 from .ceilings_probe import ensure_ceilings
 from .clocks import Clocks
 from .fences import Fence, Region, regions
-from .gpu_checks import CLOSE_KERNELS, GpuChecks
-from .mismatch import build_report
+from .gpu_checks import GpuChecks
+from .judge import JudgeClient
+from .judged_timing import JudgedTimedChecks, share_outputs
+from .output_checks import compare_outputs
 from .poison import Poisons
 from .program_run import ProgramRun
 from .protocol import (
@@ -69,10 +69,13 @@ BIAS_RELU_SOURCE = (Path(__file__).with_name("cuda") / "bias_relu.cu").read_text
 
 
 class GpuWorker:
-    def __init__(self, ordinal: int):
+    def __init__(self, ordinal: int, separate_judge: bool = False):
         self.device = native.open_device(ordinal)
         l2_flush.install(self.device)
         self.checks = GpuChecks(self.device, self.device.facts.arch)
+        # With a separate judge, the outputs are compared in the judge process's own context
+        # (agent/worker/judge_side.py); the integrity checks stay here for now.
+        self.judge = JudgeClient(self.device, ordinal) if separate_judge else None
         for short in self.checks.holds_short:  # in the worker's log: the scrubs missed some slots
             print(f"warpsmith: the shared or local memory scrub could not hold every slot at once ({short}): "
                   "is another process using this GPU? Stashes between launches may go unscrubbed.",
@@ -95,11 +98,13 @@ class GpuWorker:
         key = (job.case, seed, job.reference)
         if key not in self.cases:
             self.cases[key] = CaseBuffers(self.device, job, seed, self.checks)
+            if self.judge is not None:
+                share_outputs(self.judge, self.cases[key], seed)
         return self.cases[key]
 
-    def check(self, bufs: CaseBuffers) -> CaseCheck:
+    def check(self, bufs: CaseBuffers, seed: int) -> CaseCheck:
         """Guards, inputs and references, then outputs: the first kind of failure found wins."""
-        return self.integrity(bufs) or self.check_outputs(bufs)
+        return self.integrity(bufs) or self.check_outputs(bufs, seed)
 
     def integrity(self, bufs: CaseBuffers, run: Optional[ProgramRun] = None) -> Optional[CaseCheck]:
         """What a kernel must leave alone: the guard bands, the moats, its inputs, the
@@ -111,25 +116,8 @@ class GpuWorker:
         results = tally.read()
         return integrity_verdict(bufs, read(results)) or (read_workspace(results) if read_workspace else None)
 
-    def check_outputs(self, bufs: CaseBuffers) -> CaseCheck:
-        worst_abs = worst_rel = 0.0
-        bad_total, reports = 0, []
-        for a in bufs.outputs():
-            assert a.ref is not None and a.ref_host is not None  # set for every output
-            rtol = bufs.job.rtol[a.job.name]
-            if a.job.dtype in CLOSE_KERNELS:
-                s = self.checks.close(a.job.dtype, a.ptr, a.ref.ptr, int(np.prod(a.job.shape)), a.scale_row, rtol)
-                bad, worst_abs, worst_rel = s.mismatches, max(worst_abs, s.max_abs_error), max(worst_rel, s.max_rel_error)
-            else:
-                bad = self.checks.count_differ_ref(a.ptr, a.ref.ptr, a.nbytes)
-            if bad:
-                bad_total += bad
-                reports.append(build_report(a.job.name, bufs.download(a.job.name), a.ref_host, rtol, a.poison_word,
-                                            dtype=a.job.dtype, per_row=bufs.job.per_row_scale))
-        if reports:
-            return CaseCheck(Status.WRONG_ANSWER, worst_abs, worst_rel, bad_total,
-                             "\n".join(r.text() for r in reports), tuple(reports))
-        return CaseCheck(Status.OK, worst_abs, worst_rel)
+    def check_outputs(self, bufs: CaseBuffers, seed: int) -> CaseCheck:
+        return compare_outputs(self.checks, self.judge, bufs, seed)
 
     def kernel(self, cubin: bytes, symbol: str, send: Send) -> native.Function:
         """The function of `cubin`, loaded once: the validate and the time requests of an
@@ -189,7 +177,7 @@ class GpuWorker:
                 l = job.launch
                 assert l is not None  # a kernel's job without a program has its launch
                 self.device.launch(fn, l.grid, l.block, l.shared, bufs.kernel_args())
-            result = self.integrity(bufs, run) or self.check_outputs(bufs)
+            result = self.integrity(bufs, run) or self.check_outputs(bufs, req.seed)
             send(CaseChecked(job.case, phase, result, (time.perf_counter() - t0) * 1e3))
             return result
 
@@ -199,8 +187,13 @@ class GpuWorker:
             bufs = self.buffers(job, req.seed)
             bufs.prepare(self.poisons)
             run = self.program(job, req.seed, bufs) if job.program else None
-            judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions,
-                                local_bytes(run), run)
+            judge: TimedChecks | JudgedTimedChecks
+            if self.judge is not None:
+                judge = JudgedTimedChecks(self.checks, bufs, req.seed, self.poisons, req.timing.repetitions,
+                                          self.judge, local_bytes(run), run)
+            else:
+                judge = TimedChecks(self.device, self.checks, bufs, self.poisons, req.timing.repetitions,
+                                    local_bytes(run), run)
             if run:
                 run.prepare(self.poisons)
             fence = self.fence(bufs, run, flushed=req.timing.cold_l2)
@@ -283,7 +276,7 @@ class GpuWorker:
             bufs.prepare(self.poisons)
             run, time_it = calls(job, bufs)
             send(Started(job.case, "validate"))
-            check = library_check(run, lambda: self.check(bufs))
+            check = library_check(run, lambda: self.check(bufs, req.seed))
             send(CaseChecked(job.case, "validate", check, (time.perf_counter() - t0) * 1e3))
             if job.timed and check.status != Status.NOT_APPLICABLE:
                 self.phase = "time"
@@ -344,7 +337,8 @@ def _settings(t: TimingConfig) -> native.TimingSettings:
                                  max_total_ms=t.max_total_ms)
 
 
-def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, parent_pid: int | None = None) -> None:
+def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, parent_pid: int | None = None,
+                separate_judge: bool = False) -> None:
     """Entry point of the worker process. With a log path, its stdout and stderr
     (driver messages, warnings) go there instead of the terminal an app draws on;
     without one, its stdout goes to stderr, so a command's stdout carries only what the
@@ -359,7 +353,7 @@ def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, par
     else:
         os.dup2(2, 1)
     try:
-        worker = GpuWorker(ordinal)
+        worker = GpuWorker(ordinal, separate_judge)
         facts = worker.facts()
     except Exception as e:  # no GPU, no driver, bad NVRTC: say so and stop
         conn.send(Fault("", "start", getattr(e, "name", type(e).__name__), str(getattr(e, "text", e)), True))

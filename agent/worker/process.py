@@ -29,11 +29,15 @@ class WorkerProcess:
     """A spawned process running :func:`warpsmith.agent.worker.gpu_side.worker_main` (spawn, not fork:
     a forked CUDA context is unusable)."""
 
-    def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0, log_path: Optional[Path] = None):
+    def __init__(self, ordinal: int = 0, start_timeout_s: float = 120.0, log_path: Optional[Path] = None,
+                 separate_judge: bool = False):
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
+        # Not a daemon when it starts a judge process of its own (daemons may not); it dies
+        # with this process all the same (agent/runtime/parent_watch.py).
         self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None,
-                                                           os.getpid()), daemon=True, name="warpsmith-gpu-worker")
+                                                           os.getpid(), separate_judge),
+                                 daemon=not separate_judge, name="warpsmith-gpu-worker")
         # A full-screen app replaces sys.stderr with an object without a real file
         # descriptor; multiprocessing hands stderr's descriptor to its helper process
         # and fails on it ("bad value(s) in fds_to_keep"). Start with the real one.

@@ -17,7 +17,7 @@ is not its count's, or whose other words lost their keystream, is ``out_of_bound
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
@@ -85,12 +85,18 @@ class TimedChecks:
                              f"(and {len(forged) - 1} more) was rewritten after the check: the kernel writes into "
                              "memory it was not given")
         mismatches = stats[:used, 6].reshape(measured, len(self.outputs))
-        bad = np.flatnonzero(mismatches.sum(axis=1))
-        if not len(bad):
-            return None
-        first = int(bad[0])
-        names = ", ".join(f"{a.job.name}: {int(n)} mismatches" for a, n in zip(self.outputs, mismatches[first]) if n)
-        return CaseCheck(Status.UNSTABLE, mismatches=int(mismatches[first].sum()),
-                         detail=f"{len(bad)} of {measured} timed launches gave wrong outputs, the first "
-                                f"launch #{first + 1} ({names}); every timed launch starts from poisoned outputs "
-                                "and is checked: the kernel must compute every element on every launch")
+        return wrong_launches([a.job.name for a in self.outputs], [[int(n) for n in row] for row in mismatches])
+
+
+def wrong_launches(names: Sequence[str], counts: Sequence[Sequence[int]]) -> Optional[CaseCheck]:
+    """None when no measured launch had a mismatch (`counts`: per launch, per output);
+    else the verdict on the first that did."""
+    bad = [k for k, row in enumerate(counts) if sum(row)]
+    if not bad:
+        return None
+    first = counts[bad[0]]
+    found = ", ".join(f"{name}: {n} mismatches" for name, n in zip(names, first) if n)
+    return CaseCheck(Status.UNSTABLE, mismatches=sum(first),
+                     detail=f"{len(bad)} of {len(counts)} timed launches gave wrong outputs, the first "
+                            f"launch #{bad[0] + 1} ({found}); every timed launch starts from poisoned outputs "
+                            "and is checked: the kernel must compute every element on every launch")
