@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -106,19 +106,22 @@ class DeviceArray:
 
 
 class CaseBuffers:
-    def __init__(self, device: Device, job: CaseJob, seed: int, checks: GpuChecks):
+    def __init__(self, device: Device, job: CaseJob, seed: int, checks: GpuChecks, on_device: bool = True):
+        """`on_device`: the references uploaded into this context; without, they exist here
+        only on the host, for the judge process and the mismatch reports."""
         self.job, self.checks = job, checks
         self.arrays: dict[str, DeviceArray] = {}
         refs = load_reference(Path(job.reference))
-        # output name -> (reference as computed, as uploaded, its device buffer)
-        device_refs: dict[str, tuple[np.ndarray, np.ndarray, Buffer]] = {}
+        # output name -> (reference as computed, as uploaded, its device buffer if on_device)
+        device_refs: dict[str, tuple[np.ndarray, np.ndarray, Optional[Buffer]]] = {}
         for a in job.arrays:  # references first, then a moat, then what kernels are given
             if a.role == "output":
                 ref = refs[a.name]
                 uploaded = np.ascontiguousarray(ref.astype(a.dtype) if ref.dtype.kind != "f" else np.concatenate(
                     [ref.ravel(), tolerance.scales(ref.reshape(a.shape), job.per_row_scale)]))
-                buf = alloc_pages(device, uploaded.nbytes, protectable=True)
-                checks.upload_reference(buf, uploaded)
+                buf = alloc_pages(device, uploaded.nbytes, protectable=True) if on_device else None
+                if buf is not None:
+                    checks.upload_reference(buf, uploaded)
                 device_refs[a.name] = (ref, uploaded, buf)
         self.moats = [alloc_pages(device, MOAT_BYTES)]
         for a in job.arrays:
@@ -133,7 +136,8 @@ class CaseBuffers:
                 arr.constant = _constant_word(arr.host, arr.width)
             else:
                 arr.ref_host, arr.ref_device, arr.ref = device_refs[a.name]
-                arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
+                if arr.ref is not None:
+                    arr.ref_checksum = checks.checksum(arr.ref.ptr, arr.ref_device.nbytes)
                 arr.scale_row = tolerance.row_length(tuple(a.shape), job.per_row_scale)
             self.arrays[a.name] = arr
         self.moats.append(alloc_pages(device, MOAT_BYTES))
@@ -141,8 +145,8 @@ class CaseBuffers:
             moat.fill_u32(GUARD_WORD, 0, MOAT_BYTES)
         for arr in self.arrays.values():
             protected = arr.buffer if arr.job.role == "input" else arr.ref
-            assert protected is not None  # an output's reference, uploaded above
-            protect(protected)
+            if protected is not None:  # an output's reference, where uploaded above
+                protect(protected)
 
     def outputs(self) -> list[DeviceArray]:
         return [a for a in self.arrays.values() if a.job.role == "output"]
@@ -196,8 +200,8 @@ class CaseBuffers:
         inputs = [(a, tally.checksum(a.ptr, a.nbytes, a.width), a.checksum) for a in self.inputs()]
         refs = []
         for a in self.outputs():
-            assert a.ref is not None and a.ref_device is not None  # set for every output
-            refs.append((a, tally.checksum(a.ref.ptr, a.ref_device.nbytes), a.ref_checksum))
+            if a.ref is not None and a.ref_device is not None:  # a reference in this context
+                refs.append((a, tally.checksum(a.ref.ptr, a.ref_device.nbytes), a.ref_checksum))
 
         def read(results: Sequence[int]) -> Integrity:
             changed = {id(a) for a, k, want in inputs + refs if results[k] != want}
@@ -230,8 +234,7 @@ class CaseBuffers:
                     with writable(a.buffer):
                         a.buffer.upload(a.host, a.guard)
                         self.arm_guards(a)
-                else:
-                    assert a.ref is not None and a.ref_device is not None  # set for every output
+                elif a.ref is not None and a.ref_device is not None:
                     with writable(a.ref):
                         self.checks.upload_reference(a.ref, a.ref_device)
                 a.dirty = False

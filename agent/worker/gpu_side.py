@@ -97,7 +97,7 @@ class GpuWorker:
     def buffers(self, job: CaseJob, seed: int) -> CaseBuffers:
         key = (job.case, seed, job.reference)
         if key not in self.cases:
-            self.cases[key] = CaseBuffers(self.device, job, seed, self.checks)
+            self.cases[key] = CaseBuffers(self.device, job, seed, self.checks, on_device=self.judge is None)
             if self.judge is not None:
                 share_outputs(self.judge, self.cases[key], seed)
         return self.cases[key]
