@@ -21,7 +21,7 @@ class HungGpuDouble:
             time.sleep(1)
 
 
-def hung_worker_main(conn, ordinal, log_path=None, parent_pid=None):
+def hung_worker_main(conn, ordinal, log_path=None, parent_pid=None, separate_judge=False):
     import warpsmith.agent.worker.gpu_side
     warpsmith.agent.worker.gpu_side.GpuWorker = HungGpuDouble
     warpsmith.agent.worker.gpu_side.worker_main(conn, ordinal, log_path, parent_pid)

@@ -255,7 +255,7 @@ class SlowStartingWorkerDouble:
 
     started: list["SlowStartingWorkerDouble"] = []
 
-    def __init__(self, ordinal=0, log_path=None):
+    def __init__(self, ordinal=0, log_path=None, separate_judge=False):
         time.sleep(0.3)
         self.alive, self.closed = True, False
         self.ready = WorkerReady(FACTS, (13, 0), None)
