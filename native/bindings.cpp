@@ -271,7 +271,8 @@ void def_ipc(py::module_& m) {
       .def("synchronize", &IpcEvent::synchronize, py::call_guard<py::gil_scoped_release>(),
            "The host waits for the last record.")
       .def("done", &IpcEvent::done, "Whether the last record has completed.");
-  m.def("ipc_memory_handle", [](const Buffer& b) { return py::bytes(ipc_memory_handle(b)); }, py::arg("buffer"),
+  m.def("ipc_memory_handle", [](const Device& d, const Buffer& b) { return py::bytes(ipc_memory_handle(d, b)); },
+        py::arg("device"), py::arg("buffer"),
         "The bytes another process maps this buffer with (not a protectable buffer).");
   py::class_<IpcMapping, std::shared_ptr<IpcMapping>>(m, "IpcMapping")
       .def(py::init([](std::shared_ptr<Device> d, py::bytes handle, size_t nbytes) {

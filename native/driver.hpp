@@ -24,7 +24,7 @@ namespace ws {
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)                 \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
   X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuIpcGetEventHandle) \
-  X(cuIpcOpenEventHandle) X(cuStreamWaitEvent) X(cuEventQuery)
+  X(cuIpcOpenEventHandle) X(cuStreamWaitEvent) X(cuEventQuery) X(cuMemGetAddressRange)
 
 struct Driver {
 #define WS_DECLARE(fn) decltype(&::fn) fn = nullptr;

@@ -47,6 +47,7 @@ std::string IpcEvent::handle() const {
   if (opened_)
     throw CudaError("CUDA_ERROR_INVALID_HANDLE", "an event opened from another process has no handle to give",
                     "cuIpcGetEventHandle", CUDA_ERROR_INVALID_HANDLE);
+  device_->make_current();
   CUipcEventHandle h{};
   WS_CU(driver().cuIpcGetEventHandle(&h, event_));
   return bytes_of(h);
@@ -75,12 +76,13 @@ bool IpcEvent::done() {
   return true;
 }
 
-std::string ipc_memory_handle(const Buffer& buffer) {
+std::string ipc_memory_handle(const Device& device, const Buffer& buffer) {
   if (buffer.protectable())
     throw CudaError("CUDA_ERROR_NOT_SUPPORTED",
                     "a protectable buffer is mapped through the virtual memory API, which cuIpcGetMemHandle "
                     "does not export",
                     "cuIpcGetMemHandle", CUDA_ERROR_NOT_SUPPORTED);
+  device.make_current();
   CUipcMemHandle h{};
   WS_CU(driver().cuIpcGetMemHandle(&h, buffer.ptr()));
   return bytes_of(h);
@@ -91,6 +93,19 @@ IpcMapping::IpcMapping(std::shared_ptr<Device> device, const std::string& handle
   device_->make_current();
   WS_CU(driver().cuIpcOpenMemHandle(&ptr_, handle_from<CUipcMemHandle>(handle, "cuIpcOpenMemHandle"),
                                     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+  // The mapping is the exporter's whole allocation: `bytes` may not claim more of it.
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUresult r = driver().cuMemGetAddressRange(&base, &size, ptr_);
+  if (r != CUDA_SUCCESS || base != ptr_ || size < bytes) {
+    warn_if_failed(driver().cuIpcCloseMemHandle(ptr_), "cuIpcCloseMemHandle");
+    ptr_ = 0;
+    if (r != CUDA_SUCCESS) check(r, "cuMemGetAddressRange");
+    throw CudaError("CUDA_ERROR_INVALID_VALUE",
+                    "the mapped allocation holds " + std::to_string(size) + " bytes, not the " + std::to_string(bytes) +
+                        " asked for",
+                    "cuIpcOpenMemHandle", CUDA_ERROR_INVALID_VALUE);
+  }
 }
 
 IpcMapping::~IpcMapping() {

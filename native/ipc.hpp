@@ -24,7 +24,9 @@ class IpcEvent {
 
   std::string handle() const;  // CU_IPC_HANDLE_SIZE bytes to send to the other process
   void record();               // on the device's stream
-  void wait();                 // the device's stream waits for the last record, whoever made it
+  // The device's stream waits for the last record made before this call, in whichever
+  // process: a handle is sent to the waiting process only after its record.
+  void wait();
   void synchronize();          // the host waits for the last record
   bool done();                 // whether the last record has completed
 
@@ -34,8 +36,9 @@ class IpcEvent {
   bool opened_ = false;
 };
 
-// The IPC handle of a buffer allocated with cuMemAlloc (not a protectable one).
-std::string ipc_memory_handle(const Buffer& buffer);
+// The IPC handle of a buffer allocated with cuMemAlloc (not a protectable one). The other
+// process's mapping is valid while the buffer lives: the exporter keeps it until then.
+std::string ipc_memory_handle(const Device& device, const Buffer& buffer);
 
 // Another process's buffer mapped into this context, until this is destroyed.
 class IpcMapping {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 class HungGpuDouble:
-    def __init__(self, ordinal: int):
+    def __init__(self, ordinal: int, separate_judge: bool = False):
         marker = Path(os.environ["HUNG_WORKER_MARKER"])
         marker.with_suffix(".tmp").write_text(str(os.getpid()))
         os.replace(marker.with_suffix(".tmp"), marker)  # whole or absent: the test reads it once it exists

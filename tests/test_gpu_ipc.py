@@ -26,7 +26,7 @@ extern "C" __global__ void copy(const unsigned* a, unsigned* b, unsigned n) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) b[i] = a[i];
 }
 """
-SPIN = 200_000_000  # about 0.1 s at a Hopper clock
+SPIN = 20_000_000_000  # about 10 s at a Hopper clock: longer than the reader takes to start
 
 
 def _module(device):
@@ -42,21 +42,28 @@ def _reader(memory: bytes, written: bytes, conn) -> None:
         device = native.open_device(0)
         module = _module(device)
         mapped = native.IpcMapping(device, memory, 4 * N)
-        native.IpcEvent(device, written).wait()
+        writer = native.IpcEvent(device, written)
+        writer.wait()
         mine = device.alloc(4 * N)
         device.launch(module.function("copy"), (264, 1, 1), (256, 1, 1), 0,
                       [("ptr", mapped.ptr), ("ptr", mine.ptr), ("i32", N)])
+        pending = not writer.done()  # else the fill was over before this copy, waited or not
         done = native.IpcEvent(device)
         device.launch(module.function("slow_fill"), (264, 1, 1), (256, 1, 1), 0,
                       [("ptr", mapped.ptr), ("i32", N), ("i32", 7), ("i64", SPIN)])
         done.record()
-        conn.send(("done", done.handle()))
+        conn.send(("done", (done.handle(), pending)))
         seen = np.empty(N, np.uint32)
         mine.download(seen)
         conn.send(("seen", seen))
         conn.recv()  # the writer has waited on `done`: the event and the mapping may go
     except Exception as e:  # noqa: BLE001 - reported to the test, which fails with it
         conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def _receive(conn, timeout_s: float = 120.0):
+    assert conn.poll(timeout_s), "no answer from the reader"
+    return conn.recv()
 
 
 def test_each_process_is_ordered_after_the_others_work_by_ipc_events():
@@ -66,7 +73,7 @@ def test_each_process_is_ordered_after_the_others_work_by_ipc_events():
     buffer.fill_u32(0, 0, 4 * N)
     written = native.IpcEvent(device)
     parent, child = mp.get_context("spawn").Pipe()
-    reader = mp.get_context("spawn").Process(target=_reader, args=(native.ipc_memory_handle(buffer),
+    reader = mp.get_context("spawn").Process(target=_reader, args=(native.ipc_memory_handle(device, buffer),
                                                                     written.handle(), child))
     # The slow fill and its event are enqueued before the reader starts: the reader's wait
     # finds the record in place, and its copy must follow the fill, which is still spinning.
@@ -75,15 +82,17 @@ def test_each_process_is_ordered_after_the_others_work_by_ipc_events():
     written.record()
     reader.start()
     try:
-        kind, value = parent.recv()
+        kind, value = _receive(parent)
         assert kind == "done", value
-        native.IpcEvent(device, value).wait()  # our stream after the reader's slow overwrite
+        handle, pending = value
+        assert pending, "the writer's fill ended before the reader's copy was enqueued: SPIN is too short to test the wait"
+        native.IpcEvent(device, handle).wait()  # our stream after the reader's slow overwrite
         after = device.alloc(4 * N)
         device.launch(module.function("copy"), (264, 1, 1), (256, 1, 1), 0,
                       [("ptr", buffer.ptr), ("ptr", after.ptr), ("i32", N)])
         ours = np.empty(N, np.uint32)
         after.download(ours)
-        kind, seen = parent.recv()
+        kind, seen = _receive(parent)
         assert kind == "seen", seen
         parent.send("bye")
     finally:

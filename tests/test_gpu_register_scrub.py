@@ -15,15 +15,17 @@ pytestmark = pytest.mark.gpu
 
 MARK = 0x5EED0000
 
-# Each thread holds WORDS values at once: marked (the marker), or loaded only when `keep` (the
-# reader). `keep` is 0, but ptxas cannot know it: the marker's values stay live to the end,
-# and the reader stores registers that nothing wrote on the path its launches take.
+# Each thread holds WORDS values at once: the marks, loaded as they are (volatile loads run on
+# every path, where an OR after them could be moved into the branch), or, in the reader,
+# loaded only when `keep`. `keep` is 0, but ptxas cannot know it: the marker's values stay
+# live to the end, and the reader stores registers that nothing wrote on the path its
+# launches take.
 MARKER = """
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mark(const unsigned* marks, unsigned* sink, int keep) {
   unsigned v[WORDS];
   volatile const unsigned* m = marks;
 #pragma unroll
-  for (int i = 0; i < WORDS; ++i) v[i] = m[i] | MARK;
+  for (int i = 0; i < WORDS; ++i) v[i] = m[i];
   if (keep) {
 #pragma unroll
     for (int i = 0; i < WORDS; ++i) sink[i] = v[i];
@@ -48,8 +50,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) read(const unsigned* ma
 def source(template: str, threads: int) -> str:
     """The kernel at `threads` a block, holding as many values as leave ptxas room without spilling."""
     registers = min(255, 65536 // threads // 8 * 8)
-    return (template.replace("THREADS", str(threads)).replace("WORDS", str(registers - 8))
-            .replace("MARK", hex(MARK)))
+    return template.replace("THREADS", str(threads)).replace("WORDS", str(registers - 8))
 
 
 def _function(device, template: str, threads: int, entry: str):
@@ -63,7 +64,7 @@ def _function(device, template: str, threads: int, entry: str):
 def _marks_found(device, checks, mark_threads: int, read_threads: int, scrub: bool) -> int:
     sms = device.facts.sm_count
     marks = device.alloc(4 * 256)
-    marks.upload(np.arange(256, dtype=np.uint32))
+    marks.upload(np.arange(256, dtype=np.uint32) | np.uint32(MARK))
     blocks = sms * max(1, device.facts.max_threads_per_sm // read_threads)
     out = device.alloc(4 * 256 * blocks * read_threads)
     out.fill_u32(0, 0, out.nbytes)

@@ -77,7 +77,7 @@ class GpuWorker:
         # (agent/worker/judge_side.py); the integrity checks stay here for now.
         self.judge = JudgeClient(self.device, ordinal) if separate_judge else None
         for short in self.checks.holds_short:  # in the worker's log: the scrubs missed some slots
-            print(f"warpsmith: the shared or local memory scrub could not hold every slot at once ({short}): "
+            print(f"warpsmith: a shared, local or register scrub could not hold every slot at once ({short}): "
                   "is another process using this GPU? Stashes between launches may go unscrubbed.",
                   file=sys.stderr, flush=True)
         self.cases: dict[tuple[str, int, str], CaseBuffers] = {}

@@ -68,7 +68,7 @@ class JudgeClient:
         """Map an output (`count` elements of `dtype` at `offset` in `buffer`) into the judge,
         with the reference it is compared against (float64 values then scales, or the
         output's integer dtype) and its tolerance."""
-        self._ask(ShareOutput(key, native.ipc_memory_handle(buffer), buffer.nbytes, offset, dtype, count, scale_row,
+        self._ask(ShareOutput(key, native.ipc_memory_handle(self._device, buffer), buffer.nbytes, offset, dtype, count, scale_row,
                               rtol, np.ascontiguousarray(reference)), Ack, timeout_s)
 
     def check(self, key: str, timeout_s: float) -> CloseStats:
