@@ -206,6 +206,15 @@ void def_device(py::module_& m) {
            "Time a Python callable that enqueues GPU work on stream_handle (a library baseline).");
 }
 
+// Device memory (a buffer, or another process's mapped into this context) into a host buffer.
+template <typename Memory>
+void download_into(const Memory& memory, py::buffer dst, size_t offset) {
+  py::buffer_info info = contiguous(dst, true);
+  size_t n = static_cast<size_t>(info.size * info.itemsize);
+  py::gil_scoped_release release;
+  memory.download(info.ptr, n, offset);
+}
+
 void def_memory(py::module_& m) {
   py::class_<Buffer, std::shared_ptr<Buffer>>(m, "Buffer")
       .def_property_readonly("ptr", &Buffer::ptr)
@@ -218,14 +227,8 @@ void def_memory(py::module_& m) {
              b.upload(info.ptr, n, offset);
            },
            py::arg("src"), py::arg("offset") = 0, "Copy a C-contiguous host buffer in at offset.")
-      .def("download",
-           [](const Buffer& b, py::buffer dst, size_t offset) {
-             py::buffer_info info = contiguous(dst, true);
-             size_t n = static_cast<size_t>(info.size * info.itemsize);
-             py::gil_scoped_release release;
-             b.download(info.ptr, n, offset);
-           },
-           py::arg("dst"), py::arg("offset") = 0, "Copy into a writable C-contiguous host buffer.")
+      .def("download", &download_into<Buffer>, py::arg("dst"), py::arg("offset") = 0,
+           "Copy into a writable C-contiguous host buffer.")
       .def("fill_u32", &Buffer::fill_u32, py::arg("value"), py::arg("offset"), py::arg("nbytes"),
            "Set 4-byte words (NaN poison, sentinels).")
       .def("fill_u32_async", &Buffer::fill_u32_async, py::arg("value"), py::arg("offset"),
@@ -282,14 +285,8 @@ void def_ipc(py::module_& m) {
            "Another process's buffer mapped into this context, until this object goes.")
       .def_property_readonly("ptr", &IpcMapping::ptr)
       .def_property_readonly("nbytes", &IpcMapping::bytes)
-      .def("download",
-           [](const IpcMapping& b, py::buffer dst, size_t offset) {
-             py::buffer_info info = contiguous(dst, true);
-             size_t n = static_cast<size_t>(info.size * info.itemsize);
-             py::gil_scoped_release release;
-             b.download(info.ptr, n, offset);
-           },
-           py::arg("dst"), py::arg("offset") = 0, "Copy into a writable C-contiguous host buffer.");
+      .def("download", &download_into<IpcMapping>, py::arg("dst"), py::arg("offset") = 0,
+           "Copy into a writable C-contiguous host buffer.");
 }
 
 void def_program(py::module_& m) {

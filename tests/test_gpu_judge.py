@@ -27,21 +27,28 @@ extern "C" __global__ void slow_copy(const float* x, float* y, unsigned n, long 
 """
 
 
-def test_the_judge_compares_what_the_launch_wrote_in_a_context_of_its_own():
+def _setup(seed: int):
+    """A device, the slow copy, input values on it, an output buffer shared with a new judge
+    as "y" (reference: the values)."""
     from warpsmith.agent.worker.judge import JudgeClient
     device = native.open_device(0)
     compiled = compiler.compile_kernel(SLOW_COPY, "slow_copy", device.facts.arch, filename="slow_copy.cu")
     assert compiled.ok, compiled.log
     slow_copy = device.load_module(compiled.cubin).function("slow_copy")
-    values = np.random.default_rng(3).standard_normal((ROWS, COLS)).astype(np.float32)
+    values = np.random.default_rng(seed).standard_normal((ROWS, COLS)).astype(np.float32)
     x = device.alloc(values.nbytes)
     x.upload(values)
     out = alloc_pages(device, OFFSET + values.nbytes)
     reference = values.astype(np.float64)
     judge = JudgeClient(device)
+    judge.share_output("y", out, OFFSET, "float32", values.size, COLS, 1e-5,
+                       np.concatenate([reference.ravel(), tolerance.scales(reference, True)]))
+    return device, slow_copy, values, x, out, judge
+
+
+def test_the_judge_compares_what_the_launch_wrote_in_a_context_of_its_own():
+    device, slow_copy, values, x, out, judge = _setup(3)
     try:
-        judge.share_output("y", out, OFFSET, "float32", values.size, COLS, 1e-5,
-                           np.concatenate([reference.ravel(), tolerance.scales(reference, True)]))
         for _ in range(3):
             out.fill_u32(0x7FC00001, OFFSET, values.nbytes)  # poison: a NaN no honest kernel writes
             device.launch(slow_copy, (132, 1, 1), (256, 1, 1), 0,
@@ -60,26 +67,15 @@ def test_the_judge_compares_what_the_launch_wrote_in_a_context_of_its_own():
 def test_a_run_of_launches_is_judged_without_the_host_waiting_for_the_gpu():
     """Five slow launches, each poisoned before and checked after by the judge, the host
     waiting only for the judge to have enqueued each check; the third launch writes one
-    wrong element (its input changed before it, and back after). Each launch's counts come
+    wrong element (it copies another input). Each launch's counts come
     back at the end: only the third is wrong, so no check read another launch's output or
     the poison."""
-    from warpsmith.agent.worker.judge import JudgeClient
-    device = native.open_device(0)
-    compiled = compiler.compile_kernel(SLOW_COPY, "slow_copy", device.facts.arch, filename="slow_copy.cu")
-    assert compiled.ok, compiled.log
-    slow_copy = device.load_module(compiled.cubin).function("slow_copy")
-    values = np.random.default_rng(4).standard_normal((ROWS, COLS)).astype(np.float32)
+    device, slow_copy, values, x, out, judge = _setup(4)
     wrong = values.copy()
     wrong[100, 5] += 2.0
-    x, bad_x = device.alloc(values.nbytes), device.alloc(values.nbytes)
-    x.upload(values)
+    bad_x = device.alloc(values.nbytes)
     bad_x.upload(wrong)
-    out = alloc_pages(device, OFFSET + values.nbytes)
-    reference = values.astype(np.float64)
-    judge = JudgeClient(device)
     try:
-        judge.share_output("y", out, OFFSET, "float32", values.size, COLS, 1e-5,
-                           np.concatenate([reference.ravel(), tolerance.scales(reference, True)]))
         judge.start_run(("y",), 5)
         for launch in range(5):
             out.fill_u32_async(0x7FC00001, OFFSET, values.nbytes)  # behind the judge's last checks

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -102,3 +103,16 @@ def _watch(alive: Callable[[], bool], poll_s: float) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="warpsmith-parent-watch", daemon=True).start()
+
+
+def start_child(process: BaseProcess) -> None:
+    """Start a multiprocessing child with the real stdout and stderr in place: a full-screen
+    app replaces sys.stderr with an object without a file descriptor, and multiprocessing
+    hands stderr's descriptor to its helper process and fails on it ("bad value(s) in
+    fds_to_keep")."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    try:
+        process.start()
+    finally:
+        sys.stdout, sys.stderr = saved

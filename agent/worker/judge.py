@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import sys
 import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..runtime import native
+from ..runtime.parent_watch import start_child
 from .gpu_checks import CloseStats
 from .judge_side import (
     Ack,
@@ -47,12 +47,7 @@ class JudgeClient:
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=judge_main, args=(child, ordinal, os.getpid()), daemon=True,
                                  name="warpsmith-judge")
-        saved = sys.stdout, sys.stderr  # an app's stand-in streams have no descriptor to hand down
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-        try:
-            self._proc.start()
-        finally:
-            sys.stdout, sys.stderr = saved
+        start_child(self._proc)
         child.close()
         reply = self._recv(start_timeout_s)
         if not isinstance(reply, JudgeReady):

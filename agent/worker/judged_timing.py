@@ -15,7 +15,7 @@ from .judge import JudgeClient
 from .poison import Poisons
 from .program_run import ProgramRun
 from .protocol import CaseCheck
-from .timed_checks import wrong_launches
+from .timed_checks import fresh_start, wrong_launches
 
 JUDGE_TIMEOUT_S = 300.0  # for a judge's answer; the evaluator's deadlines bound the whole request anyway
 
@@ -45,11 +45,7 @@ class JudgedTimedChecks:
         judge.start_run(tuple(output_key(bufs, seed, n) for n in self.names), max(1, repetitions))
 
     def before(self, index: int) -> None:
-        self.bufs.poison(self.poisons)
-        if self.run:
-            self.run.init_workspace(self.poisons)
-        self.checks.scrub(self.local_bytes)
-        self.checks.clear_scratch()
+        fresh_start(self.checks, self.bufs, self.poisons, self.local_bytes, self.run)
 
     def after(self, index: int) -> None:
         self.judge.enqueue_checks(index, self.timeout_s)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Optional
 
+from ..runtime.parent_watch import start_child
 from .gpu_side import worker_main
 from .protocol import Fault, Reply, Request, Shutdown, WorkerReady
 
@@ -38,15 +38,7 @@ class WorkerProcess:
         self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None,
                                                            os.getpid(), separate_judge),
                                  daemon=not separate_judge, name="warpsmith-gpu-worker")
-        # A full-screen app replaces sys.stderr with an object without a real file
-        # descriptor; multiprocessing hands stderr's descriptor to its helper process
-        # and fails on it ("bad value(s) in fds_to_keep"). Start with the real one.
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-        try:
-            self._proc.start()
-        finally:
-            sys.stdout, sys.stderr = saved
+        start_child(self._proc)
         child.close()
         try:
             reply = self.recv(start_timeout_s)

@@ -49,11 +49,7 @@ class TimedChecks:
         self.salt = secrets.randbits(64)  # this run's seals only
 
     def before(self, index: int) -> None:
-        self.bufs.poison(self.poisons)
-        if self.run:
-            self.run.init_workspace(self.poisons)
-        self.checks.scrub(self.local_bytes)
-        self.checks.clear_scratch()
+        fresh_start(self.checks, self.bufs, self.poisons, self.local_bytes, self.run)
         # The slots not sealed yet, and the page's slack past the last, zero again: the checks
         # count into zeros, and nothing a launch wrote ahead of its own check (where it could
         # keep data) reaches the next.
@@ -86,6 +82,18 @@ class TimedChecks:
                              "memory it was not given")
         mismatches = stats[:used, 6].reshape(measured, len(self.outputs))
         return wrong_launches([a.job.name for a in self.outputs], [[int(n) for n in row] for row in mismatches])
+
+
+def fresh_start(checks: GpuChecks, bufs: CaseBuffers, poisons: Poisons, local_bytes: int,
+                run: Optional[ProgramRun]) -> None:
+    """Ahead of a judged launch (enqueued): the outputs (and a program's workspace) poisoned
+    with the next word, the on-chip memory and the local windows scrubbed, the checks' own
+    scratch zeroed."""
+    bufs.poison(poisons)
+    if run:
+        run.init_workspace(poisons)
+    checks.scrub(local_bytes)
+    checks.clear_scratch()
 
 
 def wrong_launches(names: Sequence[str], counts: Sequence[Sequence[int]]) -> Optional[CaseCheck]:
