@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 class HungGpuDouble:
-    def __init__(self, ordinal: int, separate_judge: bool = False):
+    def __init__(self, ordinal: int, judge=None):
         marker = Path(os.environ["HUNG_WORKER_MARKER"])
         marker.with_suffix(".tmp").write_text(str(os.getpid()))
         os.replace(marker.with_suffix(".tmp"), marker)  # whole or absent: the test reads it once it exists
@@ -21,7 +21,7 @@ class HungGpuDouble:
             time.sleep(1)
 
 
-def hung_worker_main(conn, ordinal, log_path=None, parent_pid=None, separate_judge=False):
+def hung_worker_main(conn, ordinal, log_path=None, parent_pid=None, judge=None):
     import warpsmith.agent.worker.gpu_side
     warpsmith.agent.worker.gpu_side.GpuWorker = HungGpuDouble
     warpsmith.agent.worker.gpu_side.worker_main(conn, ordinal, log_path, parent_pid)

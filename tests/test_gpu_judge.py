@@ -30,7 +30,7 @@ extern "C" __global__ void slow_copy(const float* x, float* y, unsigned n, long 
 def _setup(seed: int):
     """A device, the slow copy, input values on it, an output buffer shared with a new judge
     as "y" (reference: the values)."""
-    from warpsmith.agent.worker.judge import JudgeClient
+    from warpsmith.agent.worker.judge import JudgeClient, start_judge
     device = native.open_device(0)
     compiled = compiler.compile_kernel(SLOW_COPY, "slow_copy", device.facts.arch, filename="slow_copy.cu")
     assert compiled.ok, compiled.log
@@ -40,14 +40,15 @@ def _setup(seed: int):
     x.upload(values)
     out = alloc_pages(device, OFFSET + values.nbytes)
     reference = values.astype(np.float64)
-    judge = JudgeClient(device)
+    process, conn = start_judge(0)
+    judge = JudgeClient(device, conn)
     judge.share_output("y", out, OFFSET, "float32", values.size, COLS, 1e-5,
                        np.concatenate([reference.ravel(), tolerance.scales(reference, True)]))
-    return device, slow_copy, values, x, out, judge
+    return device, slow_copy, values, x, out, judge, process
 
 
 def test_the_judge_compares_what_the_launch_wrote_in_a_context_of_its_own():
-    device, slow_copy, values, x, out, judge = _setup(3)
+    device, slow_copy, values, x, out, judge, process = _setup(3)
     try:
         for _ in range(3):
             out.fill_u32(0x7FC00001, OFFSET, values.nbytes)  # poison: a NaN no honest kernel writes
@@ -62,6 +63,7 @@ def test_the_judge_compares_what_the_launch_wrote_in_a_context_of_its_own():
         assert (found.mismatches, found.first_bad) == (1, 7 * COLS + 11), found
     finally:
         judge.close()
+        process.join(timeout=30)
 
 
 def test_a_run_of_launches_is_judged_without_the_host_waiting_for_the_gpu():
@@ -70,7 +72,7 @@ def test_a_run_of_launches_is_judged_without_the_host_waiting_for_the_gpu():
     wrong element (it copies another input). Each launch's counts come
     back at the end: only the third is wrong, so no check read another launch's output or
     the poison."""
-    device, slow_copy, values, x, out, judge = _setup(4)
+    device, slow_copy, values, x, out, judge, process = _setup(4)
     wrong = values.copy()
     wrong[100, 5] += 2.0
     bad_x = device.alloc(values.nbytes)
@@ -87,6 +89,7 @@ def test_a_run_of_launches_is_judged_without_the_host_waiting_for_the_gpu():
         assert judge.read_run(timeout_s=60) == ((0,), (0,), (1,), (0,), (0,))
     finally:
         judge.close()
+        process.join(timeout=30)
 
 
 # Wrong on about one launch in four, by the GPU's clock: no rule of the audit sees it, and

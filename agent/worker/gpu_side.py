@@ -69,13 +69,13 @@ BIAS_RELU_SOURCE = (Path(__file__).with_name("cuda") / "bias_relu.cu").read_text
 
 
 class GpuWorker:
-    def __init__(self, ordinal: int, separate_judge: bool = False):
+    def __init__(self, ordinal: int, judge: Optional[Connection] = None):
         self.device = native.open_device(ordinal)
         l2_flush.install(self.device)
         self.checks = GpuChecks(self.device, self.device.facts.arch)
-        # With a separate judge, the outputs are compared in the judge process's own context
+        # With a judge (its pipe), the outputs are compared in the judge process's own context
         # (agent/worker/judge_side.py); the integrity checks stay here for now.
-        self.judge = JudgeClient(self.device, ordinal) if separate_judge else None
+        self.judge = JudgeClient(self.device, judge) if judge is not None else None
         for short in self.checks.holds_short:  # in the worker's log: the scrubs missed some slots
             print(f"warpsmith: a shared, local or register scrub could not hold every slot at once ({short}): "
                   "is another process using this GPU? Stashes between launches may go unscrubbed.",
@@ -338,7 +338,7 @@ def _settings(t: TimingConfig) -> native.TimingSettings:
 
 
 def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, parent_pid: int | None = None,
-                separate_judge: bool = False) -> None:
+                judge: Connection | None = None) -> None:
     """Entry point of the worker process. With a log path, its stdout and stderr
     (driver messages, warnings) go there instead of the terminal an app draws on;
     without one, its stdout goes to stderr, so a command's stdout carries only what the
@@ -353,7 +353,7 @@ def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, par
     else:
         os.dup2(2, 1)
     try:
-        worker = GpuWorker(ordinal, separate_judge)
+        worker = GpuWorker(ordinal, judge)
         facts = worker.facts()
     except Exception as e:  # no GPU, no driver, bad NVRTC: say so and stop
         conn.send(Fault("", "start", getattr(e, "name", type(e).__name__), str(getattr(e, "text", e)), True))

@@ -1,6 +1,11 @@
 """The GPU worker's handle on its judge (agent/worker/judge_side.py): a spawned process
 with a CUDA context of its own, asked through a pipe, ordered after the worker's launches
-by an interprocess event."""
+by an interprocess event.
+
+The judge is the worker's sibling, not its child: whoever starts the worker starts the
+judge beside it (start_judge) and hands the worker its end of the judge's pipe. Both are
+then daemons of that process and die with it; a worker that starts children could not be
+a daemon, and would hold its parent's exit."""
 
 from __future__ import annotations
 
@@ -34,6 +39,9 @@ from .judge_side import (
 )
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
     from ..runtime.native import Buffer, Device
 
 
@@ -41,14 +49,21 @@ class JudgeFailed(RuntimeError):
     """The judge did not start, did not answer in time, or failed a request."""
 
 
+def start_judge(ordinal: int) -> tuple[BaseProcess, Connection]:
+    """A judge process for GPU `ordinal`, a daemon of this process, and the worker's end of
+    its pipe (for JudgeClient, in the worker)."""
+    ctx = mp.get_context("spawn")  # a forked CUDA context is unusable
+    worker_end, judge_end = ctx.Pipe()
+    process = ctx.Process(target=judge_main, args=(judge_end, ordinal, os.getpid()), daemon=True,
+                          name="warpsmith-judge")
+    start_child(process)
+    judge_end.close()
+    return process, worker_end
+
+
 class JudgeClient:
-    def __init__(self, device: Device, ordinal: int = 0, start_timeout_s: float = 120.0):
-        ctx = mp.get_context("spawn")  # a forked CUDA context is unusable
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=judge_main, args=(child, ordinal, os.getpid()), daemon=True,
-                                 name="warpsmith-judge")
-        start_child(self._proc)
-        child.close()
+    def __init__(self, device: Device, conn: Connection, start_timeout_s: float = 120.0):
+        self._conn = conn
         reply = self._recv(start_timeout_s)
         if not isinstance(reply, JudgeReady):
             self.close()
@@ -101,14 +116,11 @@ class JudgeClient:
         self._send(Forget(key))
 
     def close(self) -> None:
+        """Ask the judge to stop; whoever started it reaps it."""
         try:
             self._send(Stop())
         except JudgeFailed:
             pass
-        self._proc.join(timeout=10)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(timeout=10)
         self._conn.close()
 
     def _ask(self, request: JudgeRequest, expect: type, timeout_s: float) -> JudgeReply:
@@ -131,9 +143,7 @@ class JudgeClient:
                 if self._conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
                     reply: JudgeReply = self._conn.recv()
                     return reply
-            except (EOFError, OSError):
-                return None
-            if not self._proc.is_alive() and not self._conn.poll(0):
+            except (EOFError, OSError):  # the judge is gone
                 return None
         return None
 
@@ -141,5 +151,5 @@ class JudgeClient:
         if isinstance(reply, JudgeFault):
             return f"{reply.name}: {reply.text}"
         if reply is None:
-            return "no answer" if self._proc.is_alive() else f"it exited with code {self._proc.exitcode}"
+            return "no answer (it stopped, or did not answer in time)"
         return f"unexpected {type(reply).__name__}"

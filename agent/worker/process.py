@@ -5,11 +5,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Optional
 
 from ..runtime.parent_watch import start_child
 from .gpu_side import worker_main
+from .judge import start_judge
 from .protocol import Fault, Reply, Request, Shutdown, WorkerReady
 
 
@@ -33,13 +36,18 @@ class WorkerProcess:
                  separate_judge: bool = False):
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        # Not a daemon when it starts a judge process of its own (daemons may not); it dies
-        # with this process all the same (agent/runtime/parent_watch.py).
+        # The judge beside the worker, not under it (agent/worker/judge.py)
+        self._judge: Optional[BaseProcess] = None
+        to_judge: Optional[Connection] = None
+        if separate_judge:
+            self._judge, to_judge = start_judge(ordinal)
         self._proc = ctx.Process(target=worker_main, args=(child, ordinal, str(log_path) if log_path else None,
-                                                           os.getpid(), separate_judge),
-                                 daemon=not separate_judge, name="warpsmith-gpu-worker")
+                                                           os.getpid(), to_judge),
+                                 daemon=True, name="warpsmith-gpu-worker")
         start_child(self._proc)
         child.close()
+        if to_judge is not None:
+            to_judge.close()  # the worker's now: the judge must see EOF when the worker goes
         try:
             reply = self.recv(start_timeout_s)
         except (WorkerTimeout, WorkerDied) as e:
@@ -84,13 +92,15 @@ class WorkerProcess:
     def kill_process(self) -> None:
         """SIGKILL only, safe from another thread: the thread reading the pipe sees
         EOF and the pipe is closed by its owner."""
-        if self._proc.is_alive():
-            self._proc.kill()
+        for process in (self._proc, self._judge):
+            if process is not None and process.is_alive():
+                process.kill()
 
     def kill(self) -> None:
-        if self._proc.is_alive():
-            self._proc.kill()
-        self._proc.join(timeout=30)
+        self.kill_process()
+        for process in (self._proc, self._judge):
+            if process is not None:
+                process.join(timeout=30)
         self._conn.close()
 
     def close(self) -> None:
