@@ -302,3 +302,14 @@ def test_a_launch_rule_naming_no_size_is_one_line_and_leaves_nothing(tmp_path, c
     err = capsys.readouterr().err
     assert code == 2 and f"{tmp_path / 'kb' / 'gelu' / 'workload.toml'}: kernels.gelu: " in err and "'Q'" in err
     _nothing_left(tmp_path)
+
+
+def test_a_loaded_problem_is_importable_by_its_name_as_torch_compile_needs():
+    """torch.compile imports the module of the forward it traces by name (an imported problem's
+    torch_compile baseline failed with ModuleNotFoundError on the GPU): each load is in
+    sys.modules under a name of its own per file and constants."""
+    import importlib
+    small = load_problem(KERNELBENCH / "matvec.py", {"M": 64, "K": 128})
+    large = load_problem(KERNELBENCH / "matvec.py", {"M": 256, "K": 128})
+    assert importlib.import_module(small.Model.forward.__module__) is small
+    assert importlib.import_module(large.Model.forward.__module__) is large

@@ -15,6 +15,7 @@ case's values written in their place, so everything computed from them
 
 import ast
 import importlib.util
+import sys
 from pathlib import Path
 
 _FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
@@ -108,8 +109,12 @@ def load_problem(path, constants=None):
     values = {id(node): constants[name] for statement in tree.body for name, node in _slots(statement)
               if constants and name in constants}
     tree = ast.fix_missing_locations(_Replace(values).visit(tree))
-    spec = importlib.util.spec_from_file_location(f"kernelbench_problem_{abs(hash(str(path.resolve())))}", path)
+    # A name of its own per file and constants, in sys.modules as an import leaves it:
+    # torch.compile imports the module of the forward it traces by name.
+    key = abs(hash((str(path.resolve()), tuple(sorted((constants or {}).items())))))
+    spec = importlib.util.spec_from_file_location(f"kernelbench_problem_{key}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module.__name__] = module
     exec(compile(tree, str(path), "exec"), module.__dict__)
     return module
 
