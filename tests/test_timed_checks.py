@@ -56,6 +56,9 @@ class ChecksDouble(GpuChecks):
     def scrub_local(self, local_bytes):
         pass
 
+    def scrub_registers(self):
+        pass
+
     def local_scrub(self, local_bytes):
         return None
 
@@ -156,19 +159,20 @@ def test_the_slots_not_sealed_yet_are_zero_before_each_launch():
 
 
 def test_every_timed_launch_starts_from_poisoned_outputs_and_scrubbed_shared_and_local_memory():
-    """before(i), ahead of each launch: the outputs poisoned, then every SM's shared memory and the kernel's local
-    frame overwritten, the checks' scratch zeroed (the GPU side: tests/test_gpu_adversarial.py's shared-memory and
-    local-memory stash tests)."""
+    """before(i), ahead of each launch: the outputs poisoned, then every SM's shared memory, the kernel's local
+    frame and the register files overwritten, the checks' scratch zeroed (the GPU side: tests/test_gpu_adversarial.py's
+    shared-memory and local-memory stash tests, tests/test_gpu_register_scrub.py)."""
     checks, j = judge(2)
     order: list[str] = []
     checks.scrub_shared = lambda: order.append("scrub")
     checks.clear_scratch = lambda: order.append("scratch")
     checks.scrub_local = lambda local_bytes: order.append(f"local {local_bytes}")
+    checks.scrub_registers = lambda: order.append("registers")
     j.bufs.poison = lambda poisons: order.append("poison")
     j.local_bytes = 96  # the timed kernel's local frame
     for i in range(2):
         j.before(i)
-    assert order == ["poison", "scrub", "local 96", "scratch"] * 2
+    assert order == ["poison", "scrub", "local 96", "registers", "scratch"] * 2
 
 
 def test_a_programs_workspace_is_poisoned_with_the_outputs_before_every_timed_launch():
