@@ -269,3 +269,32 @@ def test_the_planted_gpu_kernels_compile_to_their_verdicts():
         assert r.ok is not refused, (name, r.error, r.log[-300:])
         if refused:
             assert r.error == "KERNEL_KEEPS_STATE", (name, r.error, r.log)
+
+
+# ptxas's elect-one loop around a uniform instruction, in NVRTC 13.0's code for the bf16 GEMM's
+# producer: the predicate of a 64-bit add's carry (P1, spent by IMAD.X) is reused for ELECT
+# under a guard P0 set true just before, and read again in the loop. `CARRY_READ` reads the
+# carry's predicate itself: a bit of the parameters' address a kernel could branch on.
+ELECT_LOOP = """        /*0000*/                   LDC.64 R22, c[0x0][0x198] ;
+        /*0010*/                   IADD3 R24, P1, R22, 0xb0, RZ ;
+        /*0020*/                   IMAD.X R25, RZ, RZ, R23, P1 ;
+        /*0030*/                   PLOP3.LUT P0, PT, PT, PT, PT, 0x80, 0x0 ;
+.L_x_1:
+        /*0040*/               @P0 ELECT P1, URZ, PT ;
+        /*0050*/               @P1 PLOP3.LUT P0, PT, P1, PT, PT, 0x8, 0x0 ;
+        /*0060*/                   PLOP3.LUT P1, PT, PT, PT, PT, 0x8, 0x0 ;
+        /*0070*/               @P0 BRA.U.ANY `(.L_x_1) ;
+        /*0080*/                   EXIT ;
+"""
+CARRY_READ = ELECT_LOOP.replace("@P0 ELECT P1, URZ, PT", "PLOP3.LUT P2, PT, PT, PT, PT, 0x80, 0x0")
+
+
+@pytest.mark.parametrize("body, refused", [(ELECT_LOOP, False), (CARRY_READ, True)])
+def test_a_spent_carry_predicate_reused_for_elect_is_no_read_of_the_parameters_address(body, refused):
+    cubin, listing = machine_code('extern "C" __global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }')
+    start = listing.index("k:\n.text.k:\n") + len("k:\n.text.k:\n")
+    end = listing.index(".L_x_0:", start)
+    found = audit_memory(cubin, listing[:start] + body + listing[end:]).parameters
+    assert bool(found) == refused, found
+    if refused:
+        assert "PLOP3.LUT" in found[0] and "parameters' address" in found[0]

@@ -201,9 +201,14 @@ class _Audit:
         after = dict(state)
         for k, reg in enumerate(dests):
             new = frozenset({loaded[k]} if k in loaded else written)
-            if reg.lstrip("U").startswith("P"):
+            predicate = reg.lstrip("U").startswith("P")
+            if predicate:
                 new = frozenset(("carry", f"{kind}|{name}", 0) for kind, name, _ in written if kind in ("param", "sym"))
-            old = after.get(reg, frozenset()) if ins.guard else frozenset()
+            # A guarded write keeps what the register held, except a predicate's carry: ptxas
+            # reuses a spent carry's predicate for the elect-one loop (`@P0 ELECT P1` with P0
+            # set true just before), where the old value never flows on; a carry still live
+            # cannot share its predicate with a write to another value.
+            old = after.get(reg, frozenset()) if ins.guard and not predicate else frozenset()
             merged = widened(old | new)
             if merged:
                 after[reg] = merged
