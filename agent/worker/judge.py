@@ -25,7 +25,6 @@ from .judge_side import (
     CheckOutput,
     EnqueueChecks,
     Enqueued,
-    Forget,
     JudgeFault,
     JudgeReady,
     JudgeReply,
@@ -78,8 +77,9 @@ class JudgeClient:
         """Map an output (`count` elements of `dtype` at `offset` in `buffer`) into the judge,
         with the reference it is compared against (float64 values then scales, or the
         output's integer dtype) and its tolerance."""
-        self._ask(ShareOutput(key, native.ipc_memory_handle(self._device, buffer), buffer.nbytes, offset, dtype, count, scale_row,
-                              rtol, np.ascontiguousarray(reference)), Ack, timeout_s)
+        memory = native.ipc_memory_handle(self._device, buffer)
+        self._ask(ShareOutput(key, memory, buffer.nbytes, offset, dtype, count, scale_row, rtol,
+                              np.ascontiguousarray(reference)), Ack, timeout_s)
 
     def check(self, key: str, timeout_s: float) -> CloseStats:
         """The output `key` against its reference, after everything enqueued on the worker's
@@ -111,9 +111,6 @@ class JudgeClient:
         reply = self._ask(ReadRun(), RunCounts, timeout_s)
         assert isinstance(reply, RunCounts)
         return reply.mismatches
-
-    def forget(self, key: str) -> None:
-        self._send(Forget(key))
 
     def close(self) -> None:
         """Ask the judge to stop; whoever started it reaps it."""

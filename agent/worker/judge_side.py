@@ -8,8 +8,9 @@ comparison reads what the launch wrote, never what was there before. A check on 
 is answered with its statistics; inside a timing run the judge only enqueues each launch's
 checks and answers with an event of its own recorded behind them, which the worker's
 stream waits on before it poisons the outputs for the next launch, and the run's counts
-are read once at its end, from memory no candidate's context maps. The reference the judge compares against is
-uploaded into the judge's context and masked there with the judge's own key.
+are read once at its end, from memory no candidate's context maps. The reference the
+judge compares against is uploaded into the judge's context and masked there with the
+judge's own key.
 """
 
 from __future__ import annotations
@@ -74,16 +75,11 @@ class ReadRun:
 
 
 @dataclass(frozen=True)
-class Forget:
-    key: str
-
-
-@dataclass(frozen=True)
 class Stop:
     pass
 
 
-JudgeRequest = Union[ShareOutput, CheckOutput, StartRun, EnqueueChecks, ReadRun, Forget, Stop]
+JudgeRequest = Union[ShareOutput, CheckOutput, StartRun, EnqueueChecks, ReadRun, Stop]
 
 
 @dataclass(frozen=True)
@@ -194,7 +190,9 @@ class Judge:
 
 
 def judge_main(conn: Connection, ordinal: int, parent_pid: int) -> None:
-    """Entry point of the judge process; it dies with the worker that started it."""
+    """Entry point of the judge process; it dies with the process that started it (the
+    evaluator's, beside the worker: agent/worker/judge.py), and stops when the worker's end
+    of its pipe closes."""
     exit_with_parent(parent_pid)
     os.dup2(2, 1)
     try:
@@ -221,8 +219,6 @@ def judge_main(conn: Connection, ordinal: int, parent_pid: int) -> None:
                 conn.send(judge.enqueue(req))
             elif isinstance(req, ReadRun):
                 conn.send(judge.read_run())
-            elif isinstance(req, Forget):
-                judge.outputs.pop(req.key, None)
         except native.CudaError as e:
             conn.send(JudgeFault(e.name, e.text))
         except Exception as e:
