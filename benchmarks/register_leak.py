@@ -1,0 +1,120 @@
+"""Whether the checks' keys reach a later kernel through its uniform registers. A kernel can
+read registers it never wrote (a `.reg` declared in inline PTX and used unset compiles to
+reads of uniform registers such as UR6-UR30), and ptxas keeps the checker kernels' key
+arguments in uniform registers. Three ways:
+
+- same context: the mask kernel (ws_mask64) with a GpuChecks' keys, then the reader in the
+  same context; counts of key words the reader stored, over `--launches` rounds;
+- same context, with the harness's scrub (GpuChecks.scrub) between the two;
+- across processes: the mask kernel in a second process (its own CUDA context, as the
+  judge process has), the reader in this one.
+
+A word counts when it is a 32-bit half of a key or of a key XORed with SipHash's
+constants (what the kernel computes first). 0 everywhere means no key reaches a
+candidate's registers that way.
+
+    python3 benchmarks/register_leak.py [--launches 5]
+
+Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from warpsmith.agent.runtime import compiler, native
+from warpsmith.agent.worker.gpu_checks import GpuChecks
+
+SIPHASH = (0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573)
+WORDS = 12  # 64-bit values the reader takes from registers it never wrote
+# Each thread stores WORDS values it read from registers no instruction wrote (the xor with
+# a zero argument keeps them; ptxas allocates uniform registers for them).
+READER = ('extern "C" __global__ void read(unsigned long long* out, unsigned long long zero) {\n'
+          f'  unsigned long long v[{WORDS}];\n'
+          '  asm("{.reg .b64 u<' + str(WORDS) + '>;' + "".join(f"xor.b64 %{i}, u{i}, %{WORDS};" for i in range(WORDS))
+          + '}" : ' + ", ".join(f'"=l"(v[{i}])' for i in range(WORDS)) + ' : "l"(zero));\n'
+          f'  unsigned long long* mine = out + ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x) * {WORDS};\n'
+          f'  for (int i = 0; i < {WORDS}; ++i) mine[i] = v[i];\n'
+          '}\n')
+
+
+def key_words(key: tuple[int, int]) -> np.ndarray:
+    """The 32-bit halves of the key's words and of the words the PRF derives from them first."""
+    found: set[int] = set()
+    for w in (key[0], key[0] ^ SIPHASH[0], key[0] ^ SIPHASH[2], key[1], key[1] ^ SIPHASH[1], key[1] ^ SIPHASH[3]):
+        found |= {w & 0xFFFFFFFF, w >> 32}
+    return np.array(sorted(found), dtype=np.uint32)
+
+
+def mask(device: native.Device, checks: GpuChecks, scratch: native.Buffer) -> None:
+    device.launch(checks._fn["ws_mask64"], (checks._grid, 1, 1), (256, 1, 1), 0,
+                  [("ptr", scratch.ptr), ("i64", scratch.nbytes // 8), *checks._ref_args()])
+
+
+class Reader:
+    def __init__(self, device: native.Device):
+        compiled = compiler.compile_kernel(READER, "read", device.facts.arch, filename="register_reader.cu",
+                                           use_cache=False)
+        if not compiled.ok:
+            raise SystemExit(f"the reader did not compile:\n{compiled.log}")
+        self.device = device
+        self.function = device.load_module(compiled.cubin).function("read")
+        self.blocks = device.facts.sm_count * 8
+        self.out = device.alloc(self.blocks * 256 * WORDS * 8)
+
+    def count(self, words: np.ndarray) -> int:
+        self.out.fill_u32(0, 0, self.out.nbytes)
+        self.device.launch(self.function, (self.blocks, 1, 1), (256, 1, 1), 0, [("ptr", self.out.ptr), ("i64", 0)])
+        self.device.synchronize()
+        seen = np.empty(self.out.nbytes // 4, np.uint32)
+        self.out.download(seen)
+        return int(np.isin(seen, words).sum())
+
+
+def other_context(conn: Connection) -> None:
+    """The second process: its own context and checks; the mask kernel on each "go"."""
+    device = native.open_device(0)
+    checks = GpuChecks(device, device.facts.arch)
+    scratch = device.alloc(1 << 20)
+    conn.send(checks._ref_key)
+    while conn.recv() == "go":
+        mask(device, checks, scratch)
+        device.synchronize()
+        conn.send("done")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--launches", type=int, default=5, help="rounds of mask kernel then reader, per way")
+    args = p.parse_args()
+    device = native.open_device(0)
+    checks = GpuChecks(device, device.facts.arch)
+    reader, scratch, words = Reader(device), device.alloc(1 << 20), key_words(checks._ref_key)
+    for scrub in (False, True):
+        found = 0
+        for _ in range(args.launches):
+            mask(device, checks, scratch)
+            if scrub:
+                checks.scrub(0)
+            found += reader.count(words)
+        print(f"same context{', scrubbed between' if scrub else ''}: {found} key words read")
+    ours, theirs = mp.get_context("spawn").Pipe()
+    process = mp.get_context("spawn").Process(target=other_context, args=(theirs,), daemon=True)
+    process.start()
+    words, found = key_words(ours.recv()), 0
+    for _ in range(args.launches):
+        ours.send("go")
+        ours.recv()
+        found += reader.count(words)
+    ours.send("stop")
+    process.join(timeout=30)
+    print(f"another process's context: {found} key words read")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
