@@ -3,8 +3,8 @@ read registers it never wrote (a `.reg` declared in inline PTX and used unset co
 reads of uniform registers such as UR6-UR30), and ptxas keeps the checker kernels' key
 arguments in uniform registers. Three ways:
 
-- same context: the mask kernel (ws_mask64) with a GpuChecks' keys, then the reader in the
-  same context; counts of key words the reader stored, over `--launches` rounds;
+- same context: the mask kernel (ws_mask64, a reference's upload) with a GpuChecks' key,
+  then the reader in the same context; counts of key words the reader stored, over `--launches` rounds;
 - same context, with the harness's scrub (GpuChecks.scrub) between the two;
 - across processes: the mask kernel in a second process (its own CUDA context, as the
   judge process has), the reader in this one.
@@ -50,9 +50,9 @@ def key_words(key: tuple[int, int]) -> np.ndarray:
     return np.array(sorted(found), dtype=np.uint32)
 
 
-def mask(device: native.Device, checks: GpuChecks, scratch: native.Buffer) -> None:
-    device.launch(checks._fn["ws_mask64"], (checks._grid, 1, 1), (256, 1, 1), 0,
-                  [("ptr", scratch.ptr), ("i64", scratch.nbytes // 8), *checks._ref_args()])
+def mask(checks: GpuChecks, scratch: native.Buffer) -> None:
+    """The mask kernel over `scratch`, with the reference key (a reference's upload)."""
+    checks.upload_reference(scratch, np.zeros(scratch.nbytes // 8))
 
 
 class Reader:
@@ -82,8 +82,7 @@ def other_context(conn: Connection) -> None:
     scratch = device.alloc(1 << 20)
     conn.send(checks._ref_key)
     while conn.recv() == "go":
-        mask(device, checks, scratch)
-        device.synchronize()
+        mask(checks, scratch)
         conn.send("done")
 
 
@@ -97,7 +96,7 @@ def main() -> int:
     for scrub in (False, True):
         found = 0
         for _ in range(args.launches):
-            mask(device, checks, scratch)
+            mask(checks, scratch)
             if scrub:
                 checks.scrub(0)
             found += reader.count(words)
