@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from workload_factory import make_sgemm_workload
 
 from warpsmith.agent.cli.commands import build_parser
@@ -145,3 +146,17 @@ def test_a_base_urls_credentials_never_reach_the_store():
         "http://localhost:8000/v1"
     assert SearchOptions(ProposerChoice("llm", base_url="http://u:k@[::1]:8000/v1"), 5).stored()["base_url"] == \
         "http://[::1]:8000/v1"
+
+
+def test_a_separate_judge_with_the_ray_backend_is_refused_in_one_line():
+    """The judge process starts beside the local backend's worker; with Ray's actors the flag would do nothing."""
+    from types import SimpleNamespace
+
+    from warpsmith.agent.cli.errors import CliError
+    from warpsmith.agent.cli.options import evaluation_options
+    args = SimpleNamespace(hot=False, device=0, timeout=10.0, reference_timeout=60.0, backend="ray",
+                           ray_address="", ray_gpus=0, separate_judge=True)
+    with pytest.raises(CliError, match=r"^--separate-judge: the judge process runs beside the local backend's"):
+        evaluation_options(args)
+    local = evaluation_options(SimpleNamespace(**{**vars(args), "backend": "local"}))
+    assert local.separate_judge and local.backend == "local"

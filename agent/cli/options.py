@@ -29,6 +29,9 @@ def evaluation_options(args: argparse.Namespace, timing: Optional[TimingConfig] 
     """--hot, --device, --timeout, --reference-timeout, the backend (session commands);
     eval gives its own timing."""
     backend = getattr(args, "backend", "local")
+    if backend == "ray" and getattr(args, "separate_judge", False):
+        raise CliError("--separate-judge: the judge process runs beside the local backend's worker only; "
+                       "leave out --backend ray or --separate-judge")
     if backend == "ray" and importlib.util.find_spec("ray") is None:
         from ..evaluate.ray_cluster import RAY_MISSING
         raise CliError(f"--backend ray: {RAY_MISSING}")
