@@ -305,8 +305,8 @@ def test_a_launch_rule_naming_no_size_is_one_line_and_leaves_nothing(tmp_path, c
 
 
 def test_a_loaded_problem_is_importable_by_its_name_as_torch_compile_needs():
-    """torch.compile imports the module of the forward it traces by name (an imported problem's
-    torch_compile baseline failed with ModuleNotFoundError on the GPU): each load is in
+    """torch.compile imports the module of the forward it traces by name (else an imported
+    problem's torch_compile baseline fails with ModuleNotFoundError): each load is in
     sys.modules under a name of its own per file and constants."""
     import importlib
     small = load_problem(KERNELBENCH / "matvec.py", {"M": 64, "K": 128})
