@@ -6,8 +6,8 @@
 // block and WS_REGISTER_WORDS values a thread: one block per SM whose warps take the whole
 // file, each thread holding WS_REGISTER_WORDS values at once, so ptxas must give them every
 // register it allocates (R0 up to the allocation less three; tests/test_register_scrub.py
-// reads the SASS). Two layouts, so the three registers at the top of one layout's
-// allocation are written by the other's. Compiled after hold.cuh.
+// reads the SASS). Three layouts (agent/worker/register_scrub.py), so the registers at the
+// top of one layout's allocation are written by another's. Compiled after hold.cuh.
 
 // The values come from shared memory zeroed by this block (volatile: every load happens, all
 // before any store); `keep` is 0 at every launch, but ptxas cannot know it, so the values
