@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from warpsmith.agent.runtime import compiler, native
+from warpsmith.agent.worker.register_scrub import allocation
 
 pytestmark = pytest.mark.gpu
 
@@ -49,8 +50,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) read(const unsigned* ma
 
 def source(template: str, threads: int) -> str:
     """The kernel at `threads` a block, holding as many values as leave ptxas room without spilling."""
-    registers = min(255, 65536 // threads // 8 * 8)
-    return template.replace("THREADS", str(threads)).replace("WORDS", str(registers - 8))
+    return template.replace("THREADS", str(threads)).replace("WORDS", str(allocation(65536, threads) - 8))
 
 
 def _function(device, template: str, threads: int, entry: str):

@@ -187,17 +187,17 @@ class GpuChecks:
         self.device.synchronize()
 
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale_row: int, rtol: float) -> CloseStats:
-        """An output against its masked float64 reference and scales (warpsmith.agent.spec.tolerance's
-        comparison)."""
+        """An output of `n` elements against its masked reference: a float output against the
+        float64 reference and scales (warpsmith.agent.spec.tolerance's comparison), an integer
+        one word for word (its mismatches only)."""
+        if dtype not in CLOSE_KERNELS:
+            bad = self._run("ws_count_differ_ref", [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n * ARRAY_ITEMSIZE[dtype] // 4),
+                                                    *self._ref_args(), ("ptr", self._stats.ptr)])[0]
+            return CloseStats(int(bad), 0.0, 0.0, -1, 0)
         s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("i64", scale_row),
                                              ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])
         return CloseStats(int(s[0]), _as_double(s[1]), _as_double(s[2]),
                           -1 if int(s[3]) == NO_INDEX else int(s[3]), int(s[4]))
-
-    def count_differ_ref(self, a_ptr: int, ref_ptr: int, nbytes: int) -> int:
-        """32-bit words of an integer output that differ from its masked reference."""
-        return int(self._run("ws_count_differ_ref", [("ptr", a_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4),
-                                                     *self._ref_args(), ("ptr", self._stats.ptr)])[0])
 
     def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
         """Keyed sum of the `width`-byte words (4, 2 for 16-bit arrays, 1 for fp8) at ptr; equal
