@@ -1,17 +1,19 @@
 """Whether the checks' keys reach a later kernel through its uniform registers. A kernel can
 read registers it never wrote (a `.reg` declared in inline PTX and used unset compiles to
-reads of uniform registers such as UR6-UR30), and ptxas keeps the checker kernels' key
-arguments in uniform registers. Three ways:
+reads of uniform registers such as UR6-UR30), no scrub writes them all, and ptxas puts a
+kernel's arguments and what it computes from them alone into uniform registers. So the
+checker kernels take no key as an argument: they load it from the key page per thread
+(agent/worker/cuda/checks.cu, ws_key_word). Two writers, each then the reader:
 
-- same context: the mask kernel (ws_mask64, a reference's upload) with a GpuChecks' key,
-  then the reader in the same context; counts of key words the reader stored, over `--launches` rounds;
-- same context, with the harness's scrub (GpuChecks.scrub) between the two;
-- across processes: the mask kernel in a second process (its own CUDA context, as the
-  judge process has), the reader in this one.
+- control: a kernel computing the same PRF from a key passed as arguments (the form the
+  checker kernels must not have): shows the channel is there on this GPU;
+- checks: the mask kernel of a reference's upload (GpuChecks.upload_reference, ws_mask64).
 
-A word counts when it is a 32-bit half of a key or of a key XORed with SipHash's
-constants (what the kernel computes first). 0 everywhere means no key reaches a
-candidate's registers that way.
+Each three ways: the reader in the same context; the same with the harness's scrub
+(GpuChecks.scrub) between them; the writer in a second process (its own CUDA context, as
+the judge process has). Counted: the key words the reader stored, over `--launches`
+rounds. A word counts when it is a 32-bit half of a key or of a key XORed with SipHash's
+constants (what the PRF computes first). The checks' rows should read 0.
 
     python3 benchmarks/register_leak.py [--launches 5]
 
@@ -27,7 +29,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from warpsmith.agent.runtime import compiler, native
-from warpsmith.agent.worker.gpu_checks import GpuChecks
+from warpsmith.agent.worker.gpu_checks import PRF_SOURCE, GpuChecks
 
 SIPHASH = (0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573)
 WORDS = 12  # 64-bit values the reader takes from registers it never wrote
@@ -50,9 +52,35 @@ def key_words(key: tuple[int, int]) -> np.ndarray:
     return np.array(sorted(found), dtype=np.uint32)
 
 
-def mask(checks: GpuChecks, scratch: native.Buffer) -> None:
-    """The mask kernel over `scratch`, with the reference key (a reference's upload)."""
-    checks.upload_reference(scratch, np.zeros(scratch.nbytes // 8))
+# The control: the PRF of every word's address under a key passed as two arguments.
+CONTROL = PRF_SOURCE + (
+    'extern "C" __global__ void mark(u64* a, u64 n, u64 k0, u64 k1) {\n'
+    '  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)\n'
+    '    a[i] ^= ws_prf(k0, k1, (u64)(a + i));\n'
+    '}\n')
+
+
+class Writer:
+    """Runs one of the two writers over a scratch buffer with the reference key of its checks."""
+
+    def __init__(self, device: native.Device, checks: GpuChecks, control: bool):
+        self.device, self.checks, self.control = device, checks, control
+        self.scratch = device.alloc(1 << 20)
+        if control:
+            compiled = compiler.compile_kernel(CONTROL, "mark", device.facts.arch, filename="register_mark.cu",
+                                               use_cache=False)
+            if not compiled.ok:
+                raise SystemExit(f"the control writer did not compile:\n{compiled.log}")
+            self.function = device.load_module(compiled.cubin).function("mark")
+
+    def run(self) -> None:
+        if not self.control:
+            self.checks.upload_reference(self.scratch, np.zeros(self.scratch.nbytes // 8))
+            return
+        k0, k1 = (v - (1 << 64) if v >= 1 << 63 else v for v in self.checks._ref_key)
+        self.device.launch(self.function, (self.device.facts.sm_count * 4, 1, 1), (256, 1, 1), 0,
+                           [("ptr", self.scratch.ptr), ("i64", self.scratch.nbytes // 8), ("i64", k0), ("i64", k1)])
+        self.device.synchronize()
 
 
 class Reader:
@@ -75,43 +103,46 @@ class Reader:
         return int(np.isin(seen, words).sum())
 
 
-def other_context(conn: Connection) -> None:
-    """The second process: its own context and checks; the mask kernel on each "go"."""
+def other_context(conn: Connection, control: bool) -> None:
+    """The second process: its own context and checks; the writer on each "go"."""
     device = native.open_device(0)
     checks = GpuChecks(device, device.facts.arch)
-    scratch = device.alloc(1 << 20)
+    writer = Writer(device, checks, control)
     conn.send(checks._ref_key)
     while conn.recv() == "go":
-        mask(checks, scratch)
+        writer.run()
         conn.send("done")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--launches", type=int, default=5, help="rounds of mask kernel then reader, per way")
+    p.add_argument("--launches", type=int, default=5, help="rounds of writer then reader, per way")
     args = p.parse_args()
     device = native.open_device(0)
     checks = GpuChecks(device, device.facts.arch)
-    reader, scratch, words = Reader(device), device.alloc(1 << 20), key_words(checks._ref_key)
-    for scrub in (False, True):
-        found = 0
+    reader, words = Reader(device), key_words(checks._ref_key)
+    for control in (True, False):
+        name = "control (key as arguments)" if control else "checks (key page)"
+        writer = Writer(device, checks, control)
+        for scrub in (False, True):
+            found = 0
+            for _ in range(args.launches):
+                writer.run()
+                if scrub:
+                    checks.scrub(0)
+                found += reader.count(words)
+            print(f"{name}, same context{', scrubbed between' if scrub else ''}: {found} key words read")
+        ours, theirs = mp.get_context("spawn").Pipe()
+        process = mp.get_context("spawn").Process(target=other_context, args=(theirs, control), daemon=True)
+        process.start()
+        theirs_words, found = key_words(ours.recv()), 0
         for _ in range(args.launches):
-            mask(checks, scratch)
-            if scrub:
-                checks.scrub(0)
-            found += reader.count(words)
-        print(f"same context{', scrubbed between' if scrub else ''}: {found} key words read")
-    ours, theirs = mp.get_context("spawn").Pipe()
-    process = mp.get_context("spawn").Process(target=other_context, args=(theirs,), daemon=True)
-    process.start()
-    words, found = key_words(ours.recv()), 0
-    for _ in range(args.launches):
-        ours.send("go")
-        ours.recv()
-        found += reader.count(words)
-    ours.send("stop")
-    process.join(timeout=30)
-    print(f"another process's context: {found} key words read")
+            ours.send("go")
+            ours.recv()
+            found += reader.count(theirs_words)
+        ours.send("stop")
+        process.join(timeout=30)
+        print(f"{name}, another process's context: {found} key words read")
     return 0
 
 

@@ -227,6 +227,13 @@ void def_memory(py::module_& m) {
              b.upload(info.ptr, n, offset);
            },
            py::arg("src"), py::arg("offset") = 0, "Copy a C-contiguous host buffer in at offset.")
+      .def("upload_async",
+           [](Buffer& b, py::buffer src, size_t offset) {
+             py::buffer_info info = contiguous(src, false);
+             b.upload_async(info.ptr, static_cast<size_t>(info.size * info.itemsize), offset);
+           },
+           py::arg("src"), py::arg("offset") = 0,
+           "Copy a C-contiguous host buffer in at offset, on the device's stream, without waiting for it.")
       .def("download", &download_into<Buffer>, py::arg("dst"), py::arg("offset") = 0,
            "Copy into a writable C-contiguous host buffer.")
       .def("fill_u32", &Buffer::fill_u32, py::arg("value"), py::arg("offset"), py::arg("nbytes"),

@@ -230,6 +230,12 @@ void Buffer::upload(const void* src, size_t bytes, size_t offset) {
   WS_CU(driver().cuMemcpyHtoD(ptr_ + offset, src, bytes));
 }
 
+void Buffer::upload_async(const void* src, size_t bytes, size_t offset) {
+  check_range(offset, bytes, "upload_async");
+  device_->make_current();
+  WS_CU(driver().cuMemcpyHtoDAsync(ptr_ + offset, src, bytes, device_->stream()));
+}
+
 void Buffer::download(void* dst, size_t bytes, size_t offset) const {
   check_range(offset, bytes, "download");
   device_->synchronize();

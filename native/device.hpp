@@ -74,6 +74,9 @@ class Buffer {
   CUdeviceptr ptr() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   void upload(const void* src, size_t bytes, size_t offset);
+  // Enqueued on the device's stream without waiting for it: the driver stages pageable
+  // host memory before returning, so src may go as soon as this returns.
+  void upload_async(const void* src, size_t bytes, size_t offset);
   void download(void* dst, size_t bytes, size_t offset) const;
   void fill_u32(uint32_t value, size_t offset, size_t bytes);
   // Enqueued on the device's stream, no synchronisation: for work inside a timing loop.

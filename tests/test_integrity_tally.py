@@ -34,8 +34,9 @@ class DeviceDouble:
         if fn == "ws_count_not":
             ptr, value, n, slot = values
             count = sum(self.memory.get(ptr + 4 * i, 0) != value % (1 << 32) for i in range(n))
-        else:
-            ptr, n, key, slot = values
+        else:  # the checksum's key from the key page, as ws_key_word reads it
+            ptr, n, key_ptr, slot = values
+            key = self.memory.get(key_ptr, 0)
             count = hash((key, tuple(self.memory.get(ptr + 4 * i, 0) for i in range(n)))) % (1 << 63)
         self.memory[slot] = self.memory.get(slot, 0) + count
 
@@ -53,6 +54,10 @@ class BufferDouble:
 
     fill_u32_async = fill_u32
 
+    def upload_async(self, words):  # the key page's u64 words
+        for i, w in enumerate(words):
+            self.device.memory[self.ptr + 8 * i] = int(w)
+
     def download(self, out):  # the tally's u64 slots, one per 8 bytes
         out[:] = [self.device.memory.get(self.ptr + 8 * i, 0) for i in range(len(out))]
 
@@ -60,6 +65,8 @@ class BufferDouble:
 def _checks(device):
     checks = GpuChecks.__new__(GpuChecks)  # the tally's state only: no checker module on this machine
     checks.device, checks._slots, checks._key, checks._grid = device, None, 7, 8
+    checks._ref_key, checks._fence_key, checks._seal_key = (1, 2), (3, 4), (5, 6)
+    checks._key_page = device.alloc(64)
     checks._fn = {name: name for name in ("ws_count_not", "ws_checksum")}
     return checks
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import secrets
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +50,9 @@ LOCAL_SCRUB_SOURCE = HOLD_SOURCE + (CUDA / "local_scrub.cu").read_text()
 
 
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
+# Where each key sits in the key page, in bytes (GpuChecks._keys_on): two u64 words a PRF key.
+REF_KEY, FENCE_KEY, SEAL_KEY, CHECKSUM_KEY = 0, 16, 32, 48
+KEY_PAGE_WORDS = 8
 # The scrub launches whose blocks hold for each other (GpuChecks._arrival_counter)
 HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot",
          *(hold_name(threads) for threads in LAYOUTS))
@@ -56,8 +61,10 @@ CLOSE_KERNELS = {"float32": "ws_check_close_f32", "float64": "ws_check_close_f64
 # By word width in bytes: 4, 2 for 16-bit arrays, 1 for fp8 arrays (agent/worker/case_buffers.py).
 COUNT_NOT_KERNELS = {4: "ws_count_not", 2: "ws_count_not16", 1: "ws_count_not8"}
 CHECKSUM_KERNELS = {4: "ws_checksum", 2: "ws_checksum16", 1: "ws_checksum8"}
-KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
-           "ws_seal", *COUNT_NOT_KERNELS.values(), *CHECKSUM_KERNELS.values(), "ws_fill16", "ws_fill8", "ws_scrub_shared")
+# Those that read the key page (cuda/checks.cu, ws_key_word), and the rest.
+KEYED_KERNELS = (*CLOSE_KERNELS.values(), "ws_count_differ_ref", "ws_mask64", "ws_mask32", "ws_fence", "ws_fence_count",
+                 "ws_seal", *CHECKSUM_KERNELS.values())
+KERNELS = (*KEYED_KERNELS, *COUNT_NOT_KERNELS.values(), "ws_fill16", "ws_fill8", "ws_scrub_shared")
 
 
 def _signed(value: int) -> int:
@@ -98,12 +105,14 @@ class GpuChecks:
         # A check's stats: STATS_WORDS, then one mismatch count per block of the check (ws_seal)
         self.slot_words = STATS_WORDS + self._grid
         self._stats = alloc_pages(device, self.slot_words * 8)
-        self._key = secrets.randbits(64)  # this worker's checksum key: in no kernel's reach
-        # The PRF keys of the reference mask and of the fences (a fence's salt goes into the
-        # second word), in no kernel's reach either.
+        # This worker's checksum key and the PRF keys of the reference mask, the fences (a
+        # fence's salt goes into the second word) and the seals: on the device only in the
+        # key page, and only while a check runs (_keys_on).
+        self._key = secrets.randbits(64)
         self._ref_key = (secrets.randbits(64), secrets.randbits(64))
         self._fence_key = (secrets.randbits(64), secrets.randbits(64))
         self._seal_key = (secrets.randbits(64), secrets.randbits(64))
+        self._key_page = alloc_pages(device, KEY_PAGE_WORDS * 8)
         # fences_broken's counters and a Tally's results: a page each now, grown on demand.
         # Allocated before any case's buffers, as _stats is: a page the driver placed right
         # after a case's buffers would take a kernel's far overrun (4 MiB past its output,
@@ -137,25 +146,34 @@ class GpuChecks:
         self._stats.download(out)
         return out
 
-    def _run(self, name: str, kernel_args: list[KernelArg]) -> np.ndarray:
-        self._reset()
-        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, kernel_args)
-        self.device.synchronize()
-        return self._read()
+    @contextmanager
+    def _keys_on(self) -> Iterator[int]:
+        """The key page's address, the keys in it for the kernels enqueued inside the block
+        and zeroed behind them, on the same stream: no other kernel runs while they are there
+        (cuda/checks.cu, ws_key_word, says why they are not arguments)."""
+        words = np.array([*self._ref_key, *self._fence_key, *self._seal_key, self._key], dtype=np.uint64)
+        page = self._key_page
+        page.upload_async(np.concatenate([words, np.zeros(KEY_PAGE_WORDS - len(words), dtype=np.uint64)]))
+        try:
+            yield page.ptr
+        finally:
+            page.fill_u32_async(0, 0, page.nbytes)
 
     def enqueue_output_check(self, dtype: str, out_ptr: int, ref_ptr: int, nbytes: int, scale_row: int,
                              rtol: float, stats_ptr: int) -> None:
         """Enqueue the output check without waiting: its mismatch count lands in
         stats_ptr[0] (zeroed by the caller). Floats by tolerance (each `scale_row` elements
         on their scale, stored after the reference's values), integers exactly."""
-        if dtype in CLOSE_KERNELS:
-            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
-                    ("i64", scale_row), ("f64", rtol), *self._ref_args(), ("ptr", stats_ptr)]
-            name = CLOSE_KERNELS[dtype]
-        else:
-            args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), *self._ref_args(), ("ptr", stats_ptr)]
-            name = "ws_count_differ_ref"
-        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
+        with self._keys_on() as keys:
+            if dtype in CLOSE_KERNELS:
+                name = CLOSE_KERNELS[dtype]
+                args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
+                        ("i64", scale_row), ("f64", rtol), ("ptr", keys + REF_KEY), ("ptr", stats_ptr)]
+            else:
+                name = "ws_count_differ_ref"
+                args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // 4), ("ptr", keys + REF_KEY),
+                        ("ptr", stats_ptr)]
+            self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0, args)
 
     def enqueue_seal(self, stats_ptr: int, salt: int) -> None:
         """Behind an enqueued output check: its count, summed from the blocks' own, and the
@@ -163,9 +181,10 @@ class GpuChecks:
         `salt` into every other word (sealed_rest says where, to check after the loop). The
         salt is the timing run's: a tag from another run (the same address reused) does not
         pass in this one."""
-        self.device.launch(self._fn["ws_seal"], (1, 1, 1), (128, 1, 1), 0,
-                           [("ptr", stats_ptr), ("i64", self._grid), *self._key_args(self._seal_key, tweak0=salt),
-                            *self._fence_args(salt)])
+        with self._keys_on() as keys:
+            self.device.launch(self._fn["ws_seal"], (1, 1, 1), (128, 1, 1), 0,
+                               [("ptr", stats_ptr), ("i64", self._grid), ("ptr", keys + SEAL_KEY),
+                                ("ptr", keys + FENCE_KEY), ("i64", _signed(salt))])
 
     def sealed_rest(self, stats_ptr: int) -> list[tuple[int, int]]:
         """The (ptr, nbytes) of a sealed slot that hold the fence's keystream: all but the
@@ -182,20 +201,21 @@ class GpuChecks:
         kernel runs before the mask is on."""
         buffer.upload(values)
         name, width = ("ws_mask64", 8) if values.dtype.kind == "f" else ("ws_mask32", 4)
-        self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0,
-                           [("ptr", buffer.ptr), ("i64", values.nbytes // width), *self._ref_args()])
+        with self._keys_on() as keys:
+            self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0,
+                               [("ptr", buffer.ptr), ("i64", values.nbytes // width), ("ptr", keys + REF_KEY)])
         self.device.synchronize()
 
     def close(self, dtype: str, out_ptr: int, ref_ptr: int, n: int, scale_row: int, rtol: float) -> CloseStats:
         """An output of `n` elements against its masked reference: a float output against the
         float64 reference and scales (warpsmith.agent.spec.tolerance's comparison), an integer
         one word for word (its mismatches only)."""
+        self._reset()
+        self.enqueue_output_check(dtype, out_ptr, ref_ptr, n * ARRAY_ITEMSIZE[dtype], scale_row, rtol, self._stats.ptr)
+        self.device.synchronize()
+        s = self._read()
         if dtype not in CLOSE_KERNELS:
-            bad = self._run("ws_count_differ_ref", [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n * ARRAY_ITEMSIZE[dtype] // 4),
-                                                    *self._ref_args(), ("ptr", self._stats.ptr)])[0]
-            return CloseStats(int(bad), 0.0, 0.0, -1, 0)
-        s = self._run(CLOSE_KERNELS[dtype], [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", n), ("i64", scale_row),
-                                             ("f64", rtol), *self._ref_args(), ("ptr", self._stats.ptr)])
+            return CloseStats(int(s[0]), 0.0, 0.0, -1, 0)
         return CloseStats(int(s[0]), _as_double(s[1]), _as_double(s[2]),
                           -1 if int(s[3]) == NO_INDEX else int(s[3]), int(s[4]))
 
@@ -206,21 +226,11 @@ class GpuChecks:
         k = tally.checksum(ptr, nbytes, width)
         return tally.read()[k]
 
-    @staticmethod
-    def _key_args(key: tuple[int, int], tweak0: int = 0, tweak1: int = 0) -> list[tuple[str, int]]:
-        """A PRF key (with a salt XORed into a word) as the kernel's two u64 arguments."""
-        return [("i64", _signed(key[0] ^ tweak0)), ("i64", _signed(key[1] ^ tweak1))]
-
-    def _ref_args(self) -> list[tuple[str, int]]:
-        return self._key_args(self._ref_key)
-
-    def _fence_args(self, salt: int) -> list[tuple[str, int]]:
-        return self._key_args(self._fence_key, tweak1=salt)
-
     def fence(self, ptr: int, nbytes: int, salt: int) -> None:
         """Fill the 4-byte words at ptr with the keystream of (key, salt); enqueued only."""
-        self.device.launch(self._fn["ws_fence"], (self._grid, 1, 1), (256, 1, 1), 0,
-                           [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt)])
+        with self._keys_on() as keys:
+            self.device.launch(self._fn["ws_fence"], (self._grid, 1, 1), (256, 1, 1), 0,
+                               [("ptr", ptr), ("i64", nbytes // 4), ("ptr", keys + FENCE_KEY), ("i64", _signed(salt))])
 
     def fences_broken(self, regions: list[tuple[int, int]], salt: int) -> list[int]:
         """For each (ptr, nbytes): how many words no longer hold the stream fence() wrote
@@ -230,10 +240,11 @@ class GpuChecks:
         if self._counts is None or self._counts.nbytes < 8 * len(regions):
             self._counts = alloc_pages(self.device, 8 * len(regions))
         self._counts.fill_u32(0, 0, 8 * len(regions))
-        for k, (ptr, nbytes) in enumerate(regions):
-            self.device.launch(self._fn["ws_fence_count"], (self._grid, 1, 1), (256, 1, 1), 0,
-                               [("ptr", ptr), ("i64", nbytes // 4), *self._fence_args(salt),
-                                ("ptr", self._counts.ptr + 8 * k)])
+        with self._keys_on() as keys:
+            for k, (ptr, nbytes) in enumerate(regions):
+                self.device.launch(self._fn["ws_fence_count"], (self._grid, 1, 1), (256, 1, 1), 0,
+                                   [("ptr", ptr), ("i64", nbytes // 4), ("ptr", keys + FENCE_KEY),
+                                    ("i64", _signed(salt)), ("ptr", self._counts.ptr + 8 * k)])
         self.device.synchronize()
         out = np.empty(len(regions), dtype=np.uint64)
         self._counts.download(out)
@@ -359,7 +370,7 @@ class GpuChecks:
 
 class Tally:
     """Counts (words not holding a value) and keyed checksums, enqueued one after another
-    and read with one wait. The sweep after every request checks each resident case's
+    (the checksums' key after their other arguments) and read with one wait. The sweep after every request checks each resident case's
     moats, inputs and references: about 36 buffers for sgemm, 23.6 ms on the H200
     when each check waited for its own result."""
 
@@ -377,7 +388,7 @@ class Tally:
     def checksum(self, ptr: int, nbytes: int, width: int = 4) -> int:
         """Keyed sum of the `width`-byte words at ptr: the index of its result."""
         self._ops.append((CHECKSUM_KERNELS[width],
-                          [("ptr", ptr), ("i64", nbytes // width), ("i64", _signed(self._checks._key))]))
+                          [("ptr", ptr), ("i64", nbytes // width)]))
         return len(self._ops) - 1
 
     def read(self) -> list[int]:
@@ -388,8 +399,10 @@ class Tally:
             c.device.synchronize()
             return []
         slots = c.tally_slots(len(self._ops))
-        for k, (name, args) in enumerate(self._ops):
-            c.device.launch(c._fn[name], (c._grid, 1, 1), (256, 1, 1), 0, [*args, ("ptr", slots.ptr + 8 * k)])
+        with c._keys_on() as keys:
+            for k, (name, args) in enumerate(self._ops):
+                key = [("ptr", keys + CHECKSUM_KEY)] if name in CHECKSUM_KERNELS.values() else []
+                c.device.launch(c._fn[name], (c._grid, 1, 1), (256, 1, 1), 0, [*args, *key, ("ptr", slots.ptr + 8 * k)])
         c.device.synchronize()
         out = np.empty(len(self._ops), dtype=np.uint64)
         slots.download(out)

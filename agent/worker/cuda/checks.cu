@@ -3,6 +3,25 @@
 // (WS_STATS_WORDS, WS_RESERVED_SMEM) and the element comparison of agent/spec/tolerance.py
 // (WS_SAME_NONFINITE, WS_RELATIVE_ERROR: its CUDA rendering, beside the NumPy one).
 
+// The checks' keys are never a kernel's argument: an argument is loaded into uniform
+// registers (ULDC), which no scrub reaches and a later kernel can read unset. They sit in
+// a key page only while these kernels run (GpuChecks._keys_on fills it before them and
+// zeroes it behind them, on the same stream), and each thread loads them from an address
+// ptxas cannot prove uniform (the lane id AND a word that is always 0: no device address
+// has bit 63 set), so they and everything computed from them stay in vector registers,
+// which the register scrub overwrites before every judged launch. A CPU test reads the
+// SASS: no R2UR in these kernels.
+__device__ __forceinline__ u64 ws_key_word(const u64* key, unsigned word) {
+  unsigned lane;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+  const u64* at = key + word + (lane & (unsigned)((u64)key >> 63));
+  u64 v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(at));
+  return v;
+}
+// A PRF key (k0, k1) from a key page's two words, with tweaks (a run's salt) XORed in.
+#define WS_KEY(key, t0, t1) const u64 k0 = ws_key_word(key, 0) ^ (t0), k1 = ws_key_word(key, 1) ^ (t1)
+
 __device__ u64 ws_mix(u64 x) {
   x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 27; x *= 0x94D049BB133111EBull;
@@ -10,16 +29,18 @@ __device__ u64 ws_mix(u64 x) {
 }
 
 // The references live on the GPU masked: each 64-bit word (32-bit for integer
-// references) XORed with the PRF of this worker's secret key (never a kernel's
-// argument), unmasked only inside these checks. A kernel that finds a reference by
+// references) XORed with the PRF of this worker's secret key, unmasked only inside these
+// checks. A kernel that finds a reference by
 // pointer arithmetic reads noise; one that writes into it cannot write what unmasks
 // to its own output (and the keyed checksum catches the write anyway).
-extern "C" __global__ void ws_mask64(u64* a, u64 n, u64 k0, u64 k1) {
+extern "C" __global__ void ws_mask64(u64* a, u64 n, const u64* key) {
+  WS_KEY(key, 0, 0);
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     a[i] ^= ws_prf(k0, k1, (u64)(a + i));
 }
 
-extern "C" __global__ void ws_mask32(unsigned* a, u64 n, u64 k0, u64 k1) {
+extern "C" __global__ void ws_mask32(unsigned* a, u64 n, const u64* key) {
+  WS_KEY(key, 0, 0);
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     a[i] ^= (unsigned)ws_prf(k0, k1, (u64)(a + i));
 }
@@ -57,7 +78,8 @@ __device__ void ws_block_count(u64 mine, u64* stats) {
 #define WS_MASKED_DOUBLE(p, j) __longlong_as_double((long long)((p)[j] ^ ws_prf(k0, k1, (u64)((p) + (j)))))
 #define WS_CHECK_CLOSE(NAME, T, LOAD)                                                 \
 extern "C" __global__ void NAME(const T* out, const u64* ref, u64 n, u64 row,         \
-                                double rtol, u64 k0, u64 k1, u64* stats) {            \
+                                double rtol, const u64* key, u64* stats) {            \
+  WS_KEY(key, 0, 0);                                                                  \
   double max_rel = 0.0, max_abs = 0.0;                                                \
   u64 mine = 0, nans = 0, first = ~0ull;                                              \
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;                     \
@@ -98,8 +120,9 @@ WS_CHECK_CLOSE(ws_check_close_f16, unsigned short, ws_f16)
 WS_CHECK_CLOSE(ws_check_close_bf16, unsigned short, ws_bf16)
 
 // An integer output against its (masked) reference, word for word.
-extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned* ref, u64 n, u64 k0, u64 k1,
+extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned* ref, u64 n, const u64* key,
                                                 u64* stats) {
+  WS_KEY(key, 0, 0);
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     local += a[i] != (ref[i] ^ (unsigned)ws_prf(k0, k1, (u64)(ref + i)));
@@ -110,12 +133,16 @@ extern "C" __global__ void ws_count_differ_ref(const unsigned* a, const unsigned
 // A timed launch's check, sealed: launched after the check, it sums the blocks' counts
 // (each written by the check itself, so whatever the kernel under test left in the slot
 // before the check is overwritten) into stats[6] and tags the sum with the PRF of the
-// slot's address under a secret key into stats[7]. The slots are read only after the
+// slot's address under a secret key (the seal key, the run's salt XORed into its first word)
+// into stats[7]. The slots are read only after the
 // timing loop, so a later launch of the kernel could rewrite an earlier launch's count:
 // it cannot forge the tag of the count it would write. Then every other word of the slot
-// gets the fence's keystream (f0, f1: the fence key and the run's salt), checked after the
-// loop: a sealed slot is no place to keep data from one launch to the next either.
-extern "C" __global__ void ws_seal(u64* stats, u64 nblocks, u64 k0, u64 k1, u64 f0, u64 f1) {
+// gets the fence's keystream (the fence key, the run's salt XORed into its second word),
+// checked after the loop: a sealed slot is no place to keep data from one launch to the
+// next either.
+extern "C" __global__ void ws_seal(u64* stats, u64 nblocks, const u64* seal, const u64* fence, u64 salt) {
+  WS_KEY(seal, salt, 0);
+  const u64 f0 = ws_key_word(fence, 0), f1 = ws_key_word(fence, 1) ^ salt;
   if (threadIdx.x == 0) {
     u64 sum = 0;
     for (u64 b = 0; b < nblocks; ++b) sum += stats[WS_STATS_WORDS + b];
@@ -131,18 +158,20 @@ extern "C" __global__ void ws_seal(u64* stats, u64 nblocks, u64 k0, u64 k1, u64 
     }
 }
 
-// A keyed checksum: a secret key (never a kernel's argument) makes a change that
+// A keyed checksum: a secret key makes a change that
 // keeps the sum unchanged unfindable. The sum of mixed words is order-free, so the
 // blocks add into one slot.
 
-extern "C" __global__ void ws_checksum(const unsigned* a, u64 n, u64 key, u64* sum) {
+extern "C" __global__ void ws_checksum(const unsigned* a, u64 n, const u64* keys, u64* sum) {
+  const u64 key = ws_key_word(keys, 0);
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     local += ws_mix(key ^ (i * 0x9E3779B97F4A7C15ull) ^ a[i]);
   atomicAdd(sum, local);
 }
 
-extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key, u64* sum) {
+extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, const u64* keys, u64* sum) {
+  const u64 key = ws_key_word(keys, 0);
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     local += ws_mix(key ^ (i * 0x9E3779B97F4A7C15ull) ^ a[i]);
@@ -150,7 +179,8 @@ extern "C" __global__ void ws_checksum16(const unsigned short* a, u64 n, u64 key
 }
 
 // fp8 arrays may end on any byte: they are summed a byte at a time.
-extern "C" __global__ void ws_checksum8(const unsigned char* a, u64 n, u64 key, u64* sum) {
+extern "C" __global__ void ws_checksum8(const unsigned char* a, u64 n, const u64* keys, u64* sum) {
+  const u64 key = ws_key_word(keys, 0);
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     local += ws_mix(key ^ (i * 0x9E3779B97F4A7C15ull) ^ a[i]);
@@ -160,12 +190,14 @@ extern "C" __global__ void ws_checksum8(const unsigned char* a, u64 n, u64 key, 
 // Fences: memory a run must leave alone (other cases' buffers and workspace, the moats)
 // filled with the PRF of the secret key and a fresh salt, so that a kernel that stashes
 // data there between launches cannot put back what it overwrote.
-extern "C" __global__ void ws_fence(unsigned* a, u64 n, u64 k0, u64 k1) {
+extern "C" __global__ void ws_fence(unsigned* a, u64 n, const u64* key, u64 salt) {
+  WS_KEY(key, 0, salt);
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     a[i] = (unsigned)ws_prf(k0, k1, (u64)(a + i));
 }
 
-extern "C" __global__ void ws_fence_count(const unsigned* a, u64 n, u64 k0, u64 k1, u64* count) {
+extern "C" __global__ void ws_fence_count(const unsigned* a, u64 n, const u64* key, u64 salt, u64* count) {
+  WS_KEY(key, 0, salt);
   u64 local = 0;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
     local += a[i] != (unsigned)ws_prf(k0, k1, (u64)(a + i));
