@@ -102,7 +102,7 @@ def _checks() -> tuple[GpuChecks, DeviceDouble]:
     rng = random.Random(7)
     checks._key = rng.getrandbits(64)
     checks._ref_key, checks._fence_key, checks._seal_key = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(3)]
-    checks._key_page = device.alloc(64)  # the first page: the one DeviceDouble watches
+    checks._key_page, checks._keys_depth = device.alloc(64), 0  # the first page: the one DeviceDouble watches
     checks._stats = device.alloc(256)
     checks._fn = {name: name for name in KERNELS}
     return checks, device
@@ -133,3 +133,15 @@ def test_no_launch_argument_holds_a_key_and_the_page_is_zero_between_checks():
         if name in KEYED_KERNELS:
             assert offsets, f"{name} launched without the key page"
             assert list(page) == [*keys, 0], f"{name} launched before its keys were in the page"
+
+
+def test_a_timed_launchs_checks_share_one_fill_and_the_page_is_zeroed_after_the_outermost():
+    checks, device = _checks()
+    uploads: list[int] = []
+    page = checks._key_page
+    page.upload_async = lambda src, offset=0: (uploads.append(1), PageDouble.upload(page, src, offset))
+    with checks.keys_on():
+        checks.enqueue_output_check("float32", 0x1000, 0x2000, 64, 16, 1e-5, checks._stats.ptr)
+        checks.enqueue_seal(checks._stats.ptr, 3)
+        assert page.words.any()
+    assert uploads == [1] and not page.words.any()

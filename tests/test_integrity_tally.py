@@ -66,7 +66,7 @@ def _checks(device):
     checks = GpuChecks.__new__(GpuChecks)  # the tally's state only: no checker module on this machine
     checks.device, checks._slots, checks._key, checks._grid = device, None, 7, 8
     checks._ref_key, checks._fence_key, checks._seal_key = (1, 2), (3, 4), (5, 6)
-    checks._key_page = device.alloc(64)
+    checks._key_page, checks._keys_depth = device.alloc(64), 0
     checks._fn = {name: name for name in ("ws_count_not", "ws_checksum")}
     return checks
 

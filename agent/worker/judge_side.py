@@ -166,12 +166,13 @@ class Judge:
         if self.slots is None or not 0 <= req.launch < launches:
             raise ValueError(f"launch {req.launch} is outside the run's {launches}")
         self._after(req.event)
-        for j, key in enumerate(keys):
-            out = self.outputs[key]
-            slot = self.slots.ptr + (req.launch * len(keys) + j) * self.checks.slot_words * 8
-            self.checks.enqueue_output_check(out.job.dtype, out.mapping.ptr + out.job.offset, out.reference.ptr,
-                                             out.job.count * ARRAY_ITEMSIZE[out.job.dtype], out.job.scale_row,
-                                             out.job.rtol, slot)
+        with self.checks.keys_on():
+            for j, key in enumerate(keys):
+                out = self.outputs[key]
+                slot = self.slots.ptr + (req.launch * len(keys) + j) * self.checks.slot_words * 8
+                self.checks.enqueue_output_check(out.job.dtype, out.mapping.ptr + out.job.offset, out.reference.ptr,
+                                                 out.job.count * ARRAY_ITEMSIZE[out.job.dtype], out.job.scale_row,
+                                                 out.job.rtol, slot)
         self.done.record()
         return Enqueued(self.done_handle)
 

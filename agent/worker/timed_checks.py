@@ -57,12 +57,13 @@ class TimedChecks:
         self.slots.fill_u32_async(0, first * self.slot_bytes, self.slots.nbytes - first * self.slot_bytes)
 
     def after(self, index: int) -> None:
-        for j, a in enumerate(self.outputs):
-            assert a.ref is not None  # set for every output
-            slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
-            self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.scale_row,
-                                             self.bufs.job.rtol[a.job.name], slot)
-            self.checks.enqueue_seal(slot, self.salt)
+        with self.checks.keys_on():
+            for j, a in enumerate(self.outputs):
+                assert a.ref is not None  # set for every output
+                slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes
+                self.checks.enqueue_output_check(a.job.dtype, a.ptr, a.ref.ptr, a.nbytes, a.scale_row,
+                                                 self.bufs.job.rtol[a.job.name], slot)
+                self.checks.enqueue_seal(slot, self.salt)
 
     def verdict(self, measured: int) -> Optional[CaseCheck]:
         """None when every measured launch's outputs passed; else the first failure."""
