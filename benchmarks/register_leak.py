@@ -77,7 +77,7 @@ class Writer:
         if not self.control:
             self.checks.upload_reference(self.scratch, np.zeros(self.scratch.nbytes // 8))
             return
-        k0, k1 = (v - (1 << 64) if v >= 1 << 63 else v for v in self.checks._ref_key)
+        k0, k1 = (v - (1 << 64) if v >= 1 << 63 else v for v in self.checks.keys.ref)
         self.device.launch(self.function, (self.device.facts.sm_count * 4, 1, 1), (256, 1, 1), 0,
                            [("ptr", self.scratch.ptr), ("i64", self.scratch.nbytes // 8), ("i64", k0), ("i64", k1)])
         self.device.synchronize()
@@ -108,7 +108,7 @@ def other_context(conn: Connection, control: bool) -> None:
     device = native.open_device(0)
     checks = GpuChecks(device, device.facts.arch)
     writer = Writer(device, checks, control)
-    conn.send(checks._ref_key)
+    conn.send(checks.keys.ref)
     while conn.recv() == "go":
         writer.run()
         conn.send("done")
@@ -120,7 +120,7 @@ def main() -> int:
     args = p.parse_args()
     device = native.open_device(0)
     checks = GpuChecks(device, device.facts.arch)
-    reader, words = Reader(device), key_words(checks._ref_key)
+    reader, words = Reader(device), key_words(checks.keys.ref)
     for control in (True, False):
         name = "control (key as arguments)" if control else "checks (key page)"
         writer = Writer(device, checks, control)

@@ -13,7 +13,6 @@ launch's arguments, on the CPU.
 from __future__ import annotations
 
 import itertools
-import random
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,6 +21,7 @@ import pytest
 from warpsmith.agent.runtime.compiler import compile_kernel
 from warpsmith.agent.runtime.sass import disassemble, nvdisasm
 from warpsmith.agent.runtime.sass_listing import parse_listing
+from warpsmith.agent.worker.check_keys import PAGE_WORDS, CheckKeys
 from warpsmith.agent.worker.gpu_checks import KERNELS, KEYED_KERNELS, SOURCE, GpuChecks
 
 ARCHS = ["sm_80", "sm_90", "sm_100"]
@@ -99,10 +99,7 @@ def _checks() -> tuple[GpuChecks, DeviceDouble]:
     device = DeviceDouble()
     checks = GpuChecks.__new__(GpuChecks)  # the host side only: no checker module on this machine
     checks.device, checks._grid, checks._counts, checks._slots = device, 8, None, None
-    rng = random.Random(7)
-    checks._key = rng.getrandbits(64)
-    checks._ref_key, checks._fence_key, checks._seal_key = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(3)]
-    checks._key_page, checks._keys_depth = device.alloc(64), 0  # the first page: the one DeviceDouble watches
+    checks.keys = CheckKeys(device)  # its page the first: the one DeviceDouble watches
     checks._stats = device.alloc(256)
     checks._fn = {name: name for name in KERNELS}
     return checks, device
@@ -120,8 +117,8 @@ def test_no_launch_argument_holds_a_key_and_the_page_is_zero_between_checks():
     checks.enqueue_seal(checks._stats.ptr, salt)
     checks.fences_broken([(0x2000, 64)], salt)
     assert checks.checksum(0x4000, 64) == 0
-    assert not checks._key_page.words.any()
-    keys = [*checks._ref_key, *checks._fence_key, *checks._seal_key, checks._key]
+    assert not checks.keys.page.words.any()
+    keys = [*checks.keys.ref, *checks.keys.fence, *checks.keys.seal, checks.keys.checksum]
     secret = set(keys) | {k ^ salt for k in keys}
     launched = {name for name, _ in device.launches}
     assert {"ws_mask64", "ws_check_close_f32", "ws_count_differ_ref", "ws_check_close_bf16", "ws_seal",
@@ -129,18 +126,18 @@ def test_no_launch_argument_holds_a_key_and_the_page_is_zero_between_checks():
     for (name, args), page in zip(device.launches, device.page_during, strict=True):
         assert not secret & {int(v) % (1 << 64) for kind, v in args if kind == "i64"}, name
         pointers = [int(v) for kind, v in args if kind == "ptr"]
-        offsets = [p - checks._key_page.ptr for p in pointers if 0 <= p - checks._key_page.ptr < 64]
+        offsets = [p - checks.keys.page.ptr for p in pointers if 0 <= p - checks.keys.page.ptr < 8 * PAGE_WORDS]
         if name in KEYED_KERNELS:
             assert offsets, f"{name} launched without the key page"
-            assert list(page) == [*keys, 0], f"{name} launched before its keys were in the page"
+            assert list(page[:PAGE_WORDS]) == list(checks.keys.words()), f"{name} launched before its keys were in the page"
 
 
 def test_a_timed_launchs_checks_share_one_fill_and_the_page_is_zeroed_after_the_outermost():
     checks, device = _checks()
     uploads: list[int] = []
-    page = checks._key_page
+    page = checks.keys.page
     page.upload_async = lambda src, offset=0: (uploads.append(1), PageDouble.upload(page, src, offset))
-    with checks.keys_on():
+    with checks.keys.on():
         checks.enqueue_output_check("float32", 0x1000, 0x2000, 64, 16, 1e-5, checks._stats.ptr)
         checks.enqueue_seal(checks._stats.ptr, 3)
         assert page.words.any()

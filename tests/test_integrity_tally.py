@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from warpsmith.agent.worker.case_buffers import GUARD_WORD, CaseBuffers, DeviceArray
+from warpsmith.agent.worker.check_keys import CheckKeys
 from warpsmith.agent.worker.gpu_checks import GpuChecks
 from warpsmith.agent.worker.gpu_side import GpuWorker
 from warpsmith.agent.worker.pages import ALLOC_GRANULE
@@ -64,9 +65,7 @@ class BufferDouble:
 
 def _checks(device):
     checks = GpuChecks.__new__(GpuChecks)  # the tally's state only: no checker module on this machine
-    checks.device, checks._slots, checks._key, checks._grid = device, None, 7, 8
-    checks._ref_key, checks._fence_key, checks._seal_key = (1, 2), (3, 4), (5, 6)
-    checks._key_page, checks._keys_depth = device.alloc(64), 0
+    checks.device, checks._slots, checks._grid, checks.keys = device, None, 8, CheckKeys(device)
     checks._fn = {name: name for name in ("ws_count_not", "ws_checksum")}
     return checks
 

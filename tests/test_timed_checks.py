@@ -6,7 +6,7 @@ tests/test_gpu_adversarial.py::test_a_timed_check_rewritten_after_it_ran_is_caug
 from __future__ import annotations
 
 import secrets
-from contextlib import contextmanager
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import numpy as np
@@ -41,7 +41,7 @@ class ChecksDouble(GpuChecks):
 
     def __init__(self):
         self._grid, self.slot_words = GRID, STATS_WORDS + GRID
-        self._seal_key = (secrets.randbits(64), secrets.randbits(64))
+        self.keys = SimpleNamespace(seal=(secrets.randbits(64), secrets.randbits(64)), on=nullcontext)
         self.slots: SlotsDouble | None = None
         self.bad = 0  # what the next check finds, spread over the blocks
 
@@ -62,11 +62,6 @@ class ChecksDouble(GpuChecks):
 
     def local_scrub(self, local_bytes):
         return None
-
-    @contextmanager
-    def keys_on(self):
-        yield 0
-
     def enqueue_output_check(self, dtype, out_ptr, ref_ptr, nbytes, scale, rtol, stats_ptr):
         k = (stats_ptr - self.slots.ptr) // 8
         self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID] = [self.bad // GRID + (b < self.bad % GRID)
@@ -76,7 +71,7 @@ class ChecksDouble(GpuChecks):
         k = (stats_ptr - self.slots.ptr) // 8
         total = int(self.slots.words[k + STATS_WORDS:k + STATS_WORDS + GRID].sum())
         self.slots.words[k + 6] = total
-        self.slots.words[k + 7] = prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ total, stats_ptr)
+        self.slots.words[k + 7] = prf(self.keys.seal[0] ^ salt, self.keys.seal[1] ^ total, stats_ptr)
         for ptr, nbytes in self.sealed_rest(stats_ptr):  # the rest of the slot: the fence's keystream
             self.slots.u32(ptr)[:nbytes // 4] = [self.stream(salt, ptr + 4 * i) for i in range(nbytes // 4)]
 
@@ -157,7 +152,7 @@ def test_the_slots_not_sealed_yet_are_zero_before_each_launch():
     j.slots.words[2 * j.slot_words + 3] = 777  # launch 1 writes into launch 3's slot
     j.before(1)
     assert j.slots.words[2 * j.slot_words + 3] == 0  # gone before launch 2 could read it
-    assert j.slots.words[7] == prf(checks._seal_key[0] ^ j.salt, checks._seal_key[1], j.slots.ptr)  # launch 1's seal kept
+    assert j.slots.words[7] == prf(checks.keys.seal[0] ^ j.salt, checks.keys.seal[1], j.slots.ptr)  # launch 1's seal kept
     j.slots.words[-1] = 777  # and past the last slot, in the page's slack
     j.before(2)
     assert j.slots.words[-1] == 0

@@ -11,10 +11,7 @@ defines; a GPU test checks both agree.
 
 from __future__ import annotations
 
-import secrets
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +21,7 @@ import numpy as np
 from ..runtime import compiler
 from ..spec import tolerance
 from ..spec.workload import ARRAY_ITEMSIZE
+from .check_keys import CHECKSUM_KEY, FENCE_KEY, REF_KEY, SEAL_KEY, CheckKeys
 from .host_prf import prf
 from .pages import alloc_pages
 from .register_scrub import LAYOUTS, RegisterScrub, hold_name
@@ -50,9 +48,6 @@ LOCAL_SCRUB_SOURCE = HOLD_SOURCE + (CUDA / "local_scrub.cu").read_text()
 
 
 NO_INDEX = 0xFFFFFFFFFFFFFFFF
-# Where each key sits in the key page, in bytes (GpuChecks.keys_on): two u64 words a PRF key.
-REF_KEY, FENCE_KEY, SEAL_KEY, CHECKSUM_KEY = 0, 16, 32, 48
-KEY_PAGE_WORDS = 8
 # The scrub launches whose blocks hold for each other (GpuChecks._arrival_counter)
 HOLDS = ("local scrub", "shared scrub, a block per SM", "shared scrub, a block per slot",
          *(hold_name(threads) for threads in LAYOUTS))
@@ -105,14 +100,7 @@ class GpuChecks:
         # A check's stats: STATS_WORDS, then one mismatch count per block of the check (ws_seal)
         self.slot_words = STATS_WORDS + self._grid
         self._stats = alloc_pages(device, self.slot_words * 8)
-        # This worker's checksum key and the PRF keys of the reference mask, the fences (a
-        # fence's salt goes into the second word) and the seals: on the device only in the
-        # key page, and only while a check runs (_keys_on).
-        self._key = secrets.randbits(64)
-        self._ref_key = (secrets.randbits(64), secrets.randbits(64))
-        self._fence_key = (secrets.randbits(64), secrets.randbits(64))
-        self._seal_key = (secrets.randbits(64), secrets.randbits(64))
-        self._key_page, self._keys_depth = alloc_pages(device, KEY_PAGE_WORDS * 8), 0
+        self.keys = CheckKeys(device)
         # fences_broken's counters and a Tally's results: a page each now, grown on demand.
         # Allocated before any case's buffers, as _stats is: a page the driver placed right
         # after a case's buffers would take a kernel's far overrun (4 MiB past its output,
@@ -146,31 +134,12 @@ class GpuChecks:
         self._stats.download(out)
         return out
 
-    @contextmanager
-    def keys_on(self) -> Iterator[int]:
-        """The key page's address, the keys in it for the kernels enqueued inside the block
-        and zeroed behind them, on the same stream: no other kernel runs while they are there
-        (cuda/checks.cu, ws_key_word, says why they are not arguments). Nested blocks share
-        the outermost one's fill: a timed launch's checks take one."""
-        page = self._key_page
-        if not self._keys_depth:
-            words = np.zeros(KEY_PAGE_WORDS, dtype=np.uint64)
-            words[:7] = [*self._ref_key, *self._fence_key, *self._seal_key, self._key]
-            page.upload_async(words)
-        self._keys_depth += 1
-        try:
-            yield page.ptr
-        finally:
-            self._keys_depth -= 1
-            if not self._keys_depth:
-                page.fill_u32_async(0, 0, page.nbytes)
-
     def enqueue_output_check(self, dtype: str, out_ptr: int, ref_ptr: int, nbytes: int, scale_row: int,
                              rtol: float, stats_ptr: int) -> None:
         """Enqueue the output check without waiting: its mismatch count lands in
         stats_ptr[0] (zeroed by the caller). Floats by tolerance (each `scale_row` elements
         on their scale, stored after the reference's values), integers exactly."""
-        with self.keys_on() as keys:
+        with self.keys.on() as keys:
             if dtype in CLOSE_KERNELS:
                 name = CLOSE_KERNELS[dtype]
                 args = [("ptr", out_ptr), ("ptr", ref_ptr), ("i64", nbytes // ARRAY_ITEMSIZE[dtype]),
@@ -187,7 +156,7 @@ class GpuChecks:
         `salt` into every other word (sealed_rest says where, to check after the loop). The
         salt is the timing run's: a tag from another run (the same address reused) does not
         pass in this one."""
-        with self.keys_on() as keys:
+        with self.keys.on() as keys:
             self.device.launch(self._fn["ws_seal"], (1, 1, 1), (128, 1, 1), 0,
                                [("ptr", stats_ptr), ("i64", self._grid), ("ptr", keys + SEAL_KEY),
                                 ("ptr", keys + FENCE_KEY), ("i64", _signed(salt))])
@@ -199,7 +168,7 @@ class GpuChecks:
 
     def sealed(self, stats_ptr: int, salt: int, count: int, tag: int) -> bool:
         """Whether (count, tag), read back from the stats at stats_ptr, are what ws_seal wrote there."""
-        return prf(self._seal_key[0] ^ salt, self._seal_key[1] ^ count, stats_ptr) == tag
+        return prf(self.keys.seal[0] ^ salt, self.keys.seal[1] ^ count, stats_ptr) == tag
 
     def upload_reference(self, buffer: Buffer, values: np.ndarray) -> None:
         """Upload a reference (float64, or an output's integer dtype) into buffer and mask it
@@ -207,7 +176,7 @@ class GpuChecks:
         kernel runs before the mask is on."""
         buffer.upload(values)
         name, width = ("ws_mask64", 8) if values.dtype.kind == "f" else ("ws_mask32", 4)
-        with self.keys_on() as keys:
+        with self.keys.on() as keys:
             self.device.launch(self._fn[name], (self._grid, 1, 1), (256, 1, 1), 0,
                                [("ptr", buffer.ptr), ("i64", values.nbytes // width), ("ptr", keys + REF_KEY)])
         self.device.synchronize()
@@ -234,7 +203,7 @@ class GpuChecks:
 
     def fence(self, ptr: int, nbytes: int, salt: int) -> None:
         """Fill the 4-byte words at ptr with the keystream of (key, salt); enqueued only."""
-        with self.keys_on() as keys:
+        with self.keys.on() as keys:
             self.device.launch(self._fn["ws_fence"], (self._grid, 1, 1), (256, 1, 1), 0,
                                [("ptr", ptr), ("i64", nbytes // 4), ("ptr", keys + FENCE_KEY), ("i64", _signed(salt))])
 
@@ -246,7 +215,7 @@ class GpuChecks:
         if self._counts is None or self._counts.nbytes < 8 * len(regions):
             self._counts = alloc_pages(self.device, 8 * len(regions))
         self._counts.fill_u32(0, 0, 8 * len(regions))
-        with self.keys_on() as keys:
+        with self.keys.on() as keys:
             for k, (ptr, nbytes) in enumerate(regions):
                 self.device.launch(self._fn["ws_fence_count"], (self._grid, 1, 1), (256, 1, 1), 0,
                                    [("ptr", ptr), ("i64", nbytes // 4), ("ptr", keys + FENCE_KEY),
@@ -405,7 +374,7 @@ class Tally:
             c.device.synchronize()
             return []
         slots = c.tally_slots(len(self._ops))
-        with c.keys_on() as keys:
+        with c.keys.on() as keys:
             for k, (name, args) in enumerate(self._ops):
                 key = [("ptr", keys + CHECKSUM_KEY)] if name in CHECKSUM_KERNELS.values() else []
                 c.device.launch(c._fn[name], (c._grid, 1, 1), (256, 1, 1), 0, [*args, *key, ("ptr", slots.ptr + 8 * k)])

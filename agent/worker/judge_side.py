@@ -166,7 +166,7 @@ class Judge:
         if self.slots is None or not 0 <= req.launch < launches:
             raise ValueError(f"launch {req.launch} is outside the run's {launches}")
         self._after(req.event)
-        with self.checks.keys_on():
+        with self.checks.keys.on():
             for j, key in enumerate(keys):
                 out = self.outputs[key]
                 slot = self.slots.ptr + (req.launch * len(keys) + j) * self.checks.slot_words * 8

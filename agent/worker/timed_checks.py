@@ -57,7 +57,7 @@ class TimedChecks:
         self.slots.fill_u32_async(0, first * self.slot_bytes, self.slots.nbytes - first * self.slot_bytes)
 
     def after(self, index: int) -> None:
-        with self.checks.keys_on():
+        with self.checks.keys.on():
             for j, a in enumerate(self.outputs):
                 assert a.ref is not None  # set for every output
                 slot = self.slots.ptr + (index * len(self.outputs) + j) * self.slot_bytes

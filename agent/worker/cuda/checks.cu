@@ -5,7 +5,7 @@
 
 // The checks' keys are never a kernel's argument: an argument is loaded into uniform
 // registers (ULDC), which no scrub reaches and a later kernel can read unset. They sit in
-// a key page only while these kernels run (GpuChecks.keys_on fills it before them and
+// a key page only while these kernels run (agent/worker/check_keys.py fills it before them and
 // zeroes it behind them, on the same stream), and each thread loads them from an address
 // ptxas cannot prove uniform (the lane id AND a word that is always 0: no device address
 // has bit 63 set), so they and everything computed from them stay in vector registers,
