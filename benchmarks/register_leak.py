@@ -94,8 +94,12 @@ class Reader:
         self.blocks = device.facts.sm_count * 8
         self.out = device.alloc(self.blocks * 256 * WORDS * 8)
 
-    def count(self, words: np.ndarray) -> int:
+    def clear(self) -> None:
+        """Zero the reader's output; before the writer runs, since a memset between the two
+        may run a kernel of the driver's own, whose registers would stand between them."""
         self.out.fill_u32(0, 0, self.out.nbytes)
+
+    def count(self, words: np.ndarray) -> int:
         self.device.launch(self.function, (self.blocks, 1, 1), (256, 1, 1), 0, [("ptr", self.out.ptr), ("i64", 0)])
         self.device.synchronize()
         seen = np.empty(self.out.nbytes // 4, np.uint32)
@@ -127,6 +131,7 @@ def main() -> int:
         for scrub in (False, True):
             found = 0
             for _ in range(args.launches):
+                reader.clear()
                 writer.run()
                 if scrub:
                     checks.scrub(0)
@@ -137,6 +142,7 @@ def main() -> int:
         process.start()
         theirs_words, found = key_words(ours.recv()), 0
         for _ in range(args.launches):
+            reader.clear()
             ours.send("go")
             ours.recv()
             found += reader.count(theirs_words)

@@ -194,7 +194,9 @@ def test_gpu_check_agrees_with_numpy(evaluator):
     assert check.status == "wrong_answer"
     cpu = check.reports[0]
     assert check.max_rel_error == pytest.approx(cpu.max_rel_error, rel=1e-9)
-    assert check.mismatches == cpu.mismatches == 97 * 83
+    # (r + c) % 3 picks 1 or -0.5 whatever the reference: a random reference is within the
+    # tolerance of that constant at no more than a handful of elements
+    assert check.mismatches == cpu.mismatches and cpu.mismatches >= 97 * 83 - 8
 
 
 def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workload):
