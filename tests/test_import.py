@@ -140,7 +140,7 @@ def test_the_workload_is_written_from_the_probes_data(tmp_path):
     assert [(p.name, p.role) for p in w.params] == [("A", "input"), ("B", "input"), ("ln_weight", "input"),
                                                      ("out", "output"), ("M", "scalar"), ("K", "scalar"),
                                                      ("N", "scalar")]
-    assert [str(e) for e in w.params[3].shape] == ["M", "1", "N"] and (w.params[2].low, w.params[2].high) == (0, 2)
+    assert [str(e) for e in w.params[3].shape] == ["M", "1", "N"] and w.bounds(w.params[2], w.cases[0]) == (0, 2)
     assert [(c.name, c.role, c.sizes) for c in w.cases] == [
         ("problem", "performance", {"M": 1024, "K": 4096, "N": 2048}),
         ("3x7x5", "correctness", {"M": 3, "K": 7, "N": 5}), ("341x1365x683", "correctness", {"M": 341, "K": 1365, "N": 683})]
@@ -258,7 +258,7 @@ def test_layernorms_parameters_become_inputs(tmp_path):
     out = _run_readme_command(next(c for c in README_COMMANDS if "layernorm.py" in c), tmp_path)
     w = load_workload(out)
     assert [p.name for p in w.params] == ["x", "ln_weight", "ln_bias", "out", "batch_size", "dim"]
-    assert (w.params[1].low, w.params[1].high, w.params[2].low, w.params[2].high) == (0, 2, -1, 1)
+    assert (*w.bounds(w.params[1], w.cases[0]), *w.bounds(w.params[2], w.cases[0])) == (0, 2, -1, 1)
     assert [c.sizes for c in w.cases][1] == {"batch_size": 3, "dim": 5}  # LayerNorm(5) ran at 3 x 5
 
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from warpsmith.agent.cli.commands import main
+from warpsmith.agent.spec.inputs import array_jobs, generate_input
 from warpsmith.agent.spec.workload import load_workload
 
 torch = pytest.importorskip("torch")
@@ -103,16 +104,24 @@ def test_convolution_outputs_are_expressions_and_its_kernel_size_stays(tmp_path,
 
 
 def test_index_inputs_stay_in_range(tmp_path, capsys):
-    """CrossEntropyLoss's targets: num_classes is not shrunk (the indices stay below it), said so, and the
-    targets are drawn from [0, num_classes - 1]; the batch shrinks."""
+    """CrossEntropyLoss's targets: num_classes is a size like the batch, and the targets' bounds follow it
+    ([0, num_classes - 1] in every case), so the correctness cases shrink the classes too; the inputs drawn
+    for each case stay below its classes, and check computes the references."""
     code, out, err = _import(tmp_path, CROSS_ENTROPY, capsys)
     assert code == 0, err
-    assert "not kept: num_classes stays 1000: get_inputs() draws indices below it" in out
+    assert "num_classes stays" not in out and "targets uniform [0, num_classes - 1]" in out
     w = load_workload(tmp_path / "out")
     targets = next(p for p in w.params if p.name == "targets")
-    assert (targets.low, targets.high) == (0, 999) and [str(e) for e in targets.shape] == ["batch_size"]
-    assert [str(e) for e in w.params[0].shape] == ["batch_size", "1000"]
-    assert all(c.sizes["batch_size"] < 4096 for c in w.cases[1:])
+    assert (str(targets.low), str(targets.high)) == ("0", "num_classes - 1")
+    assert [str(e) for e in w.params[0].shape] == ["batch_size", "num_classes"]
+    assert all(c.sizes["batch_size"] < 4096 and c.sizes["num_classes"] < 1000 for c in w.cases[1:])
+    for case in w.cases:
+        job = next(j for j in array_jobs(w, case) if j.name == "targets")
+        drawn = generate_input(job, case.name, 1)
+        assert drawn.min() >= 0 and drawn.max() <= case.sizes["num_classes"] - 1, case.name
+    assert main(["check", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("ok    reference") >= 2 and "FAIL" not in printed
 
 
 def test_an_unsupported_dtype_is_refused_before_anything_is_allocated(tmp_path, capsys):

@@ -222,3 +222,14 @@ def test_a_density_sets_the_share_of_true_of_one_and_of_plus_one(tmp_path):
     assert set(np.unique(x["M"])) == {0, 1} and abs(x["M"].mean() - 0.1) < 0.01
     assert set(np.unique(x["G"])) == {-1, 1} and abs((x["G"] > 0).mean() - 0.9) < 0.01
     assert abs(x["B"].mean() - 0.25) < 0.01 and abs(x["H"].mean() - 0.5) < 0.01
+
+
+def test_an_integer_range_may_follow_the_sizes(tmp_path):
+    """Indices below a size (`range = [0, "N - 1"]`): each case draws them below its own N, every value
+    of the range turning up."""
+    w = load_workload(_workload(tmp_path / "w", {"I": 'dtype = "int64"\nshape = ["R", "N"]\nrange = [0, "N - 1"]'}))
+    for case in w.cases:
+        job = next(j for j in array_jobs(w, case) if j.name == "I")
+        assert (job.low, job.high) == (0, case.sizes["N"] - 1), case.name
+        drawn = generate_input(job, case.name, 3)
+        assert drawn.max() == case.sizes["N"] - 1 and drawn.min() >= 0, case.name

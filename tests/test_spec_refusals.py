@@ -100,6 +100,14 @@ BROKEN = {  # id: (edit of the small sgemm workload, key in the message, words i
                               "cases[1].signed_zeros", "only a correctness case"),
     "row-scale-unknown": (_sub("allow_tf32 = false", 'allow_tf32 = false\nscale = "rows"'), "tolerance.scale",
                           "must be \"case\""),
+    "range-expr-float": (_sub('shape = ["M", "K"]', 'shape = ["M", "K"]\nrange = [0, "K"]'), "params[0].range",
+                         "only an integer input's range may follow the sizes"),
+    "range-expr-unknown": (_sub('shape = ["M", "K"]\n', 'shape = ["M", "K"]\n\n[[params]]\nname = "idx"\nrole = "input"\n'
+                                'dtype = "int32"\nshape = ["M"]\nrange = [0, "Q - 1"]\n'), "params[1].range",
+                           "for case 'odd-97x83x61'"),
+    "range-expr-empty": (_sub('shape = ["M", "K"]\n', 'shape = ["M", "K"]\n\n[[params]]\nname = "idx"\nrole = "input"\n'
+                              'dtype = "int32"\nshape = ["M"]\nrange = [0, "K - 61"]\n'), "params[1].range",
+                         "for case 'odd-97x83x61': expected low < high, got [0, 0]"),
     "config-too-many": (_sub('entry = "sgemm_tiled"', 'entry = "sgemm_tiled"\nconfigs = [' + ", ".join(["{ BM = 64 }"] * 33)
                              + "]"), "kernels.tiled.configs", "at most 32"),
 }

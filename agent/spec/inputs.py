@@ -89,7 +89,8 @@ def array_jobs(workload: Workload, case: Case) -> list[ArrayJob]:
         stressed = p.role == "input" and p.dtype in FLOAT_DTYPES and p.structure not in (*VALUE_STRUCTURES,
                                                                                          "rows_sum_to_1")
         factor = case.input_scale if stressed else 1.0
-        jobs.append(ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), p.low * factor, p.high * factor,
+        low, high = workload.bounds(p, case)
+        jobs.append(ArrayJob(p.name, p.role, p.dtype, workload.shape(p, case), low * factor, high * factor,
                              stressed and case.signed_zeros, factor if p.distribution == "normal" else 0.0,
                              p.structure if p.role == "input" else "", p.density))
     return jobs

@@ -201,6 +201,8 @@ def probe(path: Path) -> dict:
             notes += [n for n in [_scalar_note(name, base.scalars[i], sample[i])] if n]
             continue
         drawing, lost = input_drawing(name, sample[i], base.bounds[i], base.draws[i])
+        if i in plan.bounds:  # indices below a size: their bounds follow it in every case
+            drawing["low"], drawing["high"] = (int(e) if e.lstrip("-").isdigit() else e for e in plan.bounds[i])
         arrays.append({"name": name, "role": "input", "dtype": base.inputs[i][1],
                        "dims": dims("input", i, len(base.inputs[i][0])), **drawing})
         notes += [lost] if lost else []

@@ -39,8 +39,10 @@ class ProblemArray:
     role: str  # input | output
     dtype: str
     dims: tuple[str | int, ...]  # expressions of the sizes, or literal extents
-    low: float = -1.0  # inputs: drawn uniformly from [low, high]
-    high: float = 1.0
+    # inputs: drawn uniformly from [low, high]; an integer input's bound may be an expression
+    # of the sizes (indices below one)
+    low: float | str = -1.0
+    high: float | str = 1.0
     state_key: str = ""  # the model's parameter or buffer this input stands for
     distribution: str = "uniform"  # inputs: "normal" for torch.randn's
     structure: str = ""  # inputs: kept in every case (workload_model.STRUCTURES)
@@ -99,7 +101,8 @@ class ProblemProbe:
             if not all(_names_sizes(d, self.sizes) if isinstance(d, str) else type(d) is int and d >= 1
                        for d in a.dims):
                 return f"dimensions of {a.name}: {a.dims}"
-            if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (a.low, a.high)):
+            if not all(_names_sizes(v, self.sizes) and a.dtype.startswith("int") if isinstance(v, str)
+                       else isinstance(v, (int, float)) and math.isfinite(v) for v in (a.low, a.high)):
                 return f"range of {a.name}"
             if a.distribution not in DISTRIBUTIONS or (a.structure and a.structure not in STRUCTURES):
                 return f"drawing of {a.name}"

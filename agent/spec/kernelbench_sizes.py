@@ -5,14 +5,14 @@ from runs on the meta device (kernelbench_trace.py).
 A constant is a size when changing it changes some array's shape: any constant that
 shapes an input, and one of MIN_SIZE or more that shapes a parameter or an output
 (out_channels, hidden sizes), so kernel_size, stride or padding stay the problem's
-own. Equal values mean nothing: each constant is moved on its own. A constant that
+own. The bounds of get_inputs()' torch.randint draws are fitted like dimensions, so
+indices below a size (CrossEntropyLoss's classes) follow it in every case. Equal values mean nothing: each constant is moved on its own. A constant that
 shapes an input but stops the Model when it alone moves is tried together with each
 other constant of its value; where the Model runs when they move together, they are
 tied: one size, named after the first, the other following it (HingeLoss's
 `batch_size` and `input_shape`, which broadcasting makes equal). A size stays fixed
 (and is named in a note) where the Model does not run when it alone changes, where
-get_inputs() draws indices below it (CrossEntropyLoss's classes: the indices must
-stay in range), or where a dimension follows it in a way shape_fit cannot write.
+get_inputs() draws indices that follow it in a way shape_fit cannot write), or where a dimension does.
 
 The smallest case the Model runs at (real arithmetic on the CPU, in float64, as the
 reference will) is the first correctness case and the point the sizes are moved
@@ -51,6 +51,8 @@ class SizePlan:
     cases: list[Sizes] = field(default_factory=list)  # smaller cases, smallest first
     notes: list[str] = field(default_factory=list)  # constants kept at their own value, and why
     tied: dict[str, str] = field(default_factory=dict)  # constant -> the size it moves with
+    # input index -> its torch.randint's [low, high] as expressions, where one follows a size
+    bounds: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     def constants(self, case: Sizes) -> Sizes:
         return _with_ties(case, self.tied)
@@ -108,9 +110,7 @@ def _movers(path: Path, constants: Sizes, base: Shapes) -> tuple[list[str], list
             moved = {k for k in set(before) | set(after.dims()) if before.get(k) != after.dims().get(k)}
             if not moved:
                 break
-            if after.bounds != base.bounds:
-                notes.append(f"{name} stays {v}: get_inputs() draws indices below it")
-            elif any(k[0] == "input" for k in moved) or v >= MIN_SIZE:
+            if any(k[0] == "input" for k in moved) or v >= MIN_SIZE:
                 names.append(name)
             break
         else:
@@ -183,6 +183,8 @@ def _ladder(values: Sizes) -> list[Sizes]:
 def _elements(dims: dict[DimKey, str], case: Sizes) -> int:
     shapes: dict[tuple[str, int | str], list[int]] = {}
     for (kind, key, _), e in dims.items():
+        if kind == "bound":
+            continue
         shapes.setdefault((kind, key), []).append(Expr.parse(e).evaluate_int(case))
     return sum(math.prod(shape) for shape in shapes.values())
 
@@ -191,8 +193,14 @@ def _count(shapes: Shapes) -> int:
     return sum(math.prod(shape) for shape, _ in (*shapes.inputs, *shapes.state.values(), *(shapes.outputs or ())))
 
 
+def _observed(shapes: Shapes) -> dict[DimKey, int]:
+    """Every dimension, and the low and high bound of each torch.randint input ("bound", i, "low")."""
+    bounds = [(i, b) for i, b in enumerate(shapes.bounds) if b is not None]
+    return {**shapes.dims(), **{("bound", i, end): v for i, b in bounds for end, v in zip(("low", "high"), b)}}
+
+
 def _meets(dims: dict[DimKey, str], shapes: Shapes, case: Sizes) -> bool:
-    seen = shapes.dims()
+    seen = _observed(shapes)
     return all(seen[k] == Expr.parse(e).evaluate_int(case) for k, e in dims.items() if k in seen)
 
 
@@ -200,7 +208,7 @@ def _fit(runs: _Problem, names: list[str], base_case: Sizes, problem: Sizes,
          base: Shapes) -> tuple[dict[DimKey, str], dict[str, str]]:
     """Every dimension's expression, or the sizes to fix (with why) when some cannot be written."""
     start = runs.shapes(base_case)
-    at_base = start.dims()
+    at_base = _observed(start)
     sweeps: dict[DimKey, dict[str, list[tuple[int, int]]]] = {k: {n: [] for n in names} for k in at_base}
     fix: dict[str, str] = {}
     for n in names:
@@ -210,12 +218,9 @@ def _fit(runs: _Problem, names: list[str], base_case: Sizes, problem: Sizes,
                 shapes = runs.shapes({**base_case, n: x})
             except RunFailed:
                 continue
-            seen = shapes.dims()
+            seen = _observed(shapes)
             if set(seen) != set(at_base):
                 fix[n] = "the arrays change in number or rank when it changes"
-                break
-            if shapes.bounds != start.bounds:
-                fix[n] = "get_inputs() draws indices below it"
                 break
             for k, v in seen.items():
                 sweeps[k][n].append((x, v))
@@ -225,7 +230,7 @@ def _fit(runs: _Problem, names: list[str], base_case: Sizes, problem: Sizes,
     points = []
     for case, known in joint:
         try:
-            points.append((case, (known or runs.shapes(case)).dims()))
+            points.append((case, _observed(known or runs.shapes(case))))
         except RunFailed:
             continue
     dims: dict[DimKey, str] = {}
@@ -236,10 +241,19 @@ def _fit(runs: _Problem, names: list[str], base_case: Sizes, problem: Sizes,
         if found is None:
             for n, pts in sweeps[k].items():
                 if len({y for _, y in pts}) > 1:
-                    fix.setdefault(n, f"{UNWRITTEN} {_named(k)} follows it in a way warpsmith cannot write")
+                    fix.setdefault(n, f"get_inputs() draws input {k[1]} below it in a way warpsmith cannot write"
+                                   if k[0] == "bound" else
+                                   f"{UNWRITTEN} {_named(k)} follows it in a way warpsmith cannot write")
         else:
             dims[k] = found
     return dims, fix
+
+
+def _bounds(dims: dict[DimKey, str]) -> dict[int, tuple[str, str]]:
+    """Per torch.randint input whose bounds follow a size: (low, high) as expressions."""
+    inputs = {int(key) for kind, key, _ in dims if kind == "bound"}
+    pairs = {i: (dims[("bound", i, "low")], dims[("bound", i, "high")]) for i in inputs}
+    return {i: pair for i, pair in pairs.items() if any(Expr.parse(e).names() for e in pair)}
 
 
 def _named(key: DimKey) -> str:
@@ -264,7 +278,9 @@ def plan_sizes(path: Path, constants: Sizes, base: Shapes) -> SizePlan:
         if not fix:
             sizes = {n: constants[n] for n in names}
             cases = [tiny] + _medium(runs, dims, names, tiny, problem)
-            return SizePlan(sizes, dims, cases, notes, {f: lead for f, lead in tied.items() if lead in sizes})
+            arrays = {k: e for k, e in dims.items() if k[0] != "bound"}
+            return SizePlan(sizes, arrays, cases, notes, {f: lead for f, lead in tied.items() if lead in sizes},
+                            _bounds(dims))
         ties = _ties(runs, [n for n, why in fix.items() if why == ALONE], names, constants, tiny)
         if ties:
             tied.update(ties)

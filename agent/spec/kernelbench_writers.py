@@ -80,8 +80,17 @@ def _param_lines(p: ProblemArray | ProblemScalar) -> list[str]:
     if p.role == "input" and p.distribution != "uniform":
         lines.append(f'distribution = "{p.distribution}"')
     elif p.role == "input" and p.dtype != "bool" and p.structure not in VALUE_STRUCTURES:
-        lines.append(f"range = [{p.low!r}, {p.high!r}]")
+        lines.append(f"range = [{_bound(p.low)}, {_bound(p.high)}]")
     return lines + [""]
+
+
+def _bound(v: float | str) -> str:
+    """A range bound as TOML: a number, or an expression of the sizes as a string."""
+    return f'"{v}"' if isinstance(v, str) else repr(v)
+
+
+def _shown(v: float | str) -> str:
+    return v if isinstance(v, str) else f"{v:g}"
 
 
 def workload_toml(name: str, probe: ProblemProbe, problem_text: str, kernel: Optional[StartKernel], stem: str) -> str:
@@ -215,7 +224,8 @@ def inputs_line(probe: ProblemProbe) -> str:
             return f"{p.name} bool (False and True{share})"
         if p.structure in VALUE_STRUCTURES:
             return f"{p.name} {p.structure} ({'0 and 1' if p.structure == 'mask' else '-1 and 1'}{share})"
-        drawn = "normal N(0, 1)" if p.distribution == "normal" else f"uniform [{p.low:g}, {p.high:g}]"
+        drawn = "normal N(0, 1)" if p.distribution == "normal" else \
+            f"uniform [{_shown(p.low)}, {_shown(p.high)}]"
         return f"{p.name} {drawn}" + (f", {p.structure.replace('_', ' ')}" if p.structure else "")
     return "; ".join(one(p) for p in probe.forward_inputs())
 

@@ -79,25 +79,44 @@ def _array(toml: TomlReader, p: Table, where: str, name: str, role: str, dtype: 
     bounds = toml.get(p, "range", where, list, [-1.0, 1.0]) if role == "input" else [-1.0, 1.0]
     if dtype == "bool" or structure in VALUE_STRUCTURES:
         bounds = [0.0, 1.0] if dtype == "bool" or structure == "mask" else [-1.0, 1.0]
-    if len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool)
-                                   and math.isfinite(b) for b in bounds) or not bounds[0] < bounds[1]:
-        raise toml.fail(where + "range", f"expected finite [low, high] with low < high, got {bounds!r}")
-    low, high = bounds
-    if is_narrow(dtype):
-        _check_half_range(toml, dtype, low, high, where + "range")
-    if dtype.startswith("int") and structure not in VALUE_STRUCTURES:
-        info = {"int32": 2**31, "int64": 2**63}[dtype]
-        lo, hi = math.ceil(low), math.floor(high)
-        if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
-            raise toml.fail(where + "range", f"holds no non-zero {dtype} value (inputs are never zero)")
-    if structure == "rows_sum_to_1" and low < 0:
-        raise toml.fail(where + "range", f"[{low:g}, {high:g}]: rows_sum_to_1 divides each row of draws by its "
-                        "sum, so the draws are non-negative (low >= 0)")
+    if len(bounds) != 2 or not all(isinstance(b, str) or (isinstance(b, (int, float)) and not isinstance(b, bool)
+                                                          and math.isfinite(b)) for b in bounds):
+        raise toml.fail(where + "range", "expected [low, high], each a finite number or an expression of the "
+                        f"sizes, got {bounds!r}")
+    if any(isinstance(b, str) for b in bounds) and not dtype.startswith("int"):
+        raise toml.fail(where + "range", "only an integer input's range may follow the sizes (indices below a "
+                        f"size), got {bounds!r}")
+    low, high = (toml.expr(b, where + "range") for b in bounds)
+    if not (low.names() or high.names()):  # numbers: checked now; expressions on every case (workload_checks)
+        problem = range_problem(dtype, structure, low.evaluate({}), high.evaluate({}))
+        if problem:
+            raise toml.fail(where + "range", problem)
     nonfinite = toml.get(p, "allow_nonfinite", where, bool, False)
     if nonfinite and (role != "output" or dtype not in FLOAT_DTYPES):
         raise toml.fail(where + "allow_nonfinite", "only a float output's reference may hold NaN or inf")
     return ArrayParam(name, role, dtype, tuple(toml.expr(d, f"{where}shape[{j}]") for j, d in enumerate(shape)),
-                      float(low), float(high), nonfinite, distribution, structure, density)
+                      low, high, nonfinite, distribution, structure, density)
+
+
+def range_problem(dtype: str, structure: str, low: float, high: float) -> str:
+    """What is wrong with drawing an input of `dtype` from [low, high] ('' when nothing is)."""
+    if not low < high:
+        return f"expected low < high, got [{low:g}, {high:g}]"
+    if is_narrow(dtype):
+        fmt = NARROW_FORMATS[dtype]  # drawn from [low, high] and rounded once to dtype
+        if max(abs(low), abs(high)) > fmt.max_finite:
+            return f"[{low:g}, {high:g}] reaches beyond {dtype}'s largest value (+-{fmt.max_finite:.6g})"
+        if not round_to(np.array([low, high]), dtype).any():
+            return f"[{low:g}, {high:g}] holds no non-zero {dtype} value (inputs are never zero)"
+    if dtype.startswith("int") and structure not in VALUE_STRUCTURES:
+        info = {"int32": 2**31, "int64": 2**63}[dtype]
+        lo, hi = math.ceil(low), math.floor(high)
+        if lo > hi or (lo == hi == 0) or lo < -info or hi >= info:
+            return f"holds no non-zero {dtype} value (inputs are never zero)"
+    if structure == "rows_sum_to_1" and low < 0:
+        return (f"[{low:g}, {high:g}]: rows_sum_to_1 divides each row of draws by its sum, so the draws are "
+                "non-negative (low >= 0)")
+    return ""
 
 
 def _density(toml: TomlReader, p: Table, where: str, dtype: str, structure: str) -> float:
@@ -142,13 +161,3 @@ def _check_drawing(toml: TomlReader, p: Table, where: str, role: str, dtype: str
     if structure in SQUARE_STRUCTURES and rank < 2:
         raise toml.fail(where + "structure", f"{structure} is a property of the last two dimensions: the input "
                         "needs two or more")
-
-
-def _check_half_range(toml: TomlReader, dtype: str, low: float, high: float, key: str) -> None:
-    """Inputs are drawn from [low, high] and rounded to `dtype`: the bounds must be
-    finite there, and some non-zero value must survive the rounding."""
-    fmt = NARROW_FORMATS[dtype]
-    if max(abs(low), abs(high)) > fmt.max_finite:
-        raise toml.fail(key, f"[{low:g}, {high:g}] reaches beyond {dtype}'s largest value (+-{fmt.max_finite:.6g})")
-    if not round_to(np.array([low, high]), dtype).any():
-        raise toml.fail(key, f"[{low:g}, {high:g}] holds no non-zero {dtype} value (inputs are never zero)")

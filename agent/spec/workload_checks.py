@@ -10,6 +10,7 @@ from typing import Optional
 
 from .expr import Expr, ExprError
 from .launch import MemsetStep
+from .param_tables import range_problem
 from .workload_model import (
     SQUARE_STRUCTURES,
     ArrayParam,
@@ -57,6 +58,12 @@ def check_against_cases(w: Workload, path: Path) -> tuple[tuple[str, str, str], 
                 if p.structure in SQUARE_STRUCTURES and shape[-1] != shape[-2]:
                     raise SpecError(path, f"params[{j}].structure", f"for case '{case.name}': {p.name} is "
                                     f"{' x '.join(map(str, shape))}; {p.structure} needs its last two dimensions equal")
+                if p.low.names() or p.high.names():
+                    check(p.low, f"params[{j}].range", integer=False)
+                    check(p.high, f"params[{j}].range", integer=False)
+                    bad_range = range_problem(p.dtype, p.structure, *w.bounds(p, case))
+                    if bad_range:
+                        raise SpecError(path, f"params[{j}].range", f"for case '{case.name}': {bad_range}")
                 nbytes = w.array_bytes(p, case)
                 if nbytes > MAX_ARRAY_BYTES:
                     raise SpecError(path, f"params[{j}].shape", f"for case '{case.name}': {p.name} would be "

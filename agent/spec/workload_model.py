@@ -66,8 +66,10 @@ class ArrayParam:
     role: str  # input | output
     dtype: str
     shape: tuple[Expr, ...]
-    low: float = -1.0  # inputs are drawn uniformly from [low, high], never 0
-    high: float = 1.0
+    # inputs are drawn uniformly from [low, high], never 0; an integer input's bounds may
+    # be expressions of the sizes (indices below a size: Workload.bounds)
+    low: Expr = Expr.parse(-1.0)
+    high: Expr = Expr.parse(1.0)
     allow_nonfinite: bool = False  # outputs: the reference may hold NaN or inf (else refused)
     distribution: str = "uniform"  # inputs: "normal" draws from N(0, 1), torch.randn's, instead of the range
     structure: str = ""  # inputs: one of STRUCTURES, kept in every case
@@ -291,6 +293,10 @@ class Workload:
 
     def shape(self, param: ArrayParam, case: Case) -> tuple[int, ...]:
         return tuple(e.evaluate_int(case.sizes) for e in param.shape)
+
+    def bounds(self, param: ArrayParam, case: Case) -> tuple[float, float]:
+        """The [low, high] an input is drawn from in this case."""
+        return float(param.low.evaluate(case.sizes)), float(param.high.evaluate(case.sizes))
 
     def array_bytes(self, param: ArrayParam, case: Case) -> int:
         """The array's bytes in this case (exact: Python ints, however large)."""
