@@ -6,13 +6,14 @@ A constant is a size when changing it changes some array's shape: any constant t
 shapes an input, and one of MIN_SIZE or more that shapes a parameter or an output
 (out_channels, hidden sizes), so kernel_size, stride or padding stay the problem's
 own. The bounds of get_inputs()' torch.randint draws are fitted like dimensions, so
-indices below a size (CrossEntropyLoss's classes) follow it in every case. Equal values mean nothing: each constant is moved on its own. A constant that
-shapes an input but stops the Model when it alone moves is tried together with each
-other constant of its value; where the Model runs when they move together, they are
-tied: one size, named after the first, the other following it (HingeLoss's
-`batch_size` and `input_shape`, which broadcasting makes equal). A size stays fixed
-(and is named in a note) where the Model does not run when it alone changes, where
-get_inputs() draws indices that follow it in a way shape_fit cannot write), or where a dimension does.
+indices below a size (CrossEntropyLoss's classes) follow it in every case. Equal
+values mean nothing: each constant is moved on its own. A constant that shapes an
+input but stops the Model when it alone moves is tried together with each other
+constant of its value; where the Model runs when they move together, they are tied:
+one size, named after the first, the other following it (HingeLoss's `batch_size` and
+`input_shape`, which broadcasting makes equal). A size stays fixed (and is named in a
+note) where the Model does not run when it alone changes, or where a dimension or a
+torch.randint bound follows it in a way shape_fit cannot write.
 
 The smallest case the Model runs at (real arithmetic on the CPU, in float64, as the
 reference will) is the first correctness case and the point the sizes are moved
