@@ -22,6 +22,8 @@ POINTS = [
     ("softmax", "online", {"BLOCK": 512, "UNROLL": 2, "CACHE": 0}),
     *[("gemm_bias_relu", "warptile", t) for t in TILES],
     *[("sgemm", "splitk_warptile", {**t, "SPLITK": 16}) for t in TILES],
+    # few columns: the defaults (4 rows a warp, 32 columns), 16 columns x 8 rows, 64 columns x 2 rows
+    ("sgemm", "rowdot", {}), ("sgemm", "rowdot", {"BN": 16, "R": 8}), ("sgemm", "rowdot", {"BN": 64, "R": 2, "KC": 128}),
     ("gemm_bias_relu", "splitk_warptile", {}), ("gemm_bias_relu", "splitk_warptile", {**TILES[2], "SPLITK": 4}),
     # bf16 tensor-core GEMM: the default 128x128 tile, a small one, a wide one.
     ("bf16_gemm", "naive", {}), ("bf16_gemm", "mma_sync", {}),
@@ -108,7 +110,7 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
     assert nxt.spec.defines == {**first.defines, **config}, nxt.spec.rationale
 
 
-@pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"),
+@pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"), ("sgemm", "rowdot"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
                                              ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
