@@ -6,17 +6,10 @@ of the chunk, M not a multiple of a block's rows."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
-from workload_factory import ROOT
+from workload_factory import evaluate_on_correctness_cases
 
-from warpsmith.agent.evaluate.evaluator import Evaluator
-from warpsmith.agent.evaluate.options import EvaluationOptions
-from warpsmith.agent.spec.candidate import Candidate
-from warpsmith.agent.spec.workload import load_workload
 from warpsmith.agent.spec.workload_model import Case
-from warpsmith.agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -29,9 +22,6 @@ EXTRA = (
 
 @pytest.mark.parametrize("knobs", [{}, {"BN": 16, "R": 8}, {"BN": 64, "R": 2, "KC": 128}, {"R": 1, "WARPS": 4}])
 def test_rowdot_kernel_passes_every_correctness_case(knobs):
-    w = load_workload(ROOT / "examples" / "sgemm")
-    w = replace(w, cases=tuple(c for c in w.cases if not c.timed) + EXTRA)
-    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=1, repetitions=3), kernel_timeout_s=10.0)) as ev:
-        r = ev.evaluate(Candidate.from_spec(w.kernels["rowdot"], knobs))
+    r, cases = evaluate_on_correctness_cases("sgemm", "rowdot", knobs, EXTRA)
     assert r.ok, (r.status, r.detail)
-    assert {c.case for c in r.cases} >= {c.name for c in w.cases}
+    assert {c.case for c in r.cases} >= cases

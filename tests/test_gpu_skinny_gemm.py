@@ -5,17 +5,10 @@ multiple of the block's columns, K not a multiple of the split (empty K ranges t
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
-from workload_factory import ROOT
+from workload_factory import evaluate_on_correctness_cases
 
-from warpsmith.agent.evaluate.evaluator import Evaluator
-from warpsmith.agent.evaluate.options import EvaluationOptions
-from warpsmith.agent.spec.candidate import Candidate
-from warpsmith.agent.spec.workload import load_workload
 from warpsmith.agent.spec.workload_model import Case
-from warpsmith.agent.worker.protocol import TimingConfig
 
 pytestmark = pytest.mark.gpu
 
@@ -29,9 +22,6 @@ EXTRA = (
 @pytest.mark.parametrize("knobs", [{}, {"MT": 4, "BN": 256, "WARPS": 8, "SPLITK": 8},
                                    {"SPLITK": 1, "BN": 64, "BK": 32, "STAGES": 3}, {"MT": 2, "SPLITK": 2, "BK": 128}])
 def test_skinny_kernel_passes_every_correctness_case(knobs):
-    w = load_workload(ROOT / "examples" / "bf16_gemm")
-    w = replace(w, cases=tuple(c for c in w.cases if not c.timed) + EXTRA)
-    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=1, repetitions=3), kernel_timeout_s=10.0)) as ev:
-        r = ev.evaluate(Candidate.from_spec(w.kernels["skinny"], knobs))
+    r, cases = evaluate_on_correctness_cases("bf16_gemm", "skinny", knobs, EXTRA)
     assert r.ok, (r.status, r.detail)
-    assert {c.case for c in r.cases} >= {c.name for c in w.cases}
+    assert {c.case for c in r.cases} >= cases

@@ -54,3 +54,20 @@ def make_from_scratch_workload(directory: Path) -> Path:
     text = re.sub(r"\[kernels\.\w+\]\n(?:[^\[\n].*\n|\n)*", "", text)
     (directory / "workload.toml").write_text(text)
     return directory
+
+
+def evaluate_on_correctness_cases(workload: str, kernel: str, knobs: dict[str, int], extra: tuple = ()):
+    """A shipped kernel at these knobs evaluated on a real GPU over the example's correctness
+    cases and `extra` ones (Case objects), briefly timed; the result and the cases it had to pass."""
+    from dataclasses import replace
+
+    from warpsmith.agent.evaluate.evaluator import Evaluator
+    from warpsmith.agent.evaluate.options import EvaluationOptions
+    from warpsmith.agent.spec.candidate import Candidate
+    from warpsmith.agent.spec.workload import load_workload
+    from warpsmith.agent.worker.protocol import TimingConfig
+
+    w = load_workload(ROOT / "examples" / workload)
+    w = replace(w, cases=tuple(c for c in w.cases if not c.timed) + tuple(extra))
+    with Evaluator(w, EvaluationOptions(TimingConfig(warmup=1, repetitions=3), kernel_timeout_s=10.0)) as ev:
+        return ev.evaluate(Candidate.from_spec(w.kernels[kernel], knobs)), {c.name for c in w.cases}
