@@ -3,14 +3,11 @@
 // (WS_STATS_WORDS, WS_RESERVED_SMEM) and the element comparison of agent/spec/tolerance.py
 // (WS_SAME_NONFINITE, WS_RELATIVE_ERROR: its CUDA rendering, beside the NumPy one).
 
-// The checks' keys are never a kernel's argument: an argument is loaded into uniform
-// registers (ULDC), which no scrub reaches and a later kernel can read unset. They sit in
-// a key page only while these kernels run (agent/worker/check_keys.py fills it before them and
-// zeroes it behind them, on the same stream), and each thread loads them from an address
-// ptxas cannot prove uniform (the lane id AND a word that is always 0: no device address
-// has bit 63 set), so they and everything computed from them stay in vector registers,
-// which the register scrub overwrites before every judged launch. A CPU test reads the
-// SASS: no R2UR in these kernels.
+// The checks' keys are never a kernel's argument (agent/worker/check_keys.py says why):
+// each thread loads them from the key page at an address ptxas cannot prove uniform (the
+// lane id AND a word that is always 0: no device address has bit 63 set), so they and
+// everything computed from them stay in vector registers, which the register scrub
+// overwrites. tests/test_check_keys.py reads the SASS: no R2UR in these kernels.
 __device__ __forceinline__ u64 ws_key_word(const u64* key, unsigned word) {
   unsigned lane;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
