@@ -24,6 +24,8 @@ POINTS = [
     *[("sgemm", "splitk_warptile", {**t, "SPLITK": 16}) for t in TILES],
     # few columns: the defaults (4 rows a warp, 32 columns), 16 columns x 8 rows, 64 columns x 2 rows
     ("sgemm", "rowdot", {}), ("sgemm", "rowdot", {"BN": 16, "R": 8}), ("sgemm", "rowdot", {"BN": 64, "R": 2, "KC": 128}),
+    # very few rows on the CUDA cores: the defaults, and 4 rows with 8 rows of B in flight
+    ("sgemm", "colstream", {}), ("gemm_bias_relu", "colstream", {}), ("sgemm", "colstream", {"MT": 4, "U": 8}),
     ("gemm_bias_relu", "splitk_warptile", {}), ("gemm_bias_relu", "splitk_warptile", {**TILES[2], "SPLITK": 4}),
     # bf16 tensor-core GEMM: the default 128x128 tile, a small one, a wide one.
     ("bf16_gemm", "naive", {}), ("bf16_gemm", "mma_sync", {}),
@@ -113,7 +115,7 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
     assert nxt.spec.defines == {**first.defines, **config}, nxt.spec.rationale
 
 
-@pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"), ("sgemm", "rowdot"),
+@pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"), ("sgemm", "rowdot"), ("sgemm", "colstream"), ("gemm_bias_relu", "colstream"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
                                              ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"), ("bf16_gemm", "colstream"),
