@@ -2,10 +2,10 @@
 launch's arguments, on the CPU.
 
 - Machine code (real NVRTC and nvdisasm): uniform registers are not scrubbed (ptxas writes
-  none a kernel did not ask for), so no checker kernel that reads a key may move a value into one from a
-  vector register (R2UR): the keys reach the checker kernels only through the key page,
-  loaded per thread (cuda/checks.cu, ws_key_word). A control with the lane id left out
-  of the key's address shows ptxas would move them otherwise.
+  none a kernel did not ask for), so no checker kernel that reads a key may move a value
+  into one from a vector register (R2UR): the keys reach the checker kernels only through
+  the key page, loaded per thread (cuda/checks.cu, ws_key_word). A control with the lane
+  id left out of the key's address shows ptxas would move them otherwise.
 - Host side (a double for the GPU): no launch argument holds a key word, and the key page
   holds zeros whenever no check's kernels are enqueued.
 """
@@ -39,7 +39,7 @@ def _moves_to_uniform(source: str, arch: str) -> dict[str, list[str]]:
 
 @pytest.mark.skipif(nvdisasm() is None, reason="nvdisasm (the nvidia-cuda-nvdisasm wheel) not installed")
 @pytest.mark.parametrize("arch", ARCHS)
-def test_no_checker_kernel_moves_a_value_into_a_uniform_register(arch):
+def test_no_keyed_checker_kernel_moves_a_value_into_a_uniform_register(arch):
     assert {name: moves for name, moves in _moves_to_uniform(SOURCE, arch).items() if moves} == {}
 
 
