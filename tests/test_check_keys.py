@@ -142,3 +142,19 @@ def test_a_timed_launchs_checks_share_one_fill_and_the_page_is_zeroed_after_the_
         checks.enqueue_seal(checks._stats.ptr, 3)
         assert page.words.any()
     assert uploads == [1] and not page.words.any()
+
+
+def test_a_tally_of_counts_alone_leaves_the_key_page_untouched():
+    checks, device = _checks()
+    uploads: list[int] = []
+    page = checks.keys.page
+    page.upload_async = lambda src, offset=0: (uploads.append(1), PageDouble.upload(page, src, offset))
+    tally = checks.tally()
+    tally.count_not(0x1000, 7, 64)
+    tally.read()
+    assert uploads == [] and [name for name, _ in device.launches] == ["ws_count_not"]
+    tally = checks.tally()
+    tally.count_not(0x1000, 7, 64)
+    tally.checksum(0x2000, 64)
+    tally.read()
+    assert uploads == [1] and not page.words.any()
