@@ -29,9 +29,6 @@ POINTS = [
     ("gemm_bias_relu", "splitk_warptile", {}), ("gemm_bias_relu", "splitk_warptile", {**TILES[2], "SPLITK": 4}),
     # bf16 tensor-core GEMM: the default 128x128 tile, a small one, a wide one.
     ("bf16_gemm", "naive", {}), ("bf16_gemm", "mma_sync", {}),
-    # very few rows on the CUDA cores: the defaults, 8 rows with 16 warps, 4 rows with 8 rows of B in flight
-    ("bf16_gemm", "colstream", {}), ("bf16_gemm", "colstream", {"MT": 8, "WARPS": 16, "U": 2}),
-    ("bf16_gemm", "colstream", {"MT": 4, "U": 8, "SPLITK": 16}),
     ("bf16_gemm", "mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
     ("bf16_gemm", "mma_sync", {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3}),
     ("bf16_gemm", "wgmma_tma", {}), ("bf16_gemm", "wgmma_tma", {"BM": 64, "BN": 256, "STAGES": 3}),
@@ -118,7 +115,7 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"), ("sgemm", "rowdot"), ("sgemm", "colstream"), ("gemm_bias_relu", "colstream"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
-                                             ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"), ("bf16_gemm", "colstream"),
+                                             ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
                                              ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
                                              ("gemm_bias_relu", "tf32x3"), ("gemm_bias_relu", "tf32x3_splitk"),
                                              ("fp8_gemm", "mma_sync"), ("fp8_gemm", "wgmma_ws"),

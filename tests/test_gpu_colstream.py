@@ -1,8 +1,8 @@
-"""On a real GPU: the GEMMs for very few rows on the CUDA cores (colstream.cu of bf16_gemm,
-sgemm and gemm_bias_relu), B streamed into registers, K split over blocks whose partial
+"""On a real GPU: the fp32 GEMMs for very few rows on the CUDA cores (colstream.cu of sgemm
+and gemm_bias_relu), B streamed into registers, K split over blocks whose partial
 tiles an ordered second step adds, pass every correctness case of their workload plus
 decode shapes: M of one block's rows and of fewer, M past a block (two row blocks), N not
-a multiple of a block's columns (and, for fp32, not of 4: B loaded a float at a time), K
+a multiple of a block's columns nor of 4 (B loaded a float at a time), K
 slices that end mid-chunk or hold no rows at all."""
 
 from __future__ import annotations
@@ -19,17 +19,15 @@ DECODE = (
     Case("decode-5x1032x2056", "correctness", {"M": 5, "N": 1032, "K": 2056}),
     Case("decode-37x264x40", "correctness", {"M": 37, "N": 264, "K": 40}),  # K shorter than the slices
 )
-RAGGED = (Case("decode-9x1001x777", "correctness", {"M": 9, "N": 1001, "K": 777}),)  # fp32: N not a multiple of 4
+RAGGED = (Case("decode-9x1001x777", "correctness", {"M": 9, "N": 1001, "K": 777}),)  # N not a multiple of 4
 
 
 @pytest.mark.parametrize("workload,knobs", [
-    ("bf16_gemm", {}), ("bf16_gemm", {"MT": 8, "WARPS": 16, "U": 2}), ("bf16_gemm", {"MT": 4, "U": 8, "SPLITK": 16}),
-    ("bf16_gemm", {"SPLITK": 1, "WARPS": 4}),
     ("sgemm", {}), ("sgemm", {"MT": 4, "U": 8, "SPLITK": 16}), ("gemm_bias_relu", {}),
     ("gemm_bias_relu", {"MT": 8, "SPLITK": 1}),
 ])
 def test_colstream_kernel_passes_every_correctness_case(workload, knobs):
-    extra = DECODE + (RAGGED if workload != "bf16_gemm" else ())
+    extra = DECODE + RAGGED
     r, cases = evaluate_on_correctness_cases(workload, "colstream", knobs, extra)
     assert r.ok, (r.status, r.detail)
     assert {c.case for c in r.cases} >= cases
