@@ -43,7 +43,7 @@
 #ifndef BN
 #define BN 256
 #endif
-// knob STAGES: 4 3 5
+// knob STAGES: 4 3 5 6 8
 #ifndef STAGES
 #define STAGES 4
 #endif
