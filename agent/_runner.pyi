@@ -93,8 +93,9 @@ class TimingSettings:
     flush_l2: bool
     max_total_ms: float
     min_repetitions: int
+    warmup_share: float
     def __init__(self, warmup: int = 10, repetitions: int = 100, flush_l2: bool = True,
-                 max_total_ms: float = 300.0, min_repetitions: int = 10) -> None: ...
+                 max_total_ms: float = 300.0, min_repetitions: int = 10, warmup_share: float = 0.25) -> None: ...
 
 class TimingResult:
     @property

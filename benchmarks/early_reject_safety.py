@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from warpsmith.agent.evaluate.early_reject import MARGIN, Replay, replay, screen_slack  # noqa: E402
+from warpsmith.agent.evaluate.early_reject import Replay, replay, screen_slack  # noqa: E402
+from warpsmith.agent.spec.timing_policy import MARGIN  # noqa: E402
 
 
 def session_attempts(session: Path) -> list[tuple[dict, float | None, bool, dict | None]]:

@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from early_reject_safety import screen_pairs, session_attempts, slack_text  # noqa: E402  (benchmarks/)
 
-from warpsmith.agent.evaluate.early_reject import MARGIN, replay  # noqa: E402
+from warpsmith.agent.evaluate.early_reject import replay  # noqa: E402
+from warpsmith.agent.spec.timing_policy import MARGIN  # noqa: E402
 
 WITHIN = 0.02
 

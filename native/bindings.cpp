@@ -316,16 +316,19 @@ void def_program(py::module_& m) {
 void def_timing(py::module_& m) {
   py::class_<TimingSettings>(m, "TimingSettings")
       .def(py::init([](int warmup, int repetitions, bool flush_l2, double max_total_ms,
-                       int min_repetitions) {
-             return TimingSettings{warmup, repetitions, flush_l2, max_total_ms, min_repetitions};
+                       int min_repetitions, double warmup_share) {
+             return TimingSettings{warmup, repetitions, flush_l2, max_total_ms, min_repetitions,
+                                   warmup_share};
            }),
            py::arg("warmup") = 10, py::arg("repetitions") = 100, py::arg("flush_l2") = true,
-           py::arg("max_total_ms") = 300.0, py::arg("min_repetitions") = 10)
+           py::arg("max_total_ms") = 300.0, py::arg("min_repetitions") = 10,
+           py::arg("warmup_share") = 0.25)
       .def_readwrite("warmup", &TimingSettings::warmup)
       .def_readwrite("repetitions", &TimingSettings::repetitions)
       .def_readwrite("flush_l2", &TimingSettings::flush_l2)
       .def_readwrite("max_total_ms", &TimingSettings::max_total_ms)
-      .def_readwrite("min_repetitions", &TimingSettings::min_repetitions);
+      .def_readwrite("min_repetitions", &TimingSettings::min_repetitions)
+      .def_readwrite("warmup_share", &TimingSettings::warmup_share);
   py::class_<TimingResult>(m, "TimingResult")
       .def_readonly("samples_ms", &TimingResult::samples_ms)
       .def_readonly("warmup_mean_ms", &TimingResult::warmup_mean_ms);

@@ -38,7 +38,7 @@ TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSetti
   TimingResult result;
 
   // Warm-up: module load, caches and clocks settle. The first launch, timed on
-  // its own, says what the rest cost; warm-up is kept to a quarter of the budget.
+  // its own, says what the rest cost; warm-up is kept to its share of the budget.
   auto run_timed = [&](int count) {
     Event a, b;
     a.record(stream);
@@ -54,7 +54,7 @@ TimingResult time_loop(Device& device, const Enqueue& enqueue, const TimingSetti
   double first_ms = run_timed(1);
   int more = std::max(0, s.warmup - 1);
   if (first_ms > 0)
-    more = std::min<double>(more, std::floor(0.25 * s.max_total_ms / first_ms));
+    more = std::min<double>(more, std::floor(s.warmup_share * s.max_total_ms / first_ms));
   // The estimate includes flushes, so it errs on the side of fewer repetitions.
   result.warmup_mean_ms = more > 0 ? run_timed(more) : first_ms;
 

@@ -1,6 +1,7 @@
 // The measurement recipe: warm up, then time each launch between its own pair of
 // CUDA events, with the L2 flushed before each one (cold) or not (hot). Only
-// samples come back; statistics live in Python.
+// samples come back; statistics live in Python. The numbers come from the timing
+// policy (agent/spec/timing_policy.py); the defaults here are that policy's.
 #pragma once
 #include <functional>
 #include <vector>
@@ -17,6 +18,7 @@ struct TimingSettings {
   // take longer, fewer are run (never fewer than min_repetitions).
   double max_total_ms = 300.0;
   int min_repetitions = 10;
+  double warmup_share = 0.25;  // of max_total_ms, at most, spent warming up
 };
 
 struct TimingResult {

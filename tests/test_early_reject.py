@@ -15,8 +15,9 @@ from evaluator_double import EvaluatorDouble, knob_score
 from test_loop import open_session
 from workload_factory import make_sgemm_workload
 
-from warpsmith.agent.evaluate.early_reject import MARGIN, SCREEN_LAUNCHES, replay, screen
+from warpsmith.agent.evaluate.early_reject import replay, screen
 from warpsmith.agent.evaluate.results import Status
+from warpsmith.agent.spec.timing_policy import MARGIN, SCREEN_LAUNCHES
 from warpsmith.agent.spec.workload import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ def test_the_rank_bounds_the_median_at_the_confidence(n, k):
     CONFIDENCE; k + 1 would exceed it. Under 10 launches no rank reaches it and the fastest is taken."""
     from math import comb
 
-    from warpsmith.agent.evaluate.early_reject import CONFIDENCE, lower_rank
+    from warpsmith.agent.spec.timing_policy import CONFIDENCE, lower_rank
     above = lambda rank: sum(comb(n, j) for j in range(rank)) / 2 ** n
     assert lower_rank(n) == k
     assert (above(k) <= CONFIDENCE or n < 10) and above(k + 1) > CONFIDENCE

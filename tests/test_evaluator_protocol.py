@@ -329,7 +329,7 @@ def _screen(samples, timed=None):
 def test_told_the_best_a_clearly_slower_candidate_is_rejected_before_any_validation(workload):
     """An attempt told the best sends the screen first: one TIME step of SCREEN_LAUNCHES launches; clearly
     slower, it is rejected_early with the performance case alone in the result, and no validation is sent."""
-    from warpsmith.agent.evaluate.early_reject import SCREEN_LAUNCHES
+    from warpsmith.agent.spec.timing_policy import SCREEN_LAUNCHES
     ev = DoubleEvaluator(workload, _screen((2.0,) * 10))
     attempt = ev.run_attempt(AttemptJob(naive(workload), best_ms=1.0))
     r = attempt.validated

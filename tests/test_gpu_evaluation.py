@@ -202,8 +202,8 @@ def test_gpu_check_agrees_with_numpy(evaluator):
 def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workload):
     """An attempt told a best 10x faster than the naive kernel: rejected_early after SCREEN_LAUNCHES launches per
     performance case, partial samples kept, no score, no revalidation; told a best 10x slower: timed in full."""
-    from warpsmith.agent.evaluate.early_reject import SCREEN_LAUNCHES
     from warpsmith.agent.evaluate.results import Status
+    from warpsmith.agent.spec.timing_policy import SCREEN_LAUNCHES
     full = evaluator.evaluate(naive(workload))
     assert full.ok, full.detail
     rejected = evaluator.run_attempt(AttemptJob(naive(workload), best_ms=full.score_ms / 10))
@@ -219,8 +219,8 @@ def test_a_clearly_slower_candidate_stops_after_the_first_chunk(evaluator, workl
 def test_an_attempt_told_the_best_screens_first_and_never_validates_a_rejected_candidate(evaluator, workload):
     """An attempt told a best 10x faster: rejected_early from the first chunk alone, no case validated; told a
     best 10x slower: screened, every case validated, then timed in full without a second chunk."""
-    from warpsmith.agent.evaluate.early_reject import SCREEN_LAUNCHES
     from warpsmith.agent.evaluate.results import Status
+    from warpsmith.agent.spec.timing_policy import SCREEN_LAUNCHES
     from warpsmith.agent.worker.protocol import CaseChecked
     full = evaluator.evaluate(naive(workload))
     assert full.ok, full.detail

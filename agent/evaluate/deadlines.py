@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..worker.protocol import Started, Step, TimingConfig
+from ..spec.timing_policy import TimingConfig
+from ..worker.protocol import Started, Step
 
 TORCH_COMPILE_S = 300.0  # torch.compile's first call per shape (Inductor, Triton autotuning)
 CASE_SETUP_S = 120.0  # first use of a case: inputs drawn, reference loaded, uploads
@@ -29,8 +30,5 @@ class Deadlines:
         if step is None:
             return CASE_SETUP_S
         if step.phase == Step.TIME:
-            # At least 1 + 10 launches run however slow the kernel, each with a check behind it.
-            per_launch = self.validate_s.get(step.case, 0.0)
-            return self.kernel_timeout_s + 2.0 * self.timing.max_total_ms / 1e3 \
-                + (11 + self.timing.repetitions) * per_launch
+            return self.timing.step_deadline_s(self.kernel_timeout_s, self.validate_s.get(step.case, 0.0))
         return self.kernel_timeout_s + self.setup_s

@@ -30,12 +30,12 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict
 
 from ..spec.applicability import case_problem
+from ..spec.timing_policy import CONFIRM
 from ..spec.workload_model import Case, Workload
 from .attempt import EventSink, ignore
 from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .records import CandidateSpec
-from .selection import CONFIRM
 from .shape_rule import NEAREST, REGIME_OCTAVES, SMALL, UNMEASURED, rank_variants, shape_distance
 from .stats import geomean
 

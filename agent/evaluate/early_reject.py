@@ -68,39 +68,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from ..worker.protocol import TimingConfig
+from ..spec.timing_policy import MARGIN, SCREEN_LAUNCHES, low, lower_rank
 from .stats import geomean
-
-MARGIN = 0.05
-CONFIDENCE = 1e-3  # at most this chance that a case's bound lies above its median
-# The first chunk: a short warm-up (the L2 flush makes every launch cold anyway) and 11 launches.
-SCREEN_WARMUP = 3
-SCREEN_LAUNCHES = 11
-
-
-def lower_rank(n: int, confidence: float = CONFIDENCE) -> int:
-    """The largest k (at least 1) with P(Binomial(n, 1/2) < k) <= confidence: the k-th
-    fastest of n exchangeable launches is then at or below their median but for that
-    chance. 1 up to n = 13 (the fastest), 3 for 20, 7 for 30. Under 10 launches (a chunk a
-    slow kernel's time cap cut short) no rank reaches the confidence: the fastest, as before."""
-    k, below = 1, 0.0  # below: P(Binomial(n, 1/2) < k + 1) as k grows
-    for j in range(n):
-        below += math.comb(n, j) / 2.0 ** n
-        if below > confidence:
-            break
-        k = j + 1
-    return max(1, min(k, n))
-
-
-def low(samples: Sequence[float]) -> float:
-    """The lower bound on the median of `samples`: their lower_rank-th fastest."""
-    return sorted(samples)[lower_rank(len(samples)) - 1]
-
-
-def screen_timing(full: TimingConfig) -> TimingConfig:
-    """The first chunk's recipe: the full one's L2 policy, fewer launches."""
-    return TimingConfig(warmup=SCREEN_WARMUP, repetitions=SCREEN_LAUNCHES, cold_l2=full.cold_l2,
-                        max_total_ms=full.max_total_ms)
 
 
 def _ordinal(k: int) -> str:

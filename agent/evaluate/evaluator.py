@@ -35,6 +35,7 @@ from ..runtime.compiler import CompiledKernel
 from ..spec import precision_policy
 from ..spec.applicability import malformed
 from ..spec.candidate import Candidate
+from ..spec.timing_policy import screen_timing
 from ..spec.workload_model import Workload
 from ..worker.protocol import EvaluateBaseline, EvaluateKernel, Step, TimingConfig
 from .attempt import DEFAULT_SEED as DEFAULT_SEED  # where the loop's seed lives; importers here read it
@@ -43,7 +44,7 @@ from .backend import EvaluationBackend
 from .case_requests import case_job, case_jobs
 from .compile_audit import compile_candidate
 from .deadlines import TORCH_COMPILE_S
-from .early_reject import screen, screen_timing
+from .early_reject import screen
 from .options import EvaluationOptions
 from .results import CaseResult, EvaluationResult, Progress, Status
 from .verdict import NOT_REVALIDATED, contender, coverage_problem, finish, gate_floor, passed, screen_best

@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..spec.candidate import Candidate
+from ..spec.timing_policy import CLEAR_WIN, CONFIRM, ROUNDS
 from .attempt import EventSink, ignore
 from .backend import EvaluationBackend
 from .evaluator import FRESH_SEED
 from .results import EvaluationResult, Progress, Status
-
-CLEAR_WIN = 0.97
-CONFIRM = 0.995
-ROUNDS = 2
 
 
 @dataclass(frozen=True)

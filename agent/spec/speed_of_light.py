@@ -31,12 +31,12 @@ from typing import Optional
 from ..runtime.cache_dir import cache_root
 from ..runtime.device_facts import DeviceFacts
 from .half_float import is_fp8, is_narrow
+from .timing_policy import SUSPECT_MARGIN
 from .workload_model import Case, Workload
 
 # Leads from the vendor's datasheet (H200 SXM: 4.8 TB/s HBM3e, 67 TFLOP/s fp32),
 # used only until the GPU's own ceilings have been measured.
 DATASHEET = {"NVIDIA H200": (4800.0, 67.0)}
-SUSPECT_MARGIN = 0.97  # 3% of timing noise before "faster than the floor" is a red flag
 # A read-only stream past 1.25x the copy rate is not one a memory bus gives (the H200's
 # reads ran at ~1.05x its copy rate): a read rate above that is a measurement gone wrong.
 READ_OVER_COPY = 1.25

@@ -334,7 +334,8 @@ class GpuWorker:
 
 def _settings(t: TimingConfig) -> native.TimingSettings:
     return native.TimingSettings(warmup=t.warmup, repetitions=t.repetitions, flush_l2=t.cold_l2,
-                                 max_total_ms=t.max_total_ms)
+                                 max_total_ms=t.max_total_ms, min_repetitions=t.min_repetitions,
+                                 warmup_share=t.warmup_share)
 
 
 def worker_main(conn: Connection, ordinal: int, log_path: str | None = None, parent_pid: int | None = None,

@@ -19,25 +19,13 @@ from ..runtime.device_facts import DeviceFacts
 from ..spec.inputs import ArrayJob
 from ..spec.launch import Arg, Launch, ProgramJob
 from ..spec.speed_of_light import Ceilings
+from ..spec.timing_policy import TimingConfig
 from .mismatch import MismatchReport
 from .status import Status
 
-__all__ = ["Arg", "Launch", "ProgramJob"]  # the launch records, defined in warpsmith.agent.spec.launch, travel in requests
-
-
-@dataclass(frozen=True)
-class TimingConfig:
-    """The timing recipe as the evaluator asks for it. The worker turns it into the
-    runner's ``TimingSettings`` (gpu_side._settings); this twin exists because a message
-    on the pipe must pickle, and the runner's objects do not."""
-
-    warmup: int = 10
-    repetitions: int = 100
-    cold_l2: bool = True
-    # Measured time per case: a kernel slower than max_total_ms / repetitions gets
-    # fewer launches (never fewer than 10; the count is reported). Keeps a whole
-    # evaluation near a second without changing the median of a stable kernel.
-    max_total_ms: float = 300.0
+# The launch records (warpsmith.agent.spec.launch) and the timing recipe
+# (warpsmith.agent.spec.timing_policy) travel in requests.
+__all__ = ["Arg", "Launch", "ProgramJob", "TimingConfig"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Optional
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from warpsmith.agent.spec.speed_of_light import SUSPECT_MARGIN
+from warpsmith.agent.spec.timing_policy import SUSPECT_MARGIN
 
 from ..run_view import CaseRow, RunView
 
