@@ -21,7 +21,7 @@ def test_eval_with_broken_spec_fails_before_gpu_work(tmp_path, capsys):
 def test_eval_with_unknown_kernel_is_a_spec_error(capsys):
     """--kernel naming neither a file nor a workload kernel is refused before GPU work."""
     assert main(["eval", str(SGEMM), "--kernel", "nope"]) == 2
-    assert "neither a file nor one of the workload's kernels (naive, tiled, warptile, splitk, splitk_warptile, tf32x3, tf32x3_splitk, tf32x3_padded, rowdot, colstream)" in capsys.readouterr().err
+    assert "neither a file nor one of the workload's kernels (naive, tiled, warptile, splitk, splitk_warptile, tf32x3, tf32x3_splitk, tf32x3_padded, colstream)" in capsys.readouterr().err
 
 
 def test_eval_shapes_file_without_the_workload_is_refused_before_gpu_work(tmp_path, capsys):

@@ -69,11 +69,13 @@ class KernelTurns:
         other_turns = sum(counts.values())
         if not others:
             return None
+        focus = focus_case(ctx)
+        sizes = ctx.workload.case(focus).sizes if focus else None
         # Untried: no turn yet, or fewer turns than its defaults and listed settings need. A
         # listed setting is measured, and for another kernel it comes only with a turn: on an
         # H100 tf32x3_splitk's SPLITK = 4 for 128x4096x4096 and l2pipe's settings
         # never came in 40 attempts, the kernels fastest on the focus case taking the turns.
-        untried = [n for n in others if counts[n] < 1 + len(ctx.workload.kernels[n].configs)]
+        untried = [n for n in others if counts[n] < 1 + len(ctx.workload.kernels[n].listed_for(sizes))]
         # A kernel not tried yet (or with listed settings untried) waits only for the main
         # kernel's own MAIN_TURNS: the turns a former main kernel had (counted among the
         # others' now) must not hold it back.
@@ -83,14 +85,16 @@ class KernelTurns:
                 return None
         elif len(turns) - other_turns < MAIN_TURNS * (other_turns + 1) and not first_turn:
             return None
-        focus = focus_case(ctx)
         if not focus:
             return None
         if untried:
-            # Every kernel's first turn, then the listed settings' turns; a kernel the workload
-            # lists settings for first (measured starting points, e.g. split-K for the long-K
-            # case), then the fewest turns, then the workload's order.
-            return min(untried, key=lambda n: (n in self.no_first_turn, counts[n] > 0,
+            # Every kernel's first turn, then the listed settings' turns; a kernel written for
+            # the focus case's sizes first (its `suits`, or a config's `when`: the decode kernel
+            # for M = 16, a narrow tile for N = 32), then one the workload lists settings for
+            # (measured starting points, e.g. split-K for the long-K case), then the fewest
+            # turns, then the workload's order.
+            return min(untried, key=lambda n: (n in self.no_first_turn,
+                                               not ctx.workload.kernels[n].written_for(sizes), counts[n] > 0,
                                                not ctx.workload.kernels[n].configs, counts[n])), focus
         on_focus = {n: min((c.median_ms for a in mine if a.kernel == n and a.status == "ok"
                             for c in a.cases if c.case == focus and c.median_ms), default=math.inf) for n in others}

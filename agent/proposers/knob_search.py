@@ -34,12 +34,19 @@ def ranked(scores: Scores) -> list[DefinesKey]:
 
 def next_point(knobs: dict[str, Knob], fixed: dict[str, int], scores: Scores, feasible: Callable[[Point], bool],
                rng: random.Random, ready: Optional[Callable[[Point], bool]] = None,
-               prefetch: Optional[Callable[[list[Point]], object]] = None, starts: Sequence[Point] = ()) -> Optional[Point]:
-    """The next point to try of the knobs not `fixed`: the defaults first, then the listed
-    `starts`, then the untried neighbours of the best scored points, else a random one;
-    None when nothing `feasible` is left (or, in a large space, none was sampled)."""
+               prefetch: Optional[Callable[[list[Point]], object]] = None, starts: Sequence[Point] = (),
+               written_for: Sequence[Point] = ()) -> Optional[Point]:
+    """The next point to try of the knobs not `fixed`: the listed points `written_for` the
+    case searched for, then the defaults, then the other listed `starts`, then the untried
+    neighbours of the best scored points, else a random one; None when nothing `feasible`
+    is left (or, in a large space, none was sampled)."""
     free = {n: k for n, k in knobs.items() if n not in fixed}
     defaults = {n: k.default for n, k in free.items()}
+    # A setting written for the case's sizes (a narrow tile for N = 32) is a measured start
+    # for it; the defaults, written for other shapes, can wait a turn.
+    for point in written_for:
+        if feasible(point):
+            return point
     if not scores and feasible(defaults):
         return defaults
     # The workload's listed settings for this kernel (`configs`, as points), untried ones
@@ -151,12 +158,15 @@ def point_scores(mine: Sequence[Attempt], focus: Optional[str]) -> Scores:
             for m in [next((c.median_ms for c in a.cases if c.case == focus), None)] if m}
 
 
-def listed_points(workload: Workload, base: CandidateSpec, free: dict[str, Knob]) -> list[tuple[Point, dict[str, int]]]:
-    """The kernel's listed configs (its `[kernels.X] configs`), each as the point it makes of the
-    free knobs (the knobs it leaves out at their defaults), beside the config as written."""
+def listed_points(workload: Workload, base: CandidateSpec, free: dict[str, Knob],
+                  sizes: Optional[dict[str, int]] = None) -> list[tuple[Point, dict[str, int]]]:
+    """The kernel's listed configs (its `[kernels.X] configs`) for a case of `sizes` (those
+    written for it first, those written for other sizes left out; with no case, the
+    unconditional ones), each as the point it makes of the free knobs (the knobs it leaves
+    out at their defaults), beside the config as written."""
     kernel = workload.kernels.get(base.name)
     defaults = {k: kn.default for k, kn in free.items()}
-    return [({**defaults, **{k: v for k, v in c.items() if k in free}}, c) for c in (kernel.configs if kernel else ())]
+    return [({**defaults, **{k: v for k, v in c.items() if k in free}}, c) for c in (kernel.listed_for(sizes) if kernel else ())]
 
 
 def rationale_of(choice: Point, scores: Scores, listed: Sequence[tuple[Point, dict[str, int]]] = ()) -> str:

@@ -276,7 +276,11 @@ class TuneProposer:
                     if defines_key({**base.defines, **d}) not in tried and self.launchable.allows(ctx.workload, base, d):
                         self.pool.submit(base, d, target, allow_fast_math)
             ready, prefetch = compiled, compile_now
-        listed = listed_points(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines})
+        sizes = ctx.workload.case(focus).sizes if focus else None
+        listed = listed_points(ctx.workload, base, {n: k for n, k in knobs.items() if n not in base.defines}, sizes)
+        shipped = ctx.workload.kernels.get(base.name)
+        mine_for_case = shipped.configs_written_for(sizes) if shipped is not None else []
+        written = [point for point, config in listed if config in mine_for_case]
         # Points with a knob value that was only ever wrong are taken last (tf32x3's FLUSH=0
         # accumulates in the tensor cores and fails by design at K >= 1024; in a 20-attempt
         # sgemm bench on the H200, 4 attempts were wrong in every screened launch).
@@ -288,9 +292,9 @@ class TuneProposer:
             compiled_ready = ready
             clean_ready = lambda d: clean(d) and compiled_ready(d)
         choice = next_point(knobs, base.defines, scores, lambda d: clean(d) and feasible(d), rng,
-                            clean_ready, prefetch, starts=starts) if doomed else None
+                            clean_ready, prefetch, starts=starts, written_for=written) if doomed else None
         choice = choice or next_point(knobs, base.defines, scores, feasible, rng, ready, prefetch,
-                                      starts=starts)
+                                      starts=starts, written_for=written)
         if choice is None:
             size = space_size({n: k for n, k in knobs.items() if n not in base.defines})
             if size > MAX_SPACE:  # sampled, not enumerated: another iteration samples afresh

@@ -11,14 +11,15 @@ from .expr import ExprError
 from .kernel_source import Knob
 from .launch import LaunchRule, Program, xyz
 from .toml_reader import Table, TomlReader
-from .workload_model import KernelSpec, name_problem
+from .workload_model import KernelSpec, SizeRanges, name_problem
 
 MAX_CONFIGS = 32  # a kernel's listed knob settings: a handful of measured starts, not a search space
 
 
-def parse_kernels(toml: TomlReader, table: Table, allow_fast_math: bool,
-                  required: bool = True) -> dict[str, KernelSpec]:
-    """`table`: the document's [kernels] table, each entry checked as it is read."""
+def parse_kernels(toml: TomlReader, table: Table, allow_fast_math: bool, required: bool = True,
+                  sizes: frozenset[str] = frozenset()) -> dict[str, KernelSpec]:
+    """`table`: the document's [kernels] table, each entry checked as it is read; `sizes`:
+    the workload's size names, which `suits` and a config's `when` may name."""
     kernels = {}
     for name, k in table.items():
         where = f"kernels.{name}."
@@ -27,7 +28,7 @@ def parse_kernels(toml: TomlReader, table: Table, allow_fast_math: bool,
         if name_problem(name):
             raise toml.fail(f"kernels.{name[:80]}", f"kernel name {name_problem(name)}")
         toml.known(k, where, {"source", "entry", "grid", "block", "shared", "options", "defines", "steps",
-                              "workspace", "configs"})
+                              "workspace", "configs", "suits"})
         src = toml.file(toml.get(k, "source", where, str), where + "source")
         program = None
         if "steps" in k:  # a program of several launches (agent/spec/launch.py)
@@ -65,22 +66,29 @@ def parse_kernels(toml: TomlReader, table: Table, allow_fast_math: bool,
             knobs = spec.knobs()
         except ValueError as e:
             raise toml.fail(where + "source", str(e)) from None
-        configs = parse_configs(toml, k, where, knobs)
-        kernels[name] = replace(spec, configs=configs) if configs else spec
+        configs, when = parse_configs(toml, k, where, knobs, sizes)
+        suits = size_ranges(toml, k.get("suits", {}), where + "suits", sizes)
+        kernels[name] = replace(spec, configs=configs, config_when=when if any(when) else (), suits=suits)
     if not kernels and required:
         raise toml.fail("kernels", "no kernel defined: add a [kernels.NAME] table, or [start] from_scratch = true "
                         "(the llm proposer then writes the first kernel)")
     return kernels
 
-def parse_configs(toml: TomlReader, k: Table, where: str, knobs: dict[str, Knob]) -> tuple[dict[str, int], ...]:
-    """`configs = [{ SPLITK = 4, STAGES = 3 }, ...]`: each entry names declared knobs only,
-    each value one of that knob's declared values; at most MAX_CONFIGS entries."""
+def parse_configs(toml: TomlReader, k: Table, where: str, knobs: dict[str, Knob], sizes: frozenset[str]
+                  ) -> tuple[tuple[dict[str, int], ...], tuple[SizeRanges, ...]]:
+    """`configs = [{ SPLITK = 4, STAGES = 3 }, { BN = 32, when = { N = [1, 48] } }, ...]`: each
+    entry names declared knobs only, each value one of that knob's declared values, and
+    optionally `when`, the sizes it is written for; at most MAX_CONFIGS entries. The configs
+    and their `when` ({} where none), in order."""
     configs = toml.get(k, "configs", where, list, [])
     if len(configs) > MAX_CONFIGS:
         raise toml.fail(where + "configs", f"{len(configs)} entries; at most {MAX_CONFIGS}")
-    out = []
+    out, when = [], []
     for i, c in enumerate(configs):
         at = f"{where}configs[{i}]"
+        if isinstance(c, dict):
+            when.append(size_ranges(toml, c.get("when", {}), at + ".when", sizes))
+            c = {knob: value for knob, value in c.items() if knob != "when"}
         if not isinstance(c, dict) or not c:
             raise toml.fail(at, "expected a non-empty table of knob = value")
         for knob, value in c.items():
@@ -91,4 +99,20 @@ def parse_configs(toml: TomlReader, k: Table, where: str, knobs: dict[str, Knob]
                 raise toml.fail(f"{at}.{knob}", f"{repr(value)[:80]} is not one of the knob's values "
                                                 f"{list(knobs[knob].values)}")
         out.append({str(a): int(b) for a, b in c.items()})
-    return tuple(out)
+    return tuple(out), tuple(when)
+
+
+def size_ranges(toml: TomlReader, table: object, at: str, sizes: frozenset[str]) -> SizeRanges:
+    """`{ M = [1, 64], N = [1024, 65536] }`: inclusive ranges of the workload's sizes."""
+    if not isinstance(table, dict):
+        raise toml.fail(at, "expected a table of size = [lowest, highest], e.g. { M = [1, 64] }")
+    ranges = {}
+    for name, bounds in table.items():
+        if sizes and name not in sizes:
+            raise toml.fail(f"{at}.{str(name)[:80]}", f"not a size of the workload (sizes: {', '.join(sorted(sizes))})")
+        if not (isinstance(bounds, list) and len(bounds) == 2 and
+                all(isinstance(b, int) and not isinstance(b, bool) for b in bounds) and 0 <= bounds[0] <= bounds[1]):
+            raise toml.fail(f"{at}.{name}", f"expected [lowest, highest], two whole numbers with 0 <= lowest <= "
+                                            f"highest, got {repr(bounds)[:80]}")
+        ranges[str(name)] = (int(bounds[0]), int(bounds[1]))
+    return ranges

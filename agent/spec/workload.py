@@ -115,7 +115,7 @@ class _Parser(TomlReader):
         self.known(start_table, "start.", {"kernel", "from_scratch", "tune"})
         from_scratch = self.get(start_table, "from_scratch", "start.", bool, False)
         kernels = parse_kernels(self, self.get(self.doc, "kernels", "", dict, {}), tolerance.allow_fast_math,
-                                required=not from_scratch)
+                                required=not from_scratch, sizes=frozenset(n for c in cases for n in c.sizes))
         if from_scratch and "kernel" in start_table:
             raise self.fail("start.kernel", "a workload starts from a kernel or from scratch "
                             "(from_scratch = true), not both")

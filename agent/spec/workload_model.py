@@ -111,6 +111,14 @@ class Case:
         return self.role == "performance"
 
 
+SizeRanges = dict[str, tuple[int, int]]  # size name -> (lowest, highest), both included
+
+
+def in_ranges(ranges: SizeRanges, sizes: dict[str, int]) -> bool:
+    """Whether every named size lies in its range (a size the case lacks does not)."""
+    return all(name in sizes and lo <= sizes[name] <= hi for name, (lo, hi) in ranges.items())
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel that ships with the workload (starting kernel, tunable kernels)."""
@@ -125,6 +133,27 @@ class KernelSpec:
     # Knob settings the tuner tries right after the defaults (as Triton's autotune configs):
     # each a subset of the kernel's knobs, the rest at their defaults.
     configs: tuple[dict[str, int], ...] = ()
+    # The sizes each config is written for (its `when`, beside it; {}: every case), and the
+    # sizes the kernel itself is written for (`suits`): inclusive ranges by size name. The
+    # tuner's turns for a case go first to the kernels and settings whose ranges hold it.
+    config_when: tuple[SizeRanges, ...] = ()
+    suits: SizeRanges = field(default_factory=dict)
+
+    def configs_written_for(self, sizes: Optional[dict[str, int]]) -> list[dict[str, int]]:
+        """The listed configs whose `when` holds a case of these sizes (none with no case)."""
+        return [c for c, w in zip(self.configs, self.config_when) if w and sizes is not None and in_ranges(w, sizes)]
+
+    def listed_for(self, sizes: Optional[dict[str, int]]) -> list[dict[str, int]]:
+        """The listed configs for a case of these sizes: those written for it first, then the
+        unconditional ones; those written for other sizes are left out."""
+        when = self.config_when or tuple({} for _ in self.configs)
+        return self.configs_written_for(sizes) + [c for c, w in zip(self.configs, when) if not w]
+
+    def written_for(self, sizes: Optional[dict[str, int]]) -> bool:
+        """Whether the kernel (`suits`), or one of its listed configs, is written for these
+        sizes: by a range that holds them, not by having none."""
+        return sizes is not None and ((bool(self.suits) and in_ranges(self.suits, sizes))
+                                      or bool(self.configs_written_for(sizes)))
 
     def source(self) -> str:
         return _read_source(self.path)
