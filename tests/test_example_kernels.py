@@ -30,6 +30,9 @@ POINTS = [
     ("bf16_gemm", "mma_sync", {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32, "STAGES": 2}),
     ("bf16_gemm", "mma_sync", {"BM": 128, "BN": 256, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3}),
     ("bf16_gemm", "wgmma_tma", {}), ("bf16_gemm", "wgmma_tma", {"BM": 64, "BN": 256, "STAGES": 3}),
+    # decode with the operands swapped: 16 rows, 32 rows over two consumers, 64 rows split four ways
+    ("bf16_gemm", "wgmma_swap", {}), ("bf16_gemm", "wgmma_swap", {"MN": 32, "NC": 2}),
+    ("bf16_gemm", "wgmma_swap", {"MN": 64, "SPLITK": 4, "STAGES": 6}),
     # Warp-specialised: 128x256 and 256x128 (128 accumulators a consumer thread), multicast clusters, 5 stages.
     ("bf16_gemm", "wgmma_ws", {}), ("bf16_gemm", "wgmma_ws", {"CLUSTER": 2}),
     ("bf16_gemm", "wgmma_ws", {"BM": 256, "BN": 128, "CLUSTER": 2}),
@@ -117,7 +120,7 @@ def test_every_listed_config_compiles_and_the_tuner_proposes_it(workload, kernel
 @pytest.mark.parametrize("workload,kernel", [("softmax", "online"), ("sgemm", "splitk_warptile"), ("sgemm", "colstream"), ("gemm_bias_relu", "colstream"),
                                              ("gemm_bias_relu", "warptile"), ("gemm_bias_relu", "splitk_warptile"),
                                              ("bf16_gemm", "mma_sync"), ("bf16_gemm", "wgmma_tma"),
-                                             ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"),
+                                             ("bf16_gemm", "wgmma_ws"), ("bf16_gemm", "wgmma_ws2"), ("bf16_gemm", "wgmma_swap"),
                                              ("sgemm", "tf32x3"), ("sgemm", "tf32x3_splitk"),
                                              ("gemm_bias_relu", "tf32x3"), ("gemm_bias_relu", "tf32x3_splitk"),
                                              ("fp8_gemm", "mma_sync"), ("fp8_gemm", "wgmma_ws"),
