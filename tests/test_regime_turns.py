@@ -39,7 +39,7 @@ def _first_turn(focus: str):
 
 def test_a_decode_case_gives_its_first_turn_to_the_kernel_that_suits_few_rows():
     w, turn, spec = _first_turn("decode-16x4096x4096")
-    assert w.kernels["colstream"].suits == {"M": (1, 64)}
+    assert w.kernels["colstream"].suits == {"M": (1, 16)}
     assert turn == ("colstream", "decode-16x4096x4096")
     assert spec.kernel == "colstream"
 
