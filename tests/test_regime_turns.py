@@ -1,8 +1,8 @@
 """Kernels and settings written for some sizes (a kernel's `suits`, a listed config's `when`)
-take the tuner's turns for a case of those sizes first: on an H100, a 60 s sgemm search over
-shapes nobody shipped ran 19 attempts, none of them the decode kernel for M = 16 or the
-narrow tile for N = 32, and the dispatch served both cases at half the libraries' speed.
-The rules are read from the sgemm workload as shipped; parsing refuses a range it cannot use."""
+take the tuner's turns for a case of those sizes first: a short search over many shapes has
+few turns per kernel, and the decode kernel for M = 16 or the narrow tile for N = 32 must not
+wait behind kernels written for square shapes. The rules are read from the sgemm workload as
+shipped; parsing refuses a range it cannot use."""
 
 from __future__ import annotations
 
