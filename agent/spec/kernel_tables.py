@@ -68,7 +68,7 @@ def parse_kernels(toml: TomlReader, table: Table, allow_fast_math: bool, require
             raise toml.fail(where + "source", str(e)) from None
         configs, when = parse_configs(toml, k, where, knobs, sizes)
         suits = size_ranges(toml, k.get("suits", {}), where + "suits", sizes)
-        kernels[name] = replace(spec, configs=configs, config_when=when if any(when) else (), suits=suits)
+        kernels[name] = replace(spec, configs=configs, config_when=when, suits=suits)
     if not kernels and required:
         raise toml.fail("kernels", "no kernel defined: add a [kernels.NAME] table, or [start] from_scratch = true "
                         "(the llm proposer then writes the first kernel)")

@@ -139,15 +139,19 @@ class KernelSpec:
     config_when: tuple[SizeRanges, ...] = ()
     suits: SizeRanges = field(default_factory=dict)
 
+    def _whens(self) -> list[tuple[dict[str, int], SizeRanges]]:
+        """Each listed config beside its `when` ({}: written for every case, also where
+        `config_when` is shorter than `configs`)."""
+        return [(c, self.config_when[i] if i < len(self.config_when) else {}) for i, c in enumerate(self.configs)]
+
     def configs_written_for(self, sizes: Optional[dict[str, int]]) -> list[dict[str, int]]:
         """The listed configs whose `when` holds a case of these sizes (none with no case)."""
-        return [c for c, w in zip(self.configs, self.config_when) if w and sizes is not None and in_ranges(w, sizes)]
+        return [c for c, w in self._whens() if w and sizes is not None and in_ranges(w, sizes)]
 
     def listed_for(self, sizes: Optional[dict[str, int]]) -> list[dict[str, int]]:
         """The listed configs for a case of these sizes: those written for it first, then the
         unconditional ones; those written for other sizes are left out."""
-        when = self.config_when or tuple({} for _ in self.configs)
-        return self.configs_written_for(sizes) + [c for c, w in zip(self.configs, when) if not w]
+        return self.configs_written_for(sizes) + [c for c, w in self._whens() if not w]
 
     def written_for(self, sizes: Optional[dict[str, int]]) -> bool:
         """Whether the kernel (`suits`), or one of its listed configs, is written for these
