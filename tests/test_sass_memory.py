@@ -298,3 +298,36 @@ def test_a_spent_carry_predicate_reused_for_elect_is_no_read_of_the_parameters_a
     assert bool(found) == refused, found
     if refused:
         assert "PLOP3.LUT" in found[0] and "parameters' address" in found[0]
+
+
+# A TMA load whose descriptor's address ptxas moves through vector registers with IMAD copies
+# (`IMAD.U32 R10, RZ, RZ, UR6`), as NVRTC 13.0 does for wgmma_swap's producer; the map is the
+# kernel's first parameter, 0x30 past the parameters' start (its 64-byte alignment).
+TMA_THROUGH_IMAD = """        /*0000*/                   ULDC.64 UR4, c[0x0][0x198] ;
+        /*0010*/                   UIADD3 UR6, UP0, UR4, 0x30, URZ ;
+        /*0020*/                   UIADD3.X UR8, URZ, UR5, URZ, UP0, !UPT ;
+        /*0030*/                   IMAD.U32 R10, RZ, RZ, UR6 ;
+        /*0040*/                   IMAD.U32 R11, RZ, RZ, UR8 ;
+        /*0050*/                   R2UR UR12, R10 ;
+        /*0060*/                   R2UR UR13, R11 ;
+        /*0070*/                   UTMALDG.2D [UR16], [UR12] ;
+        /*0080*/                   EXIT ;
+"""
+
+
+@pytest.mark.parametrize("body, refused", [
+    (TMA_THROUGH_IMAD, False),
+    (TMA_THROUGH_IMAD.replace("R10, RZ, RZ, UR6", "R10, R2, 0x2, UR6"), True),  # a product: no known offset
+    (TMA_THROUGH_IMAD.replace("R10, RZ, RZ, UR6", "R10, UR6, 0x1, RZ"), False),  # times one plus zero: a copy
+    (TMA_THROUGH_IMAD.replace("UR4, 0x30, URZ", "UR4, 0x40, URZ"), True),  # past the map: not one parameter's bytes
+], ids=["zero-product-copy", "product", "times-one-copy", "past-the-map"])
+def test_a_tma_descriptor_address_copied_by_imad_keeps_its_offset(body, refused):
+    cubin, listing = machine_code('struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };\n'
+                                  'extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y, int n) '
+                                  '{ if (threadIdx.x < n) y[threadIdx.x] = 1.f; }')
+    start = listing.index("k:\n.text.k:\n") + len("k:\n.text.k:\n")
+    end = listing.index(".L_x_0:", start)
+    found = audit_memory(cubin, listing[:start] + body + listing[end:]).parameters
+    assert bool(found) == refused, found
+    if refused:
+        assert "UTMALDG.2D in k takes a TMA descriptor at no parameter's offset" in found[0], found

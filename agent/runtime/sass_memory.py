@@ -273,12 +273,28 @@ class _Audit:
             return fact
         others = [o for i, o in enumerate(ins.operands[ndest:], ndest) if i != index and not o.startswith(("P", "!P",
                                                                                                            "UP", "!UP"))]
-        if ins.base.lstrip("U") in ("MOV", "R2UR"):
+        if ins.base.lstrip("U") in ("MOV", "R2UR") or self._imad_copy(ins, ndest, index):
             return fact
         if ins.base.lstrip("U") in ("IADD3", "VIADD", "IADD") and all(o in _ZERO or _IMMEDIATE.fullmatch(o)
                                                                       for o in others):
             return (kind, name, offset + sum(int(o, 0) for o in others if o not in _ZERO))
         return (kind, name, -1)
+
+    @staticmethod
+    def _imad_copy(ins: Instruction, ndest: int, index: int) -> bool:
+        """Whether an IMAD copies operand `index` unchanged: `IMAD.U32 R10, RZ, RZ, UR6` (a zero
+        product plus it), or it times 0x1 plus zero. ptxas moves a uniform register to a vector
+        one this way, e.g. a TMA descriptor's address that older releases keep in R10."""
+        if ins.base.lstrip("U") != "IMAD" or ".X" in ins.opcode or ".WIDE" in ins.opcode:
+            return False
+        ops = ins.operands
+        if len(ops) != ndest + 3:
+            return False
+        a, b, c = ndest, ndest + 1, ndest + 2
+        if index == c:
+            return ops[a] in _ZERO or ops[b] in _ZERO
+        other = b if index == a else a
+        return ops[other] == "0x1" and ops[c] in _ZERO
 
     def _misuse(self, ins: Instruction, facts: frozenset[Fact], operand: int = -1, call: bool = False) -> str:
         """The finding for an instruction using an address where it may not (`call`: handing it
