@@ -46,3 +46,12 @@ def test_a_timing_steps_deadline_follows_the_recipe():
     started = Started("big", Step.TIME)
     assert d.after(started) == 10.0 + 0.4 + (1 + 6 + 20) * 0.5
     assert Deadlines(dataclasses.replace(timing, min_repetitions=60), 10.0).after(Started("new", Step.TIME)) == 10.4
+
+
+def test_a_module_load_waits_as_long_as_a_case_setup():
+    """After LOAD the worker sets up the first case unannounced (inputs of gigabytes drawn and
+    uploaded) and no kernel runs: the wait is the setup allowance, not the kernel's timeout."""
+    from warpsmith.agent.evaluate.deadlines import CASE_SETUP_S
+    d = Deadlines(policy.TimingConfig(), kernel_timeout_s=10.0)
+    assert d.after(Started("", Step.LOAD)) == d.after(None) == CASE_SETUP_S > 10.0
+    assert d.after(Started("c", Step.VALIDATE)) == 10.0

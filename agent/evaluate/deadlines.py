@@ -26,8 +26,10 @@ class Deadlines:
 
     def after(self, step: Optional[Started]) -> float:
         """Seconds to wait for the worker's next reply, given the step it announced last
-        (None: it is setting a case up, drawing inputs and uploading, and no kernel runs)."""
-        if step is None:
+        (None: it is setting a case up, drawing inputs and uploading, and no kernel runs;
+        LOAD: it loads the module, then sets up the first case without announcing it, and
+        no kernel runs either: a case of gigabytes takes longer than a kernel may)."""
+        if step is None or step.phase == Step.LOAD:
             return CASE_SETUP_S
         if step.phase == Step.TIME:
             return self.timing.step_deadline_s(self.kernel_timeout_s, self.validate_s.get(step.case, 0.0))

@@ -22,6 +22,7 @@ from ..worker.protocol import (
     Fault,
     JobDone,
     Started,
+    Step,
     TimingConfig,
 )
 from .attempt import EventSink
@@ -117,8 +118,8 @@ class WorkerChannel:
                     mark(result, case, Status.CRASHED, f"case '{case}' ({phase}): {e}")
                     return
                 worker.kill()
-                what = "the kernel was killed (infinite loop or far too slow?)" if step else \
-                    "the worker was killed while setting the case up"
+                what = "the kernel was killed (infinite loop or far too slow?)" if step and step.phase != Step.LOAD \
+                    else "the worker was killed while setting the case up"
                 mark(result, case, Status.TIMEOUT, f"case '{case}' ({phase}): no answer within {deadline:.0f} s; {what}")
                 return
             on_event(reply)
