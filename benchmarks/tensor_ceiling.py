@@ -1,5 +1,6 @@
-"""The measured dense bf16 tensor-core rate (fp32 accumulate) of this GPU, beside the
-clock peak, measured like the fp32 one: what a bf16 GEMM's TFLOP/s can be read against.
+"""The measured dense bf16 and fp8 (e4m3) tensor-core rates (fp32 accumulate) of this GPU,
+beside the clock peak, measured like the fp32 one: what a bf16 or fp8 GEMM's TFLOP/s can be
+read against.
 
     python3 benchmarks/tensor_ceiling.py
 
@@ -13,7 +14,9 @@ launches, no L2 flush: nothing here reads global memory), best of a few shapes:
   tiles that sit in shared memory for the whole kernel, four per commit group, one
   group left in flight by ``wait_group 1``. The tiles and descriptors are laid out
   exactly as examples/bf16_gemm/wgmma_tma.cu's, whose results are checked on the
-  H200 (128-byte swizzle, K-major A, N-major B), and every descriptor stays inside
+  H200 (128-byte swizzle, K-major A, N-major B; for fp8, ``m64nNk32.f32.e4m3.e4m3``
+  with both operands K-major, the only layout 8-bit wgmma takes, as
+  examples/fp8_gemm/wgmma_ws.cu), and every descriptor stays inside
   the CTA's shared memory, so the probe cannot fault; the values are small random
   bf16 (they only need to be legal; random rather than zero so the tensor cores
   draw the power a real GEMM draws).
@@ -52,14 +55,19 @@ TARGET_FLOP = 4e12  # per launch: about 4 ms at the clock peak, long against lau
 GEMM_SIZE = 8192
 
 
-def wgmma_flops_per_instruction(n: int) -> int:
-    """One m64nNk16 wgmma of one warpgroup: 64 x N x 16 multiply-adds."""
-    return 2 * 64 * n * 16
+def wgmma_k(dtype: str) -> int:
+    """K of one wgmma: 16 bf16 or 32 fp8 elements, 32 bytes of a 128-byte swizzle row either way."""
+    return 32 if dtype == "fp8" else 16
 
 
-def wgmma_flops(n: int, blocks: int, warpgroups: int, iters: int) -> int:
+def wgmma_flops_per_instruction(n: int, dtype: str = "bf16") -> int:
+    """One m64nNkK wgmma of one warpgroup: 64 x N x K multiply-adds."""
+    return 2 * 64 * n * wgmma_k(dtype)
+
+
+def wgmma_flops(n: int, blocks: int, warpgroups: int, iters: int, dtype: str = "bf16") -> int:
     """Every warpgroup of every block issues KSTEPS wgmmas per iteration."""
-    return blocks * warpgroups * iters * KSTEPS * wgmma_flops_per_instruction(n)
+    return blocks * warpgroups * iters * KSTEPS * wgmma_flops_per_instruction(n, dtype)
 
 
 def mma_sync_flops(blocks: int, threads: int, iters: int, chains: int) -> int:
@@ -71,18 +79,24 @@ def gemm_flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
 
-def _wgmma_asm(n: int) -> str:
+def _wgmma_asm(n: int, dtype: str) -> str:
     regs = n // 2  # fp32 accumulators per thread of an m64nN tile
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    # bf16: B N-major (the transpose-B bit); fp8 has no transpose bits, both operands K-major.
+    shape, tail = (f"m64n{n}k32.f32.e4m3.e4m3", "p, 1, 1") if dtype == "fp8" else (f"m64n{n}k16.f32.bf16.bf16",
+                                                                                 "p, 1, 1, 0, 1")
     return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"\n'
-            f'    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"\n'
+            f'    "wgmma.mma_async.sync.aligned.{shape} {{{outs}}}, %{regs}, %{regs + 1}, {tail};\\n}}\\n"\n'
             f'    : {binds}\n    : "l"(da), "l"(db));')
 
 
-def wgmma_source(n: int) -> str:
-    """The wgmma probe for tile width N (128 or 256); WGS (warpgroups per CTA), MINB (CTAs
-    per SM, for __launch_bounds__) and DEPTH (commit groups left in flight) are -D knobs."""
+def wgmma_source(n: int, dtype: str = "bf16") -> str:
+    """The wgmma probe for tile width N (128 or 256) and operand type (bf16 or fp8); WGS
+    (warpgroups per CTA), MINB (CTAs per SM, for __launch_bounds__) and DEPTH (commit groups
+    left in flight) are -D knobs. The tiles take the same bytes either way: a 128-byte
+    swizzle row holds 64 bf16 or 128 fp8 of K."""
+    fp8 = dtype == "fp8"
     return r"""
 #ifndef WGS
 #define WGS 2
@@ -98,6 +112,7 @@ def wgmma_source(n: int) -> str:
 #define B_BOX """ + str(B_BOX_BYTES) + r"""
 #define B_TILE (B_BOX * (N_TILE / 64))
 #define SMEM_USED (WGS * A_TILE + B_TILE)
+#define FP8 """ + str(int(fp8)) + r"""
 
 __device__ __forceinline__ unsigned smem_addr(const void* p)
 {
@@ -117,12 +132,21 @@ extern "C" __global__ void __launch_bounds__(WGS * 128, MINB) ws_wgmma(float* ou
     extern __shared__ unsigned char smem_raw[];
     const unsigned raw = smem_addr(smem_raw);
     const unsigned base = (raw + 1023) & ~1023u;  // 128-byte swizzled tiles start on 1 KiB
+#if FP8
+    unsigned char* tiles = smem_raw + (base - raw);
+    // Random e4m3 of magnitude 1/2 .. 15/16: exponent 6, random sign and mantissa.
+    for (int i = threadIdx.x; i < SMEM_USED; i += blockDim.x) {
+        const unsigned h = (unsigned)(i + 1) * 2654435761u;
+        tiles[i] = (unsigned char)(0x30u | ((h >> 9) & 0x87u));
+    }
+#else
     unsigned short* tiles = reinterpret_cast<unsigned short*>(smem_raw + (base - raw));
     // Small random bf16: exponent 123 (magnitude 1/16 .. 1/8), random sign and mantissa.
     for (int i = threadIdx.x; i < SMEM_USED / 2; i += blockDim.x) {
         const unsigned h = (unsigned)(i + 1) * 2654435761u;
         tiles[i] = (unsigned short)(0x3D80u | ((h >> 9) & 0x807Fu));
     }
+#endif
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma's reads
     __syncthreads();
 
@@ -131,8 +155,12 @@ extern "C" __global__ void __launch_bounds__(WGS * 128, MINB) ws_wgmma(float* ou
     unsigned long long das[4], dbs[4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-        das[kk] = descriptor(a_tile + kk * 32, 16, 1024);     // K-major A: 16 columns = 32 bytes on
+        das[kk] = descriptor(a_tile + kk * 32, 16, 1024);     // K-major A: one K step = 32 bytes on
+#if FP8
+        dbs[kk] = descriptor(b_tile + kk * 32, 16, 1024);     // K-major B (N rows of 128 bytes), as A
+#else
         dbs[kk] = descriptor(b_tile + kk * 2048, B_BOX, 1024);  // N-major B: 16 rows = two 8-row groups down
+#endif
     }
     float d[N_TILE / 2];
 #pragma unroll
@@ -143,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(WGS * 128, MINB) ws_wgmma(float* ou
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             const unsigned long long da = das[kk], db = dbs[kk];
-            """ + _wgmma_asm(n) + r"""
+            """ + _wgmma_asm(n, dtype) + r"""
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(DEPTH) : "memory");
@@ -195,6 +223,7 @@ class Probe:
     per_sm: int  # CTAs per SM (the grid is SMs x per_sm)
     chains: int = 0  # mma.sync accumulator chains per warp
     depth: int = 1  # wgmma commit groups left in flight
+    dtype: str = "bf16"  # wgmma operands: bf16 or fp8 (e4m3)
 
     @property
     def entry(self) -> str:
@@ -202,7 +231,7 @@ class Probe:
 
     @property
     def source(self) -> str:
-        return wgmma_source(self.n) if self.kind == "wgmma" else MMA_SYNC_SOURCE
+        return wgmma_source(self.n, self.dtype) if self.kind == "wgmma" else MMA_SYNC_SOURCE
 
     @property
     def defines(self) -> dict[str, int]:
@@ -221,7 +250,7 @@ class Probe:
 
     def flops(self, blocks: int, iters: int) -> int:
         if self.kind == "wgmma":
-            return wgmma_flops(self.n, blocks, self.warpgroups, iters)
+            return wgmma_flops(self.n, blocks, self.warpgroups, iters, self.dtype)
         return mma_sync_flops(blocks, self.threads, iters, self.chains)
 
     def iters_for(self, blocks: int) -> int:
@@ -230,7 +259,8 @@ class Probe:
 
     def label(self) -> str:
         if self.kind == "wgmma":
-            return f"m64n{self.n}k16, {self.warpgroups} WG/CTA, {self.per_sm} CTA/SM, wait_group {self.depth}"
+            shape = f"m64n{self.n}k{wgmma_k(self.dtype)}{' e4m3' if self.dtype == 'fp8' else ''}"
+            return f"{shape}, {self.warpgroups} WG/CTA, {self.per_sm} CTA/SM, wait_group {self.depth}"
         return f"m16n8k16, {self.chains} chains/warp, {self.threads} threads, {self.per_sm} CTA/SM"
 
 
@@ -241,6 +271,8 @@ PROBES = [
     Probe("wgmma", 256, 2, 1, depth=0),
     Probe("wgmma", 128, 2, 1), Probe("wgmma", 128, 4, 1), Probe("wgmma", 128, 2, 2),
     Probe("mma.sync", 0, 0, 2, chains=8), Probe("mma.sync", 0, 0, 4, chains=8), Probe("mma.sync", 0, 0, 2, chains=16),
+    Probe("wgmma", 256, 1, 1, dtype="fp8"), Probe("wgmma", 256, 2, 1, dtype="fp8"), Probe("wgmma", 256, 3, 1, dtype="fp8"),
+    Probe("wgmma", 128, 2, 1, dtype="fp8"), Probe("wgmma", 128, 2, 2, dtype="fp8"),
 ]
 
 
@@ -291,7 +323,7 @@ def _cublas_line(device, native, peak, clocks) -> tuple[str, float]:
 
 def main() -> int:
     from warpsmith.agent.runtime import native
-    from warpsmith.agent.spec.speed_of_light import tensor_peak_tflops
+    from warpsmith.agent.spec.speed_of_light import FP8_OVER_16_BIT, tensor_peak_tflops
     from warpsmith.agent.worker.clocks import Clocks
     try:
         device = native.open_device(0)
@@ -301,9 +333,14 @@ def main() -> int:
               f"{getattr(e, 'text', '') or e}".replace("\n", " "))
         return 2
     peak = tensor_peak_tflops(facts)
+
+    def peak_of(dtype: str) -> float | None:
+        """The clock peak for the probe's operands: fp8 runs at twice the 16-bit rate."""
+        return peak * FP8_OVER_16_BIT if peak and dtype == "fp8" else peak
     sms = facts.sm_count
     print(f"GPU: {facts.name} ({facts.arch}), {sms} SMs, SM clock {facts.sm_clock_khz / 1000:.0f} MHz (top, device "
-          f"facts); clock peak {peak if peak is not None else 'unknown'} TFLOP/s dense bf16, fp32 accumulate "
+          f"facts); clock peak {peak if peak is not None else 'unknown'} TFLOP/s dense bf16, twice that for fp8, "
+          f"fp32 accumulate "
           f"(warpsmith.agent.spec.speed_of_light.tensor_peak_tflops)", flush=True)
     print(f"{'probe':<9} {'config':<60} {'median ms':>9} {'TFLOP/s':>9} {'% peak':>7} {'SM MHz':>11}")
     clocks = Clocks(facts.uuid)
@@ -323,15 +360,19 @@ def main() -> int:
         ms = _median_ms(device, fn, blocks, probe.threads, probe.shared_bytes, [("ptr", out.ptr), ("i32", iters)])
         after = clocks.read()
         tflops = probe.flops(blocks, iters) / (ms * 1e-3) / 1e12
-        best[probe.kind] = max(best.get(probe.kind, 0.0), tflops)
-        print(_row(probe.kind, probe.label() + f" ({compiled.resources.registers} regs)", ms, tflops, peak,
+        key = f"{probe.kind} {probe.dtype}" if probe.kind == "wgmma" else "mma.sync bf16"
+        best[key] = max(best.get(key, 0.0), tflops)
+        print(_row(probe.kind, probe.label() + f" ({compiled.resources.registers} regs)", ms, tflops,
+                   peak_of(probe.dtype),
                    _clock_text(before, after)), flush=True)
     line, cublas = _cublas_line(device, native, peak, clocks)
     print(line, flush=True)
 
-    def pct(rate: float) -> str:
-        return f"{100 * rate / peak:.0f}% of the clock peak {peak}" if peak else "clock peak unknown"
-    parts = [f"{kind} bf16 {best[kind]:.1f} TFLOP/s ({pct(best[kind])})" for kind in ("wgmma", "mma.sync") if kind in best]
+    def pct(rate: float, dtype: str = "bf16") -> str:
+        top = peak_of(dtype)
+        return f"{100 * rate / top:.0f}% of the clock peak {top:g}" if top else "clock peak unknown"
+    parts = [f"{key} {best[key]:.1f} TFLOP/s ({pct(best[key], key.split()[-1])})"
+             for key in ("wgmma bf16", "mma.sync bf16", "wgmma fp8") if key in best]
     if cublas:
         parts.append(f"cuBLAS {GEMM_SIZE}^3 {cublas:.1f} TFLOP/s ({pct(cublas)})")
     print("SUMMARY tensor ceiling: " + "; ".join(parts))

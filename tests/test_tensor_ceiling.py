@@ -45,7 +45,8 @@ def test_probe_compiles_without_spills_and_fits(probe):
 
 def test_wgmma_tiles_fill_exactly_the_shared_memory_asked_for():
     """What the descriptors read (each warpgroup's 64 x 64 A tile, then N/64 64 x 64 boxes of
-    B, bf16) plus the 1 KiB alignment slack is the dynamic shared memory launched with."""
+    B, bf16; for fp8 the same bytes: 64 x 128 and N x 128) plus the 1 KiB alignment slack is
+    the dynamic shared memory launched with."""
     for p in (q for q in tc.PROBES if q.kind == "wgmma"):
         assert p.shared_bytes == p.warpgroups * 64 * 64 * 2 + 64 * p.n * 2 + 1024
 
@@ -60,6 +61,18 @@ def test_flop_counts():
     assert tc.mma_sync_flops(blocks=1, threads=256, iters=1, chains=8) == 8 * 8 * 2 * 16 * 8 * 16
     assert tc.Probe("mma.sync", 0, 0, 2, chains=16).flops(blocks=3, iters=7) == 3 * 8 * 7 * 16 * 4096
     assert tc.gemm_flops(8192, 8192, 8192) == 2 * 8192 ** 3
+    # fp8: K = 32 a wgmma, twice the work in the same 32 bytes of each swizzle row.
+    assert tc.wgmma_flops_per_instruction(256, "fp8") == 2 * 64 * 256 * 32
+    assert tc.Probe("wgmma", 256, 2, 1, dtype="fp8").flops(blocks=2, iters=5) == 2 * 2 * 5 * 4 * 1048576
+
+
+def test_the_fp8_probes_multiply_e4m3_with_both_operands_k_major():
+    fp8 = [p for p in tc.PROBES if p.dtype == "fp8"]
+    assert fp8 and all(p.kind == "wgmma" for p in fp8)
+    for p in fp8:
+        assert f"m64n{p.n}k32.f32.e4m3.e4m3" in p.source and "p, 1, 1;" in p.source
+        assert "#define FP8 1" in p.source
+    assert all("#define FP8 0" in p.source for p in tc.PROBES if p.kind == "wgmma" and p.dtype == "bf16")
 
 
 def test_launches_are_long_enough_to_time():
