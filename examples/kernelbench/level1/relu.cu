@@ -7,7 +7,7 @@ relu(const float* __restrict__ x, float* __restrict__ out, int batch_size, int d
 {
     const long long n = (long long)batch_size * dim;
     const long long i = ((long long)blockIdx.x * 256 + threadIdx.x) * 4;
-    if (i + 3 < n && (reinterpret_cast<size_t>(x + i) & 15) == 0) {
+    if (i + 3 < n && ((reinterpret_cast<size_t>(x + i) | reinterpret_cast<size_t>(out + i)) & 15) == 0) {
         const float4 v = *reinterpret_cast<const float4*>(x + i);
         *reinterpret_cast<float4*>(out + i) = make_float4(fmaxf(v.x, 0.0f), fmaxf(v.y, 0.0f), fmaxf(v.z, 0.0f),
                                                           fmaxf(v.w, 0.0f));
