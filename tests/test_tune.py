@@ -1025,3 +1025,36 @@ def test_the_tuner_knows_its_attempts_by_their_identity_fields_not_their_names()
     assert (Attempt.model_validate(stored).kernel, Attempt.model_validate(stored).tag) == ("tf32x3", "1a2b3c4d")
     spec = CandidateSpec(name="llm-3", source="", entry="k", grid=["1"], block=["1"])
     assert (spec.kernel, spec.tag) == ("llm-3", "")
+
+
+def test_the_focus_moves_on_from_a_case_searched_without_progress():
+    """A case searched FOCUS_PATIENCE times since its best last moved by 1% (bf16_gemm's ragged
+    case on an H100: 182 of 225 attempts, its best found at attempt 35) hands the focus to the
+    case next by gap; attempts in flight count; once every open case has used its patience, the
+    largest gap is the focus again, and progress on a case gives it its patience back."""
+    from warpsmith.agent.evaluate.records import CaseOutcome
+    from warpsmith.agent.proposers.kernel_turns import FOCUS_PATIENCE, focus_case
+    w = load_workload(SGEMM)
+    perf = [c.name for c in w.cases if c.role == "performance"]
+    worst, next_worst = perf[0], perf[1]
+    best = _sgemm_best(w, {c: 1.0 for c in perf} | {worst: 3.0, next_worst: 2.0})
+    base = {c: 1.0 for c in perf}
+
+    def tried(i: int, focus: str, ms: float) -> Attempt:
+        return Attempt(iteration=i, name=f"tf32x3@x[BM={i}]", proposer="tune", status="ok", score_ms=1.0, focus=focus,
+                       cases=[CaseOutcome(case=focus, role="performance", status="ok", median_ms=ms)])
+    ctx = lambda history, in_flight=(): ProposalContext(w, DeviceFacts(), 99, "optimise", history, best, None, base,
+                                                        in_flight=tuple(in_flight))
+    # The first attempt sets the worst case's fastest; then FOCUS_PATIENCE - 1 no faster, and one 0.5% faster (noise).
+    stuck = [tried(1, worst, 3.0)] + [tried(i, worst, 3.0) for i in range(2, FOCUS_PATIENCE + 1)] + \
+        [tried(FOCUS_PATIENCE + 1, worst, 2.985)]
+    assert focus_case(ctx(stuck[:-1])) == worst  # one attempt of patience left
+    assert focus_case(ctx(stuck)) == next_worst
+    spec = best.spec.model_copy(update={"name": "tf32x3@x[BM=7]", "focus": worst})
+    assert focus_case(ctx(stuck[:-1], [spec])) == next_worst  # the attempt in flight is its last
+    both = stuck + [tried(100 + i, next_worst, 2.0) for i in range(FOCUS_PATIENCE + 1)]
+    assert focus_case(ctx(both)) not in (worst, next_worst)  # a case tied with the library, patience untouched
+    every = both + [tried(1000 * (j + 1) + i, case, 1.0) for j, case in enumerate(perf[2:])
+                    for i in range(FOCUS_PATIENCE + 1)]
+    assert focus_case(ctx(every)) == worst  # every open case stale: the largest gap
+    assert focus_case(ctx(stuck + [tried(200, worst, 2.9)])) == worst  # 3% faster: progress, patience back
