@@ -130,8 +130,8 @@ def main() -> int:
             target = out / args.tune
             if not target.is_dir():
                 target = import_problem(args.checkout, next(p for p in PROBLEMS if p.stem == args.tune), out)
-            rc, text = warpsmith(["bench", str(target), "--time-budget", str(args.time_budget), "--no-tracking"],
-                                 args.time_budget + 900)
+            rc, text = warpsmith(["bench", str(target), "--time-budget", str(args.time_budget), "--no-tracking",
+                                  "--store", str(out / "mlruns")], args.time_budget + 900)
             print(f"\n$ warpsmith bench {args.tune} --time-budget {args.time_budget:g} (exit {rc})\n{text.strip()}")
             failed += rc != 0
     return 1 if failed else 0
