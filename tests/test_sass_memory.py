@@ -320,7 +320,9 @@ TMA_THROUGH_IMAD = """        /*0000*/                   ULDC.64 UR4, c[0x0][0x1
     (TMA_THROUGH_IMAD.replace("R10, RZ, RZ, UR6", "R10, R2, 0x2, UR6"), True),  # a product: no known offset
     (TMA_THROUGH_IMAD.replace("R10, RZ, RZ, UR6", "R10, UR6, 0x1, RZ"), False),  # times one plus zero: a copy
     (TMA_THROUGH_IMAD.replace("UR4, 0x30, URZ", "UR4, 0x40, URZ"), True),  # past the map: not one parameter's bytes
-], ids=["zero-product-copy", "product", "times-one-copy", "past-the-map"])
+    # IMAD.HI adds the pair UR6:UR7 and returns the high word: not a copy of UR6
+    (TMA_THROUGH_IMAD.replace("IMAD.U32 R10, RZ, RZ, UR6", "IMAD.HI.U32 R10, RZ, RZ, UR6"), True),
+], ids=["zero-product-copy", "product", "times-one-copy", "past-the-map", "imad-hi"])
 def test_a_tma_descriptor_address_copied_by_imad_keeps_its_offset(body, refused):
     cubin, listing = machine_code('struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };\n'
                                   'extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y, int n) '
@@ -331,3 +333,24 @@ def test_a_tma_descriptor_address_copied_by_imad_keeps_its_offset(body, refused)
     assert bool(found) == refused, found
     if refused:
         assert "UTMALDG.2D in k takes a TMA descriptor at no parameter's offset" in found[0], found
+
+
+def test_imad_hi_reads_its_addend_as_a_register_pair():
+    """IMAD.HI adds a register pair and returns its high word: the parameters' address moved
+    into the pairs' high registers (UR7, UR11) reaches R2 and R3 through it, and a load from
+    R2:R3 is refused."""
+    cubin, listing = machine_code('extern "C" __global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }')
+    start = listing.index("k:\n.text.k:\n") + len("k:\n.text.k:\n")
+    end = listing.index(".L_x_0:", start)
+    body = """        /*0000*/                   ULDC.64 UR8, c[0x0][0x198] ;
+        /*0010*/                   UMOV UR7, UR8 ;
+        /*0020*/                   UMOV UR11, UR9 ;
+        /*0030*/                   UMOV UR6, URZ ;
+        /*0040*/                   UMOV UR10, URZ ;
+        /*0050*/                   IMAD.HI R2, RZ, RZ, UR6 ;
+        /*0060*/                   IMAD.HI R3, RZ, RZ, UR10 ;
+        /*0070*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0080*/                   EXIT ;
+"""
+    found = audit_memory(cubin, listing[:start] + body + listing[end:]).parameters
+    assert found and "parameters' address" in found[0], found

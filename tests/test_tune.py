@@ -1058,3 +1058,6 @@ def test_the_focus_moves_on_from_a_case_searched_without_progress():
                     for i in range(FOCUS_PATIENCE + 1)]
     assert focus_case(ctx(every)) == worst  # every open case stale: the largest gap
     assert focus_case(ctx(stuck + [tried(200, worst, 2.9)])) == worst  # 3% faster: progress, patience back
+    # Steps of 0.6% add up: the second is 1.2% under the anchor, progress.
+    creep = stuck[:-1] + [tried(300, worst, 3.0 * 0.994), tried(301, worst, 3.0 * 0.994 ** 2)]
+    assert focus_case(ctx(creep)) == worst

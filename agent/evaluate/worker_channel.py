@@ -113,7 +113,7 @@ class WorkerChannel:
                     self._aborted = False
                     worker.kill()
                     raise EvaluationAborted("stopped by the user") from None
-                case, phase = (step.case, step.phase) if step else (last_case, "setup")
+                case, phase = (step.case or last_case, step.phase) if step else (last_case, "setup")
                 if isinstance(e, WorkerDied):
                     mark(result, case, Status.CRASHED, f"case '{case}' ({phase}): {e}")
                     return
@@ -126,7 +126,7 @@ class WorkerChannel:
             if isinstance(reply, JobDone):
                 return
             if isinstance(reply, Started):
-                step, last_case = reply, reply.case
+                step, last_case = reply, reply.case or last_case  # LOAD names no case: the first job's comes next
                 continue
             step = None
             if isinstance(reply, CaseChecked):

@@ -157,18 +157,17 @@ def focus_case(ctx: ProposalContext) -> Optional[str]:
 
 def focused_since_progress(ctx: ProposalContext, cases: list[str]) -> dict[str, int]:
     """Per case, the attempts searched for it (finished, then in flight) since an attempt,
-    focused or not, last lowered its fastest validated median by PROGRESS."""
-    fastest = {case: math.inf for case in cases}
+    focused or not, last brought its validated median PROGRESS under the median of the
+    previous such attempt (the anchor: small steps that add up to 1% count too)."""
+    anchor = {case: math.inf for case in cases}
     stale = dict.fromkeys(cases, 0)
     for a in ctx.history:
         if a.focus in stale:
             stale[a.focus] += 1
         if a.status == "ok":
             for c in a.cases:
-                if c.case in fastest and c.median_ms and c.median_ms < fastest[c.case]:
-                    if c.median_ms < fastest[c.case] * PROGRESS:
-                        stale[c.case] = 0
-                    fastest[c.case] = c.median_ms
+                if c.case in anchor and c.median_ms and c.median_ms < anchor[c.case] * PROGRESS:
+                    anchor[c.case], stale[c.case] = c.median_ms, 0
     for spec in ctx.in_flight:
         if spec.focus in stale:
             stale[spec.focus] += 1

@@ -175,7 +175,9 @@ class _Audit:
         found: list[str] = []
         ndest, dests = destinations(ins)
         mods = ins.opcode.split(".")[1:]
-        pair_last, pairs = "WIDE" in mods, "64" in mods  # a 64-bit addend; 64-bit sources
+        # a 64-bit addend (IMAD.WIDE; IMAD.HI adds a register pair too); 64-bit sources
+        pair_last = "WIDE" in mods or (ins.base.lstrip("U") == "IMAD" and "HI" in mods)
+        pairs = "64" in mods
         reads: list[tuple[int, frozenset[Fact]]] = []  # (operand index, facts it may hold)
         loaded: dict[int, Fact] = {}  # a constant bank's words this instruction moves, by word
         for i, operand in enumerate(ins.operands):
@@ -285,7 +287,8 @@ class _Audit:
         """Whether an IMAD copies operand `index` unchanged: `IMAD.U32 R10, RZ, RZ, UR6` (a zero
         product plus it), or it times 0x1 plus zero. ptxas moves a uniform register to a vector
         one this way, e.g. a TMA descriptor's address that older releases keep in R10."""
-        if ins.base.lstrip("U") != "IMAD" or ".X" in ins.opcode or ".WIDE" in ins.opcode:
+        # Plain forms only: .HI adds a register pair and returns its high word, .X a carry, .WIDE a pair.
+        if ins.base.lstrip("U") != "IMAD" or not set(ins.opcode.split(".")[1:]) <= {"U32", "MOV"}:
             return False
         ops = ins.operands
         if len(ops) != ndest + 3:
