@@ -47,8 +47,8 @@ def bench(workload: str, shapes: Path, out: Path, budget: int, time_budget: floa
 
 def summarize(paths: list[Path]) -> int:
     """The table per shape and the bars; exit 1 when a bar is missed."""
-    rows = ["| workload | shape | ours | ms | fastest library | ms | ours vs library | % floor |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| workload | shape | ours | ms | TFLOP/s | fastest library | ms | ours vs library | % floor |",
+            "|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for path in paths:
         results = json.loads(path.read_text() or "[]")
@@ -63,9 +63,10 @@ def summarize(paths: list[Path]) -> int:
             ours = next(e for e in b.entries if e.role == comparison.ours and e.medians)
             for case, (ratio, lib) in comparison.per_case.items():
                 library = next(e.medians[case] for e in b.baselines() if e.name == lib)
-                pct = next((r.get("pct_of_floor") for r in b.rows
-                            if r["case"] == case and r["role"] == comparison.ours), None)
-                rows.append(f"| {b.workload} | {case} | {comparison.ours} | {ours.medians[case]:.4f} | {lib} | "
+                row = next((r for r in b.rows if r["case"] == case and r["role"] == comparison.ours), {})
+                pct, tflops = row.get("pct_of_floor"), row.get("tflops")
+                rows.append(f"| {b.workload} | {case} | {comparison.ours} | {ours.medians[case]:.4f} | "
+                            f"{f'{tflops:.1f}' if tflops else '-'} | {lib} | "
                             f"{library:.4f} | {ratio:.3f}x | {f'{pct:.0%}' if pct else '-'} |")
                 if ratio < EACH:
                     verdicts.append(f"{b.workload} {case}: {ratio:.3f}x the fastest library, under {EACH:.2f}x")
@@ -73,7 +74,7 @@ def summarize(paths: list[Path]) -> int:
                     verdicts.append(f"{b.workload} {case}: {f'{pct:.0%}' if pct else 'no'} of the floor, "
                                     f"under {FLOOR:.0%}")
             g = geomean([r for r, _ in comparison.per_case.values()])
-            rows.append(f"| {b.workload} | geomean | | | | | {g:.3f}x | |")
+            rows.append(f"| {b.workload} | geomean | | | | | | {g:.3f}x | |")
             if g < GEOMEAN:
                 verdicts.append(f"{b.workload}: geomean {g:.3f}x, under {GEOMEAN:.2f}x")
     print("\n".join(rows))
