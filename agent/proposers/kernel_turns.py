@@ -35,7 +35,7 @@ FLOOR_DONE = 0.95  # a case this close to its speed-of-light floor gets no focus
 # behind the libraries, got none, so the decode kernel written for them came up only in the
 # unfocused turns. Once every open case has used its patience, the largest gap wins again.
 FOCUS_PATIENCE = 20
-PROGRESS = 0.99  # a case's best moved: a median at least 1% under its fastest so far (not timing noise)
+PROGRESS = 0.99  # a case's best moved: 1% under its median at the last such move (not timing noise)
 
 
 class KernelTurns:

@@ -286,7 +286,7 @@ class _Audit:
     def _imad_copy(ins: Instruction, ndest: int, index: int) -> bool:
         """Whether an IMAD copies operand `index` unchanged: `IMAD.U32 R10, RZ, RZ, UR6` (a zero
         product plus it), or it times 0x1 plus zero. ptxas moves a uniform register to a vector
-        one this way, e.g. a TMA descriptor's address that older releases keep in R10."""
+        one this way: NVRTC 13.0 moves wgmma_swap's TMA descriptor address into R10 so."""
         # Plain forms only: .HI adds a register pair and returns its high word, .X a carry, .WIDE a pair.
         if ins.base.lstrip("U") != "IMAD" or not set(ins.opcode.split(".")[1:]) <= {"U32", "MOV"}:
             return False
