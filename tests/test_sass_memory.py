@@ -354,3 +354,75 @@ def test_imad_hi_reads_its_addend_as_a_register_pair():
 """
     found = audit_memory(cubin, listing[:start] + body + listing[end:]).parameters
     assert found and "parameters' address" in found[0], found
+
+
+def _lines(*instructions: str) -> str:
+    """A spliced body in nvdisasm's form: one line per instruction, labels as written."""
+    return "".join(f"{i}\n" if i.endswith(":") else f"        /*{k * 16:04x}*/                   {i} ;\n"
+                   for k, i in enumerate(instructions))
+
+
+LOAD = ("ULDC.64 UR4, c[0x0][0x208]", "LDG.E R4, desc[UR4][R12.64+0x1000]", "EXIT")
+HIDDEN = ("LDC.64 R12, c[0x0][0x198]", *LOAD)
+# Ways to move the parameters' address into registers that look clean, or to give it a wrong
+# known offset, each on real Hopper semantics the audit once modelled wrong.
+MOVES = {
+    # bytes and halves of the address read one at a time and put back together
+    "bytes of the address": ("LDC.U8 R10, c[0x0][0x198]", "LDC.U8 R11, c[0x0][0x199]", "LDC.U16 R14, c[0x0][0x19c]",
+                             "PRMT R12, R10, 0x3340, R11", "PRMT R13, R14, 0x5410, RZ", *LOAD),
+    # I2F.F64.U64 reads the pair R2:R3 with no `.64` on it; the round trip is exact
+    "a pair read without .64": ("LDC.64 R8, c[0x0][0x198]", "MOV R2, RZ", "MOV R3, R8", "I2F.F64.U64 R4, R2",
+                                "F2I.U64.F64.TRUNC R6, R4", "MOV R3, R9", "I2F.F64.U64 R4, R2",
+                                "F2I.U64.F64.TRUNC R10, R4", "MOV R12, R7", "MOV R13, R11", "MOV R8, RZ", "MOV R9, RZ",
+                                "MOV R3, RZ", *LOAD),
+    # the carry out of the high word is a comparison on the address
+    "a carry of the high word": ("LDC.64 R8, c[0x0][0x198]", "S2R R6, SR_TID.X", "IADD3 R10, P0, R9, R6, RZ",
+                                 "MOV R8, RZ", "MOV R9, RZ", "MOV R10, RZ", "SEL R7, RZ, 0x1, !P0",
+                                 "ULDC.64 UR4, c[0x0][0x208]", "STG.E desc[UR4][R2.64], R7", "EXIT"),
+    # a guarded compare that never runs leaves the carry in P0
+    "a guarded predicate write": ("LDC.64 R8, c[0x0][0x198]", "S2R R6, SR_TID.X", "IADD3 R10, P0, R8, R6, RZ",
+                                  "MOV R8, RZ", "MOV R9, RZ", "MOV R10, RZ", "ISETP.NE.AND P3, PT, RZ, RZ, PT",
+                                  "@P3 ISETP.NE.AND P0, PT, RZ, RZ, PT", "SEL R7, RZ, 0x1, !P0",
+                                  "ULDC.64 UR4, c[0x0][0x208]", "STG.E desc[UR4][R2.64], R7", "EXIT"),
+    # code only a computed return or jump reaches
+    "code behind a computed return": ("MOV R20, 32@lo((k + .L_x_60@srel))", "MOV R21, 32@hi((k + .L_x_60@srel))",
+                                      "RET.REL.NODEC R20 `(k)", ".L_x_60:", *HIDDEN),
+    "code behind a computed jump": ("MOV R2, 0x20", "BRX R2 -0x30", "EXIT", *HIDDEN),
+}
+TMA_MOVES = {
+    # each carry-in of an .X add adds one that no operand shows: 0x30 + 2 per trip
+    "carry-ins into the low word": ("ULDC.64 UR4, c[0x0][0x198]", "UIADD3 UR6, UP0, UR4, 0x30, URZ",
+                                    "UIADD3.X UR7, URZ, UR5, URZ, UP0, !UPT", "UIADD3.X UR6, UR6, URZ, URZ, UPT, UPT",
+                                    "UTMALDG.2D [UR16], [UR6]", "EXIT"),
+    # the descriptor's high word is another address's
+    "another high word": ("ULDC.64 UR4, c[0x0][0x198]", "UIADD3 UR6, UR4, 0x30, URZ", "UIADD3 UR7, UR5, 0x1, URZ",
+                          "UTMALDG.2D [UR16], [UR6]", "EXIT"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(MOVES) + sorted(TMA_MOVES))
+def test_the_parameters_address_cannot_be_laundered(how):
+    tma = how in TMA_MOVES
+    source = ('struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };\n'
+              'extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y, int n) '
+              '{ if (threadIdx.x < n) y[threadIdx.x] = 1.f; }') if tma else \
+        'extern "C" __global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }'
+    cubin, listing = machine_code(source)
+    start = listing.index("k:\n.text.k:\n") + len("k:\n.text.k:\n")
+    end = listing.index(".L_x_0:", start)
+    found = audit_memory(cubin, listing[:start] + _lines(*(TMA_MOVES if tma else MOVES)[how]) + listing[end:]).parameters
+    assert found and any("parameters' address" in f or "TMA descriptor" in f for f in found), found
+
+
+def test_a_float64_round_trip_of_the_address_from_nvrtc_is_refused():
+    """The same laundering written in PTX (cvta.param, cvt.rn.f64.u64, cvt.rzi.u64.f64): ptxas
+    reads the pair of each conversion without a `.64` operand."""
+    source = ('extern "C" __global__ void k(unsigned long long* out, int n) {\n unsigned long long v;\n'
+              ' asm volatile("{ .reg .b64 a, t, u; .reg .b32 lo, hi, z, x, y; .reg .f64 d;\\n\\t"\n'
+              ' "mov.b64 a, k_param_0; cvta.param.u64 a, a; mov.b64 {lo,hi}, a; mov.b32 z, 0;\\n\\t"\n'
+              ' "mov.b64 t, {z, lo}; cvt.rn.f64.u64 d, t; cvt.rzi.u64.f64 u, d; mov.b64 {z, x}, u;\\n\\t"\n'
+              ' "mov.b64 t, {z, hi}; cvt.rn.f64.u64 d, t; cvt.rzi.u64.f64 u, d; mov.b64 {z, y}, u;\\n\\t"\n'
+              ' "mov.b64 %0, {x, y}; }" : "=l"(v));\n'
+              ' out[threadIdx.x] = *reinterpret_cast<volatile unsigned*>(v + 0x1000 * n);\n}\n')
+    found = audit_memory(*machine_code(source)).parameters
+    assert found and "I2F.F64.U64 in k uses the parameters' address" in found[0], found

@@ -36,12 +36,32 @@ _PREDICATE_THEN_REGISTER = {"ATOM", "ATOMG", "ATOMS", "SHFL", "LOP3", "ELECT", "
 _CARRY_OUT = {"IADD3", "LEA", "IADD", "IMAD"}
 
 
+_DOUBLE = {"DADD", "DMUL", "DFMA", "DMNMX", "DSET", "DMMA"}  # float64 math: register pairs in and out
+_CONVERSIONS = {"I2F", "F2I", "F2F", "I2I", "I2FP", "F2IP", "FRND"}  # .DEST_TYPE.SOURCE_TYPE
+_TYPE = re.compile(r"[USF](?:8|16|32|64)")
+
+
 def width(ins: Instruction) -> int:
-    """Registers an instruction's destination spans: 2 for 64-bit results, 4 for 128-bit."""
-    mods = set(ins.opcode.split(".")[1:])
+    """Registers an instruction's destination spans: 2 for 64-bit results (a `.64` or `.WIDE`
+    form, float64 math, a conversion to a 64-bit type), 4 for 128-bit."""
+    mods = ins.opcode.split(".")[1:]
     if "128" in mods:
         return 4
-    return 2 if mods & {"64", "WIDE"} else 1
+    base = ins.base.removeprefix("U")
+    types = [m for m in mods if _TYPE.fullmatch(m)]
+    if set(mods) & {"64", "WIDE"} or base in _DOUBLE or (base in _CONVERSIONS and types and types[0].endswith("64")):
+        return 2
+    return 1
+
+
+def reads_pairs(ins: Instruction) -> bool:
+    """Whether the instruction's register operands may be 64-bit (each read with the next
+    register): a `.64` form, float64 math and compares, or any 64-bit type among its
+    modifiers (`I2F.F64.U64` reads R2:R3 though no operand says `.64`). Reading a 32-bit
+    operand as a pair only finds more."""
+    mods = ins.opcode.split(".")[1:]
+    return "64" in mods or ins.base.removeprefix("U") in _DOUBLE | {"DSETP"} or \
+        any(_TYPE.fullmatch(m) and m.endswith("64") for m in mods)
 
 
 def destinations(ins: Instruction) -> tuple[int, list[str]]:
@@ -88,8 +108,11 @@ def registers_in(operand: str, pair: bool = False) -> list[str]:
 
 
 def forward(function: Function, step: Step) -> list[str]:
-    """Run `step` over every instruction reachable from the first, each with the state that
-    may hold before it, until no state grows; the findings in the order of their instructions."""
+    """Run `step` over every instruction, each with the state that may hold before it, until
+    no state grows; the findings in the order of their instructions. Instructions no path
+    from the first reaches (the target of a computed jump or return: `RET.REL.NODEC R20`
+    lands where no branch names) start from an empty state: what they make is followed
+    there, and what a computed jump would carry to them is refused at the jump."""
     instructions = function.instructions
     if not instructions:
         return []
@@ -97,7 +120,13 @@ def forward(function: Function, step: Step) -> list[str]:
     before[0] = {}
     work: list[int] = [0]
     findings: dict[str, int] = {}  # finding -> the first instruction it was found at
-    while work:
+    while True:
+        if not work:
+            unvisited = next((i for i, s in enumerate(before) if s is None), None)
+            if unvisited is None:
+                break
+            before[unvisited] = {}
+            work.append(unvisited)
         i = work.pop()
         state = before[i]
         assert state is not None

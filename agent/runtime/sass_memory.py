@@ -30,7 +30,7 @@ from typing import Optional
 
 from .bank0_layout import Bank0, layout
 from .cubin_elf import STT_FUNC, Cubin, Parameters, Symbol
-from .sass_flow import Fact, State, destinations, forward, registers_in, widened
+from .sass_flow import Fact, State, destinations, forward, reads_pairs, registers_in, widened
 from .sass_listing import Function, Instruction, parse_listing
 
 _CONSTANT = re.compile(r"(?<![\w.])c\[([^\]]*)\]\[([^\]]*)\]")
@@ -38,7 +38,9 @@ _IMMEDIATE = re.compile(r"-?0x[0-9a-f]+|-?\d+")
 _ZERO = {"RZ", "URZ", "PT", "UPT", "!PT", "!UPT"}
 _LOADS = {"LDG", "LD", "LDGSTS", "ULDG"}
 _WRITES = {"ST", "STG", "RED", "REDG", "ATOM", "ATOMG", "SUST", "SURED", "UBLKRED", "UTMAREDG"}
-_CALLS = {"CALL", "RET"}  # another function runs: what it does with an address is not followed
+# Control goes where the listing does not follow it (another function, a computed target):
+# what happens there with a live address is not followed, so none may be live.
+_CALLS = {"CALL", "RET", "BRX", "JMX"}
 _CONSTANT_LOADS = {"LDC", "ULDC", "LDCU", "MOV", "UMOV"}
 _DOUBLE = {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET"}
 _TMA_MAP = re.compile(r"\[(UR\d+)\]")
@@ -141,8 +143,13 @@ class _Audit:
             pa = self.bank0.parameter_address
             if offset is None:
                 found.append(PARAMETERS + f"{quoted} reads the launch's constant bank at a register index")
-            elif pa <= offset < pa + 8 and offset + size <= pa + 8:
+            elif pa <= offset < pa + 8 and offset + size <= pa + 8 and offset % 4 == 0 and size >= 4:
                 return {k: ("param" if offset + 4 * k == pa else "param-hi", "", 0) for k in range(size // 4)}
+            elif offset < pa + 8 and pa < offset + size:
+                # Bytes of the address, or words of it with the bank's next ones: pieces a kernel
+                # could put back together, known only as some of the address.
+                found.append(PARAMETERS + f"{quoted} reads part of the parameters' address "
+                             f"(c[0x0][{pa:#x}]) other than as its two words")
             elif self.bank0.constant_window <= offset < self.bank0.constant_window + 8:
                 found.append(STATE + f"{quoted} reads the generic address of __constant__ memory, through which it can "
                              "be written")
@@ -158,12 +165,13 @@ class _Audit:
                     found.append(STATE + f"{quoted} reads the module's address table at a register index")
                 return {}
             facts: dict[int, Fact] = {}
+            # Every destination word gets what any byte it reads holds: a read of a byte or a
+            # half of an entry is part of the address as much as a word is.
             for k in range(max(1, size // 4)):
-                word = offset + 4 * k
-                for start, hi in ((word, False), (word - 4, True)):
-                    symbol = self.table.get(start)
-                    if symbol is not None and not _is_function(self.image, symbol):
-                        facts[k] = ("sym-hi" if hi else "sym", symbol.name, 0)
+                first, last = offset + 4 * k, offset + 4 * k + min(size, 4) - 1
+                for start, symbol in self.table.items():
+                    if start <= last and first < start + 8 and not _is_function(self.image, symbol):
+                        facts[k] = ("sym-hi" if first >= start + 4 else "sym", symbol.name, 0)
             return facts
         found.append(PARAMETERS + f"{quoted} reads a constant bank the audit does not know")
         return {}
@@ -177,7 +185,7 @@ class _Audit:
         mods = ins.opcode.split(".")[1:]
         # a 64-bit addend (IMAD.WIDE; IMAD.HI adds a register pair too); 64-bit sources
         pair_last = "WIDE" in mods or (ins.base.lstrip("U") == "IMAD" and "HI" in mods)
-        pairs = "64" in mods
+        pairs = reads_pairs(ins)
         reads: list[tuple[int, frozenset[Fact]]] = []  # (operand index, facts it may hold)
         loaded: dict[int, Fact] = {}  # a constant bank's words this instruction moves, by word
         for i, operand in enumerate(ins.operands):
@@ -199,18 +207,24 @@ class _Audit:
         guard = ins.guard.lstrip("@!")
         if state.get(guard):
             found.append(self._misuse(ins, state[guard]))
+        tma = _TMA_MAP.fullmatch(ins.operands[-1]) if ins.base.startswith("UTMA") and ins.operands else None
+        if tma and any(f[0] == "param" for f in state.get(tma.group(1), ())):
+            high = state.get(f"UR{int(tma.group(1)[2:]) + 1}", frozenset())
+            if not high or any(f[:1] != ("param-hi",) or f[2] != 0 for f in high):
+                found.append(PARAMETERS + f"{ins.opcode} in {self.where} takes a TMA descriptor whose high word is not "
+                             "the parameters' address's")
         written = self._judge(ins, ndest, reads, found)
         after = dict(state)
         for k, reg in enumerate(dests):
             new = frozenset({loaded[k]} if k in loaded else written)
             predicate = reg.lstrip("U").startswith("P")
-            if predicate:
-                new = frozenset(("carry", f"{kind}|{name}", 0) for kind, name, _ in written if kind in ("param", "sym"))
-            # A guarded write keeps what the register held, except a predicate's carry: ptxas
+            if predicate:  # a carry (or a compare) out of any part of an address holds a bit of it
+                new = frozenset(f if f[0] == "carry" else ("carry", f"{f[0]}|{f[1]}", 0) for f in written)
+            # A guarded write keeps what the register held, except ELECT's predicate: ptxas
             # reuses a spent carry's predicate for the elect-one loop (`@P0 ELECT P1` with P0
-            # set true just before), where the old value never flows on; a carry still live
-            # cannot share its predicate with a write to another value.
-            old = after.get(reg, frozenset()) if ins.guard and not predicate else frozenset()
+            # set true just before), where the old value never flows on. Any other guarded
+            # write to a predicate may not run and leave a carry in place.
+            old = after.get(reg, frozenset()) if ins.guard and not (predicate and ins.base == "ELECT") else frozenset()
             merged = widened(old | new)
             if merged:
                 after[reg] = merged
@@ -270,9 +284,11 @@ class _Audit:
         kind, name, offset = fact
         if kind == "carry":
             k, n = name.split("|", 1)
-            return (k + "-hi", n, 0)
-        if kind != "param" or offset < 0:
+            return (k if k.endswith("-hi") else k + "-hi", n, 0)
+        if kind not in ("param", "param-hi") or offset < 0:
             return fact
+        if kind == "param" and ".X" in ins.opcode:  # a carry-in adds 0 or 1 that no operand shows
+            return (kind, name, -1)
         others = [o for i, o in enumerate(ins.operands[ndest:], ndest) if i != index and not o.startswith(("P", "!P",
                                                                                                            "UP", "!UP"))]
         if ins.base.lstrip("U") in ("MOV", "R2UR") or self._imad_copy(ins, ndest, index):
@@ -307,12 +323,12 @@ class _Audit:
         head = f"{ins.opcode} in {self.where}"
         if kind.startswith("param"):
             address = f"the parameters' address (c[0x0][{self.bank0.parameter_address:#x}])"
-            return PARAMETERS + (f"{head} passes {address} to another function" if call else
+            return PARAMETERS + (f"{head} passes {address} to another function or a computed jump's target" if call else
                                  f"{head} uses {address} other than as a TMA descriptor")
         symbol = next((s for s in self.table.values() if s.name == name), None)
         what = f"{_what(self.image, symbol) if symbol else 'the module data'} `{_name(name)}`"
         if call:
-            return STATE + f"{head} passes the address of {what} to another function"
+            return STATE + f"{head} passes the address of {what} to another function or a computed jump's target"
         if ins.base in _WRITES and operand >= 0 and "[" in ins.operands[operand]:
             return STATE + f"{head} writes {what}"
         return STATE + f"{head} uses the address of {what} other than to read it"
