@@ -346,3 +346,48 @@ def test_the_holes_should_be_refused(name):
 
 def test_the_bfloat16_workload_used_above_allows_bf16_only():
     assert allowed_types(load_workload(ROOT / "examples" / "attention_bf16")) == BF16
+
+
+# ---------------------------------------------------------------------------------------
+# Stopped: a 16-bit running sum kept in memory by reductions, which add in their type. The
+# operands are made by integer truncation (no conversion to see); the adds are the memory's.
+
+def _reduction(statement: str, setup: str = "") -> str:
+    return ('#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n'
+            'extern "C" __global__ void k(const float* a, unsigned* c, int n) {\n'
+            f'  {setup}\n'
+            '  for (int i = 0; i < n; ++i) {\n'
+            '    const unsigned h = __byte_perm(__float_as_uint(a[i]), __float_as_uint(a[i + n]), 0x7632);\n'
+            f'    {statement}\n'
+            '  }\n}\n')
+
+
+REDUCTIONS = {
+    "red.global.add.noftz.bf16x2": _reduction('asm volatile("red.global.add.noftz.bf16x2 [%0], %1;" '
+                                              ':: "l"(c + threadIdx.x), "r"(h));'),
+    "atom.global.add.noftz.bf16": _reduction('unsigned short r; asm volatile("atom.global.add.noftz.bf16 %0, [%1], %2;" '
+                                             ': "=h"(r) : "l"(c + threadIdx.x), "h"((unsigned short)h));'),
+    "atom.shared.add.noftz.f16x2": _reduction(
+        'unsigned r; asm volatile("atom.shared.add.noftz.f16x2 %0, [%1], %2;" : "=r"(r) '
+        ': "r"((unsigned)__cvta_generic_to_shared(s + threadIdx.x)), "r"(h)); c[threadIdx.x] = s[threadIdx.x];',
+        "__shared__ unsigned s[32];"),
+    "atomicAdd on __half": _reduction('atomicAdd(reinterpret_cast<__half*>(c) + threadIdx.x, '
+                                      '__ushort_as_half((unsigned short)h));'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_a_sixteen_bit_sum_kept_by_memory_reductions_is_refused(name):
+    r = compiled(REDUCTIONS[name], F32)
+    assert not r.ok and r.error == "PRECISION_POLICY", (r.error, r.log)
+    assert compiled(REDUCTIONS[name], frozenset({"BF16", "F16"})).ok  # where the workload's type is 16-bit
+
+
+def test_a_reduction_in_memory_is_read_from_the_machine_code_too():
+    """REDG.E.ADD.BF16x2.RN names its type with the lane count: the classifier reads BF16."""
+    from warpsmith.agent.spec.precision_policy import narrow_types
+    assert narrow_types("REDG.E.ADD.BF16x2.RN.STRONG.GPU") == {"BF16"}
+    assert narrow_types("UBLKRED.G.S.ADD.BF16.RN") == {"BF16"}
+    assert narrow_types("REDG.E.ADD.F32.FTZ.RN.STRONG.GPU") == frozenset()
+    assert any(op.startswith("REDG") and "BF16" in op
+               for op in sass.math_in(disassembly(REDUCTIONS["red.global.add.noftz.bf16x2"])))

@@ -53,7 +53,7 @@ from .ptx_text import normalised as _normalised
 # In the compile cache's key (agent/runtime/compiler.py): an entry keeps the instruction
 # names this audit found, so any change to what the audits here, in ptx_text.py or in
 # ptx_parameters.py find or refuse raises VERSION, and entries made under another are not read.
-VERSION = 9
+VERSION = 10
 _HALF = {"f16", "f16x2", "bf16", "bf16x2"}
 # Every dotted name, not preceded by a name character, '$', '%' or '.' (a directive's or
 # register's parts, a modifier of another name).
@@ -89,6 +89,10 @@ _NARROW_PTX = {"f16", "f16x2", "bf16", "bf16x2", "tf32", "e4m3", "e4m3x2", "e5m2
 _ARITHMETIC = {"add", "sub", "mul", "mad", "fma", "neg", "abs", "min", "max", "ex2", "lg2", "tanh", "rcp", "sqrt",
                "rsqrt", "sin", "cos", "div", "cvt", "mma", "wmma", "wgmma", "testp", "copysign"}
 _FLOAT = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
+# Reductions in memory add in their type as much as an add does: `red.global.add.noftz.bf16x2`,
+# `atom.add.noftz.f16` (atomicAdd on a half), `cp.reduce.async.bulk....add.bf16`,
+# `multimem.red....bf16x2`: a float32 workload could keep a 16-bit running sum in memory.
+_REDUCTIONS = {"atom", "red", "multimem", "cp"}
 
 
 def narrow_math(ptx: str) -> tuple[str, ...]:
@@ -100,7 +104,7 @@ def _narrow_math(code: str) -> tuple[str, ...]:
     found: set[str] = set()
     for base, mods in _DOTTED.findall(code):
         m = set(mods.split(".")[1:])
-        if base in ("dp4a", "dp2a") or \
+        if base in ("dp4a", "dp2a") or base in _REDUCTIONS and m & _NARROW_PTX or \
                 base in _ARITHMETIC and (m & _NARROW_PTX or base == "cvt" and m & {"s8", "u8"} and m & _FLOAT):
             found.add(base + mods)
     return tuple(sorted(found))

@@ -32,10 +32,12 @@ from typing import Optional
 # types (F2FP packs two floats, F2F converts one, I2F makes a float of an integer, F2I an
 # integer of a float); and the integer dot products (IDP: dp4a, dp2a).
 FAMILIES = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA", "F2FP", "F2F", "I2F",
-            "F2I", "IDP")
+            "F2I", "IDP",
+            # reductions in memory, which add in their type (REDG.E.ADD.BF16x2.RN)
+            "RED", "REDG", "REDAS", "ATOM", "ATOMG", "ATOMS", "UBLKRED")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)",
                           re.MULTILINE)
-VERSION = 3  # in the compile cache's key: a change to what is read (here, sass_memory.py) recompiles
+VERSION = 4  # in the compile cache's key: a change to what is read (here, sass_memory.py, sass_flow.py) recompiles
 TIMEOUT_S = 60.0  # a large kernel disassembles in well under a second
 
 

@@ -27,6 +27,7 @@ the tensor cores, which the SASS cannot tell from the compiler's own idioms
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ WIDENINGS = {"E4M3": frozenset({"F16", "BF16"}), "E5M2": frozenset({"F16", "BF16
 NARROW = frozenset({"F16", "BF16", "TF32", "E4M3", "E5M2", "E2M1", "E2M3", "E3M2", "UE8M0",
                     "S8", "U8", "S4", "U4", "S16", "U16", "B1"})
 _MATH = ("HMMA", "HGMMA", "QMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA")
+_REDUCTIONS = ("RED", "REDG", "REDAS", "ATOM", "ATOMG", "ATOMS", "UBLKRED")  # add in memory, in their type
 
 
 def allowed_types(workload: Workload) -> frozenset[str]:
@@ -116,6 +118,8 @@ def narrow_types(op: str) -> frozenset[str]:
         return frozenset(m for m in mods[:1] if m in _INTS)
     if family == "IDP":
         return frozenset(m for m in mods if m in _INTS) or frozenset({"S8"})
+    if family in _REDUCTIONS:  # REDG.E.ADD.BF16x2.RN, ATOMS.CAST.SPIN... : the type, without its lane count
+        return frozenset(re.sub(r"x\d+$", "", m) for m in mods) & NARROW
     found = frozenset(mods) & NARROW
     if family in ("HMMA", "HGMMA") and not found & {"BF16", "TF32"}:
         return frozenset({"F16"})
