@@ -90,6 +90,10 @@ def test_child_runs_below_the_parents_priority(fresh_process):
     '#define H __has_include\n#if H("/etc/passwd")\n#endif\n',
     '#define P(a, b) a##b\n#if P(__has_, include)("/etc/passwd")\n#endif\n',
     '#incl\\u0075de "/etc/passwd"\n',
+    '#\rinclude "/etc/passwd"\n',  # a lone carriage return: a blank to NVRTC
+    '%:\rinclude "/etc/passwd"\n',
+    '# /*c*/ \r include "/proc/self/environ"\n',
+    '#\x1binclude "/etc/passwd"\n',  # any other control character
     # an allowed header's computed include, its path spelt by the source's macros
     "#define execution_policy /.\n#define h /../../../../../../../../../../../../etc/passwd\n"
     "#include <cub/block/block_load.cuh>\n",
@@ -134,6 +138,21 @@ def test_the_file_name_nvrtc_quotes_is_one_plain_token():
     r = compile_kernel(KERNEL.replace("1.f;", "1.f; undefined_thing;"), "k", "sm_90", use_cache=False,
                        filename='a.cu\n#include "/etc/passwd"\n')
     assert not r.ok and "a.cu__include__" in r.log and "\n#include" not in r.log
+
+
+def test_a_log_quoting_a_host_file_is_withheld():
+    """A caller that skipped the source scan (or a scan NVRTC reads differently): NVRTC opens
+    the host file and its log quotes the file's lines; the compile process returns one line
+    instead, naming neither the file's text nor its path."""
+    from warpsmith.agent.runtime import native
+    from warpsmith.agent.runtime.compile_child import compile_request, foreign_file
+    reply = compile_request(native.nvrtc_compile, {"source": '#include "/etc/passwd"\n' + KERNEL, "filename": "k.cu",
+                                                   "entry": "k", "options": [], "arch": "sm_90"}, [])
+    assert reply["ok"] is False and reply["error"] == "SOURCE_REFUSED", reply
+    assert "root:" not in reply["log"] and "/etc/passwd" not in reply["log"] and "\n" not in reply["log"]
+    assert foreign_file('k.cu(2): error: identifier "x" is undefined', "k.cu", []) == ""
+    assert foreign_file('/h/cuda_fp16.hpp(9): warning #1: x\n', "k.cu", ["-I/h", "-I/h/cccl"]) == ""
+    assert foreign_file('/h2/x.h(9): error: y', "k.cu", ["-I/h"]) == "/h2/x.h"
 
 
 def test_the_compile_process_refuses_such_an_entry_itself():

@@ -34,6 +34,7 @@ import base64
 import ctypes
 import json
 import os
+import re
 import struct
 import sys
 from pathlib import Path
@@ -108,6 +109,24 @@ def bounded_log(log: str) -> str:
     return f"{head}\n[... {len(log) - len(head) - len(tail)} characters of NVRTC's log left out ...]\n{tail}"
 
 
+# A diagnostic's file: `kern.cu(2): error: ...`, `/dir/cuda_fp16.hpp(5): warning ...`.
+_DIAGNOSTIC = re.compile(r"^(.+?)\(\d+\): (?:catastrophic error|internal error|error|warning|remark)", re.MULTILINE)
+_NVRTC_OWN = ("__nv_name_map",)  # NVRTC's own text (the entry's name expression)
+
+
+def foreign_file(log: str, filename: str, include: list[str]) -> str:
+    """A file NVRTC's log quotes that is neither the kernel's source, nor under an include
+    directory, nor NVRTC's own ('' when there is none). Its messages quote that file's lines
+    back to whoever reads the log, and a model reads it: however an include got past
+    compile_policy.py's scan, the host's files do not come back through the log."""
+    directories = [o[2:].rstrip("/") + "/" for o in include if o.startswith("-I") and len(o) > 2]
+    for m in _DIAGNOSTIC.finditer(log):
+        path = m.group(1).strip()
+        if path != filename and path not in _NVRTC_OWN and not any(path.startswith(d) for d in directories):
+            return path
+    return ""
+
+
 def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], CompileResult],
                     request: dict[str, Any], include: list[str]) -> dict[str, Any]:
     refusal = check_entry(request["entry"])  # the caller's policy checked it; NVRTC pastes it into the source
@@ -124,6 +143,10 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
     # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
     # put any byte in the PTX.
     log = bounded_log(r.log)
+    if foreign_file(log, request["filename"], include):
+        return {"ok": False, "error": "SOURCE_REFUSED", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
+                "half_ops": [], "log": "NVRTC read a file other than the kernel's source and the allowed headers "
+                "(its messages are withheld): include only the allowed headers, by <name>"}
     half_ops, writes, reach, narrow = audited(bytes(r.ptx).decode(errors="replace")) if r.ok else ((), (), (), ())
     if reach:  # other launches' arguments (the checks' keys among them), whatever the workload
         return {"ok": False, "error": "PARAMETER_ADDRESS", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
