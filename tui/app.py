@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, RichLog
 
+from warpsmith.agent.spec.visible_text import visible
 from warpsmith.agent.tracking.past_runs import RunsSource
 
 from .run_view import AttemptRow, CaseRow, RunView
@@ -151,7 +152,7 @@ class WarpsmithApp(App[Optional[str]]):
         self.view.apply(event)
         log = self.query_one(RichLog)
         for line in self.view.log[before:]:
-            log.write(Text(line))  # rationales and logs are plain text, not markup
+            log.write(Text(visible(line)))  # rationales and logs are plain text, not markup nor escapes
         self.refresh_view()
 
     def loop_ended(self, status: str, error: str) -> None:

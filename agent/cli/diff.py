@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..evaluate.records import Attempt
+from ..spec.visible_text import visible
 from .errors import CliError
 
 
@@ -65,5 +66,5 @@ def cmd_diff(args: argparse.Namespace) -> int:
         what = "the best is the starting kernel" if b_it == 0 else f"attempts are 1..{max(history, default=0)}"
         raise CliError(f"no attempt {missing[0]} in {info.id} ({what})")
     assert b_it is not None  # an attempt's iteration: not missing
-    print(render_diff(session_dir(args.store, info.id) / "attempts", history[args.a], history[b_it]))
+    print(visible(render_diff(session_dir(args.store, info.id) / "attempts", history[args.a], history[b_it])))
     return 0

@@ -126,9 +126,28 @@ def _parse(text: str) -> ast.expr:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         raise ExprError(f"'{text}' does not parse: {e.msg}") from None
+    except RecursionError:
+        raise ExprError(f"'{text[:60]}...' nests too deeply") from None
     for node in ast.walk(tree):
         _check_node(node, text)
+    if _depth(tree) > MAX_DEPTH:
+        raise ExprError(f"'{text[:60]}...' nests more than {MAX_DEPTH} levels deep")
     return tree
+
+
+# Nesting a launch rule may have: ast.unparse and the evaluator recurse once per level, and
+# 400 unary pluses (within the length limit) overflowed Python's stack in `export`.
+MAX_DEPTH = 64
+
+
+def _depth(node: ast.AST) -> int:
+    """Levels of the tree, counted without recursion."""
+    deepest, todo = 0, [(node, 1)]
+    while todo:
+        n, d = todo.pop()
+        deepest = max(deepest, d)
+        todo.extend((child, d + 1) for child in ast.iter_child_nodes(n) if isinstance(child, ast.expr))
+    return deepest
 
 
 def _check_node(node: ast.AST, text: str) -> None:

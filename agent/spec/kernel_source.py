@@ -21,6 +21,7 @@ from functools import lru_cache
 _KNOB = re.compile(r"^[ \t]*//[ \t]*knob[ \t]+([A-Za-z_]\w*)[ \t]*:([^\n]*)$", re.MULTILINE)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(-?\d+)[ \t]*$", re.MULTILINE)
 KNOB_LIMIT = 1 << 31  # a knob is a -D value in int's range
+KNOB_NAME_MAX = 64  # characters: a knob's name is an MLflow param key (`knob.NAME`, 250 at most) and a -D name
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ def _knobs(source: str) -> tuple[Knob, ...]:
     knobs = {}
     for m in _KNOB.finditer(source):
         name, listed = m.group(1), m.group(2).strip()
+        if len(name) > KNOB_NAME_MAX:
+            raise ValueError(f"knob {name[:20]}...: a knob's name has at most {KNOB_NAME_MAX} characters")
         try:
             values = tuple(int(v) for v in listed.replace(",", " ").split())
         except ValueError:

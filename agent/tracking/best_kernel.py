@@ -13,6 +13,7 @@ from ..evaluate.session_result import SessionResult
 from ..runtime.compile_policy import check_options, define_options
 from ..runtime.device_facts import DeviceFacts
 from ..spec.launch import LaunchJob
+from ..spec.visible_text import visible
 from ..spec.workload_model import ScalarParam, Workload, array_layouts
 from .dispatch_module import DISPATCH_FILE, dispatch_module, variant_file
 from .launch_module import MODULE_FILE, launch_module
@@ -60,10 +61,16 @@ def report_md(workload: Workload, best: Best, start: Optional[Best], baseline: d
         s, b = starts.get(c.case), baseline.get(c.case)
         lines.append(f"| {c.case} | {fmt(s)} | {fmt(c.median_ms)} | {fmt(b)} | {ratio(s, c.median_ms)} | {ratio(b, c.median_ms)} |")
     lines += ["", f"Score (geometric mean): start {fmt(start.score_ms if start else None)} ms, best {best.score_ms:.4f} ms, "
-              f"baseline {fmt(baseline_score)} ms.", "", f"Found at iteration {best.iteration}. Rationale: {best.spec.rationale or '-'}", ""]
+              f"baseline {fmt(baseline_score)} ms.", "", f"Found at iteration {best.iteration}. Rationale: {_one_line(best.spec.rationale)}", ""]
     if ended:
         lines += [f"Session: {ended}.", ""]
     return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    """Model-written text on one line of the report, which the app renders as Markdown: no
+    line of its own becomes a heading, a table or a block, and no control character stays."""
+    return " ".join(visible(text).split()) or "-"
 
 
 def write_best(directory: Path, workload: Workload, best: Best, start: Optional[Best], baseline: dict[str, float],

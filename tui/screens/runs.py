@@ -13,6 +13,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Markdown, Sparkline, Static
 
+from warpsmith.agent.spec.visible_text import visible
 from warpsmith.agent.tracking.past_runs import PastRun, RunsSource
 
 
@@ -35,7 +36,7 @@ class RunsScreen(Screen[None]):
         with Horizontal(id="runs-detail"):
             yield VerticalScroll(Static(id="runs-kernel"), id="runs-kernel-box")
             with VerticalScroll(id="runs-side"):
-                yield Markdown(id="runs-report")
+                yield Markdown(id="runs-report", open_links=False)  # a report quotes model text: no link opens
                 yield Sparkline([], id="runs-trend")
         yield Footer()
 
@@ -55,7 +56,8 @@ class RunsScreen(Screen[None]):
             self.show(self.rows[event.cursor_row])
 
     def show(self, run: PastRun) -> None:
-        self.query_one("#runs-kernel", Static).update(Syntax(self.source.best_kernel(run), "cuda", line_numbers=True))
+        self.query_one("#runs-kernel", Static).update(Syntax(visible(self.source.best_kernel(run)), "cuda",
+                                                             line_numbers=True))
         self.query_one(Markdown).update(self.source.report(run))
         trend = self.source.trend(run)
         self.query_one(Sparkline).data = [trend[0] / x for x in trend] if trend else []

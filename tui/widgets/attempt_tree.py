@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
+
+from warpsmith.agent.spec.visible_text import visible
 
 from ..run_view import AttemptRow, RunView
 
@@ -35,7 +38,7 @@ def tree_lines(v: RunView) -> tuple[TreeLine, ...]:
     return tuple(frontier + [TreeLine.of(a, "") for a in recent])
 
 
-class AttemptTree(DataTable[str]):
+class AttemptTree(DataTable[Text]):
     lines: reactive[tuple[TreeLine, ...]] = reactive((), repaint=False)
 
     def on_mount(self) -> None:
@@ -55,4 +58,4 @@ class AttemptTree(DataTable[str]):
     def _rebuild(self, lines: tuple[TreeLine, ...]) -> None:
         self.clear()
         for line in lines:
-            self.add_row(*line.cells, key=line.key)
+            self.add_row(*(Text(visible(str(c))) for c in line.cells), key=line.key)

@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from warpsmith.agent.spec.timing_policy import SUSPECT_MARGIN
+from warpsmith.agent.spec.visible_text import visible
 
 from ..run_view import CaseRow, RunView
 
@@ -42,7 +44,7 @@ class CaseLine:
                             _ms(r.best_ms), _ms(r.baseline_ms)))
 
 
-class CaseTable(DataTable[str]):
+class CaseTable(DataTable[Text]):
     lines: reactive[tuple[CaseLine, ...]] = reactive((), repaint=False)
 
     def on_mount(self) -> None:
@@ -63,9 +65,9 @@ class CaseTable(DataTable[str]):
         for before, after in zip(old, new):
             for column, was, now in zip(COLUMNS, before.cells, after.cells):
                 if was != now:
-                    self.update_cell(after.case, column, now, update_width=True)
+                    self.update_cell(after.case, column, Text(visible(str(now))), update_width=True)
 
     def _rebuild(self, lines: tuple[CaseLine, ...]) -> None:
         self.clear()
         for line in lines:
-            self.add_row(*line.cells, key=line.case)
+            self.add_row(*(Text(visible(str(c))) for c in line.cells), key=line.case)

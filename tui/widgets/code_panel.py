@@ -14,6 +14,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static, TabbedContent, TabPane
 
+from warpsmith.agent.spec.visible_text import visible
+
 from ..run_view import RunView
 
 
@@ -41,7 +43,7 @@ class CodePanel(Vertical):
 
     def watch_source(self) -> None:
         self.query_one("#code", Static).update(
-            Syntax(self.source or "// waiting for the first candidate", "cuda", line_numbers=True, word_wrap=False))
+            Syntax(visible(self.source) or "// waiting for the first candidate", "cuda", line_numbers=True, word_wrap=False))
         self._show_diff()
 
     def watch_best_source(self) -> None:
@@ -50,11 +52,11 @@ class CodePanel(Vertical):
     def _show_diff(self) -> None:
         diff = "".join(difflib.unified_diff(self.best_source.splitlines(True), self.source.splitlines(True),
                                             "best.cu", "candidate.cu")) or "(same as the best)"
-        self.query_one("#diff", Static).update(Syntax(diff, "diff", word_wrap=False))
+        self.query_one("#diff", Static).update(Syntax(visible(diff), "diff", word_wrap=False))
 
     def watch_detail(self) -> None:
         # Compile logs and model answers contain [brackets]: never read them as markup.
-        self.query_one("#report", Static).update(Text(self.detail or "(nothing to report)"))
+        self.query_one("#report", Static).update(Text(visible(self.detail) or "(nothing to report)"))
 
     def watch_profile(self) -> None:
         self._show_profile()
