@@ -146,6 +146,7 @@ def test_a_log_quoting_a_host_file_is_withheld():
     instead, naming neither the file's text nor its path."""
     from warpsmith.agent.runtime import native
     from warpsmith.agent.runtime.compile_child import compile_request, foreign_file
+    native.nvrtc()  # loaded in this process, as the compile process loads it
     reply = compile_request(native.nvrtc_compile, {"source": '#include "/etc/passwd"\n' + KERNEL, "filename": "k.cu",
                                                    "entry": "k", "options": [], "arch": "sm_90"}, [])
     assert reply["ok"] is False and reply["error"] == "SOURCE_REFUSED", reply
@@ -153,6 +154,22 @@ def test_a_log_quoting_a_host_file_is_withheld():
     assert foreign_file('k.cu(2): error: identifier "x" is undefined', "k.cu", []) == ""
     assert foreign_file('/h/cuda_fp16.hpp(9): warning #1: x\n', "k.cu", ["-I/h", "-I/h/cccl"]) == ""
     assert foreign_file('/h2/x.h(9): error: y', "k.cu", ["-I/h"]) == "/h2/x.h"
+    # a quoted source line under a diagnostic is indented, whatever it holds
+    assert foreign_file('k.cu(3): warning #177-D: variable "unused" was declared but never referenced\n'
+                        '    int r = ok ? f(1): error_code; int unused = r;\n', "k.cu", []) == ""
+
+
+def test_a_kernel_with_many_warnings_compiles():
+    """A log past the bound is cut mid-line; the guard reads the whole log, not the cut one."""
+    from warpsmith.agent.runtime import native
+    from warpsmith.agent.runtime.compile_child import LOG_MAX, compile_request
+    unused = "".join(f"  int unused{i} = {i};\n" for i in range(1500))
+    source = 'extern "C" __global__ void k(float* y) {\n' + unused + '  y[threadIdx.x] = 1.f;\n}\n'
+    native.nvrtc()
+    reply = compile_request(native.nvrtc_compile, {"source": source, "filename": "k.cu", "entry": "k", "options": [],
+                                                   "arch": "sm_90"}, [])
+    assert reply["ok"] is True, reply["log"][-300:]
+    assert len(reply["log"]) <= LOG_MAX + 200 and "left out" in reply["log"]
 
 
 def test_the_compile_process_refuses_such_an_entry_itself():

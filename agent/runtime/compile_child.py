@@ -109,8 +109,10 @@ def bounded_log(log: str) -> str:
     return f"{head}\n[... {len(log) - len(head) - len(tail)} characters of NVRTC's log left out ...]\n{tail}"
 
 
-# A diagnostic's file: `kern.cu(2): error: ...`, `/dir/cuda_fp16.hpp(5): warning ...`.
-_DIAGNOSTIC = re.compile(r"^(.+?)\(\d+\): (?:catastrophic error|internal error|error|warning|remark)", re.MULTILINE)
+# A diagnostic's file: `kern.cu(2): error: ...`, `/dir/cuda_fp16.hpp(5): warning ...`, at the
+# start of a line (the source lines NVRTC quotes under a diagnostic are indented).
+_DIAGNOSTIC = re.compile(r"^(\S[^\n]*?)\(\d+\): (?:catastrophic error|internal error|error|warning|remark)\b",
+                         re.MULTILINE)
 _NVRTC_OWN = ("__nv_name_map",)  # NVRTC's own text (the entry's name expression)
 
 
@@ -143,7 +145,7 @@ def compile_request(nvrtc_compile: Callable[[str, str, str, list[str], str], Com
     # read): only the instruction names go back. Bytes decoded leniently: inline assembly may
     # put any byte in the PTX.
     log = bounded_log(r.log)
-    if foreign_file(log, request["filename"], include):
+    if foreign_file(r.log, request["filename"], include):  # the whole log: a cut line could read as a file
         return {"ok": False, "error": "SOURCE_REFUSED", "compile_ms": r.compile_ms, "lowered_name": "", "cubin": "",
                 "half_ops": [], "log": "NVRTC read a file other than the kernel's source and the allowed headers "
                 "(its messages are withheld): include only the allowed headers, by <name>"}
