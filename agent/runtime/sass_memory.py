@@ -42,7 +42,6 @@ _WRITES = {"ST", "STG", "RED", "REDG", "ATOM", "ATOMG", "SUST", "SURED", "UBLKRE
 # what happens there with a live address is not followed, so none may be live.
 _CALLS = {"CALL", "RET", "BRX", "JMX"}
 _CONSTANT_LOADS = {"LDC", "ULDC", "LDCU", "MOV", "UMOV"}
-_DOUBLE = {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET"}
 _TMA_MAP = re.compile(r"\[(UR\d+)\]")
 TMA_MAP_BYTES = 128  # a CUtensorMap
 PARAMETERS, STATE = "P", "S"  # which rule a finding is of: its first character, cut off by audit_memory
@@ -118,7 +117,7 @@ def _bytes(ins: Instruction, operand_index: int) -> int:
     if mods & {"U16", "S16"}:
         return 2
     wide_addend = "WIDE" in mods and operand_index == len(ins.operands) - 1
-    if mods & {"64", "U64", "S64", "F64"} or ins.base in _DOUBLE or wide_addend:
+    if reads_pairs(ins) or wide_addend:
         return 8
     return 4
 
@@ -210,7 +209,7 @@ class _Audit:
         tma = _TMA_MAP.fullmatch(ins.operands[-1]) if ins.base.startswith("UTMA") and ins.operands else None
         if tma and any(f[0] == "param" for f in state.get(tma.group(1), ())):
             high = state.get(f"UR{int(tma.group(1)[2:]) + 1}", frozenset())
-            if not high or any(f[:1] != ("param-hi",) or f[2] != 0 for f in high):
+            if not high or any(f[0] != "param-hi" or f[2] != 0 for f in high):
                 found.append(PARAMETERS + f"{ins.opcode} in {self.where} takes a TMA descriptor whose high word is not "
                              "the parameters' address's")
         written = self._judge(ins, ndest, reads, found)
